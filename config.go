@@ -1,0 +1,454 @@
+package commandbus
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"regexp"
+	"sort"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/commandbus/commandbus/internal/clock"
+)
+
+// Config configures a Client. Its YAML form (see LoadConfig) is shaped as seed 001's
+// application.yml: features, domains and command-steps, plus the process pollers, the database
+// and the server. Every field has a documented default applied by WithDefaults.
+type Config struct {
+	// Features switches whole capabilities of this instance on or off.
+	Features Features `yaml:"features"`
+	// Domains holds per-domain settings, keyed by domain name. A domain with handlers registered
+	// but no entry here runs with DomainConfig's defaults.
+	Domains map[string]*DomainConfig `yaml:"domains"`
+	// CommandSteps maps process command steps to a target domain, command type and timeout
+	// (seed 001 §5).
+	CommandSteps map[string]*CommandStepConfig `yaml:"command-steps"`
+	// Process configures the execution pollers and per-process-type overrides (seed 000).
+	Process ProcessConfig `yaml:"process"`
+	// Database says where commandbus stores its state; used by the commandbus binary.
+	Database DatabaseConfig `yaml:"database"`
+	// Server configures the REST API and console of `commandbus serve`.
+	Server ServerConfig `yaml:"server"`
+
+	// FetchCooldown is the least time between two claims of one queue, so that freed slots are
+	// claimed in batches rather than one by one. Default: 5ms.
+	FetchCooldown Duration `yaml:"fetch-cooldown"`
+	// FetchPollInterval is how often a queue is claimed when no notification arrives; the
+	// fallback that always works. Default: 1s.
+	FetchPollInterval Duration `yaml:"fetch-poll-interval"`
+	// ShutdownTimeout bounds graceful shutdown when Stop's context has no deadline. Default: 30s.
+	ShutdownTimeout Duration `yaml:"shutdown-timeout"`
+
+	// Handlers are the command and reply handlers this instance runs. Required to work commands;
+	// a Client without handlers can still send and query.
+	Handlers *Handlers `yaml:"-"`
+	// Logger receives structured logs with command, domain and correlation ids. Default: logs at
+	// warn level and above to stderr.
+	Logger *slog.Logger `yaml:"-"`
+	// WorkerID names this instance in claims and audit entries. Default: hostname-pid-random.
+	WorkerID string `yaml:"-"`
+	// MetricsRegisterer receives the Prometheus collectors. Default: none are registered.
+	MetricsRegisterer prometheus.Registerer `yaml:"-"`
+	// Clock is injected by tests and simulations; nil uses the database clock for every
+	// visibility decision and the wall clock elsewhere.
+	Clock clock.Clock `yaml:"-"`
+	// Rand draws retry jitter. Default: a randomly seeded source.
+	Rand *rand.Rand `yaml:"-"`
+}
+
+// Features are the global capabilities of an instance (seed 001).
+type Features struct {
+	// CommandHandlers runs command handlers of enabled domains. Default: true.
+	CommandHandlers *bool `yaml:"command-handlers"`
+	// ProcessExecution runs process executions and their pollers. Default: true.
+	ProcessExecution *bool `yaml:"process-execution"`
+	// ReplyProcessing runs reply handlers of enabled domains. Default: true.
+	ReplyProcessing *bool `yaml:"reply-processing"`
+}
+
+// DomainConfig is one domain's settings. The concurrency of a domain across a deployment is
+// replicas × ConcurrentMessages.
+type DomainConfig struct {
+	// Enabled runs this domain's handlers on this instance. Default: true.
+	Enabled *bool `yaml:"enabled"`
+	// ConcurrentMessages is how many commands of the domain one instance handles at once.
+	// Default: 5.
+	ConcurrentMessages int `yaml:"concurrent-messages"`
+	// ReplyConcurrentMessages is how many replies of the domain's reply queue one instance
+	// handles at once. Default: ConcurrentMessages.
+	ReplyConcurrentMessages int `yaml:"reply-concurrent-messages"`
+	// VisibilityTimeout is the lease of a claimed command: a handler still running after it loses
+	// the command to another worker and cannot complete it. Default: 30s.
+	VisibilityTimeout Duration `yaml:"visibility-timeout"`
+	// MaxAttempts is how many times a command is tried before it goes to the troubleshooting
+	// queue, unless the sender sets its own. Default: 3.
+	MaxAttempts int `yaml:"max-attempts"`
+	// Retry is the backoff between attempts.
+	Retry RetryPolicy `yaml:"retry"`
+	// FetchBatch is the most commands claimed in one query. Default: 100.
+	FetchBatch int `yaml:"fetch-batch"`
+}
+
+// RetryPolicy is exponential backoff with a cap and optional jitter: the delay after attempt n is
+// InitialDelay × Multiplier^(n-1), capped at MaxDelay, then spread by ±Jitter.
+type RetryPolicy struct {
+	// InitialDelay is the delay after the first failed attempt. Default: 1s.
+	InitialDelay Duration `yaml:"initial-delay"`
+	// MaxDelay caps the delay. Default: 5m.
+	MaxDelay Duration `yaml:"max-delay"`
+	// Multiplier grows the delay per attempt. Default: 2.
+	Multiplier float64 `yaml:"multiplier"`
+	// Jitter spreads each delay by up to ± this fraction (0 to 1). Default: 0.2.
+	Jitter *float64 `yaml:"jitter"`
+}
+
+// CommandStepConfig maps a process command step to the command it sends (seed 001).
+type CommandStepConfig struct {
+	// Domain receives the command. Required.
+	Domain string `yaml:"domain"`
+	// CommandType is the command's type. Required.
+	CommandType string `yaml:"command-type"`
+	// Timeout is how long the process waits for the reply before the wait times out.
+	// Default: 30s.
+	Timeout Duration `yaml:"timeout"`
+}
+
+// ProcessConfig configures process execution (seed 000's commandbus.process keys).
+type ProcessConfig struct {
+	// PendingPollInterval polls for PENDING executions when no notification arrives. Default: 1s.
+	PendingPollInterval Duration `yaml:"pending-poll-interval"`
+	// RetryPollInterval polls for executions due for retry. Default: 5s.
+	RetryPollInterval Duration `yaml:"retry-poll-interval"`
+	// TimeoutCheckInterval checks expired waits. Default: 60s.
+	TimeoutCheckInterval Duration `yaml:"timeout-check-interval"`
+	// DeadlineCheckInterval checks exceeded deadlines. Default: 60s.
+	DeadlineCheckInterval Duration `yaml:"deadline-check-interval"`
+	// DefaultWaitTimeout applies to waits without their own timeout. Default: 1h.
+	DefaultWaitTimeout Duration `yaml:"default-wait-timeout"`
+	// ExecutionLease is how long a runner owns an execution before another may take it over.
+	// Default: 30s.
+	ExecutionLease Duration `yaml:"execution-lease"`
+	// ConcurrentExecutions is how many executions one instance runs at once. Default: 50.
+	ConcurrentExecutions int `yaml:"concurrent-executions"`
+	// Types holds overrides per process type.
+	Types map[string]*ProcessTypeConfig `yaml:"types"`
+}
+
+// ProcessTypeConfig overrides defaults for one process type.
+type ProcessTypeConfig struct {
+	// DefaultWaitTimeout overrides ProcessConfig.DefaultWaitTimeout.
+	DefaultWaitTimeout Duration `yaml:"default-wait-timeout"`
+	// DeadlineAction is TSQ, COMPENSATE or FAIL.
+	DeadlineAction string `yaml:"deadline-action"`
+}
+
+// DatabaseConfig says where state lives.
+type DatabaseConfig struct {
+	// URL is a postgres:// URL, or sqlite://PATH (or a bare file path) for the embedded store.
+	URL string `yaml:"url"`
+	// Schema holds commandbus objects on PostgreSQL. Default: commandbus.
+	Schema string `yaml:"schema"`
+}
+
+// ServerConfig configures `commandbus serve`.
+type ServerConfig struct {
+	// Addr is the listen address. Default: 127.0.0.1:8080.
+	Addr string `yaml:"addr"`
+	// Tokens are the bearer tokens accepted by the API and console.
+	Tokens []TokenConfig `yaml:"tokens"`
+}
+
+// TokenConfig is one bearer token.
+type TokenConfig struct {
+	// Subject names who holds the token; it is recorded on every action taken with it.
+	Subject string `yaml:"subject"`
+	// Token is the secret.
+	Token string `yaml:"token"`
+	// Role is viewer or operator.
+	Role string `yaml:"role"`
+}
+
+// The defaults applied by WithDefaults.
+const (
+	DefaultConcurrentMessages = 5
+	DefaultVisibilityTimeout  = 30 * time.Second
+	DefaultMaxAttempts        = 3
+	DefaultFetchBatch         = 100
+	DefaultRetryInitialDelay  = time.Second
+	DefaultRetryMaxDelay      = 5 * time.Minute
+	DefaultRetryMultiplier    = 2.0
+	DefaultRetryJitter        = 0.2
+	DefaultCommandStepTimeout = 30 * time.Second
+	DefaultFetchCooldown      = 5 * time.Millisecond
+	DefaultFetchPollInterval  = time.Second
+	DefaultShutdownTimeout    = 30 * time.Second
+)
+
+func boolPtr(b bool) *bool { return &b }
+
+func orDuration(d *Duration, def time.Duration) {
+	if *d == 0 {
+		*d = Duration(def)
+	}
+}
+
+// WithDefaults returns a copy of c with every unset field at its default. Domain entries are
+// copied so the caller's config is not changed.
+func (c *Config) WithDefaults() *Config {
+	out := *c
+	if out.Features.CommandHandlers == nil {
+		out.Features.CommandHandlers = boolPtr(true)
+	}
+	if out.Features.ProcessExecution == nil {
+		out.Features.ProcessExecution = boolPtr(true)
+	}
+	if out.Features.ReplyProcessing == nil {
+		out.Features.ReplyProcessing = boolPtr(true)
+	}
+	out.Domains = make(map[string]*DomainConfig, len(c.Domains))
+	for name, d := range c.Domains {
+		if d == nil {
+			d = &DomainConfig{}
+		}
+		out.Domains[name] = d.withDefaults()
+	}
+	out.CommandSteps = make(map[string]*CommandStepConfig, len(c.CommandSteps))
+	for name, s := range c.CommandSteps {
+		if s == nil {
+			s = &CommandStepConfig{}
+		}
+		step := *s
+		orDuration(&step.Timeout, DefaultCommandStepTimeout)
+		out.CommandSteps[name] = &step
+	}
+	p := &out.Process
+	orDuration(&p.PendingPollInterval, time.Second)
+	orDuration(&p.RetryPollInterval, 5*time.Second)
+	orDuration(&p.TimeoutCheckInterval, time.Minute)
+	orDuration(&p.DeadlineCheckInterval, time.Minute)
+	orDuration(&p.DefaultWaitTimeout, time.Hour)
+	orDuration(&p.ExecutionLease, 30*time.Second)
+	if p.ConcurrentExecutions == 0 {
+		p.ConcurrentExecutions = 50
+	}
+	if out.Database.Schema == "" {
+		out.Database.Schema = "commandbus"
+	}
+	if out.Server.Addr == "" {
+		out.Server.Addr = "127.0.0.1:8080"
+	}
+	orDuration(&out.FetchCooldown, DefaultFetchCooldown)
+	orDuration(&out.FetchPollInterval, DefaultFetchPollInterval)
+	orDuration(&out.ShutdownTimeout, DefaultShutdownTimeout)
+	if out.Handlers == nil {
+		out.Handlers = NewHandlers()
+	}
+	if out.Logger == nil {
+		out.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	if out.WorkerID == "" {
+		out.WorkerID = defaultWorkerID()
+	}
+	if out.Clock == nil {
+		out.Clock = clock.Real{}
+	}
+	if out.Rand == nil {
+		out.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return &out
+}
+
+// Domain returns the settings of a domain, with defaults when it has no entry.
+func (c *Config) Domain(name string) *DomainConfig {
+	if d, ok := c.Domains[name]; ok && d != nil {
+		return d
+	}
+	return (&DomainConfig{}).withDefaults()
+}
+
+func (d *DomainConfig) withDefaults() *DomainConfig {
+	out := *d
+	if out.Enabled == nil {
+		out.Enabled = boolPtr(true)
+	}
+	if out.ConcurrentMessages == 0 {
+		out.ConcurrentMessages = DefaultConcurrentMessages
+	}
+	if out.ReplyConcurrentMessages == 0 {
+		out.ReplyConcurrentMessages = out.ConcurrentMessages
+	}
+	orDuration(&out.VisibilityTimeout, DefaultVisibilityTimeout)
+	if out.MaxAttempts == 0 {
+		out.MaxAttempts = DefaultMaxAttempts
+	}
+	if out.FetchBatch == 0 {
+		out.FetchBatch = DefaultFetchBatch
+	}
+	orDuration(&out.Retry.InitialDelay, DefaultRetryInitialDelay)
+	orDuration(&out.Retry.MaxDelay, DefaultRetryMaxDelay)
+	if out.Retry.Multiplier == 0 {
+		out.Retry.Multiplier = DefaultRetryMultiplier
+	}
+	if out.Retry.Jitter == nil {
+		j := DefaultRetryJitter
+		out.Retry.Jitter = &j
+	}
+	return &out
+}
+
+var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+
+// validName reports whether s can name a domain: lower-case letters, digits, '-' and '_',
+// starting with a letter, and no "__" (reserved for queue suffixes).
+func validName(s string) bool {
+	return nameRE.MatchString(s) && !containsDoubleUnderscore(s)
+}
+
+func containsDoubleUnderscore(s string) bool {
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] == '_' && s[i+1] == '_' {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate returns every problem in the configuration at once, joined, or nil. Call it on a
+// config with defaults applied.
+func (c *Config) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for _, name := range sortedKeys(c.Domains) {
+		d := c.Domains[name]
+		if !validName(name) {
+			add("domains.%s: domain name must be lower-case letters, digits, '-' or '_', start with a letter, and not contain \"__\"", name)
+		}
+		if d.ConcurrentMessages < 1 {
+			add("domains.%s.concurrent-messages: must be at least 1, got %d", name, d.ConcurrentMessages)
+		}
+		if d.ReplyConcurrentMessages < 1 {
+			add("domains.%s.reply-concurrent-messages: must be at least 1, got %d", name, d.ReplyConcurrentMessages)
+		}
+		if d.VisibilityTimeout.Std() < time.Second {
+			add("domains.%s.visibility-timeout: must be at least 1s, got %s", name, d.VisibilityTimeout)
+		}
+		if d.MaxAttempts < 1 {
+			add("domains.%s.max-attempts: must be at least 1, got %d", name, d.MaxAttempts)
+		}
+		if d.FetchBatch < 1 || d.FetchBatch > 10_000 {
+			add("domains.%s.fetch-batch: must be between 1 and 10000, got %d", name, d.FetchBatch)
+		}
+		if d.Retry.InitialDelay < 0 {
+			add("domains.%s.retry.initial-delay: must not be negative", name)
+		}
+		if d.Retry.MaxDelay.Std() < d.Retry.InitialDelay.Std() {
+			add("domains.%s.retry.max-delay: must be at least initial-delay (%s), got %s", name, d.Retry.InitialDelay, d.Retry.MaxDelay)
+		}
+		if d.Retry.Multiplier < 1 {
+			add("domains.%s.retry.multiplier: must be at least 1, got %g", name, d.Retry.Multiplier)
+		}
+		if j := *d.Retry.Jitter; j < 0 || j > 1 {
+			add("domains.%s.retry.jitter: must be between 0 and 1, got %g", name, j)
+		}
+	}
+	for _, name := range sortedKeys(c.CommandSteps) {
+		s := c.CommandSteps[name]
+		if s.Domain == "" {
+			add("command-steps.%s.domain: required", name)
+		} else if !validName(s.Domain) {
+			add("command-steps.%s.domain: %q is not a valid domain name", name, s.Domain)
+		}
+		if s.CommandType == "" {
+			add("command-steps.%s.command-type: required", name)
+		}
+		if s.Timeout.Std() <= 0 {
+			add("command-steps.%s.timeout: must be positive, got %s", name, s.Timeout)
+		}
+	}
+	p := c.Process
+	for key, d := range map[string]Duration{
+		"pending-poll-interval": p.PendingPollInterval, "retry-poll-interval": p.RetryPollInterval,
+		"timeout-check-interval": p.TimeoutCheckInterval, "deadline-check-interval": p.DeadlineCheckInterval,
+		"default-wait-timeout": p.DefaultWaitTimeout, "execution-lease": p.ExecutionLease,
+	} {
+		if d.Std() <= 0 {
+			add("process.%s: must be positive, got %s", key, d)
+		}
+	}
+	if p.ConcurrentExecutions < 1 {
+		add("process.concurrent-executions: must be at least 1, got %d", p.ConcurrentExecutions)
+	}
+	for _, name := range sortedKeys(p.Types) {
+		t := p.Types[name]
+		if t == nil {
+			continue
+		}
+		switch t.DeadlineAction {
+		case "", "TSQ", "COMPENSATE", "FAIL":
+		default:
+			add("process.types.%s.deadline-action: must be TSQ, COMPENSATE or FAIL, got %q", name, t.DeadlineAction)
+		}
+		if t.DefaultWaitTimeout < 0 {
+			add("process.types.%s.default-wait-timeout: must not be negative", name)
+		}
+	}
+	for i, t := range c.Server.Tokens {
+		if t.Subject == "" {
+			add("server.tokens[%d].subject: required", i)
+		}
+		if len(t.Token) < 16 {
+			add("server.tokens[%d].token: must be at least 16 characters", i)
+		}
+		if t.Role != "viewer" && t.Role != "operator" {
+			add("server.tokens[%d].role: must be viewer or operator, got %q", i, t.Role)
+		}
+	}
+	if c.FetchCooldown < 0 {
+		add("fetch-cooldown: must not be negative")
+	}
+	if c.FetchPollInterval.Std() <= 0 {
+		add("fetch-poll-interval: must be positive, got %s", c.FetchPollInterval)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return &ConfigError{Problems: errs}
+}
+
+// ConfigError lists every problem found in a configuration.
+type ConfigError struct {
+	Problems []error
+}
+
+func (e *ConfigError) Error() string {
+	msg := fmt.Sprintf("invalid configuration (%d problem", len(e.Problems))
+	if len(e.Problems) != 1 {
+		msg += "s"
+	}
+	msg += "):"
+	for _, p := range e.Problems {
+		msg += "\n  - " + p.Error()
+	}
+	return msg
+}
+
+// Unwrap returns the individual problems.
+func (e *ConfigError) Unwrap() []error { return e.Problems }
+
+// ErrInvalidConfig matches every ConfigError with errors.Is.
+var ErrInvalidConfig = errors.New("invalid configuration")
+
+// Is matches ErrInvalidConfig.
+func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,253 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// CommandStatus is where a command is in its lifecycle.
+//
+//	PENDING ──claim──▶ RUNNING ──▶ COMPLETED | FAILED
+//	   ▲                  │
+//	   └──retry (backoff)─┤
+//	                      └──▶ IN_TSQ ──operator──▶ PENDING | CANCELLED | COMPLETED
+//
+// A RUNNING command whose lease expired is claimable again (visibility-timeout semantics); the
+// fence counter makes sure only the newest claim can write its outcome. A command claimed past
+// its last attempt or past its deadline is not handled again: it ends TIMED_OUT, with a reply.
+type CommandStatus string
+
+// The command statuses.
+const (
+	CommandStatusPending   CommandStatus = "PENDING"
+	CommandStatusRunning   CommandStatus = "RUNNING"
+	CommandStatusCompleted CommandStatus = "COMPLETED"
+	CommandStatusFailed    CommandStatus = "FAILED"
+	CommandStatusInTSQ     CommandStatus = "IN_TSQ"
+	CommandStatusCancelled CommandStatus = "CANCELLED"
+	CommandStatusTimedOut  CommandStatus = "TIMED_OUT"
+)
+
+// Terminal reports whether no worker will touch a command in this status again.
+func (s CommandStatus) Terminal() bool {
+	switch s {
+	case CommandStatusCompleted, CommandStatusFailed, CommandStatusCancelled, CommandStatusTimedOut:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the known statuses.
+func (s CommandStatus) Valid() bool {
+	switch s {
+	case CommandStatusPending, CommandStatusRunning, CommandStatusCompleted, CommandStatusFailed,
+		CommandStatusInTSQ, CommandStatusCancelled, CommandStatusTimedOut:
+		return true
+	}
+	return false
+}
+
+// CommandKind separates commands from replies; both travel through the same queue table.
+type CommandKind string
+
+// The message kinds.
+const (
+	CommandKindCommand CommandKind = "command"
+	CommandKindReply   CommandKind = "reply"
+)
+
+// CommandRow is a command (or reply) as stored.
+type CommandRow struct {
+	ID             uuid.UUID
+	Kind           CommandKind
+	Domain         string
+	Queue          string
+	Type           string
+	Data           json.RawMessage
+	CorrelationID  uuid.UUID // uuid.Nil when absent
+	CausationID    uuid.UUID // uuid.Nil when absent
+	ReplyTo        string
+	Status         CommandStatus
+	Attempt        int
+	MaxAttempts    int
+	TenantID       string
+	BatchID        uuid.UUID // uuid.Nil when absent
+	Headers        map[string]string
+	IdempotencyKey string
+	VisibleAt      time.Time  // when the command may next be claimed
+	LeaseUntil     *time.Time // set while RUNNING
+	Fence          int64      // grows on every claim
+	WorkerID       string
+	Result         json.RawMessage
+	ErrorCode      string
+	ErrorMessage   string
+	DeadlineAt     *time.Time
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	StartedAt      *time.Time
+	CompletedAt    *time.Time
+	// Audit is the command's transition history, oldest first. It is only loaded by
+	// CommandGetByID; list and claim queries leave it nil.
+	Audit []AuditEntry
+}
+
+// AuditEntry is one transition of a command, stored with the row so it commits atomically with
+// the transition it describes.
+type AuditEntry struct {
+	At           time.Time     `json:"at"`
+	Event        string        `json:"event"`
+	From         CommandStatus `json:"from,omitempty"`
+	To           CommandStatus `json:"to,omitempty"`
+	Attempt      int           `json:"attempt,omitempty"`
+	Actor        string        `json:"actor,omitempty"`
+	Reason       string        `json:"reason,omitempty"`
+	ErrorCode    string        `json:"error_code,omitempty"`
+	ErrorMessage string        `json:"error_message,omitempty"`
+}
+
+// CommandInsertParams is one command to insert. ID must be set by the caller.
+type CommandInsertParams struct {
+	ID             uuid.UUID
+	Kind           CommandKind
+	Domain         string
+	Queue          string
+	Type           string
+	Data           json.RawMessage
+	CorrelationID  uuid.UUID
+	CausationID    uuid.UUID
+	ReplyTo        string
+	MaxAttempts    int
+	TenantID       string
+	BatchID        uuid.UUID
+	Headers        map[string]string
+	IdempotencyKey string
+	VisibleAt      *time.Time // nil: now
+	DeadlineAt     *time.Time
+	Status         CommandStatus // "" means PENDING; replies to completed work may be inserted COMPLETED
+	Actor          string        // recorded in the SENT audit entry
+}
+
+// CommandInsertManyParams inserts commands in one round trip. Commands whose (domain,
+// idempotency key) already exists are not inserted; their result carries the existing id.
+type CommandInsertManyParams struct {
+	Commands []*CommandInsertParams
+	Now      *time.Time
+}
+
+// CommandInsertResult tells what happened to one inserted command, in input order.
+type CommandInsertResult struct {
+	ID       uuid.UUID // the new id, or the existing command's id when deduplicated
+	Inserted bool      // false when an existing command had the same idempotency key
+}
+
+// CommandClaimParams claims up to Max visible commands of one queue.
+type CommandClaimParams struct {
+	Queue    string
+	Max      int
+	Lease    time.Duration
+	WorkerID string
+	Now      *time.Time
+}
+
+// CommandCompletion is one outcome for a claimed command. It applies only when the row is still
+// RUNNING with the same fence; otherwise the claim was lost and the outcome is discarded.
+type CommandCompletion struct {
+	ID           uuid.UUID
+	Fence        int64
+	Status       CommandStatus // COMPLETED, FAILED, IN_TSQ, TIMED_OUT, or PENDING to retry
+	RetryDelay   time.Duration // when Status is PENDING: the next attempt is this long after now
+	Result       json.RawMessage
+	ErrorCode    string
+	ErrorMessage string
+	Event        string // audit event name
+	// Release gives the attempt back (graceful shutdown): the command did not really run.
+	Release bool
+	// Reply is inserted in the same statement when the outcome applies.
+	Reply *CommandInsertParams
+}
+
+// CommandCompleteManyParams writes many outcomes in one round trip.
+type CommandCompleteManyParams struct {
+	Completions []*CommandCompletion
+	Now         *time.Time
+}
+
+// CommandListParams filters a command listing. Zero fields do not filter.
+type CommandListParams struct {
+	Statuses      []CommandStatus
+	Kind          CommandKind
+	Domain        string
+	Queue         string
+	Type          string
+	TenantID      string
+	BatchID       uuid.UUID
+	CorrelationID uuid.UUID
+	// AfterCreatedAt/AfterID page backwards in (created_at, id) order, newest first.
+	BeforeCreatedAt *time.Time
+	BeforeID        uuid.UUID
+	Limit           int
+}
+
+// CommandOperatorParams applies an operator (or watchdog) action to one command atomically: the
+// status change, its audit entry and an optional reply.
+type CommandOperatorParams struct {
+	ID           uuid.UUID
+	FromStatuses []CommandStatus // the action applies only in these statuses
+	ToStatus     CommandStatus
+	Event        string
+	Actor        string
+	Reason       string
+	Result       json.RawMessage // set on COMPLETED by an operator
+	ErrorCode    string
+	ErrorMessage string
+	// ResetAttempts gives a retried command a fresh attempt budget.
+	ResetAttempts bool
+	Reply         *CommandInsertParams
+	Now           *time.Time
+}
+
+// QueueDepth counts a queue's commands by state.
+type QueueDepth struct {
+	Queue     string
+	Domain    string
+	Kind      CommandKind
+	Ready     int64 // PENDING and visible now
+	Scheduled int64 // PENDING, visible later (retry backoff)
+	Running   int64
+	InTSQ     int64
+}
+
+// CommandStatsParams restricts statistics to commands created since Since.
+type CommandStatsParams struct {
+	Since time.Time
+}
+
+// CommandStat summarises commands of one domain and type.
+type CommandStat struct {
+	Domain    string
+	Type      string
+	Counts    map[CommandStatus]int64
+	P50       time.Duration // handling latency of completed commands (claim to completion)
+	P99       time.Duration
+	Completed int64
+}
+
+// CommandExecutor holds the command queries.
+type CommandExecutor interface {
+	CommandInsertMany(ctx context.Context, params *CommandInsertManyParams) ([]CommandInsertResult, error)
+	CommandGetByID(ctx context.Context, id uuid.UUID) (*CommandRow, error)
+	CommandGetByIdempotencyKey(ctx context.Context, domain, key string) (*CommandRow, error)
+	CommandList(ctx context.Context, params *CommandListParams) ([]*CommandRow, error)
+	CommandClaim(ctx context.Context, params *CommandClaimParams) ([]*CommandRow, error)
+	// CommandCompleteMany returns the ids whose outcome applied.
+	CommandCompleteMany(ctx context.Context, params *CommandCompleteManyParams) ([]uuid.UUID, error)
+	// CommandOperatorAction returns ErrNotFound or ErrConflict (status not in FromStatuses).
+	CommandOperatorAction(ctx context.Context, params *CommandOperatorParams) (*CommandRow, error)
+	CommandQueueDepths(ctx context.Context) ([]*QueueDepth, error)
+	CommandStats(ctx context.Context, params *CommandStatsParams) ([]*CommandStat, error)
+	// CommandCountRunning counts RUNNING commands of a queue whose lease has not expired.
+	CommandCountRunning(ctx context.Context, queue string) (int64, error)
+}

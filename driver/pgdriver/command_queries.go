@@ -1,0 +1,634 @@
+package pgdriver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+// commandColumns are returned by every query that yields a CommandRow (the audit column is only
+// read by CommandGetByID).
+var commandColumns = []string{
+	"id", "kind", "domain", "queue", "command_type", "data", "correlation_id", "causation_id",
+	"reply_to", "status", "attempt", "max_attempts", "tenant_id", "batch_id", "headers",
+	"idempotency_key", "visible_at", "lease_until", "fence", "worker_id", "result", "error_code",
+	"error_message", "deadline_at", "created_at", "updated_at", "started_at", "completed_at",
+}
+
+func columnList(prefix string) string {
+	parts := make([]string, len(commandColumns))
+	for i, c := range commandColumns {
+		parts[i] = prefix + c
+	}
+	return strings.Join(parts, ", ")
+}
+
+var (
+	commandCols  = columnList("")
+	commandColsC = columnList("c.")
+)
+
+// copyThreshold: batches at least this large without idempotency keys go through COPY.
+const copyThreshold = 16
+
+// insertRecord is one command as passed to jsonb_to_recordset; empty values become NULL.
+type insertRecord struct {
+	Ord            int               `json:"ord"`
+	ID             uuid.UUID         `json:"id"`
+	Kind           string            `json:"kind"`
+	Domain         string            `json:"domain"`
+	Queue          string            `json:"queue"`
+	CommandType    string            `json:"command_type"`
+	Data           json.RawMessage   `json:"data"`
+	CorrelationID  *uuid.UUID        `json:"correlation_id,omitempty"`
+	CausationID    *uuid.UUID        `json:"causation_id,omitempty"`
+	ReplyTo        string            `json:"reply_to,omitempty"`
+	Status         string            `json:"status"`
+	MaxAttempts    int               `json:"max_attempts"`
+	TenantID       string            `json:"tenant_id,omitempty"`
+	BatchID        *uuid.UUID        `json:"batch_id,omitempty"`
+	Headers        map[string]string `json:"headers,omitempty"`
+	IdempotencyKey string            `json:"idempotency_key,omitempty"`
+	VisibleAt      *time.Time        `json:"visible_at,omitempty"`
+	DeadlineAt     *time.Time        `json:"deadline_at,omitempty"`
+	Actor          string            `json:"actor,omitempty"`
+}
+
+func newInsertRecord(ord int, p *driver.CommandInsertParams) insertRecord {
+	status := p.Status
+	if status == "" {
+		status = driver.CommandStatusPending
+	}
+	kind := p.Kind
+	if kind == "" {
+		kind = driver.CommandKindCommand
+	}
+	data := p.Data
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	return insertRecord{
+		Ord: ord, ID: p.ID, Kind: string(kind), Domain: p.Domain, Queue: p.Queue, CommandType: p.Type,
+		Data: data, CorrelationID: uuidPtr(p.CorrelationID), CausationID: uuidPtr(p.CausationID),
+		ReplyTo: p.ReplyTo, Status: string(status), MaxAttempts: p.MaxAttempts, TenantID: p.TenantID,
+		BatchID: uuidPtr(p.BatchID), Headers: p.Headers, IdempotencyKey: p.IdempotencyKey,
+		VisibleAt: p.VisibleAt, DeadlineAt: p.DeadlineAt, Actor: p.Actor,
+	}
+}
+
+// insertRecordColumns is the column definition list for jsonb_to_recordset.
+const insertRecordColumns = `ord int, id uuid, kind text, domain text, queue text, command_type text,
+	data jsonb, correlation_id uuid, causation_id uuid, reply_to text, status text, max_attempts int,
+	tenant_id text, batch_id uuid, headers jsonb, idempotency_key text, visible_at timestamptz,
+	deadline_at timestamptz, actor text`
+
+// insertSelect turns records (alias i) into command rows, stamping times with n.now.
+const insertSelect = `
+	INSERT INTO {schema}.command (id, kind, domain, queue, command_type, data, correlation_id,
+		causation_id, reply_to, status, max_attempts, tenant_id, batch_id, headers, idempotency_key,
+		visible_at, deadline_at, created_at, updated_at, completed_at, audit)
+	SELECT i.id, i.kind, i.domain, i.queue, i.command_type, i.data, i.correlation_id,
+		i.causation_id, i.reply_to, i.status, i.max_attempts, i.tenant_id, i.batch_id, i.headers,
+		i.idempotency_key, coalesce(i.visible_at, n.now), i.deadline_at, n.now, n.now,
+		CASE WHEN i.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT') THEN n.now END,
+		jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+			'at', n.now, 'event', 'SENT', 'to', i.status, 'actor', i.actor)))`
+
+const commandInsertManySQL = `
+	WITH input AS (
+		SELECT * FROM jsonb_to_recordset($1::jsonb) AS t(` + insertRecordColumns + `)
+	), n AS (
+		SELECT coalesce($2::timestamptz, now()) AS now
+	), ins AS (` + insertSelect + `
+		FROM input i, n
+		ORDER BY i.ord
+		ON CONFLICT (domain, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+		RETURNING id
+	)
+	SELECT i.ord, coalesce(ins.id, ex.id), ins.id IS NOT NULL
+	FROM input i
+	LEFT JOIN ins ON ins.id = i.id
+	LEFT JOIN {schema}.command ex ON ins.id IS NULL AND i.idempotency_key IS NOT NULL
+		AND ex.domain = i.domain AND ex.idempotency_key = i.idempotency_key
+	ORDER BY i.ord`
+
+func (e *executor) CommandInsertMany(ctx context.Context, params *driver.CommandInsertManyParams) ([]driver.CommandInsertResult, error) {
+	if len(params.Commands) == 0 {
+		return nil, nil
+	}
+	useCopy := len(params.Commands) >= copyThreshold
+	for _, c := range params.Commands {
+		if c.IdempotencyKey != "" {
+			useCopy = false
+			break
+		}
+	}
+	if useCopy {
+		return e.commandInsertCopy(ctx, params)
+	}
+	records := make([]insertRecord, len(params.Commands))
+	for i, c := range params.Commands {
+		records[i] = newInsertRecord(i, c)
+	}
+	payload, err := json.Marshal(records)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.db.Query(ctx, e.d.sql(commandInsertManySQL), payload, params.Now)
+	if err != nil {
+		return nil, err
+	}
+	results := make([]driver.CommandInsertResult, len(params.Commands))
+	var unresolved []int
+	for rows.Next() {
+		var ord int
+		var id *uuid.UUID
+		var inserted bool
+		if err := rows.Scan(&ord, &id, &inserted); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		results[ord].Inserted = inserted
+		if id != nil {
+			results[ord].ID = *id
+		} else {
+			unresolved = append(unresolved, ord)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// A key that conflicted with a row this statement could not see (inserted by a concurrent
+	// transaction, or earlier in this same batch) is resolved with a fresh snapshot.
+	for _, ord := range unresolved {
+		c := params.Commands[ord]
+		existing, err := e.CommandGetByIdempotencyKey(ctx, c.Domain, c.IdempotencyKey)
+		if err != nil {
+			return nil, fmt.Errorf("resolving idempotency key %q in domain %q: %w", c.IdempotencyKey, c.Domain, err)
+		}
+		results[ord].ID = existing.ID
+	}
+	return results, nil
+}
+
+func (e *executor) commandInsertCopy(ctx context.Context, params *driver.CommandInsertManyParams) ([]driver.CommandInsertResult, error) {
+	columns := []string{"id", "kind", "domain", "queue", "command_type", "data", "correlation_id",
+		"causation_id", "reply_to", "status", "max_attempts", "tenant_id", "batch_id", "headers",
+		"visible_at", "deadline_at", "audit"}
+	if params.Now != nil {
+		columns = append(columns, "created_at", "updated_at")
+	}
+	now := time.Now()
+	if params.Now != nil {
+		now = *params.Now
+	}
+	results := make([]driver.CommandInsertResult, len(params.Commands))
+	rows := make([][]any, len(params.Commands))
+	for i, c := range params.Commands {
+		r := newInsertRecord(i, c)
+		audit, err := json.Marshal([]driver.AuditEntry{{At: now, Event: "SENT", To: driver.CommandStatus(r.Status), Actor: c.Actor}})
+		if err != nil {
+			return nil, err
+		}
+		visibleAt := any(nil)
+		if r.VisibleAt != nil {
+			visibleAt = *r.VisibleAt
+		} else if params.Now != nil {
+			visibleAt = now
+		}
+		var headers any
+		if len(r.Headers) > 0 {
+			headers = r.Headers
+		}
+		row := []any{r.ID, r.Kind, r.Domain, r.Queue, r.CommandType, []byte(r.Data),
+			r.CorrelationID, r.CausationID, nullString(r.ReplyTo), r.Status, r.MaxAttempts,
+			nullString(r.TenantID), r.BatchID, headers, visibleAt, r.DeadlineAt, audit}
+		if params.Now != nil {
+			row = append(row, now, now)
+		}
+		rows[i] = row
+		results[i] = driver.CommandInsertResult{ID: c.ID, Inserted: true}
+	}
+	// visible_at defaults to the database clock when the caller gave none; COPY cannot use a
+	// column default for some rows only, so such batches stamp it after the copy.
+	needsNow := false
+	for _, row := range rows {
+		if row[14] == nil {
+			needsNow = true
+			break
+		}
+	}
+	if needsNow {
+		var dbNow time.Time
+		if err := e.db.QueryRow(ctx, `SELECT now()`).Scan(&dbNow); err != nil {
+			return nil, err
+		}
+		for _, row := range rows {
+			if row[14] == nil {
+				row[14] = dbNow
+			}
+		}
+	}
+	_, err := e.db.CopyFrom(ctx, pgx.Identifier{e.d.schema, "command"}, columns, pgx.CopyFromRows(rows))
+	if err != nil {
+		return nil, err
+	}
+	return results, nil
+}
+
+func (e *executor) CommandGetByID(ctx context.Context, id uuid.UUID) (*driver.CommandRow, error) {
+	row := e.db.QueryRow(ctx, e.d.sql(`SELECT `+commandCols+`, audit FROM {schema}.command WHERE id = $1`), id)
+	var audit []byte
+	cmd, err := scanCommand(row, &audit)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, driver.ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(audit, &cmd.Audit); err != nil {
+		return nil, fmt.Errorf("decoding audit of command %s: %w", id, err)
+	}
+	return cmd, nil
+}
+
+func (e *executor) CommandGetByIdempotencyKey(ctx context.Context, domain, key string) (*driver.CommandRow, error) {
+	row := e.db.QueryRow(ctx, e.d.sql(`SELECT `+commandCols+` FROM {schema}.command
+		WHERE domain = $1 AND idempotency_key = $2`), domain, key)
+	cmd, err := scanCommand(row, nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, driver.ErrNotFound
+	}
+	return cmd, err
+}
+
+func (e *executor) CommandList(ctx context.Context, params *driver.CommandListParams) ([]*driver.CommandRow, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if len(params.Statuses) > 0 {
+		statuses := make([]string, len(params.Statuses))
+		for i, s := range params.Statuses {
+			statuses[i] = string(s)
+		}
+		where = append(where, "status = ANY("+arg(statuses)+"::text[])")
+	}
+	if params.Kind != "" {
+		where = append(where, "kind = "+arg(string(params.Kind)))
+	}
+	if params.Domain != "" {
+		where = append(where, "domain = "+arg(params.Domain))
+	}
+	if params.Queue != "" {
+		where = append(where, "queue = "+arg(params.Queue))
+	}
+	if params.Type != "" {
+		where = append(where, "command_type = "+arg(params.Type))
+	}
+	if params.TenantID != "" {
+		where = append(where, "tenant_id = "+arg(params.TenantID))
+	}
+	if params.BatchID != uuid.Nil {
+		where = append(where, "batch_id = "+arg(params.BatchID))
+	}
+	if params.CorrelationID != uuid.Nil {
+		where = append(where, "correlation_id = "+arg(params.CorrelationID))
+	}
+	if params.BeforeCreatedAt != nil {
+		where = append(where, "(created_at, id) < ("+arg(*params.BeforeCreatedAt)+", "+arg(params.BeforeID)+")")
+	}
+	query := `SELECT ` + commandCols + ` FROM {schema}.command`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY created_at DESC, id DESC LIMIT " + arg(limitOrDefault(params.Limit))
+	rows, err := e.db.Query(ctx, e.d.sql(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	return collectCommands(rows)
+}
+
+const commandClaimSQL = `
+	WITH n AS (
+		SELECT coalesce($4::timestamptz, now()) AS now
+	), picked AS (
+		SELECT id FROM {schema}.command, n
+		WHERE queue = $1 AND status IN ('PENDING', 'RUNNING') AND visible_at <= n.now
+		ORDER BY visible_at
+		LIMIT $2
+		FOR UPDATE OF command SKIP LOCKED
+	)
+	UPDATE {schema}.command c SET
+		status = 'RUNNING',
+		attempt = c.attempt + 1,
+		fence = c.fence + 1,
+		visible_at = n.now + $3 * interval '1 microsecond',
+		lease_until = n.now + $3 * interval '1 microsecond',
+		started_at = n.now,
+		updated_at = n.now,
+		worker_id = $5,
+		audit = c.audit || jsonb_build_array(jsonb_build_object(
+			'at', n.now,
+			'event', CASE WHEN c.status = 'RUNNING' THEN 'LEASE_EXPIRED_RECLAIMED' ELSE 'CLAIMED' END,
+			'from', c.status, 'to', 'RUNNING', 'attempt', c.attempt + 1, 'actor', $5))
+	FROM picked, n
+	WHERE c.id = picked.id
+	RETURNING ` + "%s"
+
+func (e *executor) CommandClaim(ctx context.Context, params *driver.CommandClaimParams) ([]*driver.CommandRow, error) {
+	query := fmt.Sprintf(commandClaimSQL, commandColsC)
+	rows, err := e.db.Query(ctx, e.d.sql(query), params.Queue, params.Max, params.Lease.Microseconds(), params.Now, params.WorkerID)
+	if err != nil {
+		return nil, err
+	}
+	return collectCommands(rows)
+}
+
+// completionRecord is one completion as passed to jsonb_to_recordset.
+type completionRecord struct {
+	ID           uuid.UUID       `json:"id"`
+	Fence        int64           `json:"fence"`
+	Status       string          `json:"status"`
+	RetryDelayUS int64           `json:"retry_delay_us"`
+	Result       json.RawMessage `json:"result,omitempty"`
+	ErrorCode    string          `json:"error_code,omitempty"`
+	ErrorMessage string          `json:"error_message,omitempty"`
+	Event        string          `json:"event"`
+	Release      bool            `json:"release"`
+	Reply        *insertRecord   `json:"reply,omitempty"`
+}
+
+const commandCompleteManySQL = `
+	WITH input AS (
+		SELECT * FROM jsonb_to_recordset($1::jsonb) AS t(id uuid, fence bigint, status text,
+			retry_delay_us bigint, result jsonb, error_code text, error_message text, event text,
+			release boolean, reply jsonb)
+	), n AS (
+		SELECT coalesce($2::timestamptz, now()) AS now
+	), updated AS (
+		UPDATE {schema}.command c SET
+			status = i.status,
+			attempt = CASE WHEN i.release THEN c.attempt - 1 ELSE c.attempt END,
+			visible_at = CASE WHEN i.status = 'PENDING' THEN n.now + i.retry_delay_us * interval '1 microsecond' ELSE c.visible_at END,
+			lease_until = NULL,
+			result = coalesce(i.result, c.result),
+			error_code = i.error_code,
+			error_message = i.error_message,
+			completed_at = CASE WHEN i.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT') THEN n.now END,
+			updated_at = n.now,
+			audit = c.audit || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+				'at', n.now, 'event', i.event, 'from', 'RUNNING', 'to', i.status, 'attempt', c.attempt,
+				'error_code', i.error_code, 'error_message', i.error_message)))
+		FROM input i, n
+		WHERE c.id = i.id AND c.fence = i.fence AND c.status = 'RUNNING'
+		RETURNING c.id, i.reply
+	), replies AS (` + insertSelect + `
+		FROM updated u, n, jsonb_to_record(u.reply) AS i(` + insertRecordColumns + `)
+		WHERE u.reply IS NOT NULL
+	)
+	SELECT id FROM updated`
+
+func (e *executor) CommandCompleteMany(ctx context.Context, params *driver.CommandCompleteManyParams) ([]uuid.UUID, error) {
+	if len(params.Completions) == 0 {
+		return nil, nil
+	}
+	records := make([]completionRecord, len(params.Completions))
+	for i, c := range params.Completions {
+		records[i] = completionRecord{
+			ID: c.ID, Fence: c.Fence, Status: string(c.Status), RetryDelayUS: c.RetryDelay.Microseconds(),
+			Result: c.Result, ErrorCode: c.ErrorCode, ErrorMessage: c.ErrorMessage,
+			Event: c.Event, Release: c.Release,
+		}
+		if c.Reply != nil {
+			reply := newInsertRecord(0, c.Reply)
+			records[i].Reply = &reply
+		}
+	}
+	payload, err := json.Marshal(records)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.db.Query(ctx, e.d.sql(commandCompleteManySQL), payload, params.Now)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+}
+
+const commandOperatorSQL = `
+	WITH n AS (
+		SELECT coalesce($11::timestamptz, now()) AS now
+	), updated AS (
+		UPDATE {schema}.command c SET
+			status = $2,
+			attempt = CASE WHEN $8 THEN 0 ELSE c.attempt END,
+			visible_at = CASE WHEN $2 = 'PENDING' THEN n.now ELSE c.visible_at END,
+			lease_until = NULL,
+			result = coalesce($7::jsonb, c.result),
+			error_code = CASE WHEN $9::text IS NULL THEN c.error_code ELSE $9 END,
+			error_message = CASE WHEN $10::text IS NULL THEN c.error_message ELSE $10 END,
+			completed_at = CASE WHEN $2 IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT') THEN n.now END,
+			updated_at = n.now,
+			audit = c.audit || jsonb_build_array(jsonb_strip_nulls(jsonb_build_object(
+				'at', n.now, 'event', $4::text, 'from', c.status, 'to', $2::text, 'attempt', c.attempt,
+				'actor', $5::text, 'reason', nullif($6::text, ''), 'error_code', $9::text,
+				'error_message', $10::text)))
+		FROM n
+		WHERE c.id = $1 AND c.status = ANY($3::text[])
+		RETURNING ` + "%s" + `
+	), replies AS (` + insertSelect + `
+		FROM updated u, n, jsonb_to_record($12::jsonb) AS i(` + insertRecordColumns + `)
+		WHERE $12::jsonb IS NOT NULL
+	)
+	SELECT * FROM updated`
+
+func (e *executor) CommandOperatorAction(ctx context.Context, params *driver.CommandOperatorParams) (*driver.CommandRow, error) {
+	from := make([]string, len(params.FromStatuses))
+	for i, s := range params.FromStatuses {
+		from[i] = string(s)
+	}
+	var reply []byte
+	if params.Reply != nil {
+		var err error
+		if reply, err = json.Marshal(newInsertRecord(0, params.Reply)); err != nil {
+			return nil, err
+		}
+	}
+	query := fmt.Sprintf(commandOperatorSQL, commandColsC)
+	row := e.db.QueryRow(ctx, e.d.sql(query), params.ID, string(params.ToStatus), from, params.Event,
+		params.Actor, params.Reason, nullJSON(params.Result), params.ResetAttempts,
+		nullString(params.ErrorCode), nullString(params.ErrorMessage), params.Now, reply)
+	cmd, err := scanCommand(row, nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, getErr := e.CommandGetByID(ctx, params.ID); errors.Is(getErr, driver.ErrNotFound) {
+			return nil, driver.ErrNotFound
+		}
+		return nil, driver.ErrConflict
+	}
+	return cmd, err
+}
+
+func (e *executor) CommandQueueDepths(ctx context.Context) ([]*driver.QueueDepth, error) {
+	rows, err := e.db.Query(ctx, e.d.sql(`
+		SELECT queue, domain, kind,
+			count(*) FILTER (WHERE status = 'PENDING' AND visible_at <= now()),
+			count(*) FILTER (WHERE status = 'PENDING' AND visible_at > now()),
+			count(*) FILTER (WHERE status = 'RUNNING'),
+			0::bigint
+		FROM {schema}.command WHERE status IN ('PENDING', 'RUNNING')
+		GROUP BY queue, domain, kind
+		UNION ALL
+		SELECT queue, domain, kind, 0, 0, 0, count(*)
+		FROM {schema}.command WHERE status = 'IN_TSQ'
+		GROUP BY queue, domain, kind`))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	byQueue := map[string]*driver.QueueDepth{}
+	var order []string
+	for rows.Next() {
+		var q driver.QueueDepth
+		var kind string
+		if err := rows.Scan(&q.Queue, &q.Domain, &kind, &q.Ready, &q.Scheduled, &q.Running, &q.InTSQ); err != nil {
+			return nil, err
+		}
+		q.Kind = driver.CommandKind(kind)
+		if existing, ok := byQueue[q.Queue]; ok {
+			existing.Ready += q.Ready
+			existing.Scheduled += q.Scheduled
+			existing.Running += q.Running
+			existing.InTSQ += q.InTSQ
+			continue
+		}
+		byQueue[q.Queue] = &q
+		order = append(order, q.Queue)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	depths := make([]*driver.QueueDepth, 0, len(order))
+	for _, name := range order {
+		depths = append(depths, byQueue[name])
+	}
+	sortDepths(depths)
+	return depths, nil
+}
+
+func (e *executor) CommandStats(ctx context.Context, params *driver.CommandStatsParams) ([]*driver.CommandStat, error) {
+	rows, err := e.db.Query(ctx, e.d.sql(`
+		SELECT domain, command_type, status, count(*)
+		FROM {schema}.command WHERE created_at >= $1 AND kind = 'command'
+		GROUP BY domain, command_type, status`), params.Since)
+	if err != nil {
+		return nil, err
+	}
+	stats := map[[2]string]*driver.CommandStat{}
+	for rows.Next() {
+		var domain, typ, status string
+		var n int64
+		if err := rows.Scan(&domain, &typ, &status, &n); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		key := [2]string{domain, typ}
+		if stats[key] == nil {
+			stats[key] = &driver.CommandStat{Domain: domain, Type: typ, Counts: map[driver.CommandStatus]int64{}}
+		}
+		stats[key].Counts[driver.CommandStatus(status)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	rows, err = e.db.Query(ctx, e.d.sql(`
+		SELECT domain, command_type, count(*),
+			percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - started_at)),
+			percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM completed_at - started_at))
+		FROM {schema}.command
+		WHERE created_at >= $1 AND kind = 'command' AND status = 'COMPLETED' AND started_at IS NOT NULL
+		GROUP BY domain, command_type`), params.Since)
+	if err != nil {
+		return nil, err
+	}
+	for rows.Next() {
+		var domain, typ string
+		var n int64
+		var p50, p99 float64
+		if err := rows.Scan(&domain, &typ, &n, &p50, &p99); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		if s := stats[[2]string{domain, typ}]; s != nil {
+			s.Completed = n
+			s.P50 = time.Duration(p50 * float64(time.Second))
+			s.P99 = time.Duration(p99 * float64(time.Second))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return sortStats(stats), nil
+}
+
+func (e *executor) CommandCountRunning(ctx context.Context, queue string) (int64, error) {
+	var n int64
+	err := e.db.QueryRow(ctx, e.d.sql(`SELECT count(*) FROM {schema}.command
+		WHERE queue = $1 AND status = 'RUNNING' AND visible_at > now()`), queue).Scan(&n)
+	return n, err
+}
+
+func collectCommands(rows pgx.Rows) ([]*driver.CommandRow, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.CommandRow, error) { return scanCommand(row, nil) })
+}
+
+func scanCommand(row pgx.Row, audit *[]byte) (*driver.CommandRow, error) {
+	var (
+		c                                   driver.CommandRow
+		kind, status                        string
+		correlationID, causationID, batchID *uuid.UUID
+		replyTo, tenantID, idempotencyKey   *string
+		workerID, errorCode, errorMessage   *string
+		data, headers, result               []byte
+	)
+	dest := []any{&c.ID, &kind, &c.Domain, &c.Queue, &c.Type, &data, &correlationID, &causationID,
+		&replyTo, &status, &c.Attempt, &c.MaxAttempts, &tenantID, &batchID, &headers,
+		&idempotencyKey, &c.VisibleAt, &c.LeaseUntil, &c.Fence, &workerID, &result, &errorCode,
+		&errorMessage, &c.DeadlineAt, &c.CreatedAt, &c.UpdatedAt, &c.StartedAt, &c.CompletedAt}
+	if audit != nil {
+		dest = append(dest, audit)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	c.Kind = driver.CommandKind(kind)
+	c.Status = driver.CommandStatus(status)
+	c.Data = data
+	c.Result = result
+	c.CorrelationID = derefUUID(correlationID)
+	c.CausationID = derefUUID(causationID)
+	c.BatchID = derefUUID(batchID)
+	c.ReplyTo = derefString(replyTo)
+	c.TenantID = derefString(tenantID)
+	c.IdempotencyKey = derefString(idempotencyKey)
+	c.WorkerID = derefString(workerID)
+	c.ErrorCode = derefString(errorCode)
+	c.ErrorMessage = derefString(errorMessage)
+	if len(headers) > 0 {
+		if err := json.Unmarshal(headers, &c.Headers); err != nil {
+			return nil, fmt.Errorf("decoding headers of command %s: %w", c.ID, err)
+		}
+	}
+	return &c, nil
+}

@@ -1,0 +1,203 @@
+// Package pgdriver is the PostgreSQL driver for commandbus, built on a pgx v5 pool.
+//
+// All commandbus objects live in one schema ("commandbus" unless configured otherwise). Claims
+// use FOR UPDATE SKIP LOCKED, wake-ups use LISTEN/NOTIFY on a dedicated connection, and every
+// timestamp that decides visibility comes from the database clock unless a test clock is passed
+// in the params.
+package pgdriver
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+//go:embed migration/*.sql
+var migrationFS embed.FS
+
+// DefaultSchema is the schema used when Config.Schema is empty.
+const DefaultSchema = "commandbus"
+
+var schemaNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// Config configures the driver.
+type Config struct {
+	// Schema holds every commandbus object. Default: "commandbus". Lower-case letters, digits and
+	// underscores only, so it never needs quoting.
+	Schema string
+}
+
+// Driver is the PostgreSQL driver. It is safe for concurrent use.
+type Driver struct {
+	pool       *pgxpool.Pool
+	schema     string
+	channel    string
+	migrations []driver.Migration
+	sqlCache   sync.Map
+}
+
+var _ driver.Driver = (*Driver)(nil)
+
+// New wraps a pgx pool. The pool stays the caller's to close.
+func New(pool *pgxpool.Pool, config *Config) (*Driver, error) {
+	if pool == nil {
+		return nil, errors.New("pgdriver: pool is nil; create one with pgxpool.New")
+	}
+	schema := DefaultSchema
+	if config != nil && config.Schema != "" {
+		schema = config.Schema
+	}
+	if !schemaNameRE.MatchString(schema) {
+		return nil, fmt.Errorf("pgdriver: schema %q must match %s", schema, schemaNameRE)
+	}
+	d := &Driver{pool: pool, schema: schema, channel: channelName(schema)}
+	sub, err := fs.Sub(migrationFS, "migration")
+	if err != nil {
+		return nil, err
+	}
+	migrations, err := driver.MigrationFiles(sub, d.sql)
+	if err != nil {
+		return nil, fmt.Errorf("pgdriver: %w", err)
+	}
+	d.migrations = migrations
+	return d, nil
+}
+
+// channelName is the NOTIFY channel; one per schema so isolated schemas do not wake each other.
+func channelName(schema string) string {
+	name := "commandbus_" + schema
+	if len(name) > 63 {
+		name = name[:63]
+	}
+	return name
+}
+
+// Name returns "postgres".
+func (d *Driver) Name() string { return "postgres" }
+
+// Schema returns the schema holding commandbus objects.
+func (d *Driver) Schema() string { return d.schema }
+
+// Pool returns the wrapped pool.
+func (d *Driver) Pool() *pgxpool.Pool { return d.pool }
+
+// Executor returns an executor on the pool.
+func (d *Driver) Executor() driver.Executor { return &executor{d: d, db: d.pool} }
+
+// UnwrapTx accepts a pgx.Tx begun by the caller.
+func (d *Driver) UnwrapTx(tx any) (driver.Executor, error) {
+	pgxTx, ok := tx.(pgx.Tx)
+	if !ok {
+		return nil, fmt.Errorf("%w: pgdriver needs a pgx.Tx, got %T", driver.ErrWrongTxType, tx)
+	}
+	return &executorTx{executor: executor{d: d, db: pgxTx}, tx: pgxTx}, nil
+}
+
+// SupportsListenNotify returns true.
+func (d *Driver) SupportsListenNotify() bool { return true }
+
+// Migrations returns the embedded migrations with the schema substituted.
+func (d *Driver) Migrations() []driver.Migration { return d.migrations }
+
+// Listener returns a LISTEN/NOTIFY listener on a dedicated connection.
+func (d *Driver) Listener() driver.Listener { return &listener{d: d} }
+
+// sql substitutes the schema into a statement, caching the result.
+func (d *Driver) sql(query string) string {
+	if cached, ok := d.sqlCache.Load(query); ok {
+		return cached.(string)
+	}
+	out := strings.ReplaceAll(query, "{schema}", d.schema)
+	d.sqlCache.Store(query, out)
+	return out
+}
+
+// dbtx is what a pool and a transaction have in common.
+type dbtx interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	CopyFrom(ctx context.Context, tableName pgx.Identifier, columnNames []string, rowSrc pgx.CopyFromSource) (int64, error)
+	Begin(ctx context.Context) (pgx.Tx, error)
+}
+
+type executor struct {
+	d  *Driver
+	db dbtx
+}
+
+type executorTx struct {
+	executor
+	tx pgx.Tx
+}
+
+func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
+	tx, err := e.db.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &executorTx{executor: executor{d: e.d, db: tx}, tx: tx}, nil
+}
+
+func (e *executorTx) Commit(ctx context.Context) error   { return e.tx.Commit(ctx) }
+func (e *executorTx) Rollback(ctx context.Context) error { return e.tx.Rollback(ctx) }
+
+func (e *executor) Exec(ctx context.Context, sql string) error {
+	_, err := e.db.Exec(ctx, e.d.sql(sql))
+	return err
+}
+
+func (e *executor) Notify(ctx context.Context, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	_, err := e.db.Exec(ctx, `SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t`, e.d.channel, topics)
+	return err
+}
+
+type listener struct {
+	d    *Driver
+	conn *pgx.Conn
+}
+
+func (l *listener) Connect(ctx context.Context) error {
+	conn, err := pgx.ConnectConfig(ctx, l.d.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return err
+	}
+	l.conn = conn
+	return nil
+}
+
+func (l *listener) Listen(ctx context.Context) error {
+	_, err := l.conn.Exec(ctx, "LISTEN "+pgx.Identifier{l.d.channel}.Sanitize())
+	return err
+}
+
+func (l *listener) WaitForNotification(ctx context.Context) (string, error) {
+	n, err := l.conn.WaitForNotification(ctx)
+	if err != nil {
+		return "", err
+	}
+	return n.Payload, nil
+}
+
+func (l *listener) Close(ctx context.Context) error {
+	if l.conn == nil {
+		return nil
+	}
+	err := l.conn.Close(ctx)
+	l.conn = nil
+	return err
+}

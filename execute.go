@@ -1,0 +1,196 @@
+package commandbus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"runtime/debug"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+// runCommand handles one claimed command or reply and decides its outcome.
+func (c *Client) runCommand(ctx context.Context, row *driver.CommandRow) *driver.CommandCompletion {
+	start := time.Now()
+	logger := c.logger.With("command_id", row.ID, "domain", row.Domain, "type", row.Type,
+		"correlation_id", row.CorrelationID, "attempt", row.Attempt)
+
+	if row.Attempt > row.MaxAttempts {
+		// Claimed again after its lease ran out on the last attempt: the handler never reported.
+		logger.Warn("command timed out: lease expired on its last attempt")
+		return c.timedOut(row, CodeLeaseExpired, fmt.Sprintf("lease expired on attempt %d of %d", row.MaxAttempts, row.MaxAttempts))
+	}
+	if row.DeadlineAt != nil && !c.Now().Before(*row.DeadlineAt) {
+		logger.Warn("command timed out: deadline passed before it could run", "deadline", row.DeadlineAt)
+		return c.timedOut(row, CodeDeadlineExceeded, "deadline "+row.DeadlineAt.UTC().Format(time.RFC3339)+" passed")
+	}
+	if row.DeadlineAt != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, *row.DeadlineAt)
+		defer cancel()
+	}
+
+	var result any
+	var err error
+	if row.Kind == driver.CommandKindReply {
+		err = c.callReplyHandler(ctx, row)
+	} else {
+		entry := c.handlers.command(row.Domain, row.Type)
+		if entry == nil {
+			logger.Error("no handler for command type; moved to the troubleshooting queue")
+			return c.toTSQ(row, CodeUnknownCommandType, fmt.Sprintf("no handler for command type %q in domain %q", row.Type, row.Domain))
+		}
+		result, err = callSafely(ctx, entry.handle, row)
+	}
+	c.metrics.handled(row, err, time.Since(start))
+
+	if err == nil {
+		return c.completed(row, result, logger)
+	}
+	class, code, message := classify(err)
+	switch class {
+	case classBusiness:
+		logger.Info("command failed on a business rule", "error_code", code, "error", message)
+		var details any
+		var business *BusinessRuleError
+		if errors.As(err, &business) {
+			details = business.Details
+		}
+		return c.businessFailure(row, code, message, details)
+	case classPermanent:
+		logger.Error("command failed permanently; moved to the troubleshooting queue", "error_code", code, "error", message)
+		return c.toTSQ(row, code, message)
+	}
+	if row.Attempt < row.MaxAttempts {
+		delay := c.backoff(row)
+		logger.Warn("command failed; retry scheduled", "error", message, "retry_in", delay)
+		return &driver.CommandCompletion{
+			ID: row.ID, Fence: row.Fence, Status: driver.CommandStatusPending, RetryDelay: delay,
+			ErrorCode: code, ErrorMessage: message, Event: "RETRY_SCHEDULED",
+		}
+	}
+	logger.Error("command failed on its last attempt; moved to the troubleshooting queue", "error", message)
+	return c.toTSQ(row, CodeRetriesExhausted, fmt.Sprintf("attempt %d of %d failed: %s: %s", row.Attempt, row.MaxAttempts, code, message))
+}
+
+// callSafely turns a handler panic into a transient error with the stack.
+func callSafely(ctx context.Context, fn func(context.Context, *CommandRow) (any, error), row *CommandRow) (result any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &TransientError{Code: CodeHandlerPanic, Err: fmt.Errorf("panic: %v\n%s", r, debug.Stack())}
+		}
+	}()
+	return fn(ctx, row)
+}
+
+func (c *Client) callReplyHandler(ctx context.Context, row *driver.CommandRow) error {
+	handler := c.handlers.reply(row.Domain, row.Type)
+	if handler == nil {
+		return &PermanentError{Code: CodeNoReplyHandler, Err: fmt.Errorf("no reply handler for replies to %q on %q", row.Type, row.Queue)}
+	}
+	msg := &ReplyMessage{CommandRow: row}
+	if err := json.Unmarshal(row.Data, &msg.Reply); err != nil {
+		return &PermanentError{Code: CodeInvalidData, Err: fmt.Errorf("decoding reply: %w", err)}
+	}
+	_, err := callSafely(ctx, func(ctx context.Context, _ *CommandRow) (any, error) { return nil, handler(ctx, msg) }, row)
+	return err
+}
+
+func (c *Client) completed(row *driver.CommandRow, result any, logger interface{ Error(string, ...any) }) *driver.CommandCompletion {
+	encoded, err := encodeResult(result)
+	if err != nil {
+		logger.Error("handler result cannot be encoded as JSON; moved to the troubleshooting queue", "error", err)
+		return c.toTSQ(row, CodeInvalidData, "encoding handler result: "+err.Error())
+	}
+	return &driver.CommandCompletion{
+		ID: row.ID, Fence: row.Fence, Status: driver.CommandStatusCompleted, Result: encoded,
+		Event: "COMPLETED", Reply: c.replyFor(row, OutcomeSuccess, encoded, "", ""),
+	}
+}
+
+func (c *Client) businessFailure(row *driver.CommandRow, code, message string, details any) *driver.CommandCompletion {
+	encoded, err := encodeResult(details)
+	if err != nil {
+		encoded = nil
+	}
+	return &driver.CommandCompletion{
+		ID: row.ID, Fence: row.Fence, Status: driver.CommandStatusFailed, Result: encoded,
+		ErrorCode: code, ErrorMessage: message, Event: "FAILED",
+		Reply: c.replyFor(row, OutcomeFailed, encoded, code, message),
+	}
+}
+
+func (c *Client) toTSQ(row *driver.CommandRow, code, message string) *driver.CommandCompletion {
+	return &driver.CommandCompletion{
+		ID: row.ID, Fence: row.Fence, Status: driver.CommandStatusInTSQ,
+		ErrorCode: code, ErrorMessage: message, Event: "MOVED_TO_TSQ",
+	}
+}
+
+func (c *Client) timedOut(row *driver.CommandRow, code, message string) *driver.CommandCompletion {
+	return &driver.CommandCompletion{
+		ID: row.ID, Fence: row.Fence, Status: driver.CommandStatusTimedOut,
+		ErrorCode: code, ErrorMessage: message, Event: "TIMED_OUT",
+		Reply: c.replyFor(row, OutcomeTimedOut, nil, code, message),
+	}
+}
+
+func encodeResult(result any) (json.RawMessage, error) {
+	switch r := result.(type) {
+	case nil:
+		return nil, nil
+	case json.RawMessage:
+		return r, nil
+	}
+	return json.Marshal(result)
+}
+
+// replyFor builds the reply of a command, or nil when it has no replyTo or is itself a reply.
+func (c *Client) replyFor(row *driver.CommandRow, outcome Outcome, result json.RawMessage, code, message string) *driver.CommandInsertParams {
+	if row.ReplyTo == "" || row.Kind == driver.CommandKindReply {
+		return nil
+	}
+	data, err := json.Marshal(Reply{
+		CommandID: row.ID, CorrelationID: row.CorrelationID, Domain: row.Domain,
+		CommandType: row.Type, Outcome: outcome, Result: result, ErrorCode: code,
+		ErrorMessage: message, Headers: row.Headers,
+	})
+	if err != nil {
+		// Reply fields are plain strings and already-valid JSON; this cannot fail.
+		panic(err)
+	}
+	replyDomain := trimReplySuffix(row.ReplyTo)
+	return &driver.CommandInsertParams{
+		ID: uuid.Must(uuid.NewV7()), Kind: driver.CommandKindReply, Domain: replyDomain,
+		Queue: row.ReplyTo, Type: row.Type, Data: data, CorrelationID: row.CorrelationID,
+		CausationID: row.ID, MaxAttempts: c.config.Domain(replyDomain).MaxAttempts,
+		TenantID: row.TenantID, Actor: c.config.WorkerID,
+	}
+}
+
+func trimReplySuffix(queue string) string {
+	if len(queue) > len(replyQueueSuffix) && queue[len(queue)-len(replyQueueSuffix):] == replyQueueSuffix {
+		return queue[:len(queue)-len(replyQueueSuffix)]
+	}
+	return queue
+}
+
+// backoff is the delay before the next attempt: InitialDelay × Multiplier^(attempt-1), capped at
+// MaxDelay, spread by ±Jitter.
+func (c *Client) backoff(row *driver.CommandRow) time.Duration {
+	policy := c.config.Domain(row.Domain).Retry
+	delay := float64(policy.InitialDelay) * math.Pow(policy.Multiplier, float64(row.Attempt-1))
+	delay = math.Min(delay, float64(policy.MaxDelay))
+	if j := *policy.Jitter; j > 0 {
+		c.randMu.Lock()
+		spread := 2*c.config.Rand.Float64() - 1
+		c.randMu.Unlock()
+		delay *= 1 + j*spread
+	}
+	return time.Duration(delay)
+}

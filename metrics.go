@@ -1,0 +1,74 @@
+package commandbus
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+// metrics are the client's Prometheus collectors. They are registered only when
+// Config.MetricsRegisterer is set; otherwise they still count, unexported.
+type metrics struct {
+	handledTotal    *prometheus.CounterVec
+	handlerDuration *prometheus.HistogramVec
+	handlersRunning *prometheus.GaugeVec
+	fenceRejections prometheus.Counter
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		handledTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commandbus_commands_handled_total",
+			Help: "Commands and replies handled, by domain, kind and result (success, transient, permanent, business).",
+		}, []string{"domain", "kind", "result"}),
+		handlerDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "commandbus_handler_duration_seconds",
+			Help:    "Time spent in command and reply handlers.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30},
+		}, []string{"domain", "kind"}),
+		handlersRunning: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "commandbus_handlers_running",
+			Help: "Handlers running now on this instance, by domain and queue; at most concurrent-messages.",
+		}, []string{"domain", "queue"}),
+		fenceRejections: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "commandbus_outcomes_fenced_total",
+			Help: "Handler outcomes discarded because the command's lease had passed to another claim.",
+		}),
+	}
+	if reg != nil {
+		for _, c := range []prometheus.Collector{m.handledTotal, m.handlerDuration, m.handlersRunning, m.fenceRejections} {
+			if err := reg.Register(c); err != nil {
+				var already prometheus.AlreadyRegisteredError
+				if !errors.As(err, &already) {
+					return nil, err
+				}
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *metrics) handled(row *driver.CommandRow, err error, took time.Duration) {
+	result := "success"
+	if err != nil {
+		switch class, _, _ := classify(err); class {
+		case classBusiness:
+			result = "business"
+		case classPermanent:
+			result = "permanent"
+		default:
+			result = "transient"
+		}
+	}
+	m.handledTotal.WithLabelValues(row.Domain, string(row.Kind), result).Inc()
+	m.handlerDuration.WithLabelValues(row.Domain, string(row.Kind)).Observe(took.Seconds())
+}
+
+func (m *metrics) running(domain, queue string, n int) {
+	m.handlersRunning.WithLabelValues(domain, queue).Set(float64(n))
+}
+
+func (m *metrics) fenceRejected() { m.fenceRejections.Inc() }
