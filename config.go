@@ -16,7 +16,8 @@ import (
 
 // Config configures a Client. Its YAML form (see LoadConfig) is shaped as seed 001's
 // application.yml: features, domains and command-steps, plus the process pollers, the database
-// and the server. Every field has a documented default applied by WithDefaults.
+// and the server. Every field has a documented default applied by WithDefaults; a zero value
+// (including an explicit 0 in a file) means "use the default".
 type Config struct {
 	// Features switches whole capabilities of this instance on or off.
 	Features Features `yaml:"features"`
@@ -171,7 +172,7 @@ type TokenConfig struct {
 	Role string `yaml:"role"`
 }
 
-// The defaults applied by WithDefaults.
+// The defaults applied by WithDefaults, one per configuration key of the same name.
 const (
 	DefaultConcurrentMessages = 5
 	DefaultVisibilityTimeout  = 30 * time.Second
@@ -369,13 +370,16 @@ func (c *Config) Validate() error {
 		}
 	}
 	p := c.Process
-	for key, d := range map[string]Duration{
-		"pending-poll-interval": p.PendingPollInterval, "retry-poll-interval": p.RetryPollInterval,
-		"timeout-check-interval": p.TimeoutCheckInterval, "deadline-check-interval": p.DeadlineCheckInterval,
-		"default-wait-timeout": p.DefaultWaitTimeout, "execution-lease": p.ExecutionLease,
+	for _, kv := range []struct {
+		key string
+		d   Duration
+	}{
+		{"pending-poll-interval", p.PendingPollInterval}, {"retry-poll-interval", p.RetryPollInterval},
+		{"timeout-check-interval", p.TimeoutCheckInterval}, {"deadline-check-interval", p.DeadlineCheckInterval},
+		{"default-wait-timeout", p.DefaultWaitTimeout}, {"execution-lease", p.ExecutionLease},
 	} {
-		if d.Std() <= 0 {
-			add("process.%s: must be positive, got %s", key, d)
+		if kv.d.Std() <= 0 {
+			add("process.%s: must be positive, got %s", kv.key, kv.d)
 		}
 	}
 	if p.ConcurrentExecutions < 1 {
@@ -409,6 +413,9 @@ func (c *Config) Validate() error {
 	if c.FetchCooldown < 0 {
 		add("fetch-cooldown: must not be negative")
 	}
+	if c.ShutdownTimeout.Std() <= 0 {
+		add("shutdown-timeout: must be positive, got %s", c.ShutdownTimeout)
+	}
 	if c.FetchPollInterval.Std() <= 0 {
 		add("fetch-poll-interval: must be positive, got %s", c.FetchPollInterval)
 	}
@@ -423,6 +430,7 @@ type ConfigError struct {
 	Problems []error
 }
 
+// Error lists every problem, one per line.
 func (e *ConfigError) Error() string {
 	msg := fmt.Sprintf("invalid configuration (%d problem", len(e.Problems))
 	if len(e.Problems) != 1 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"regexp"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -48,32 +49,45 @@ func (d *Duration) UnmarshalText(text []byte) error {
 
 var isoDurationRE = regexp.MustCompile(`^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$`)
 
+// maxDuration bounds every parsed duration so arithmetic never wraps.
+const maxDuration = time.Duration(1<<63 - 1)
+
 // ParseDuration parses a Go duration, an ISO-8601 duration (days and smaller) or integer
 // milliseconds.
 func ParseDuration(s string) (Duration, error) {
 	if s == "" {
 		return 0, fmt.Errorf("empty duration")
 	}
+	tooLong := fmt.Errorf("duration %q is too long (the limit is about 290 years)", s)
 	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
 		if ms < 0 {
 			return 0, fmt.Errorf("duration %q must not be negative", s)
 		}
+		if ms > int64(maxDuration/time.Millisecond) {
+			return 0, tooLong
+		}
 		return Duration(time.Duration(ms) * time.Millisecond), nil
 	}
-	if m := isoDurationRE.FindStringSubmatch(s); m != nil && s != "P" && s != "PT" {
-		var total time.Duration
+	if m := isoDurationRE.FindStringSubmatch(s); m != nil && s != "P" && !strings.HasSuffix(s, "T") {
+		var total float64
 		units := []time.Duration{24 * time.Hour, time.Hour, time.Minute}
 		for i, unit := range units {
 			if m[i+1] != "" {
-				n, _ := strconv.ParseInt(m[i+1], 10, 64)
-				total += time.Duration(n) * unit
+				n, err := strconv.ParseFloat(m[i+1], 64)
+				if err != nil {
+					return 0, tooLong
+				}
+				total += n * float64(unit)
 			}
 		}
 		if m[4] != "" {
 			secs, _ := strconv.ParseFloat(m[4], 64)
-			total += time.Duration(secs * float64(time.Second))
+			total += secs * float64(time.Second)
 		}
-		return Duration(total), nil
+		if total >= float64(maxDuration) {
+			return 0, tooLong
+		}
+		return Duration(time.Duration(total)), nil
 	}
 	parsed, err := time.ParseDuration(s)
 	if err != nil {

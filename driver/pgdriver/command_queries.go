@@ -182,7 +182,7 @@ func (e *executor) CommandInsertMany(ctx context.Context, params *driver.Command
 func (e *executor) commandInsertCopy(ctx context.Context, params *driver.CommandInsertManyParams) ([]driver.CommandInsertResult, error) {
 	columns := []string{"id", "kind", "domain", "queue", "command_type", "data", "correlation_id",
 		"causation_id", "reply_to", "status", "max_attempts", "tenant_id", "batch_id", "headers",
-		"visible_at", "deadline_at", "audit"}
+		"visible_at", "deadline_at", "audit", "completed_at"}
 	if params.Now != nil {
 		columns = append(columns, "created_at", "updated_at")
 	}
@@ -208,9 +208,15 @@ func (e *executor) commandInsertCopy(ctx context.Context, params *driver.Command
 		if len(r.Headers) > 0 {
 			headers = r.Headers
 		}
+		// Terminal commands (replies to finished work) are completed when sent, as on the
+		// INSERT path.
+		var completedAt any
+		if driver.CommandStatus(r.Status).Terminal() {
+			completedAt = now
+		}
 		row := []any{r.ID, r.Kind, r.Domain, r.Queue, r.CommandType, []byte(r.Data),
 			r.CorrelationID, r.CausationID, nullString(r.ReplyTo), r.Status, r.MaxAttempts,
-			nullString(r.TenantID), r.BatchID, headers, visibleAt, r.DeadlineAt, audit}
+			nullString(r.TenantID), r.BatchID, headers, visibleAt, r.DeadlineAt, audit, completedAt}
 		if params.Now != nil {
 			row = append(row, now, now)
 		}
@@ -338,11 +344,11 @@ const commandClaimSQL = `
 		lease_until = n.now + $3 * interval '1 microsecond',
 		started_at = n.now,
 		updated_at = n.now,
-		worker_id = $5,
+		worker_id = $5::text,
 		audit = c.audit || jsonb_build_array(jsonb_build_object(
 			'at', n.now,
 			'event', CASE WHEN c.status = 'RUNNING' THEN 'LEASE_EXPIRED_RECLAIMED' ELSE 'CLAIMED' END,
-			'from', c.status, 'to', 'RUNNING', 'attempt', c.attempt + 1, 'actor', $5))
+			'from', c.status, 'to', 'RUNNING', 'attempt', c.attempt + 1, 'actor', $5::text))
 	FROM picked, n
 	WHERE c.id = picked.id
 	RETURNING ` + "%s"
