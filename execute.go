@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"runtime/debug"
 	"time"
@@ -17,8 +18,7 @@ import (
 // runCommand handles one claimed command or reply and decides its outcome.
 func (c *Client) runCommand(ctx context.Context, row *driver.CommandRow) *driver.CommandCompletion {
 	start := time.Now()
-	logger := c.logger.With("command_id", row.ID, "domain", row.Domain, "type", row.Type,
-		"correlation_id", row.CorrelationID, "attempt", row.Attempt)
+	logger := commandLogger{c.logger, row}
 
 	if row.Attempt > row.MaxAttempts {
 		// Claimed again after its lease ran out on the last attempt: the handler never reported.
@@ -101,7 +101,7 @@ func (c *Client) callReplyHandler(ctx context.Context, row *driver.CommandRow) e
 	return err
 }
 
-func (c *Client) completed(row *driver.CommandRow, result any, logger interface{ Error(string, ...any) }) *driver.CommandCompletion {
+func (c *Client) completed(row *driver.CommandRow, result any, logger commandLogger) *driver.CommandCompletion {
 	encoded, err := encodeResult(result)
 	if err != nil {
 		logger.Error("handler result cannot be encoded as JSON; moved to the troubleshooting queue", "error", err)
@@ -155,15 +155,11 @@ func (c *Client) replyFor(row *driver.CommandRow, outcome Outcome, result json.R
 	if row.ReplyTo == "" || row.Kind == driver.CommandKindReply {
 		return nil
 	}
-	data, err := json.Marshal(Reply{
+	data := encodeReply(&Reply{
 		CommandID: row.ID, CorrelationID: row.CorrelationID, Domain: row.Domain,
 		CommandType: row.Type, Outcome: outcome, Result: result, ErrorCode: code,
 		ErrorMessage: message, Headers: row.Headers,
 	})
-	if err != nil {
-		// Reply fields are plain strings and already-valid JSON; this cannot fail.
-		panic(err)
-	}
 	replyDomain := trimReplySuffix(row.ReplyTo)
 	return &driver.CommandInsertParams{
 		ID: uuid.Must(uuid.NewV7()), Kind: driver.CommandKindReply, Domain: replyDomain,
@@ -194,3 +190,27 @@ func (c *Client) backoff(row *driver.CommandRow) time.Duration {
 	}
 	return time.Duration(delay)
 }
+
+// commandLogger logs with a command's ids as attributes. It builds them only when a line is
+// actually written, so the hot path pays nothing for logging it does not do.
+type commandLogger struct {
+	l   *slog.Logger
+	row *driver.CommandRow
+}
+
+func (cl commandLogger) log(level slog.Level, msg string, args ...any) {
+	ctx := context.Background()
+	if !cl.l.Enabled(ctx, level) {
+		return
+	}
+	attrs := []any{"command_id", cl.row.ID, "domain", cl.row.Domain, "type", cl.row.Type, "attempt", cl.row.Attempt}
+	if cl.row.CorrelationID != uuid.Nil {
+		attrs = append(attrs, "correlation_id", cl.row.CorrelationID)
+	}
+	attrs = append(attrs, args...)
+	cl.l.Log(ctx, level, msg, attrs...)
+}
+
+func (cl commandLogger) Info(msg string, args ...any)  { cl.log(slog.LevelInfo, msg, args...) }
+func (cl commandLogger) Warn(msg string, args ...any)  { cl.log(slog.LevelWarn, msg, args...) }
+func (cl commandLogger) Error(msg string, args ...any) { cl.log(slog.LevelError, msg, args...) }

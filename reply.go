@@ -2,6 +2,8 @@ package commandbus
 
 import (
 	"encoding/json"
+	"sort"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -24,7 +26,7 @@ const ReplyType = "CommandReply"
 // rule, is cancelled or completed by an operator, or times out.
 type Reply struct {
 	CommandID     uuid.UUID       `json:"commandId"`
-	CorrelationID uuid.UUID       `json:"correlationId,omitempty"`
+	CorrelationID uuid.UUID       `json:"correlationId,omitzero"`
 	Domain        string          `json:"domain"`
 	CommandType   string          `json:"commandType"`
 	Outcome       Outcome         `json:"outcome"`
@@ -42,4 +44,94 @@ func (r *Reply) Succeeded() bool { return r.Outcome == OutcomeSuccess }
 type ReplyMessage struct {
 	*CommandRow
 	Reply Reply
+}
+
+// encodeReply writes a reply as JSON without reflection: it is on the path of every command.
+// The output is what json.Marshal(r) produces.
+func encodeReply(r *Reply) json.RawMessage {
+	b := make([]byte, 0, 160+len(r.Result)+len(r.ErrorMessage))
+	b = append(b, `{"commandId":"`...)
+	b = append(b, r.CommandID.String()...)
+	b = append(b, '"')
+	if r.CorrelationID != uuid.Nil {
+		b = append(b, `,"correlationId":"`...)
+		b = append(b, r.CorrelationID.String()...)
+		b = append(b, '"')
+	}
+	b = appendField(b, "domain", r.Domain, false)
+	b = appendField(b, "commandType", r.CommandType, false)
+	b = appendField(b, "outcome", string(r.Outcome), false)
+	if len(r.Result) > 0 {
+		b = append(b, `,"result":`...)
+		b = append(b, r.Result...)
+	}
+	b = appendField(b, "errorCode", r.ErrorCode, true)
+	b = appendField(b, "errorMessage", r.ErrorMessage, true)
+	if len(r.Headers) > 0 {
+		keys := make([]string, 0, len(r.Headers))
+		for k := range r.Headers {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		b = append(b, `,"headers":{`...)
+		for i, k := range keys {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, k)
+			b = append(b, ':')
+			b = appendJSONString(b, r.Headers[k])
+		}
+		b = append(b, '}')
+	}
+	return append(b, '}')
+}
+
+func appendField(b []byte, name, value string, omitEmpty bool) []byte {
+	if omitEmpty && value == "" {
+		return b
+	}
+	b = append(b, ',', '"')
+	b = append(b, name...)
+	b = append(b, '"', ':')
+	return appendJSONString(b, value)
+}
+
+// appendJSONString appends s as a JSON string, escaping as encoding/json does (including HTML
+// characters) and replacing invalid UTF-8 with U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c < 0x20 || c == '<' || c == '>' || c == '&':
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xF])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b = append(b, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xF])
+		default:
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
 }

@@ -58,8 +58,10 @@ func TestStalledHandlerLosesLeaseAndIsFenced(t *testing.T) {
 		row := waitStatus(t, b, res.ID, StatusCompleted)
 		require.JSONEq(t, `{"by":"fresh"}`, string(row.Result))
 		require.Equal(t, 2, row.Attempt)
-		require.Equal(t, "LEASE_EXPIRED_RECLAIMED", row.Audit[2].Event)
-		require.Equal(t, "worker-b", row.Audit[2].Actor)
+		require.Equal(t, []string{"SENT", "CLAIMED", "LEASE_EXPIRED", "CLAIMED", "COMPLETED"}, auditEvents(row))
+		require.Equal(t, "worker-a", row.Audit[1].Actor)
+		require.Equal(t, "worker-b", row.Audit[3].Actor)
+		require.Equal(t, 2, row.Audit[3].Attempt)
 
 		close(release) // the stale handler now reports success with the old fence
 		eventually(t, 10*time.Second, "the stale outcome to be fenced", func() bool {

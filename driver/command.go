@@ -77,20 +77,24 @@ type CommandRow struct {
 	BatchID        uuid.UUID // uuid.Nil when absent
 	Headers        map[string]string
 	IdempotencyKey string
-	VisibleAt      time.Time  // when the command may next be claimed
-	LeaseUntil     *time.Time // set while RUNNING
+	SentBy         string     // who sent the command (the SENT audit entry's actor)
+	VisibleAt      time.Time  // when a PENDING command may next be claimed
+	LeaseUntil     *time.Time // while RUNNING: when the claim expires and the command is claimable again
 	Fence          int64      // grows on every claim
 	WorkerID       string
 	Result         json.RawMessage
 	ErrorCode      string
 	ErrorMessage   string
 	DeadlineAt     *time.Time
+	ParkedAt       *time.Time // while IN_TSQ: since when
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
 	StartedAt      *time.Time
 	CompletedAt    *time.Time
 	// Audit is the command's transition history, oldest first. It is only loaded by
-	// CommandGetByID; list and claim queries leave it nil.
+	// CommandGetByID; list and claim queries leave it nil. A claim is recorded by the statement
+	// that ends it (so that claiming stays a small HOT update); while a command is RUNNING its
+	// current claim is appended from StartedAt/WorkerID/Attempt when read (see CurrentAudit).
 	Audit []AuditEntry
 }
 
@@ -127,7 +131,7 @@ type CommandInsertParams struct {
 	VisibleAt      *time.Time // nil: now
 	DeadlineAt     *time.Time
 	Status         CommandStatus // "" means PENDING; replies to completed work may be inserted COMPLETED
-	Actor          string        // recorded in the SENT audit entry
+	Actor          string        // who sends it, stored as SentBy
 }
 
 // CommandInsertManyParams inserts commands in one round trip. Commands whose (domain,
@@ -165,7 +169,9 @@ type CommandCompletion struct {
 	Event        string // audit event name
 	// Release gives the attempt back (graceful shutdown): the command did not really run.
 	Release bool
-	// Reply is inserted in the same statement when the outcome applies.
+	// Reply is inserted in the same statement when the outcome applies, PENDING, with kind reply
+	// and the completed command as its causation. Only ID, Domain, Queue, Type, Data,
+	// CorrelationID, MaxAttempts, TenantID and Actor are used.
 	Reply *CommandInsertParams
 }
 
@@ -185,10 +191,10 @@ type CommandListParams struct {
 	TenantID      string
 	BatchID       uuid.UUID
 	CorrelationID uuid.UUID
-	// AfterCreatedAt/AfterID page backwards in (created_at, id) order, newest first.
-	BeforeCreatedAt *time.Time
-	BeforeID        uuid.UUID
-	Limit           int
+	// BeforeID pages backwards: lists are in id order, newest first (generated ids are UUIDv7,
+	// so id order is creation order), and the next page starts before the last id seen.
+	BeforeID uuid.UUID
+	Limit    int
 }
 
 // CommandOperatorParams applies an operator (or watchdog) action to one command atomically: the
@@ -250,4 +256,48 @@ type CommandExecutor interface {
 	CommandStats(ctx context.Context, params *CommandStatsParams) ([]*CommandStat, error)
 	// CommandCountRunning counts RUNNING commands of a queue whose lease has not expired.
 	CommandCountRunning(ctx context.Context, queue string) (int64, error)
+}
+
+// CurrentAudit returns a command's full audit trail from its stored entries and its columns.
+//
+// To keep the hot path cheap, the transitions whose every fact is already in the row are not
+// stored as JSON: the send (CreatedAt, SentBy), the claim in progress (StartedAt, WorkerID,
+// Attempt) and a handler's final COMPLETED or FAILED outcome (CompletedAt, ErrorCode,
+// ErrorMessage) are rebuilt here. Every other transition (retries, the troubleshooting queue,
+// lease expiry, releases, time-outs, operator actions) is stored with the row by the statement
+// that makes it. Drivers call CurrentAudit after loading a row.
+func CurrentAudit(row *CommandRow, stored []AuditEntry) []AuditEntry {
+	out := make([]AuditEntry, 0, len(stored)+3)
+	if row.StartedAt == nil && row.Status.Terminal() && len(stored) == 0 {
+		// Inserted already finished (a record of work done elsewhere): one entry says it all.
+		return append(out, AuditEntry{At: row.CreatedAt, Event: "SENT", To: row.Status, Actor: row.SentBy})
+	}
+	out = append(out, AuditEntry{At: row.CreatedAt, Event: "SENT", To: CommandStatusPending, Actor: row.SentBy})
+	out = append(out, stored...)
+	claim := func() {
+		if row.StartedAt != nil {
+			out = append(out, AuditEntry{
+				At: *row.StartedAt, Event: "CLAIMED", From: CommandStatusPending, To: CommandStatusRunning,
+				Attempt: row.Attempt, Actor: row.WorkerID,
+			})
+		}
+	}
+	lastEvent := ""
+	if len(stored) > 0 {
+		lastEvent = stored[len(stored)-1].Event
+	}
+	switch row.Status {
+	case CommandStatusRunning:
+		claim()
+	case CommandStatusCompleted, CommandStatusFailed:
+		if lastEvent == "TSQ_COMPLETE" || row.CompletedAt == nil {
+			break // completed by an operator, whose entry is stored
+		}
+		claim()
+		out = append(out, AuditEntry{
+			At: *row.CompletedAt, Event: string(row.Status), From: CommandStatusRunning, To: row.Status,
+			Attempt: row.Attempt, ErrorCode: row.ErrorCode, ErrorMessage: row.ErrorMessage,
+		})
+	}
+	return out
 }

@@ -17,7 +17,8 @@ import (
 // idempotency keys), so both of its insert paths are exercised.
 const copySizedBatch = 20
 
-// sentCommand is the row an insert of p at now must produce.
+// sentCommand is the row an insert of p at now must produce, with the audit trail
+// CommandGetByID returns for it.
 func sentCommand(p *driver.CommandInsertParams, now time.Time) *driver.CommandRow {
 	status := p.Status
 	if status == "" {
@@ -39,13 +40,20 @@ func sentCommand(p *driver.CommandInsertParams, now time.Time) *driver.CommandRo
 	if status.Terminal() {
 		completedAt = &now
 	}
+	// SENT is rebuilt from created_at and sent_by, always to PENDING. A command inserted
+	// A command inserted already finished (a record of work done elsewhere) was never claimed:
+	// its one entry is the send, straight to its final status.
+	audit := []driver.AuditEntry{{At: now, Event: "SENT", To: driver.CommandStatusPending, Actor: p.Actor}}
+	if status.Terminal() {
+		audit[0].To = status
+	}
 	return &driver.CommandRow{
 		ID: p.ID, Kind: kind, Domain: p.Domain, Queue: p.Queue, Type: p.Type, Data: data,
 		CorrelationID: p.CorrelationID, CausationID: p.CausationID, ReplyTo: p.ReplyTo,
 		Status: status, MaxAttempts: p.MaxAttempts, TenantID: p.TenantID, BatchID: p.BatchID,
-		Headers: p.Headers, IdempotencyKey: p.IdempotencyKey, VisibleAt: visibleAt,
+		Headers: p.Headers, IdempotencyKey: p.IdempotencyKey, SentBy: p.Actor, VisibleAt: visibleAt,
 		DeadlineAt: p.DeadlineAt, CreatedAt: now, UpdatedAt: now, CompletedAt: completedAt,
-		Audit: []driver.AuditEntry{{At: now, Event: "SENT", To: status, Actor: p.Actor}},
+		Audit: audit,
 	}
 }
 
@@ -75,7 +83,10 @@ func exerciseCommandInsertMany(t *testing.T, setup setupFunc) {
 			Actor:          "api",
 		}
 		insert(t, b.exec, &t0, p)
-		requireCommand(t, sentCommand(p, t0), get(t, b.exec, p.ID))
+		got := get(t, b.exec, p.ID)
+		requireCommand(t, sentCommand(p, t0), got)
+		require.Equal(t, "api", got.SentBy)
+		require.Equal(t, []driver.AuditEntry{{At: t0, Event: "SENT", To: driver.CommandStatusPending, Actor: "api"}}, normalizeAudit(got.Audit))
 	})
 
 	t.Run("Defaults", func(t *testing.T) {
@@ -90,6 +101,8 @@ func exerciseCommandInsertMany(t *testing.T, setup setupFunc) {
 		require.JSONEq(t, `{}`, string(got.Data))
 		require.Nil(t, got.Headers)
 		require.Equal(t, uuid.Nil, got.CorrelationID)
+		require.Empty(t, got.SentBy)
+		require.Nil(t, got.ParkedAt)
 		require.Equal(t, []driver.AuditEntry{{At: t0, Event: "SENT", To: driver.CommandStatusPending}}, normalizeAudit(got.Audit))
 	})
 
@@ -102,6 +115,9 @@ func exerciseCommandInsertMany(t *testing.T, setup setupFunc) {
 		got := get(t, b.exec, p.ID)
 		requireCommand(t, sentCommand(p, t0), got)
 		requireTimePtr(t, t0, got.CompletedAt, "completed_at")
+		require.Equal(t, []driver.AuditEntry{
+			{At: t0, Event: "SENT", To: driver.CommandStatusCompleted, Actor: "worker"},
+		}, normalizeAudit(got.Audit), "a command inserted finished has one entry: it was never claimed")
 	})
 
 	t.Run("DatabaseClockWhenNowIsNil", func(t *testing.T) {
@@ -190,14 +206,37 @@ func exerciseCommandInsertMany(t *testing.T, setup setupFunc) {
 		cmds := make([]*driver.CommandInsertParams, copySizedBatch)
 		for i := range cmds {
 			cmds[i] = newCommand("d", "q", "T")
+			cmds[i].Actor = fmt.Sprint("sender-", i%2)
 		}
 		cmds[0].VisibleAt = &t0
 		insert(t, b.exec, nil, cmds...)
 		requireTime(t, t0, get(t, b.exec, cmds[0].ID).VisibleAt, "explicit visible_at")
-		for _, p := range cmds[1:] {
+		for i, p := range cmds {
 			got := get(t, b.exec, p.ID)
+			require.Equal(t, p.Actor, got.SentBy)
+			if i == 0 {
+				continue
+			}
 			require.WithinDuration(t, time.Now(), got.CreatedAt, within)
 			require.WithinDuration(t, got.CreatedAt, got.VisibleAt, time.Second)
+		}
+	})
+
+	t.Run("CopySizedBatchAllOnDatabaseClock", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		cmds := make([]*driver.CommandInsertParams, copySizedBatch)
+		for i := range cmds {
+			cmds[i] = newCommand("d", "q", "T")
+		}
+		cmds[1].Actor = "bulk"
+		insert(t, b.exec, nil, cmds...)
+		for _, p := range cmds {
+			got := get(t, b.exec, p.ID)
+			require.Equal(t, p.Actor, got.SentBy)
+			require.WithinDuration(t, time.Now(), got.CreatedAt, within)
+			require.WithinDuration(t, got.CreatedAt, got.VisibleAt, time.Second)
+			requireTime(t, got.CreatedAt, got.UpdatedAt, "updated_at")
 		}
 	})
 
@@ -349,31 +388,34 @@ func exerciseCommandList(t *testing.T, setup setupFunc) {
 		want.Audit = nil
 		requireCommand(t, want, got[0])
 
-		// Paging: each page starts after the last row of the previous one.
+		// Paging: each page starts before the last id of the previous one, with the filters kept.
 		page := list(driver.CommandListParams{Limit: 2})
 		var seen []uuid.UUID
 		for len(page) > 0 {
 			seen = append(seen, page...)
-			last := get(t, b.exec, page[len(page)-1])
-			page = list(driver.CommandListParams{Limit: 2, BeforeCreatedAt: &last.CreatedAt, BeforeID: last.ID})
+			page = list(driver.CommandListParams{Limit: 2, BeforeID: page[len(page)-1]})
 		}
 		require.Equal(t, idsOf(c4, c3, c2, c1, c0), seen)
+		require.Equal(t, idsOf(c0), list(driver.CommandListParams{Domain: "a", BeforeID: c1.ID}))
+		require.Equal(t, idsOf(c1, c0), list(driver.CommandListParams{Domain: "a", BeforeID: c3.ID}))
+		require.Equal(t, idsOf(), orEmpty(list(driver.CommandListParams{BeforeID: c0.ID})))
 	})
 
-	t.Run("PagingBreaksTiesByID", func(t *testing.T) {
+	t.Run("OrderedByIDNotCreatedAt", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		cmds := make([]*driver.CommandInsertParams, 5)
 		for i := range cmds {
 			cmds[i] = newCommand("tie", "q", "T")
 		}
-		insert(t, b.exec, &t0, cmds...)
+		// Three share created_at; the clock of the last two runs backwards. The list follows
+		// the ids all the same.
+		insert(t, b.exec, &t0, cmds[:3]...)
+		insert(t, b.exec, ptr(t0.Add(-time.Hour)), cmds[3])
+		insert(t, b.exec, ptr(t0.Add(-2*time.Hour)), cmds[4])
 		rows, err := b.exec.CommandList(ctx, &driver.CommandListParams{Domain: "tie"})
 		require.NoError(t, err)
-		require.Len(t, rows, len(cmds))
-		for i := 1; i < len(rows); i++ {
-			require.Less(t, rows[i].ID.String(), rows[i-1].ID.String(), "same created_at: id descending")
-		}
+		require.Equal(t, []uuid.UUID{cmds[4].ID, cmds[3].ID, cmds[2].ID, cmds[1].ID, cmds[0].ID}, ids(rows))
 		var seen []uuid.UUID
 		before := driver.CommandListParams{Domain: "tie", Limit: 1}
 		for {
@@ -384,7 +426,7 @@ func exerciseCommandList(t *testing.T, setup setupFunc) {
 			}
 			require.Len(t, page, 1)
 			seen = append(seen, page[0].ID)
-			before.BeforeCreatedAt, before.BeforeID = &page[0].CreatedAt, page[0].ID
+			before.BeforeID = page[0].ID
 		}
 		require.Equal(t, ids(rows), seen)
 	})

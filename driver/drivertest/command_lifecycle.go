@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -19,6 +20,7 @@ func exerciseCommandClaim(t *testing.T, setup setupFunc) {
 		t.Parallel()
 		b := setup(t)
 		p := newCommand("d", "q", "T")
+		p.Actor = "api"
 		insert(t, b.exec, &t0, p)
 		t1 := t0.Add(time.Second)
 		rows, err := b.exec.CommandClaim(ctx, &driver.CommandClaimParams{
@@ -27,15 +29,15 @@ func exerciseCommandClaim(t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.Len(t, rows, 1)
 
+		// The claim leaves visible_at alone: the lease alone says when the command is
+		// claimable again. GetByID shows the claim in progress, rebuilt from its columns.
 		want := sentCommand(p, t0)
 		want.Status, want.Attempt, want.Fence, want.WorkerID = driver.CommandStatusRunning, 1, 1, "worker-a"
-		want.VisibleAt, want.LeaseUntil = t1.Add(30*time.Second), ptr(t1.Add(30*time.Second))
+		want.LeaseUntil = ptr(t1.Add(30 * time.Second))
 		want.StartedAt, want.UpdatedAt = &t1, t1
-		want.Audit = append(want.Audit, driver.AuditEntry{
-			At: t1, Event: "CLAIMED", From: driver.CommandStatusPending, To: driver.CommandStatusRunning,
-			Attempt: 1, Actor: "worker-a",
-		})
+		want.Audit = append(want.Audit, claimedEntry(t1, 1, "worker-a"))
 		requireCommand(t, want, get(t, b.exec, p.ID))
+		requireTime(t, t0, rows[0].VisibleAt, "visible_at")
 		claimed := *want
 		claimed.Audit = nil
 		requireCommand(t, &claimed, rows[0])
@@ -72,13 +74,16 @@ func exerciseCommandClaim(t *testing.T, setup setupFunc) {
 		b := setup(t)
 		p := newCommand("d", "q", "T")
 		insert(t, b.exec, &t0, p)
-		first := claim(t, b.exec, "q", 1, time.Minute, &t0)
+		t1 := t0.Add(time.Second)
+		first := claim(t, b.exec, "q", 1, time.Minute, &t1)
 		require.Len(t, first, 1)
 		require.Equal(t, int64(1), first[0].Fence)
+		leaseEnd := t1.Add(time.Minute)
 
-		require.Empty(t, claim(t, b.exec, "q", 1, time.Minute, ptr(t0.Add(30*time.Second))), "the lease holds")
+		require.Empty(t, claim(t, b.exec, "q", 1, time.Minute, ptr(t1.Add(30*time.Second))), "the lease holds")
+		require.Empty(t, claim(t, b.exec, "q", 1, time.Minute, ptr(leaseEnd.Add(-time.Microsecond))), "the lease holds to its end")
 
-		t2 := t0.Add(2 * time.Minute)
+		t2 := t1.Add(2 * time.Minute)
 		rows, err := b.exec.CommandClaim(ctx, &driver.CommandClaimParams{Queue: "q", Max: 1, Lease: time.Minute, WorkerID: "worker-b", Now: &t2})
 		require.NoError(t, err)
 		require.Len(t, rows, 1)
@@ -87,15 +92,78 @@ func exerciseCommandClaim(t *testing.T, setup setupFunc) {
 		require.Equal(t, int64(2), rows[0].Fence)
 		require.Equal(t, "worker-b", rows[0].WorkerID)
 		requireTimePtr(t, t2, rows[0].StartedAt, "started_at")
-		require.Equal(t, driver.AuditEntry{
-			At: t2, Event: "LEASE_EXPIRED_RECLAIMED", From: driver.CommandStatusRunning,
-			To: driver.CommandStatusRunning, Attempt: 2, Actor: "worker-b",
-		}, lastAudit(t, b.exec, p.ID))
+		requireTimePtr(t, t2.Add(time.Minute), rows[0].LeaseUntil, "lease_until")
+		requireTime(t, t0, rows[0].VisibleAt, "visible_at")
+
+		// The reclaim records the claim that expired (its worker, its attempt) and the expiry,
+		// at the end of its lease; the new claim is in progress.
+		expired := driver.AuditEntry{
+			At: leaseEnd, Event: "LEASE_EXPIRED", From: driver.CommandStatusRunning, To: driver.CommandStatusPending,
+			Attempt: 1, ErrorCode: "LEASE_EXPIRED",
+		}
+		sent := driver.AuditEntry{At: t0, Event: "SENT", To: driver.CommandStatusPending}
+		requireAudit(t, b.exec, p.ID, sent, claimedEntry(t1, 1, "worker-1"), expired, claimedEntry(t2, 2, "worker-b"))
 
 		// The first claim lost: its outcome does not apply, the new one does.
-		require.Empty(t, complete(t, b.exec, &t2, &driver.CommandCompletion{ID: p.ID, Fence: 1, Status: driver.CommandStatusCompleted, Event: "COMPLETED"}))
-		require.Equal(t, []uuid.UUID{p.ID}, complete(t, b.exec, &t2, &driver.CommandCompletion{ID: p.ID, Fence: 2, Status: driver.CommandStatusCompleted, Event: "COMPLETED"}))
+		t3 := t2.Add(time.Second)
+		require.Empty(t, complete(t, b.exec, &t3, &driver.CommandCompletion{ID: p.ID, Fence: 1, Status: driver.CommandStatusCompleted, Event: "COMPLETED"}))
+		require.Equal(t, []uuid.UUID{p.ID}, complete(t, b.exec, &t3, &driver.CommandCompletion{ID: p.ID, Fence: 2, Status: driver.CommandStatusCompleted, Event: "COMPLETED"}))
+		requireAudit(t, b.exec, p.ID, sent, claimedEntry(t1, 1, "worker-1"), expired, claimedEntry(t2, 2, "worker-b"),
+			driver.AuditEntry{At: t3, Event: "COMPLETED", From: driver.CommandStatusRunning, To: driver.CommandStatusCompleted, Attempt: 2})
 	})
+
+	t.Run("ReclaimsAtLeaseEndAgainAndAgain", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p := newCommand("d", "q", "T")
+		insert(t, b.exec, &t0, p)
+		sent := driver.AuditEntry{At: t0, Event: "SENT", To: driver.CommandStatusPending}
+		want := []driver.AuditEntry{sent}
+		at := t0
+		for attempt := 1; attempt <= 3; attempt++ {
+			rows := claim(t, b.exec, "q", 1, time.Minute, &at)
+			require.Len(t, rows, 1, "attempt %d", attempt)
+			require.Equal(t, attempt, rows[0].Attempt)
+			require.Equal(t, int64(attempt), rows[0].Fence)
+			if attempt > 1 {
+				want = append(want, claimedEntry(at.Add(-time.Minute), attempt-1, "worker-1"), driver.AuditEntry{
+					At: at, Event: "LEASE_EXPIRED", From: driver.CommandStatusRunning, To: driver.CommandStatusPending,
+					Attempt: attempt - 1, ErrorCode: "LEASE_EXPIRED",
+				})
+			}
+			requireAudit(t, b.exec, p.ID, append(want, claimedEntry(at, attempt, "worker-1"))...)
+			at = at.Add(time.Minute) // exactly the end of the lease
+		}
+	})
+
+	t.Run("SkipsParkedAndFinished", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		parked, failed, cancelled := newCommand("d", "q", "T"), newCommand("d", "q", "T"), newCommand("d", "q", "T")
+		insert(t, b.exec, &t0, parked, failed, cancelled)
+		t1 := t0.Add(time.Second)
+		require.Len(t, claim(t, b.exec, "q", 2, time.Minute, &t1), 2)
+		require.Len(t, complete(t, b.exec, &t1,
+			&driver.CommandCompletion{ID: parked.ID, Fence: 1, Status: driver.CommandStatusInTSQ, Event: "MOVED_TO_TSQ"},
+			&driver.CommandCompletion{ID: failed.ID, Fence: 1, Status: driver.CommandStatusFailed, Event: "FAILED"},
+		), 2)
+		_, err := b.exec.CommandOperatorAction(ctx, &driver.CommandOperatorParams{
+			ID: cancelled.ID, FromStatuses: []driver.CommandStatus{driver.CommandStatusPending},
+			ToStatus: driver.CommandStatusCancelled, Event: "OPERATOR_CANCEL", Actor: "alice", Now: &t1,
+		})
+		require.NoError(t, err)
+		require.Empty(t, claim(t, b.exec, "q", 10, time.Minute, ptr(t1.Add(time.Hour))))
+	})
+}
+
+// completionReply is the row the completion at now of command commandID must insert for reply:
+// PENDING, of kind reply, caused by the command, with only these fields of reply used.
+func completionReply(reply *driver.CommandInsertParams, commandID uuid.UUID, now time.Time) *driver.CommandRow {
+	return sentCommand(&driver.CommandInsertParams{
+		ID: reply.ID, Kind: driver.CommandKindReply, Domain: reply.Domain, Queue: reply.Queue,
+		Type: reply.Type, Data: reply.Data, CorrelationID: reply.CorrelationID, CausationID: commandID,
+		MaxAttempts: reply.MaxAttempts, TenantID: reply.TenantID, Actor: reply.Actor,
+	}, now)
 }
 
 func exerciseCommandCompleteMany(t *testing.T, setup setupFunc) {
@@ -114,19 +182,25 @@ func exerciseCommandCompleteMany(t *testing.T, setup setupFunc) {
 		insert(t, b.exec, &t0, all...)
 		t1 := t0.Add(time.Second)
 		require.Len(t, claim(t, b.exec, "q", 10, time.Minute, &t1), len(names))
-		leaseEnd := t1.Add(time.Minute)
 
 		// "done" is already completed, so a second outcome for it is discarded.
 		require.Equal(t, []uuid.UUID{cmds["done"].ID}, complete(t, b.exec, &t1, &driver.CommandCompletion{
 			ID: cmds["done"].ID, Fence: 1, Status: driver.CommandStatusCompleted, Event: "COMPLETED",
 		}))
 
+		// reply is a reply as the engine builds it.
 		reply := func(name string) *driver.CommandInsertParams {
 			r := newCommand("d", "d__replies", "Reply")
-			r.Kind, r.Status, r.CorrelationID, r.Actor = driver.CommandKindReply, driver.CommandStatusCompleted, cmds[name].ID, "worker-1"
+			r.Kind, r.CorrelationID, r.CausationID, r.Actor = driver.CommandKindReply, uuid.New(), cmds[name].ID, "worker-1"
+			r.Data = json.RawMessage(fmt.Sprintf(`{"commandId":%q}`, cmds[name].ID))
 			return r
 		}
 		okReply, timedOutReply, staleReply, doneReply := reply("ok"), reply("timedOut"), reply("stale"), reply("done")
+		// The fields a completion's reply does not use are ignored.
+		okReply.Kind, okReply.Status, okReply.CausationID = driver.CommandKindCommand, driver.CommandStatusCompleted, uuid.New()
+		okReply.ReplyTo, okReply.BatchID, okReply.IdempotencyKey = "elsewhere", uuid.New(), "reply-key"
+		okReply.Headers, okReply.VisibleAt, okReply.DeadlineAt = map[string]string{"h": "v"}, ptr(t0.Add(time.Hour)), ptr(t0.Add(time.Hour))
+		timedOutReply.TenantID, timedOutReply.MaxAttempts = "tenant", 7
 		t2 := t1.Add(10 * time.Second)
 		applied := complete(t, b.exec, &t2,
 			&driver.CommandCompletion{ID: cmds["ok"].ID, Fence: 1, Status: driver.CommandStatusCompleted,
@@ -150,25 +224,28 @@ func exerciseCommandCompleteMany(t *testing.T, setup setupFunc) {
 		require.ElementsMatch(t, []uuid.UUID{cmds["ok"].ID, cmds["failed"].ID, cmds["tsq"].ID,
 			cmds["timedOut"].ID, cmds["retry"].ID, cmds["release"].ID}, applied)
 
-		// outcome is the row a completion at t2 must leave.
+		// outcome is the row a completion at t2 must leave. Whether the outcome entry is stored
+		// (with the claim it ends) or rebuilt from the columns (a handler's COMPLETED or
+		// FAILED), GetByID shows the claim, then the outcome, each once.
 		outcome := func(name string, status driver.CommandStatus, attempt int, entry driver.AuditEntry) *driver.CommandRow {
 			want := sentCommand(cmds[name], t0)
 			want.Status, want.Attempt, want.Fence, want.WorkerID = status, attempt, 1, "worker-1"
-			want.VisibleAt, want.StartedAt, want.UpdatedAt = leaseEnd, &t1, t2
+			want.StartedAt, want.UpdatedAt = &t1, t2
 			if status.Terminal() {
 				want.CompletedAt = &t2
 			}
+			if status == driver.CommandStatusInTSQ {
+				want.ParkedAt = &t2
+			}
 			entry.At, entry.From, entry.To = t2, driver.CommandStatusRunning, status
-			want.Audit = append(want.Audit,
-				driver.AuditEntry{At: t1, Event: "CLAIMED", From: driver.CommandStatusPending, To: driver.CommandStatusRunning, Attempt: 1, Actor: "worker-1"},
-				entry)
+			want.Audit = append(want.Audit, claimedEntry(t1, 1, "worker-1"), entry)
 			return want
 		}
 
 		want := outcome("ok", driver.CommandStatusCompleted, 1, driver.AuditEntry{Event: "COMPLETED", Attempt: 1})
 		want.Result = json.RawMessage(`{"ok":true}`)
 		requireCommand(t, want, get(t, b.exec, cmds["ok"].ID))
-		requireCommand(t, sentCommand(okReply, t2), get(t, b.exec, okReply.ID))
+		requireCommand(t, completionReply(okReply, cmds["ok"].ID, t2), get(t, b.exec, okReply.ID))
 
 		want = outcome("failed", driver.CommandStatusFailed, 1, driver.AuditEntry{Event: "FAILED", Attempt: 1, ErrorCode: "E_BAD", ErrorMessage: "bad input"})
 		want.ErrorCode, want.ErrorMessage = "E_BAD", "bad input"
@@ -181,7 +258,7 @@ func exerciseCommandCompleteMany(t *testing.T, setup setupFunc) {
 		want = outcome("timedOut", driver.CommandStatusTimedOut, 1, driver.AuditEntry{Event: "TIMED_OUT", Attempt: 1, ErrorCode: "TIMEOUT"})
 		want.ErrorCode = "TIMEOUT"
 		requireCommand(t, want, get(t, b.exec, cmds["timedOut"].ID))
-		requireCommand(t, sentCommand(timedOutReply, t2), get(t, b.exec, timedOutReply.ID))
+		requireCommand(t, completionReply(timedOutReply, cmds["timedOut"].ID, t2), get(t, b.exec, timedOutReply.ID))
 
 		want = outcome("retry", driver.CommandStatusPending, 1, driver.AuditEntry{Event: "RETRY_SCHEDULED", Attempt: 1, ErrorCode: "E_TRANSIENT", ErrorMessage: "try later"})
 		want.ErrorCode, want.ErrorMessage = "E_TRANSIENT", "try later"
@@ -195,9 +272,13 @@ func exerciseCommandCompleteMany(t *testing.T, setup setupFunc) {
 
 		stale := get(t, b.exec, cmds["stale"].ID)
 		require.Equal(t, driver.CommandStatusRunning, stale.Status)
-		require.Len(t, stale.Audit, 2)
+		requireTimePtr(t, t1.Add(time.Minute), stale.LeaseUntil, "lease_until")
+		requireAudit(t, b.exec, cmds["stale"].ID, driver.AuditEntry{At: t0, Event: "SENT", To: driver.CommandStatusPending},
+			claimedEntry(t1, 1, "worker-1"))
 		requireNotFound(t, b.exec, staleReply.ID)
-		require.Equal(t, driver.CommandStatusCompleted, get(t, b.exec, cmds["done"].ID).Status)
+		want = outcome("done", driver.CommandStatusCompleted, 1, driver.AuditEntry{Event: "COMPLETED", Attempt: 1})
+		want.UpdatedAt, want.CompletedAt, want.Audit[len(want.Audit)-1].At = t1, &t1, t1
+		requireCommand(t, want, get(t, b.exec, cmds["done"].ID))
 		requireNotFound(t, b.exec, doneReply.ID)
 
 		// The released command is due at once, the retried one after its delay.
@@ -217,8 +298,43 @@ func exerciseCommandCompleteMany(t *testing.T, setup setupFunc) {
 		require.Empty(t, got.ErrorMessage)
 		require.Empty(t, got.Result)
 		requireTimePtr(t, t3, got.CompletedAt, "completed_at")
-		require.Equal(t, driver.AuditEntry{At: t3, Event: "COMPLETED", From: driver.CommandStatusRunning, To: driver.CommandStatusCompleted, Attempt: 2},
-			lastAudit(t, b.exec, cmds["retry"].ID))
+		require.Nil(t, got.LeaseUntil)
+		requireAudit(t, b.exec, cmds["retry"].ID,
+			driver.AuditEntry{At: t0, Event: "SENT", To: driver.CommandStatusPending},
+			claimedEntry(t1, 1, "worker-1"),
+			driver.AuditEntry{At: t2, Event: "RETRY_SCHEDULED", From: driver.CommandStatusRunning, To: driver.CommandStatusPending,
+				Attempt: 1, ErrorCode: "E_TRANSIENT", ErrorMessage: "try later"},
+			claimedEntry(t3, 2, "worker-1"),
+			driver.AuditEntry{At: t3, Event: "COMPLETED", From: driver.CommandStatusRunning, To: driver.CommandStatusCompleted, Attempt: 2})
+	})
+
+	t.Run("FailedAfterReleaseAndRetry", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p := newCommand("d", "q", "T")
+		insert(t, b.exec, &t0, p)
+		at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+		require.Len(t, claim(t, b.exec, "q", 1, time.Minute, ptr(at(1))), 1)
+		require.Len(t, complete(t, b.exec, ptr(at(2)), &driver.CommandCompletion{
+			ID: p.ID, Fence: 1, Status: driver.CommandStatusPending, Release: true, Event: "RELEASED",
+		}), 1)
+		rows := claim(t, b.exec, "q", 1, time.Minute, ptr(at(3)))
+		require.Len(t, rows, 1)
+		require.Equal(t, 1, rows[0].Attempt, "the released attempt is given back")
+		require.Len(t, complete(t, b.exec, ptr(at(4)), &driver.CommandCompletion{
+			ID: p.ID, Fence: 2, Status: driver.CommandStatusFailed, ErrorCode: "E_BAD", ErrorMessage: "bad", Event: "FAILED",
+		}), 1)
+		got := get(t, b.exec, p.ID)
+		require.Equal(t, driver.CommandStatusFailed, got.Status)
+		require.Nil(t, got.LeaseUntil)
+		require.Nil(t, got.ParkedAt)
+		requireAudit(t, b.exec, p.ID,
+			driver.AuditEntry{At: t0, Event: "SENT", To: driver.CommandStatusPending},
+			claimedEntry(at(1), 1, "worker-1"),
+			driver.AuditEntry{At: at(2), Event: "RELEASED", From: driver.CommandStatusRunning, To: driver.CommandStatusPending, Attempt: 1},
+			claimedEntry(at(3), 1, "worker-1"),
+			driver.AuditEntry{At: at(4), Event: "FAILED", From: driver.CommandStatusRunning, To: driver.CommandStatusFailed,
+				Attempt: 1, ErrorCode: "E_BAD", ErrorMessage: "bad"})
 	})
 
 	t.Run("Empty", func(t *testing.T) {
@@ -247,16 +363,26 @@ func exerciseCommandCompleteMany(t *testing.T, setup setupFunc) {
 func exerciseCommandOperatorAction(t *testing.T, setup setupFunc) {
 	ctx := context.Background()
 
-	// inTSQ returns a command parked in the troubleshooting queue at t0+2s after one attempt.
+	parkedAt := t0.Add(2 * time.Second)
+	// inTSQ returns a command parked in the troubleshooting queue at parkedAt after one attempt.
 	inTSQ := func(t *testing.T, exec driver.Executor) *driver.CommandInsertParams {
 		t.Helper()
 		p := newCommand("d", "q-"+uuid.NewString(), "T")
 		insert(t, exec, &t0, p)
 		require.Len(t, claim(t, exec, p.Queue, 1, time.Minute, ptr(t0.Add(time.Second))), 1)
-		require.Len(t, complete(t, exec, ptr(t0.Add(2*time.Second)), &driver.CommandCompletion{
+		require.Len(t, complete(t, exec, &parkedAt, &driver.CommandCompletion{
 			ID: p.ID, Fence: 1, Status: driver.CommandStatusInTSQ, ErrorCode: "E1", ErrorMessage: "m1", Event: "MOVED_TO_TSQ",
 		}), 1)
+		requireTimePtr(t, parkedAt, get(t, exec, p.ID).ParkedAt, "parked_at")
+		require.Empty(t, claim(t, exec, p.Queue, 1, time.Minute, ptr(t0.Add(time.Hour))), "a parked command is not claimed")
 		return p
+	}
+	// parkedAudit is the audit trail of a command returned by inTSQ.
+	parkedAudit := []driver.AuditEntry{
+		{At: t0, Event: "SENT", To: driver.CommandStatusPending},
+		claimedEntry(t0.Add(time.Second), 1, "worker-1"),
+		{At: parkedAt, Event: "MOVED_TO_TSQ", From: driver.CommandStatusRunning, To: driver.CommandStatusInTSQ,
+			Attempt: 1, ErrorCode: "E1", ErrorMessage: "m1"},
 	}
 	fromTSQ := []driver.CommandStatus{driver.CommandStatusInTSQ}
 	t3 := t0.Add(time.Hour)
@@ -304,6 +430,7 @@ func exerciseCommandOperatorAction(t *testing.T, setup setupFunc) {
 		requireTime(t, t3, got.UpdatedAt, "updated_at")
 		require.Nil(t, got.LeaseUntil)
 		require.Nil(t, got.CompletedAt)
+		require.Nil(t, got.ParkedAt, "leaving the troubleshooting queue clears parked_at")
 		require.Equal(t, "E1", got.ErrorCode, "an action without an error keeps the last one")
 		require.Equal(t, "m1", got.ErrorMessage)
 		require.Equal(t, driver.AuditEntry{
@@ -319,6 +446,38 @@ func exerciseCommandOperatorAction(t *testing.T, setup setupFunc) {
 		require.Len(t, rows, 1)
 		require.Equal(t, 1, rows[0].Attempt)
 		require.Equal(t, int64(2), rows[0].Fence)
+		requireAudit(t, b.exec, p.ID, append(parkedAudit,
+			driver.AuditEntry{At: t3, Event: "OPERATOR_RETRY", From: driver.CommandStatusInTSQ, To: driver.CommandStatusPending,
+				Attempt: 1, Actor: "alice", Reason: "fixed upstream"},
+			claimedEntry(t3, 1, "worker-1"))...)
+	})
+
+	t.Run("ParkedAtKeptWhileParked", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p := inTSQ(t, b.exec)
+		park := func(from driver.CommandStatus, now time.Time) *driver.CommandRow {
+			t.Helper()
+			got, err := b.exec.CommandOperatorAction(ctx, &driver.CommandOperatorParams{
+				ID: p.ID, FromStatuses: []driver.CommandStatus{from}, ToStatus: driver.CommandStatusInTSQ,
+				Event: "OPERATOR_PARK", Actor: "alice", Now: &now,
+			})
+			require.NoError(t, err)
+			return got
+		}
+		// Parked again while parked: it has waited since it was first parked.
+		requireTimePtr(t, parkedAt, park(driver.CommandStatusInTSQ, t3).ParkedAt, "parked_at kept")
+
+		_, err := b.exec.CommandOperatorAction(ctx, &driver.CommandOperatorParams{
+			ID: p.ID, FromStatuses: fromTSQ, ToStatus: driver.CommandStatusPending, Event: "OPERATOR_RETRY", Actor: "alice", Now: &t3,
+		})
+		require.NoError(t, err)
+		require.Nil(t, get(t, b.exec, p.ID).ParkedAt)
+
+		t4 := t3.Add(time.Minute)
+		requireTimePtr(t, t4, park(driver.CommandStatusPending, t4).ParkedAt, "parked again from PENDING")
+		requireTimePtr(t, t4, get(t, b.exec, p.ID).ParkedAt, "parked_at stored")
+		require.Empty(t, claim(t, b.exec, p.Queue, 1, time.Minute, ptr(t4.Add(time.Hour))))
 	})
 
 	t.Run("RetryKeepsAttempts", func(t *testing.T) {
@@ -340,17 +499,24 @@ func exerciseCommandOperatorAction(t *testing.T, setup setupFunc) {
 		p := inTSQ(t, b.exec)
 		reply := newCommand("d", "replies", "Reply")
 		reply.Kind, reply.Status, reply.CorrelationID, reply.Actor = driver.CommandKindReply, driver.CommandStatusCompleted, p.ID, "alice"
+		// TSQ_COMPLETE is the engine's event: driver.CurrentAudit knows that such a COMPLETED
+		// is not a handler's, whose outcome it would rebuild.
 		got, err := b.exec.CommandOperatorAction(ctx, &driver.CommandOperatorParams{
 			ID: p.ID, FromStatuses: []driver.CommandStatus{driver.CommandStatusInTSQ, driver.CommandStatusPending},
-			ToStatus: driver.CommandStatusCompleted, Event: "OPERATOR_COMPLETE", Actor: "alice",
+			ToStatus: driver.CommandStatusCompleted, Event: "TSQ_COMPLETE", Actor: "alice",
 			Result: json.RawMessage(`{"manual":true}`), Reply: reply, Now: &t3,
 		})
 		require.NoError(t, err)
 		require.Equal(t, driver.CommandStatusCompleted, got.Status)
 		require.JSONEq(t, `{"manual":true}`, string(got.Result))
 		requireTimePtr(t, t3, got.CompletedAt, "completed_at")
-		requireTime(t, t0.Add(time.Second).Add(time.Minute), got.VisibleAt, "visible_at stays")
+		require.Nil(t, got.ParkedAt)
+		requireTime(t, t0, got.VisibleAt, "visible_at stays")
 		requireCommand(t, sentCommand(reply, t3), get(t, b.exec, reply.ID))
+		requireAudit(t, b.exec, p.ID, append(parkedAudit, driver.AuditEntry{
+			At: t3, Event: "TSQ_COMPLETE", From: driver.CommandStatusInTSQ, To: driver.CommandStatusCompleted,
+			Attempt: 1, Actor: "alice",
+		})...)
 
 		// Terminal now: a second action conflicts.
 		_, err = b.exec.CommandOperatorAction(ctx, &driver.CommandOperatorParams{
@@ -373,6 +539,7 @@ func exerciseCommandOperatorAction(t *testing.T, setup setupFunc) {
 		require.Equal(t, "cancelled by operator", got.ErrorMessage)
 		require.Empty(t, got.Result)
 		requireTimePtr(t, t3, got.CompletedAt, "completed_at")
+		require.Nil(t, got.ParkedAt)
 		require.Equal(t, driver.AuditEntry{
 			At: t3, Event: "OPERATOR_CANCEL", From: driver.CommandStatusInTSQ, To: driver.CommandStatusCancelled,
 			Attempt: 1, Actor: "bob", Reason: "duplicate", ErrorCode: "CANCELLED", ErrorMessage: "cancelled by operator",

@@ -76,10 +76,11 @@ var t0 = time.Date(2024, 6, 1, 10, 0, 0, 123456000, time.UTC)
 
 func ptr[T any](v T) *T { return &v }
 
-// newCommand returns insert params with the fields every command needs.
+// newCommand returns insert params with the fields every command needs. Its id is a UUIDv7, as
+// the engine generates them, so commands created later list first.
 func newCommand(domain, queue, typ string) *driver.CommandInsertParams {
 	return &driver.CommandInsertParams{
-		ID:          uuid.New(),
+		ID:          uuid.Must(uuid.NewV7()),
 		Domain:      domain,
 		Queue:       queue,
 		Type:        typ,
@@ -158,6 +159,7 @@ func normalizeCommand(c *driver.CommandRow) driver.CommandRow {
 	out.UpdatedAt = out.UpdatedAt.UTC()
 	out.LeaseUntil = utcPtr(out.LeaseUntil)
 	out.DeadlineAt = utcPtr(out.DeadlineAt)
+	out.ParkedAt = utcPtr(out.ParkedAt)
 	out.StartedAt = utcPtr(out.StartedAt)
 	out.CompletedAt = utcPtr(out.CompletedAt)
 	if len(out.Headers) == 0 {
@@ -185,6 +187,22 @@ func utcPtr(t *time.Time) *time.Time {
 	}
 	u := t.UTC()
 	return &u
+}
+
+// claimedEntry is the CLAIMED audit entry of a claim made at at.
+func claimedEntry(at time.Time, attempt int, worker string) driver.AuditEntry {
+	return driver.AuditEntry{
+		At: at, Event: "CLAIMED", From: driver.CommandStatusPending, To: driver.CommandStatusRunning,
+		Attempt: attempt, Actor: worker,
+	}
+}
+
+// requireAudit compares a command's whole audit trail as CommandGetByID returns it. Comparing
+// the whole trail also shows that entries rebuilt from the columns are not stored as well: they
+// would appear twice.
+func requireAudit(t *testing.T, exec driver.Executor, id uuid.UUID, want ...driver.AuditEntry) {
+	t.Helper()
+	require.Equal(t, normalizeAudit(want), normalizeAudit(get(t, exec, id).Audit))
 }
 
 // lastAudit returns the newest audit entry of a command, normalized for comparison.

@@ -14,7 +14,7 @@ func (e *executor) BatchInsert(ctx context.Context, params *driver.BatchInsertPa
 	_, err := e.db.Exec(ctx, e.d.sql(`
 		INSERT INTO {schema}.batch (id, name, domain, tenant_id, total, created_at)
 		VALUES ($1, $2, $3, $4, $5, coalesce($6::timestamptz, now()))`),
-		params.ID, params.Name, params.Domain, nullString(params.TenantID), params.Total, params.Now)
+		pgUUID(params.ID), params.Name, params.Domain, nullString(params.TenantID), params.Total, params.Now)
 	return err
 }
 
@@ -24,7 +24,7 @@ const batchCountsSQL = `
 func (e *executor) BatchGet(ctx context.Context, id uuid.UUID) (*driver.BatchRow, error) {
 	row := e.db.QueryRow(ctx, e.d.sql(`
 		SELECT id, name, domain, coalesce(tenant_id, ''), total, created_at, completed_at
-		FROM {schema}.batch WHERE id = $1`), id)
+		FROM {schema}.batch WHERE id = $1`), pgUUID(id))
 	batch, err := scanBatch(row)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, driver.ErrNotFound
@@ -38,7 +38,7 @@ func (e *executor) BatchGet(ctx context.Context, id uuid.UUID) (*driver.BatchRow
 	if batch.CompletedAt == nil && batch.Complete() {
 		err := e.db.QueryRow(ctx, e.d.sql(`
 			UPDATE {schema}.batch SET completed_at = coalesce(completed_at, now())
-			WHERE id = $1 RETURNING completed_at`), id).Scan(&batch.CompletedAt)
+			WHERE id = $1 RETURNING completed_at`), pgUUID(id)).Scan(&batch.CompletedAt)
 		if err != nil {
 			return nil, err
 		}
@@ -47,7 +47,7 @@ func (e *executor) BatchGet(ctx context.Context, id uuid.UUID) (*driver.BatchRow
 }
 
 func (e *executor) batchCounts(ctx context.Context, batch *driver.BatchRow) error {
-	rows, err := e.db.Query(ctx, e.d.sql(batchCountsSQL), batch.ID)
+	rows, err := e.db.Query(ctx, e.d.sql(batchCountsSQL), pgUUID(batch.ID))
 	if err != nil {
 		return err
 	}

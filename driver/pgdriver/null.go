@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/commandbus/commandbus/driver"
 )
@@ -22,18 +23,23 @@ func nullJSON(b json.RawMessage) []byte {
 	return b
 }
 
+// pgUUID passes a uuid to pgx in binary form; uuid.UUID itself would go through its
+// driver.Valuer (a string) and be parsed again on every call. uuid.Nil becomes NULL.
+func pgUUID(id uuid.UUID) pgtype.UUID { return pgtype.UUID{Bytes: id, Valid: id != uuid.Nil} }
+
+// fromPgUUID reads a uuid scanned as pgtype.UUID; NULL becomes uuid.Nil.
+func fromPgUUID(id pgtype.UUID) uuid.UUID {
+	if !id.Valid {
+		return uuid.Nil
+	}
+	return id.Bytes
+}
+
 func uuidPtr(id uuid.UUID) *uuid.UUID {
 	if id == uuid.Nil {
 		return nil
 	}
 	return &id
-}
-
-func derefUUID(id *uuid.UUID) uuid.UUID {
-	if id == nil {
-		return uuid.Nil
-	}
-	return *id
 }
 
 func derefString(s *string) string {
@@ -49,4 +55,13 @@ func sortDepths(depths []*driver.QueueDepth) { driver.SortQueueDepths(depths) }
 
 func sortStats(stats map[[2]string]*driver.CommandStat) []*driver.CommandStat {
 	return driver.SortedCommandStats(stats)
+}
+
+// nullJSONText passes JSON as text (cast to jsonb in SQL), NULL when empty.
+func nullJSONText(b []byte) *string {
+	if len(b) == 0 {
+		return nil
+	}
+	s := string(b)
+	return &s
 }

@@ -3,6 +3,7 @@ package pgdriver_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -57,4 +58,38 @@ func TestUnwrapTx(t *testing.T) {
 		_, err = drv.Executor().CommandGetByID(ctx, id)
 		require.NoError(t, err)
 	})
+}
+
+// TestClaimIsHOTUpdate checks the point of migration 001's index shapes: a claim, first or after
+// an expired lease, changes no indexed column (nor one an index predicate reads), so PostgreSQL
+// updates the row in place as a heap-only tuple and no index is written.
+func TestClaimIsHOTUpdate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	drv := dbtest.Postgres(t)
+	const n = 10
+	cmds := make([]*driver.CommandInsertParams, n)
+	for i := range cmds {
+		cmds[i] = &driver.CommandInsertParams{ID: uuid.Must(uuid.NewV7()), Domain: "d", Queue: "q", Type: "T", MaxAttempts: 3}
+	}
+	_, err := drv.Executor().CommandInsertMany(ctx, &driver.CommandInsertManyParams{Commands: cmds})
+	require.NoError(t, err)
+
+	// The xact statistics count the current transaction's updates at once.
+	tx, err := drv.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	exec, err := drv.UnwrapTx(tx)
+	require.NoError(t, err)
+	now := time.Now()
+	for _, at := range []time.Time{now, now.Add(2 * time.Minute)} {
+		rows, err := exec.CommandClaim(ctx, &driver.CommandClaimParams{Queue: "q", Max: n, Lease: time.Minute, WorkerID: "w", Now: &at})
+		require.NoError(t, err)
+		require.Len(t, rows, n)
+	}
+	var updated, hot int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated($1::regclass),
+		pg_stat_get_xact_tuples_hot_updated($1::regclass)`, drv.Schema()+".command").Scan(&updated, &hot))
+	require.Equal(t, int64(2*n), updated)
+	require.Equal(t, updated, hot, "every claim is a HOT update")
 }

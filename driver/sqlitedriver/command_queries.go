@@ -21,8 +21,8 @@ import (
 var commandColumns = []string{
 	"id", "kind", "domain", "queue", "command_type", "data", "correlation_id", "causation_id",
 	"reply_to", "status", "attempt", "max_attempts", "tenant_id", "batch_id", "headers",
-	"idempotency_key", "visible_at", "lease_until", "fence", "worker_id", "result", "error_code",
-	"error_message", "deadline_at", "created_at", "updated_at", "started_at", "completed_at",
+	"idempotency_key", "sent_by", "visible_at", "lease_until", "fence", "worker_id", "result", "error_code",
+	"error_message", "deadline_at", "parked_at", "created_at", "updated_at", "started_at", "completed_at",
 }
 
 var commandCols = strings.Join(commandColumns, ", ")
@@ -33,8 +33,8 @@ const terminalStatusesSQL = `('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT')`
 const commandInsertSQL = `
 	INSERT INTO {schema}.command (id, kind, domain, queue, command_type, data, correlation_id,
 		causation_id, reply_to, status, max_attempts, tenant_id, batch_id, headers, idempotency_key,
-		visible_at, deadline_at, created_at, updated_at, completed_at, audit)
-	VALUES (?, ?, ?, ?, ?, json(?), ?, ?, ?, ?, ?, ?, ?, json(?), ?, ?, ?, ?, ?, ?, json(?))`
+		sent_by, visible_at, deadline_at, created_at, updated_at, completed_at)
+	VALUES (?, ?, ?, ?, ?, json(?), ?, ?, ?, ?, ?, ?, ?, json(?), ?, ?, ?, ?, ?, ?, ?)`
 
 // commandInsertDedupeSQL skips commands whose (domain, idempotency key) exists, like the
 // PostgreSQL ON CONFLICT; any other constraint violation still fails.
@@ -43,7 +43,8 @@ const commandInsertDedupeSQL = commandInsertSQL + `
 	RETURNING id`
 
 // commandInsertArgs returns the arguments of commandInsertSQL for one command, stamping it
-// with now and a SENT audit entry, with the defaults the PostgreSQL driver applies.
+// with now, with the defaults the PostgreSQL driver applies. No audit is stored: the SENT entry
+// is rebuilt from created_at and sent_by when the command is read.
 func commandInsertArgs(p *driver.CommandInsertParams, now time.Time) ([]any, error) {
 	status := p.Status
 	if status == "" {
@@ -73,15 +74,11 @@ func commandInsertArgs(p *driver.CommandInsertParams, now time.Time) ([]any, err
 	if status.Terminal() {
 		completedAt = micros(now)
 	}
-	audit, err := json.Marshal([]driver.AuditEntry{{At: now, Event: "SENT", To: status, Actor: p.Actor}})
-	if err != nil {
-		return nil, err
-	}
 	return []any{p.ID.String(), string(kind), p.Domain, p.Queue, p.Type, string(data),
 		nullUUID(p.CorrelationID), nullUUID(p.CausationID), nullText(p.ReplyTo), string(status),
 		p.MaxAttempts, nullText(p.TenantID), nullUUID(p.BatchID), headers,
-		nullText(p.IdempotencyKey), micros(visibleAt), nullMicros(p.DeadlineAt), micros(now),
-		micros(now), completedAt, string(audit)}, nil
+		nullText(p.IdempotencyKey), nullText(p.Actor), micros(visibleAt), nullMicros(p.DeadlineAt),
+		micros(now), micros(now), completedAt}, nil
 }
 
 // insertReply inserts the reply of an applied completion or operator action. Like the
@@ -162,9 +159,11 @@ func (e *executor) CommandGetByID(ctx context.Context, id uuid.UUID) (*driver.Co
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal([]byte(audit), &cmd.Audit); err != nil {
+	var stored []driver.AuditEntry
+	if err := json.Unmarshal([]byte(audit), &stored); err != nil {
 		return nil, fmt.Errorf("decoding audit of command %s: %w", id, err)
 	}
+	cmd.Audit = driver.CurrentAudit(cmd, stored)
 	return cmd, nil
 }
 
@@ -214,16 +213,16 @@ func (e *executor) CommandList(ctx context.Context, params *driver.CommandListPa
 	if params.CorrelationID != uuid.Nil {
 		filter("correlation_id", params.CorrelationID.String())
 	}
-	if params.BeforeCreatedAt != nil {
+	if params.BeforeID != uuid.Nil {
 		// Canonical lower-case UUID text sorts like the UUID's bytes, as on PostgreSQL.
-		where = append(where, "(created_at, id) < (?, ?)")
-		args = append(args, micros(*params.BeforeCreatedAt), params.BeforeID.String())
+		where = append(where, "id < ?")
+		args = append(args, params.BeforeID.String())
 	}
 	query := `SELECT ` + commandCols + ` FROM {schema}.command`
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")
 	}
-	query += " ORDER BY created_at DESC, id DESC LIMIT ?"
+	query += " ORDER BY id DESC LIMIT ?"
 	args = append(args, driver.LimitOrDefault(params.Limit))
 	rows, err := e.read.QueryContext(ctx, e.d.sql(query), args...)
 	if err != nil {
@@ -232,30 +231,44 @@ func (e *executor) CommandList(ctx context.Context, params *driver.CommandListPa
 	return collectCommands(rows)
 }
 
+// auditTimeSQL formats a column of unix microseconds for an audit entry: RFC 3339 in UTC with
+// microseconds, which encoding/json reads back as the same instant. NULL stays NULL.
+func auditTimeSQL(column string) string {
+	return `strftime('%Y-%m-%dT%H:%M:%S', ` + column + ` / 1000000, 'unixepoch') || printf('.%06dZ', ` + column + ` % 1000000)`
+}
+
+// claimedEntrySQL is the CLAIMED audit entry of the claim a row holds, built from the row before
+// the update: it is written by the statement that ends the claim (see driver.CurrentAudit).
+var claimedEntrySQL = `json_object('at', ` + auditTimeSQL("started_at") + `, 'event', 'CLAIMED',
+	'from', 'PENDING', 'to', 'RUNNING', 'attempt', attempt, 'actor', worker_id)`
+
 // commandClaimSQL claims in one statement; the single writer connection makes it atomic
-// without SKIP LOCKED. Column references on the right of SET and in the audit entry read the
-// row before the update.
-const commandClaimSQL = `
+// without SKIP LOCKED. Column references on the right of SET read the row before the update.
+// A claim leaves visible_at alone (a RUNNING row is claimable again when its lease runs out) and
+// writes audit only when it takes over an expired claim: the claim whose lease ran out and its
+// expiry. A first claim is recorded by the statement that ends it.
+var commandClaimSQL = `
 	UPDATE {schema}.command SET
 		status = 'RUNNING',
 		attempt = attempt + 1,
 		fence = fence + 1,
-		visible_at = ?,
 		lease_until = ?,
 		started_at = ?,
 		updated_at = ?,
 		worker_id = ?,
-		audit = json_insert(audit, '$[#]', json_object(
-			'at', ?,
-			'event', CASE WHEN status = 'RUNNING' THEN 'LEASE_EXPIRED_RECLAIMED' ELSE 'CLAIMED' END,
-			'from', status, 'to', 'RUNNING', 'attempt', attempt + 1, 'actor', ?))
+		audit = CASE WHEN status = 'RUNNING' THEN json_insert(audit,
+			'$[#]', ` + claimedEntrySQL + `,
+			'$[#]', json_object('at', ` + auditTimeSQL("lease_until") + `, 'event', 'LEASE_EXPIRED',
+				'from', 'RUNNING', 'to', 'PENDING', 'attempt', attempt, 'error_code', 'LEASE_EXPIRED'))
+			ELSE audit END
 	WHERE id IN (
 		SELECT id FROM {schema}.command
-		WHERE queue = ? AND status IN ('PENDING', 'RUNNING') AND visible_at <= ?
+		WHERE queue = ? AND completed_at IS NULL AND parked_at IS NULL AND visible_at <= ?
+			AND (status = 'PENDING' OR lease_until <= ?)
 		ORDER BY visible_at
 		LIMIT ?
 	)
-	RETURNING ` + "%s"
+	RETURNING ` + commandCols
 
 func (e *executor) CommandClaim(ctx context.Context, params *driver.CommandClaimParams) ([]*driver.CommandRow, error) {
 	if params.Max <= 0 {
@@ -263,10 +276,8 @@ func (e *executor) CommandClaim(ctx context.Context, params *driver.CommandClaim
 	}
 	now := now(params.Now)
 	leaseUntil := micros(now.Add(params.Lease))
-	query := fmt.Sprintf(commandClaimSQL, commandCols)
-	rows, err := e.write.QueryContext(ctx, e.d.sql(query), leaseUntil, leaseUntil, micros(now),
-		micros(now), params.WorkerID, auditTime(now), params.WorkerID, params.Queue, micros(now),
-		params.Max)
+	rows, err := e.write.QueryContext(ctx, e.d.sql(commandClaimSQL), leaseUntil, micros(now),
+		micros(now), params.WorkerID, params.Queue, micros(now), micros(now), params.Max)
 	if err != nil {
 		return nil, err
 	}
@@ -284,9 +295,11 @@ func (e *executor) CommandClaim(ctx context.Context, params *driver.CommandClaim
 	return commands, nil
 }
 
-// commandCompleteSQL applies one outcome when the claim still holds. json_patch onto an empty
-// object drops the null members, like jsonb_strip_nulls.
-const commandCompleteSQL = `
+// commandCompleteSQL applies one outcome when the claim still holds. Unless the outcome is a
+// handler's COMPLETED or FAILED (rebuilt from the columns by driver.CurrentAudit), it appends
+// the claim it ends and then the outcome. json_patch onto an empty object drops the null
+// members, like jsonb_strip_nulls.
+var commandCompleteSQL = `
 	UPDATE {schema}.command SET
 		status = ?,
 		attempt = attempt - ?,
@@ -296,10 +309,14 @@ const commandCompleteSQL = `
 		error_code = ?,
 		error_message = ?,
 		completed_at = ?,
+		parked_at = ?,
 		updated_at = ?,
-		audit = json_insert(audit, '$[#]', json_patch('{}', json_object(
-			'at', ?, 'event', ?, 'from', 'RUNNING', 'to', ?, 'attempt', attempt,
-			'error_code', ?, 'error_message', ?)))
+		audit = CASE WHEN ? THEN json_insert(audit,
+			'$[#]', ` + claimedEntrySQL + `,
+			'$[#]', json_patch('{}', json_object(
+				'at', ?, 'event', ?, 'from', 'RUNNING', 'to', ?, 'attempt', attempt,
+				'error_code', ?, 'error_message', ?)))
+			ELSE audit END
 	WHERE id = ? AND fence = ? AND status = 'RUNNING'`
 
 func (e *executor) CommandCompleteMany(ctx context.Context, params *driver.CommandCompleteManyParams) ([]uuid.UUID, error) {
@@ -315,17 +332,21 @@ func (e *executor) CommandCompleteMany(ctx context.Context, params *driver.Comma
 		}
 		defer stmt.Close()
 		for _, c := range params.Completions {
-			var visibleAt, completedAt any
+			var visibleAt, completedAt, parkedAt any
 			if c.Status == driver.CommandStatusPending {
 				visibleAt = micros(now.Add(c.RetryDelay))
 			}
 			if c.Status.Terminal() {
 				completedAt = micros(now)
 			}
+			if c.Status == driver.CommandStatusInTSQ {
+				parkedAt = micros(now)
+			}
+			storesAudit := c.Status != driver.CommandStatusCompleted && c.Status != driver.CommandStatusFailed
 			errorCode, errorMessage := nullText(c.ErrorCode), nullText(c.ErrorMessage)
 			res, err := stmt.ExecContext(ctx, string(c.Status), boolInt(c.Release), visibleAt,
-				nullJSON(c.Result), errorCode, errorMessage, completedAt, micros(now),
-				auditTime(now), c.Event, string(c.Status), errorCode, errorMessage,
+				nullJSON(c.Result), errorCode, errorMessage, completedAt, parkedAt, micros(now),
+				boolInt(storesAudit), auditTime(now), c.Event, string(c.Status), errorCode, errorMessage,
 				c.ID.String(), c.Fence)
 			if err != nil {
 				return fmt.Errorf("completing command %s: %w", c.ID, err)
@@ -339,7 +360,7 @@ func (e *executor) CommandCompleteMany(ctx context.Context, params *driver.Comma
 			}
 			applied = append(applied, c.ID)
 			if c.Reply != nil {
-				if err := e.insertReply(ctx, tx, c.Reply, now); err != nil {
+				if err := e.insertReply(ctx, tx, completionReply(c), now); err != nil {
 					return err
 				}
 			}
@@ -352,7 +373,19 @@ func (e *executor) CommandCompleteMany(ctx context.Context, params *driver.Comma
 	return applied, nil
 }
 
-const commandOperatorSQL = `
+// completionReply is the reply a completion inserts, as driver.CommandCompletion.Reply
+// documents: PENDING, of kind reply, caused by the completed command, from the fields the
+// PostgreSQL driver passes on.
+func completionReply(c *driver.CommandCompletion) *driver.CommandInsertParams {
+	r := c.Reply
+	return &driver.CommandInsertParams{
+		ID: r.ID, Kind: driver.CommandKindReply, Domain: r.Domain, Queue: r.Queue, Type: r.Type,
+		Data: r.Data, CorrelationID: r.CorrelationID, CausationID: c.ID, MaxAttempts: r.MaxAttempts,
+		TenantID: r.TenantID, Actor: r.Actor,
+	}
+}
+
+var commandOperatorSQL = `
 	UPDATE {schema}.command SET
 		status = ?,
 		attempt = CASE WHEN ? THEN 0 ELSE attempt END,
@@ -362,12 +395,13 @@ const commandOperatorSQL = `
 		error_code = coalesce(?, error_code),
 		error_message = coalesce(?, error_message),
 		completed_at = ?,
+		parked_at = CASE WHEN ? THEN coalesce(parked_at, ?) END,
 		updated_at = ?,
 		audit = json_insert(audit, '$[#]', json_patch('{}', json_object(
 			'at', ?, 'event', ?, 'from', status, 'to', ?, 'attempt', attempt,
 			'actor', ?, 'reason', ?, 'error_code', ?, 'error_message', ?)))
 	WHERE id = ? AND status IN (SELECT value FROM json_each(?))
-	RETURNING ` + "%s"
+	RETURNING ` + commandCols
 
 func (e *executor) CommandOperatorAction(ctx context.Context, params *driver.CommandOperatorParams) (*driver.CommandRow, error) {
 	now := now(params.Now)
@@ -388,9 +422,10 @@ func (e *executor) CommandOperatorAction(ctx context.Context, params *driver.Com
 	errorCode, errorMessage := nullText(params.ErrorCode), nullText(params.ErrorMessage)
 	var cmd *driver.CommandRow
 	err = e.inTx(ctx, func(tx *sql.Tx) error {
-		row := tx.QueryRowContext(ctx, e.d.sql(fmt.Sprintf(commandOperatorSQL, commandCols)),
+		row := tx.QueryRowContext(ctx, e.d.sql(commandOperatorSQL),
 			string(params.ToStatus), params.ResetAttempts, visibleAt, nullJSON(params.Result),
-			errorCode, errorMessage, completedAt, micros(now),
+			errorCode, errorMessage, completedAt,
+			boolInt(params.ToStatus == driver.CommandStatusInTSQ), micros(now), micros(now),
 			auditTime(now), params.Event, string(params.ToStatus), params.Actor,
 			nullText(params.Reason), errorCode, errorMessage,
 			params.ID.String(), string(from))
@@ -421,16 +456,24 @@ func (e *executor) CommandOperatorAction(ctx context.Context, params *driver.Com
 	return cmd, nil
 }
 
-func (e *executor) CommandQueueDepths(ctx context.Context) ([]*driver.QueueDepth, error) {
-	nowUS := micros(now(nil))
-	rows, err := e.read.QueryContext(ctx, e.d.sql(`
+// commandQueueDepthsSQL counts unfinished rows and parked rows apart, each through its partial
+// index.
+const commandQueueDepthsSQL = `
 		SELECT queue, domain, kind,
 			sum(status = 'PENDING' AND visible_at <= ?),
 			sum(status = 'PENDING' AND visible_at > ?),
 			sum(status = 'RUNNING'),
-			sum(status = 'IN_TSQ')
-		FROM {schema}.command WHERE status IN ('PENDING', 'RUNNING', 'IN_TSQ')
-		GROUP BY queue, domain, kind`), nowUS, nowUS)
+			0
+		FROM {schema}.command WHERE completed_at IS NULL AND parked_at IS NULL
+		GROUP BY queue, domain, kind
+		UNION ALL
+		SELECT queue, domain, kind, 0, 0, 0, count(*)
+		FROM {schema}.command WHERE parked_at IS NOT NULL
+		GROUP BY queue, domain, kind`
+
+func (e *executor) CommandQueueDepths(ctx context.Context) ([]*driver.QueueDepth, error) {
+	nowUS := micros(now(nil))
+	rows, err := e.read.QueryContext(ctx, e.d.sql(commandQueueDepthsSQL), nowUS, nowUS)
 	if err != nil {
 		return nil, err
 	}
@@ -546,10 +589,13 @@ func percentileCont(sorted []float64, fraction float64) float64 {
 	return lo + (hi-lo)*(position-first)
 }
 
+const commandCountRunningSQL = `SELECT count(*) FROM {schema}.command
+	WHERE queue = ? AND completed_at IS NULL AND parked_at IS NULL AND status = 'RUNNING'
+		AND lease_until > ?`
+
 func (e *executor) CommandCountRunning(ctx context.Context, queue string) (int64, error) {
 	var n int64
-	err := e.read.QueryRowContext(ctx, e.d.sql(`SELECT count(*) FROM {schema}.command
-		WHERE queue = ? AND status = 'RUNNING' AND visible_at > ?`), queue, micros(now(nil))).Scan(&n)
+	err := e.read.QueryRowContext(ctx, e.d.sql(commandCountRunningSQL), queue, micros(now(nil))).Scan(&n)
 	return n, err
 }
 
@@ -578,13 +624,15 @@ func scanCommand(row rowScanner, audit *string) (*driver.CommandRow, error) {
 		correlationID, causationID, batchID              sql.NullString
 		replyTo, tenantID, idempotencyKey, headers       sql.NullString
 		workerID, errorCode, errorMessage, result        sql.NullString
+		sentBy                                           sql.NullString
 		visibleAt, createdAt, updatedAt                  int64
 		leaseUntil, deadlineAt, startedAt, completedAtUS sql.NullInt64
+		parkedAt                                         sql.NullInt64
 	)
 	dest := []any{&id, &kind, &c.Domain, &c.Queue, &c.Type, &data, &correlationID, &causationID,
 		&replyTo, &status, &c.Attempt, &c.MaxAttempts, &tenantID, &batchID, &headers,
-		&idempotencyKey, &visibleAt, &leaseUntil, &c.Fence, &workerID, &result, &errorCode,
-		&errorMessage, &deadlineAt, &createdAt, &updatedAt, &startedAt, &completedAtUS}
+		&idempotencyKey, &sentBy, &visibleAt, &leaseUntil, &c.Fence, &workerID, &result, &errorCode,
+		&errorMessage, &deadlineAt, &parkedAt, &createdAt, &updatedAt, &startedAt, &completedAtUS}
 	if audit != nil {
 		dest = append(dest, audit)
 	}
@@ -614,11 +662,13 @@ func scanCommand(row rowScanner, audit *string) (*driver.CommandRow, error) {
 	c.TenantID = tenantID.String
 	c.IdempotencyKey = idempotencyKey.String
 	c.WorkerID = workerID.String
+	c.SentBy = sentBy.String
 	c.ErrorCode = errorCode.String
 	c.ErrorMessage = errorMessage.String
 	c.VisibleAt = fromMicros(visibleAt)
 	c.LeaseUntil = fromNullMicros(leaseUntil)
 	c.DeadlineAt = fromNullMicros(deadlineAt)
+	c.ParkedAt = fromNullMicros(parkedAt)
 	c.CreatedAt = fromMicros(createdAt)
 	c.UpdatedAt = fromMicros(updatedAt)
 	c.StartedAt = fromNullMicros(startedAt)

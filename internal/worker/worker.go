@@ -51,6 +51,12 @@ type Worker struct {
 	mu       sync.Mutex
 	inflight map[uuid.UUID]*run
 	runsDone sync.WaitGroup
+
+	// Handlers run on long-lived goroutines (at most Concurrency) so that a goroutine's stack,
+	// once grown by a handler, is reused rather than grown again for every command.
+	idle     chan *run
+	runners  int
+	runnerWG sync.WaitGroup
 }
 
 type run struct {
@@ -72,6 +78,7 @@ func New(cfg Config) *Worker {
 		workCtx:    workCtx,
 		workCancel: workCancel,
 		inflight:   map[uuid.UUID]*run{},
+		idle:       make(chan *run),
 	}
 }
 
@@ -147,28 +154,47 @@ func (w *Worker) start(row *driver.CommandRow) {
 	w.mu.Unlock()
 	w.runsDone.Add(1)
 	w.setRunning(w.running.Add(1))
-	go func() {
-		defer w.runsDone.Done()
-		ctx, cancel := context.WithTimeout(w.workCtx, w.cfg.Lease)
-		completion := w.cfg.Run(ctx, row)
-		cancel()
-		w.mu.Lock()
-		delete(w.inflight, row.ID)
-		w.mu.Unlock()
-		if r.finalized.CompareAndSwap(false, true) {
-			if w.workCtx.Err() != nil && !completion.Status.Terminal() {
-				// Shutdown interrupted the handler: give the command back untouched.
-				completion = releaseCompletion(row)
-			}
-			w.cfg.Complete(completion)
+	select {
+	case w.idle <- r: // an idle runner takes it
+	default:
+		// Every runner is busy; running < Concurrency, so there are fewer than Concurrency.
+		w.runners++
+		w.runnerWG.Add(1)
+		go w.runner(r)
+	}
+}
+
+// runner handles runs until the worker stops.
+func (w *Worker) runner(first *run) {
+	defer w.runnerWG.Done()
+	w.execute(first)
+	for r := range w.idle {
+		w.execute(r)
+	}
+}
+
+func (w *Worker) execute(r *run) {
+	defer w.runsDone.Done()
+	row := r.row
+	ctx, cancel := context.WithTimeout(w.workCtx, w.cfg.Lease)
+	completion := w.cfg.Run(ctx, row)
+	cancel()
+	w.mu.Lock()
+	delete(w.inflight, row.ID)
+	w.mu.Unlock()
+	if r.finalized.CompareAndSwap(false, true) {
+		if w.workCtx.Err() != nil && !completion.Status.Terminal() {
+			// Shutdown interrupted the handler: give the command back untouched.
+			completion = releaseCompletion(row)
 		}
-		close(r.done)
-		w.setRunning(w.running.Add(-1))
-		select {
-		case w.slotFreed <- struct{}{}:
-		default:
-		}
-	}()
+		w.cfg.Complete(completion)
+	}
+	close(r.done)
+	w.setRunning(w.running.Add(-1))
+	select {
+	case w.slotFreed <- struct{}{}:
+	default:
+	}
 }
 
 func (w *Worker) setRunning(n int64) {
@@ -190,6 +216,7 @@ func releaseCompletion(row *driver.CommandRow) *driver.CommandCompletion {
 func (w *Worker) Stop(ctx context.Context, grace time.Duration) {
 	close(w.stop)
 	<-w.loopDone
+	close(w.idle) // no run starts after the loop ends; idle runners exit
 	finished := make(chan struct{})
 	go func() { w.runsDone.Wait(); close(finished) }()
 	select {

@@ -4,8 +4,10 @@
 CREATE TABLE {schema}.command (
     id              uuid PRIMARY KEY,
     kind            text NOT NULL DEFAULT 'command' CHECK (kind IN ('command', 'reply')),
-    domain          text NOT NULL,
-    queue           text NOT NULL,
+    -- Key columns use the "C" collation: byte comparisons, whatever the database's locale, keep
+    -- index maintenance cheap on the hot path.
+    domain          text COLLATE "C" NOT NULL,
+    queue           text COLLATE "C" NOT NULL,
     command_type    text NOT NULL,
     data            jsonb NOT NULL DEFAULT '{}'::jsonb,
     correlation_id  uuid,
@@ -17,7 +19,8 @@ CREATE TABLE {schema}.command (
     tenant_id       text,
     batch_id        uuid,
     headers         jsonb,
-    idempotency_key text,
+    idempotency_key text COLLATE "C",
+    sent_by         text,
     visible_at      timestamptz NOT NULL DEFAULT now(),
     lease_until     timestamptz,
     fence           bigint NOT NULL DEFAULT 0,
@@ -26,17 +29,23 @@ CREATE TABLE {schema}.command (
     error_code      text,
     error_message   text,
     deadline_at     timestamptz,
-    -- Transition history, appended by the same statement that makes the transition.
+    -- Set while the command waits in the troubleshooting queue.
+    parked_at       timestamptz,
+    -- Transition history, appended by the same statement that makes the transition. The send,
+    -- the claim in progress and a handler's COMPLETED/FAILED outcome are not stored here: their
+    -- facts are the columns above and driver.CurrentAudit rebuilds them.
     audit           jsonb NOT NULL DEFAULT '[]'::jsonb,
     created_at      timestamptz NOT NULL DEFAULT now(),
     updated_at      timestamptz NOT NULL DEFAULT now(),
     started_at      timestamptz,
     completed_at    timestamptz
-) WITH (fillfactor = 90);
+) WITH (fillfactor = 50);
 
--- Claiming: visible rows of a queue in due order. Terminal rows leave the index.
+-- Claiming: unfinished rows of a queue in due order. A claim changes no indexed column (status
+-- and the lease are not indexed), so it is a HOT update; the spare page space left by the
+-- fillfactor is what makes that possible. Finished and parked rows leave the index.
 CREATE INDEX command_claim_idx ON {schema}.command (queue, visible_at)
-    WHERE status IN ('PENDING', 'RUNNING');
+    WHERE completed_at IS NULL AND parked_at IS NULL;
 -- An idempotency key is unique per domain.
 CREATE UNIQUE INDEX command_idempotency_idx ON {schema}.command (domain, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
@@ -44,10 +53,11 @@ CREATE INDEX command_correlation_idx ON {schema}.command (correlation_id)
     WHERE correlation_id IS NOT NULL;
 CREATE INDEX command_batch_idx ON {schema}.command (batch_id)
     WHERE batch_id IS NOT NULL;
--- The troubleshooting queue and the lease watchdog read small partial indexes.
-CREATE INDEX command_tsq_idx ON {schema}.command (domain, updated_at)
-    WHERE status = 'IN_TSQ';
-CREATE INDEX command_created_idx ON {schema}.command (created_at);
+-- Time-window statistics. BRIN costs almost nothing to maintain on an append-mostly table.
+CREATE INDEX command_created_brin ON {schema}.command USING brin (created_at);
+-- The troubleshooting queue.
+CREATE INDEX command_tsq_idx ON {schema}.command (domain, parked_at)
+    WHERE parked_at IS NOT NULL;
 
 CREATE TABLE {schema}.batch (
     id           uuid PRIMARY KEY,

@@ -21,6 +21,7 @@ CREATE TABLE {schema}.command (
     batch_id        TEXT,
     headers         TEXT,
     idempotency_key TEXT,
+    sent_by         TEXT,
     visible_at      INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)),
     lease_until     INTEGER,
     fence           INTEGER NOT NULL DEFAULT 0,
@@ -29,7 +30,11 @@ CREATE TABLE {schema}.command (
     error_code      TEXT,
     error_message   TEXT,
     deadline_at     INTEGER,
-    -- Transition history, appended by the same statement that makes the transition.
+    -- Set while the command waits in the troubleshooting queue.
+    parked_at       INTEGER,
+    -- Transition history, appended by the same statement that makes the transition. The send,
+    -- the claim in progress and a handler's COMPLETED/FAILED outcome are not stored here: their
+    -- facts are the columns above and driver.CurrentAudit rebuilds them.
     audit           TEXT NOT NULL DEFAULT '[]',
     created_at      INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)),
     updated_at      INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000000 AS INTEGER)),
@@ -37,9 +42,10 @@ CREATE TABLE {schema}.command (
     completed_at    INTEGER
 ) STRICT;
 
--- Claiming: visible rows of a queue in due order. Terminal rows leave the index.
+-- Claiming: unfinished rows of a queue in due order. Status and the lease are not indexed, so a
+-- claim rewrites no index entry. Finished and parked rows leave the index.
 CREATE INDEX {schema}.command_claim_idx ON {schema}.command (queue, visible_at)
-    WHERE status IN ('PENDING', 'RUNNING');
+    WHERE completed_at IS NULL AND parked_at IS NULL;
 -- An idempotency key is unique per domain.
 CREATE UNIQUE INDEX {schema}.command_idempotency_idx ON {schema}.command (domain, idempotency_key)
     WHERE idempotency_key IS NOT NULL;
@@ -47,10 +53,11 @@ CREATE INDEX {schema}.command_correlation_idx ON {schema}.command (correlation_i
     WHERE correlation_id IS NOT NULL;
 CREATE INDEX {schema}.command_batch_idx ON {schema}.command (batch_id)
     WHERE batch_id IS NOT NULL;
--- The troubleshooting queue and the lease watchdog read small partial indexes.
-CREATE INDEX {schema}.command_tsq_idx ON {schema}.command (domain, updated_at)
-    WHERE status = 'IN_TSQ';
+-- Time-window statistics.
 CREATE INDEX {schema}.command_created_idx ON {schema}.command (created_at);
+-- The troubleshooting queue.
+CREATE INDEX {schema}.command_tsq_idx ON {schema}.command (domain, parked_at)
+    WHERE parked_at IS NOT NULL;
 
 CREATE TABLE {schema}.batch (
     id           TEXT PRIMARY KEY NOT NULL,

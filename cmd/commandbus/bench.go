@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commandbus/commandbus/internal/bench"
+)
+
+func newBenchCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure commandbus on a real database",
+		Long: "bench runs end-to-end benchmarks against the database given by --database. On PostgreSQL\n" +
+			"each run uses a fresh schema that is dropped afterwards (--keep to keep it); on SQLite, a\n" +
+			"fresh file in a temporary directory unless --database names one.",
+	}
+	cmd.AddCommand(newBenchBusCommand())
+	return cmd
+}
+
+// benchDatabase opens a scratch database for one benchmark run.
+func benchDatabase(ctx context.Context, url string, keep bool, poolSize int32, logger *slog.Logger) (*database, error) {
+	if url == "" {
+		dir, err := os.MkdirTemp("", "commandbus-bench-")
+		if err != nil {
+			return nil, err
+		}
+		url = "sqlite://" + filepath.Join(dir, "bench.db")
+	}
+	schema := ""
+	if isPostgresURL(url) {
+		var b [4]byte
+		_, _ = rand.Read(b[:])
+		schema = "commandbus_bench_" + hex.EncodeToString(b[:])
+	}
+	db, err := openDatabase(ctx, url, schema, poolSize)
+	if err != nil {
+		return nil, err
+	}
+	if err := migrateUp(ctx, db, logger); err != nil {
+		db.close()
+		return nil, err
+	}
+	closeDB := db.close
+	db.close = func() {
+		if schema != "" && !keep {
+			dropCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			if err := db.Executor().Exec(dropCtx, "DROP SCHEMA "+schema+" CASCADE"); err != nil {
+				logger.Warn("dropping benchmark schema failed", "schema", schema, "error", err)
+			}
+		}
+		closeDB()
+	}
+	return db, nil
+}
+
+func newBenchBusCommand() *cobra.Command {
+	var (
+		url    string
+		keep   bool
+		asJSON bool
+		cfg    bench.BusConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "bus",
+		Short: "Throughput and latency of the command bus: send, handle, complete, reply",
+		Long: "bench bus sends --commands no-op commands in batches while workers run, and measures the whole\n" +
+			"path: batched send (COPY on PostgreSQL), claim, handler, batched completion and the reply.\n" +
+			"--replies written (default) writes each reply to a reply queue; handled also runs a no-op reply\n" +
+			"handler on it (twice the queue work); none sends commands without replyTo.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			db, err := benchDatabase(ctx, url, keep, 16, logger)
+			if err != nil {
+				return err
+			}
+			defer db.close()
+			cfg.Logger = logger
+			if !asJSON {
+				cfg.Progress = cmd.ErrOrStderr()
+				fmt.Fprintf(cmd.ErrOrStderr(), "bench bus: %d commands on %s\n", cfg.Commands, db.Name())
+			}
+			res, err := bench.RunBus(ctx, db, cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			printBusResult(cmd.OutOrStdout(), res)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "database", os.Getenv("COMMANDBUS_DATABASE_URL"), "database URL (postgres://... or sqlite://FILE); empty: a temporary SQLite file")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the benchmark schema on PostgreSQL")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().IntVar(&cfg.Commands, "commands", 20000, "commands to send")
+	cmd.Flags().IntVar(&cfg.SendBatch, "send-batch", 1000, "commands per SendBatch call")
+	cmd.Flags().IntVar(&cfg.Senders, "senders", 2, "concurrent senders")
+	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 1000, "concurrent-messages of the benchmark domain")
+	cmd.Flags().IntVar(&cfg.FetchBatch, "fetch-batch", 1000, "most commands claimed per query")
+	cmd.Flags().DurationVar(&cfg.FetchCooldown, "fetch-cooldown", 2*time.Millisecond, "least time between claims of one queue")
+	cmd.Flags().StringVar(&cfg.Replies, "replies", bench.RepliesWritten, "written, handled or none")
+	return cmd
+}
+
+func printBusResult(out io.Writer, r *bench.BusResult) {
+	fmt.Fprintf(out, "driver        %s\n", r.Driver)
+	fmt.Fprintf(out, "commands      %d in %.2fs\n", r.Commands, r.ElapsedS)
+	fmt.Fprintf(out, "throughput    %.0f commands/s (send %.0f/s)\n", r.CommandsPerS, r.SendPerS)
+	fmt.Fprintf(out, "latency       p50 %.1f ms, p99 %.1f ms (send commit to %s)\n", r.P50Ms, r.P99Ms, map[bool]string{true: "reply handled", false: "handler done"}[r.Config.Replies == bench.RepliesHandled])
+	fmt.Fprintf(out, "configuration replies=%s concurrency=%d fetch-batch=%d send-batch=%d senders=%d gomaxprocs=%d\n",
+		r.Config.Replies, r.Config.Concurrency, r.Config.FetchBatch, r.Config.SendBatch, r.Config.Senders, r.GoMaxProcs)
+}

@@ -1,0 +1,57 @@
+// Command commandbus runs the commandbus engine: workers, migrations, operator tools, benchmarks
+// and the demo.
+//
+//	go run ./cmd/commandbus demo              # the reference platform on embedded SQLite
+//	commandbus migrate up --database URL      # apply schema migrations
+//	commandbus worker --config worker.yml     # run the workers of the configured domains
+//	commandbus tsq list --database URL        # the troubleshooting queue
+//	commandbus bench bus --database URL --json
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := newRootCommand().ExecuteContext(ctx); err != nil {
+		var exit *exitError
+		if errors.As(err, &exit) {
+			os.Exit(exit.code)
+		}
+		os.Exit(1)
+	}
+}
+
+// exitError ends the program with a specific code after its message was printed.
+type exitError struct {
+	code int
+}
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "commandbus",
+		Short:         "Reliable multi-step business processes on PostgreSQL",
+		Long:          "commandbus runs command handlers, durable processes and the operator tools of the commandbus engine.\nStart with `commandbus demo`.",
+		SilenceUsage:  true,
+		SilenceErrors: false,
+	}
+	root.AddCommand(
+		newMigrateCommand(),
+		newWorkerCommand(),
+		newTSQCommand(),
+		newBenchCommand(),
+		newDemoCommand(),
+	)
+	return root
+}

@@ -1,0 +1,241 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os/user"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/commandbus/commandbus"
+)
+
+func newTSQCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tsq",
+		Short: "Inspect and fix commands in the troubleshooting queue",
+		Long: "The troubleshooting queue (TSQ) holds commands that failed permanently or ran out of retries.\n" +
+			"Every action is audited with --actor and --reason.",
+	}
+	cmd.AddCommand(newTSQListCommand(), newTSQShowCommand(),
+		newTSQActionCommand("retry", "Put a command back on its queue with a fresh attempt budget"),
+		newTSQActionCommand("cancel", "Cancel a command; its sender gets a CANCELLED reply"),
+		newTSQActionCommand("complete", "Complete a command with an operator-supplied --result; its sender gets a success reply"))
+	return cmd
+}
+
+// openClient opens the database and a client that only sends and queries.
+func openClient(cmd *cobra.Command, db *databaseFlags) (*commandbus.Client, func(), error) {
+	database, err := openDatabase(cmd.Context(), db.url, db.schema, 4)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := commandbus.NewClient(database, nil)
+	if err != nil {
+		database.close()
+		return nil, nil, err
+	}
+	return client, database.close, nil
+}
+
+func newTSQListCommand() *cobra.Command {
+	var db databaseFlags
+	var filter commandbus.TSQFilter
+	var batch string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List commands waiting in the troubleshooting queue",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if batch != "" {
+				id, err := uuid.Parse(batch)
+				if err != nil {
+					return fmt.Errorf("--batch: %w", err)
+				}
+				filter.BatchID = id
+			}
+			client, closeDB, err := openClient(cmd, &db)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			rows, err := client.TSQ().List(cmd.Context(), filter)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, rows)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintln(out, "the troubleshooting queue is empty")
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tDOMAIN\tTYPE\tATTEMPTS\tERROR\tPARKED")
+			for _, r := range rows {
+				parked := ""
+				if r.ParkedAt != nil {
+					parked = r.ParkedAt.UTC().Format(time.RFC3339)
+				}
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s: %s\t%s\n", r.ID, r.Domain, r.Type, r.Attempt, r.MaxAttempts, r.ErrorCode, truncate(r.ErrorMessage, 60), parked)
+			}
+			return tw.Flush()
+		},
+	}
+	db.register(cmd, "")
+	cmd.Flags().StringVar(&filter.Domain, "domain", "", "only this domain")
+	cmd.Flags().StringVar(&filter.Type, "type", "", "only this command type")
+	cmd.Flags().StringVar(&filter.TenantID, "tenant", "", "only this tenant")
+	cmd.Flags().StringVar(&batch, "batch", "", "only this batch id")
+	cmd.Flags().IntVar(&filter.Limit, "limit", 100, "most rows to show")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newTSQShowCommand() *cobra.Command {
+	var db databaseFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show a command with its audit trail",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("command id: %w", err)
+			}
+			client, closeDB, err := openClient(cmd, &db)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			row, err := client.GetCommand(cmd.Context(), id)
+			if err != nil {
+				return fmt.Errorf("command %s: %w", id, err)
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, row)
+			}
+			printCommand(out, row)
+			return nil
+		},
+	}
+	db.register(cmd, "")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printCommand(out io.Writer, r *commandbus.CommandRow) {
+	fmt.Fprintf(out, "command     %s\n", r.ID)
+	fmt.Fprintf(out, "domain/type %s / %s\n", r.Domain, r.Type)
+	fmt.Fprintf(out, "status      %s (attempt %d of %d)\n", r.Status, r.Attempt, r.MaxAttempts)
+	if r.ErrorCode != "" {
+		fmt.Fprintf(out, "error       %s: %s\n", r.ErrorCode, r.ErrorMessage)
+	}
+	if r.CorrelationID != uuid.Nil {
+		fmt.Fprintf(out, "correlation %s\n", r.CorrelationID)
+	}
+	if r.ReplyTo != "" {
+		fmt.Fprintf(out, "reply to    %s\n", r.ReplyTo)
+	}
+	if r.IdempotencyKey != "" {
+		fmt.Fprintf(out, "idempotency %s\n", r.IdempotencyKey)
+	}
+	fmt.Fprintf(out, "data        %s\n", r.Data)
+	if len(r.Result) > 0 {
+		fmt.Fprintf(out, "result      %s\n", r.Result)
+	}
+	fmt.Fprintln(out, "audit:")
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, e := range r.Audit {
+		detail := strings.TrimSpace(strings.Join([]string{e.Actor, e.Reason, joinNonEmpty(": ", e.ErrorCode, e.ErrorMessage)}, "  "))
+		fmt.Fprintf(tw, "  %s\t%s\t%s→%s\t#%d\t%s\n", e.At.UTC().Format("2006-01-02 15:04:05.000Z"), e.Event, e.From, e.To, e.Attempt, detail)
+	}
+	_ = tw.Flush()
+}
+
+func newTSQActionCommand(action, short string) *cobra.Command {
+	var db databaseFlags
+	var op commandbus.OperatorAction
+	var result string
+	cmd := &cobra.Command{
+		Use:   action + " ID",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("command id: %w", err)
+			}
+			if action == "complete" && result != "" && !json.Valid([]byte(result)) {
+				return fmt.Errorf("--result must be JSON, got %q", result)
+			}
+			client, closeDB, err := openClient(cmd, &db)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			tsq := client.TSQ()
+			var row *commandbus.CommandRow
+			switch action {
+			case "retry":
+				row, err = tsq.Retry(cmd.Context(), id, op)
+			case "cancel":
+				row, err = tsq.Cancel(cmd.Context(), id, op)
+			case "complete":
+				row, err = tsq.Complete(cmd.Context(), id, json.RawMessage(result), op)
+			}
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", action, id, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "command %s is now %s (by %s: %s)\n", row.ID, row.Status, op.Actor, op.Reason)
+			return nil
+		},
+	}
+	db.register(cmd, "")
+	cmd.Flags().StringVar(&op.Actor, "actor", defaultActor(), "who takes the action (audited)")
+	cmd.Flags().StringVar(&op.Reason, "reason", "", "why (audited; required)")
+	_ = cmd.MarkFlagRequired("reason")
+	if action == "complete" {
+		cmd.Flags().StringVar(&result, "result", "", "the result to record and reply with, as JSON")
+	}
+	return cmd
+}
+
+func defaultActor() string {
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		return "cli:" + u.Username
+	}
+	return "cli"
+}
+
+func writeJSON(out io.Writer, v any) error {
+	enc := json.NewEncoder(out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-1] + "…"
+}
+
+func joinNonEmpty(sep string, parts ...string) string {
+	var kept []string
+	for _, p := range parts {
+		if p != "" {
+			kept = append(kept, p)
+		}
+	}
+	return strings.Join(kept, sep)
+}
