@@ -45,6 +45,9 @@ type Client struct {
 	completer *completer.Completer
 	workers   []*worker.Worker
 	services  []Service
+
+	extMu      sync.Mutex // guards extensions; separate from mu because create may call back
+	extensions map[any]any
 }
 
 // Service is a component started and stopped with a Client, such as a process manager's runner.
@@ -97,6 +100,30 @@ func (c *Client) AddService(s Service) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.services = append(c.services, s)
+}
+
+// Extension returns the value registered under key, creating it with create on first use. It is
+// how packages built on the client (process managers, the outbox relay) keep one shared component
+// per client; create runs at most once per key.
+func (c *Client) Extension(key any, create func() any) any {
+	c.extMu.Lock()
+	defer c.extMu.Unlock()
+	if v, ok := c.extensions[key]; ok {
+		return v
+	}
+	if c.extensions == nil {
+		c.extensions = map[any]any{}
+	}
+	v := create()
+	c.extensions[key] = v
+	return v
+}
+
+// Started reports whether Start has run (and Stop has not).
+func (c *Client) Started() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started && !c.stopped
 }
 
 // Subscribe returns a channel signalled when topic is notified (see Notify), and a function to

@@ -214,3 +214,9 @@ func mapKeys(m map[string]struct{}) []string {
 	}
 	return out
 }
+
+// BuildCommand validates one command and returns the row a driver inserts, without writing it.
+// Services that send commands atomically with their own writes (a process checkpoint) use it.
+func (c *Client) BuildCommand(p SendParams) (*driver.CommandInsertParams, error) {
+	return c.buildInsert(p)
+}

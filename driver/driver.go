@@ -76,6 +76,7 @@ type Executor interface {
 	BatchExecutor
 	AuditExecutor
 	NotifyExecutor
+	ExecutionExecutor
 }
 
 // ExecutorTx is an Executor inside a transaction.

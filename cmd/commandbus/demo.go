@@ -180,7 +180,7 @@ func runDemo(ctx context.Context, out, errOut io.Writer, url string, count int, 
 	if err != nil {
 		return err
 	}
-	printDemoSummary(out, summary, tsq)
+	printDemoSummary(out, summary, tsq, url)
 	return nil
 }
 
@@ -194,7 +194,7 @@ func formatCounts(counts map[commandbus.Status]int64) string {
 	return strings.Join(parts, ", ")
 }
 
-func printDemoSummary(out io.Writer, s demoSummary, tsq []*commandbus.CommandRow) {
+func printDemoSummary(out io.Writer, s demoSummary, tsq []*commandbus.CommandRow, url string) {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STATUS\tCOMMANDS")
@@ -217,5 +217,5 @@ func printDemoSummary(out io.Writer, s demoSummary, tsq []*commandbus.CommandRow
 	for _, r := range tsq {
 		fmt.Fprintf(out, "  %s  %s: %s\n", r.ID, r.ErrorCode, r.ErrorMessage)
 	}
-	fmt.Fprintf(out, "\nFix one with, for example:\n  go run ./cmd/commandbus tsq retry %s --database sqlite://%s --reason \"provider re-enabled the pair\"\n", tsq[0].ID, demoDatabaseFile)
+	fmt.Fprintf(out, "\nFix one with, for example:\n  go run ./cmd/commandbus tsq retry %s --database %s --reason \"provider re-enabled the pair\"\n", tsq[0].ID, redact(url))
 }

@@ -53,6 +53,16 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"CommandCountRunning", exerciseCommandCountRunning},
 		{"Batch", exerciseBatch},
 		{"AuditLog", exerciseAuditLog},
+		{"ExecutionInsertMany", exerciseExecutionInsertMany},
+		{"ExecutionGet", exerciseExecutionGet},
+		{"ExecutionList", exerciseExecutionList},
+		{"ExecutionClaim", exerciseExecutionClaim},
+		{"ExecutionAcquire", exerciseExecutionAcquire},
+		{"ExecutionCheckpointMany", exerciseExecutionCheckpointMany},
+		{"ExecutionLog", exerciseExecutionLog},
+		{"ExecutionResponses", exerciseExecutionResponses},
+		{"ExecutionListDue", exerciseExecutionListDue},
+		{"ExecutionCountByStatus", exerciseExecutionCountByStatus},
 	}
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {

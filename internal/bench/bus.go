@@ -121,12 +121,12 @@ func RunBus(ctx context.Context, drv driver.Driver, cfg BusConfig) (*BusResult, 
 	// so measuring costs the measured path almost nothing; replies carry only the command id,
 	// so the "handled" mode also keeps an id -> sequence map.
 	var (
-		sentAt    = make([]atomic.Int64, cfg.Commands) // unix nanos when the send committed
-		doneAt    = make([]atomic.Int64, cfg.Commands)
-		seqOf     sync.Map // command id -> sequence, "handled" mode only
-		finished  atomic.Int64
-		allDone   = make(chan struct{})
-		doneOnce  sync.Once
+		sentAt   = make([]atomic.Int64, cfg.Commands) // unix nanos when the send committed
+		doneAt   = make([]atomic.Int64, cfg.Commands)
+		seqOf    sync.Map // command id -> sequence, "handled" mode only
+		finished atomic.Int64
+		allDone  = make(chan struct{})
+		doneOnce sync.Once
 	)
 	record := func(seq int) {
 		if seq < 0 || seq >= cfg.Commands || !doneAt[seq].CompareAndSwap(0, time.Now().UnixNano()) {

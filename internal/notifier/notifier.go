@@ -68,9 +68,14 @@ func (n *Notifier) Signal(topic string) {
 
 // Run listens until ctx ends, reconnecting with backoff after errors.
 func (n *Notifier) Run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	const initialBackoff = 100 * time.Millisecond
+	backoff := initialBackoff
 	for ctx.Err() == nil {
+		started := time.Now()
 		err := n.listenOnce(ctx)
+		if time.Since(started) > 10*time.Second {
+			backoff = initialBackoff // it was healthy for a while: this is a new incident
+		}
 		if ctx.Err() != nil {
 			break
 		}

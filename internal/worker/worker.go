@@ -215,7 +215,13 @@ func releaseCompletion(row *driver.CommandRow) *driver.CommandCompletion {
 // that did not, so another worker picks them up at once instead of after the lease.
 func (w *Worker) Stop(ctx context.Context, grace time.Duration) {
 	close(w.stop)
-	<-w.loopDone
+	select {
+	case <-w.loopDone:
+	case <-ctx.Done():
+		// A claim is still in flight (a hung database): cancel it rather than overrun the deadline.
+		w.workCancel()
+		<-w.loopDone
+	}
 	close(w.idle) // no run starts after the loop ends; idle runners exit
 	finished := make(chan struct{})
 	go func() { w.runsDone.Wait(); close(finished) }()

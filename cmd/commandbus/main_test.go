@@ -1,0 +1,396 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver/sqlitedriver"
+	"github.com/commandbus/commandbus/examples/busdemo"
+	"github.com/commandbus/commandbus/internal/dbtest"
+)
+
+// result is what one in-process run of the binary printed and returned.
+type result struct {
+	stdout, stderr string
+	err            error
+}
+
+// execute runs the commandbus command line in-process with args.
+func execute(ctx context.Context, args ...string) result {
+	var stdout, stderr bytes.Buffer
+	root := newRootCommand()
+	root.SetArgs(args)
+	root.SetOut(&stdout)
+	root.SetErr(&stderr)
+	err := root.ExecuteContext(ctx)
+	return result{stdout: stdout.String(), stderr: stderr.String(), err: err}
+}
+
+// run executes args and fails the test unless the command succeeds.
+func run(t *testing.T, args ...string) string {
+	t.Helper()
+	res := execute(context.Background(), args...)
+	require.NoError(t, res.err, "commandbus %s\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), res.stdout, res.stderr)
+	return res.stdout
+}
+
+// fail executes args; the command must fail.
+func fail(t *testing.T, args ...string) result {
+	t.Helper()
+	res := execute(context.Background(), args...)
+	require.Error(t, res.err, "commandbus %s should fail\nstdout:\n%s", strings.Join(args, " "), res.stdout)
+	return res
+}
+
+func sqliteURL(t *testing.T, name string) string {
+	return "sqlite://" + filepath.Join(t.TempDir(), name)
+}
+
+func TestDemoJSONSummary(t *testing.T) {
+	t.Parallel()
+	db := sqliteURL(t, "d.db")
+	out := run(t, "demo", "--json", "--database", db, "--commands", "60", "--seed", "7")
+
+	var summary demoSummary
+	require.NoError(t, json.Unmarshal([]byte(out), &summary), "the output is one JSON object: %s", out)
+	require.Equal(t, 60, summary.Commands)
+	total := 0
+	for status, n := range summary.Statuses {
+		require.True(t, commandbus.Status(status).Terminal() || status == string(commandbus.StatusInTSQ),
+			"the demo ends when every command is settled, found %s", status)
+		total += n
+	}
+	require.Equal(t, 60, total, "status counts add up to the commands sent: %v", summary.Statuses)
+	require.Equal(t, summary.Statuses[string(commandbus.StatusInTSQ)], summary.InTSQ)
+	wantReplies := summary.Statuses[string(commandbus.StatusCompleted)] + summary.Statuses[string(commandbus.StatusFailed)]
+	require.Equal(t, int64(wantReplies), summary.Replies, "every completed or failed command replied, and only those")
+	require.Positive(t, summary.Statuses[string(commandbus.StatusCompleted)])
+	require.Positive(t, summary.ElapsedS)
+	require.Positive(t, summary.CommandsPerS)
+	require.Equal(t, db, summary.Database)
+	require.NotContains(t, out, "[", "no progress bar in JSON mode")
+}
+
+func TestDemoHumanSummary(t *testing.T) {
+	t.Parallel()
+	db := sqliteURL(t, "d.db")
+	res := execute(context.Background(), "demo", "--database", db, "--commands", "10", "--permanent-pct", "100")
+	require.NoError(t, res.err, res.stderr)
+	require.Contains(t, res.stderr, "10 FX bookings")
+	require.Contains(t, res.stderr, "10/10", "the progress bar reaches the end")
+	require.Contains(t, res.stdout, "IN_TSQ")
+	require.Contains(t, res.stdout, "10 in the troubleshooting queue")
+	require.Contains(t, res.stdout, "tsq retry ", "the summary shows how to fix a parked command")
+}
+
+func TestDemoRejectsZeroCommands(t *testing.T) {
+	t.Parallel()
+	res := fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--commands", "0")
+	require.ErrorContains(t, res.err, "--commands must be at least 1")
+}
+
+// tsqRow is the part of a listed command the tests read.
+type tsqRow struct {
+	ID        uuid.UUID
+	Status    string
+	Domain    string
+	Type      string
+	ErrorCode string
+}
+
+func TestTSQFromTheCommandLine(t *testing.T) {
+	t.Parallel()
+	db := sqliteURL(t, "d.db")
+	var summary demoSummary
+	require.NoError(t, json.Unmarshal([]byte(run(t, "demo", "--json", "--database", db, "--commands", "4", "--permanent-pct", "100")), &summary))
+	require.Equal(t, map[string]int{string(commandbus.StatusInTSQ): 4}, summary.Statuses)
+	require.Equal(t, 4, summary.InTSQ)
+	require.Zero(t, summary.Replies, "parked commands do not reply")
+
+	var rows []tsqRow
+	require.NoError(t, json.Unmarshal([]byte(run(t, "tsq", "list", "--json", "--database", db)), &rows))
+	require.Len(t, rows, 4)
+	for _, r := range rows {
+		require.Equal(t, "IN_TSQ", r.Status)
+		require.Equal(t, "fx", r.Domain)
+		require.Equal(t, "BookFx", r.Type)
+		require.Equal(t, "CURRENCY_PAIR_SUSPENDED", r.ErrorCode)
+	}
+	table := run(t, "tsq", "list", "--database", db)
+	require.Contains(t, table, "CURRENCY_PAIR_SUSPENDED")
+	require.Contains(t, table, rows[0].ID.String())
+
+	retried, completed := rows[0].ID.String(), rows[1].ID.String()
+
+	shown := run(t, "tsq", "show", retried, "--database", db)
+	require.Contains(t, shown, "command     "+retried)
+	require.Contains(t, shown, "status      IN_TSQ")
+	require.Contains(t, shown, "CURRENCY_PAIR_SUSPENDED")
+	require.Contains(t, shown, "reply to    payments")
+
+	res := fail(t, "tsq", "retry", retried, "--database", db)
+	require.ErrorContains(t, res.err, `"reason"`, "retry without --reason is refused")
+	require.Contains(t, res.stderr, `"reason"`, "and the user is told why")
+	require.Equal(t, commandbus.StatusInTSQ, showJSON(t, db, retried).Status, "a refused retry changes nothing")
+
+	out := run(t, "tsq", "retry", retried, "--database", db, "--reason", "r", "--actor", "ops:alice")
+	require.Contains(t, out, "is now PENDING")
+	require.Equal(t, commandbus.StatusPending, showJSON(t, db, retried).Status)
+
+	res = fail(t, "tsq", "complete", completed, "--database", db, "--reason", "r", "--result", "{not json")
+	require.ErrorContains(t, res.err, "--result must be JSON")
+
+	out = run(t, "tsq", "complete", completed, "--database", db, "--reason", "booked by phone", "--actor", "ops:bob", "--result", `{"x":1}`)
+	require.Contains(t, out, "is now COMPLETED")
+	shown = run(t, "tsq", "show", completed, "--database", db)
+	require.Contains(t, shown, "status      COMPLETED")
+	require.Regexp(t, regexp.MustCompile(`result\s+\{"x":\s?1\}`), shown)
+	require.Regexp(t, regexp.MustCompile(`TSQ_COMPLETE\s+IN_TSQ→COMPLETED.*ops:bob\s+booked by phone`), shown)
+
+	row := showJSON(t, db, completed)
+	require.Equal(t, commandbus.StatusCompleted, row.Status)
+	require.JSONEq(t, `{"x":1}`, string(row.Result))
+	var audit *commandbus.AuditEntry
+	for i := range row.Audit {
+		if row.Audit[i].Event == "TSQ_COMPLETE" {
+			audit = &row.Audit[i]
+		}
+	}
+	require.NotNil(t, audit, "the completion is in the audit trail: %+v", row.Audit)
+	require.Equal(t, "ops:bob", audit.Actor)
+	require.Equal(t, "booked by phone", audit.Reason)
+	require.Equal(t, commandbus.StatusInTSQ, audit.From)
+	require.Equal(t, commandbus.StatusCompleted, audit.To)
+
+	// Operator actions apply to parked commands only, and say why they do not.
+	res = fail(t, "tsq", "cancel", retried, "--database", db, "--reason", "r")
+	require.ErrorContains(t, res.err, "is PENDING, not in the troubleshooting queue")
+	res = fail(t, "tsq", "cancel", completed, "--database", db, "--reason", "r")
+	require.ErrorContains(t, res.err, "is COMPLETED, not in the troubleshooting queue")
+
+	var left []tsqRow
+	require.NoError(t, json.Unmarshal([]byte(run(t, "tsq", "list", "--json", "--database", db)), &left))
+	require.Len(t, left, 2, "retry and complete took two commands out of the troubleshooting queue")
+
+	out = run(t, "tsq", "cancel", left[0].ID.String(), "--database", db, "--reason", "customer withdrew")
+	require.Contains(t, out, "is now CANCELLED")
+
+	res = fail(t, "tsq", "show", uuid.NewString(), "--database", db)
+	require.ErrorContains(t, res.err, "not found")
+	res = fail(t, "tsq", "show", "not-a-uuid", "--database", db)
+	require.ErrorContains(t, res.err, "command id")
+}
+
+// showJSON reads one command through `tsq show --json`.
+func showJSON(t *testing.T, db, id string) *commandbus.CommandRow {
+	t.Helper()
+	var row commandbus.CommandRow
+	require.NoError(t, json.Unmarshal([]byte(run(t, "tsq", "show", id, "--json", "--database", db)), &row))
+	return &row
+}
+
+func TestMigrateStatusOnDemoDatabase(t *testing.T) {
+	t.Parallel()
+	db := sqliteURL(t, "d.db")
+	run(t, "demo", "--json", "--database", db, "--commands", "1")
+	out := run(t, "migrate", "status", "--database", db)
+	require.Regexp(t, regexp.MustCompile(`(?m)^001\s+command_bus\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}Z`), out, "001 is applied:\n%s", out)
+	require.NotContains(t, out, "pending")
+}
+
+func TestMigrateUpDownStatus(t *testing.T) {
+	t.Parallel()
+	db := sqliteURL(t, "m.db")
+	require.Regexp(t, `(?m)^001\s+command_bus\s+pending`, run(t, "migrate", "status", "--database", db))
+	require.Regexp(t, `applied 001_command_bus in `, run(t, "migrate", "up", "--database", db))
+	require.Contains(t, run(t, "migrate", "up", "--database", db), "schema is up to date")
+	require.NotContains(t, run(t, "migrate", "status", "--database", db), "pending")
+	require.Contains(t, run(t, "migrate", "down", "--steps", "0", "--database", db), "reverted 001_command_bus")
+	require.Contains(t, run(t, "migrate", "down", "--database", db), "nothing to revert")
+	require.Regexp(t, `(?m)^001\s+command_bus\s+pending`, run(t, "migrate", "status", "--database", db))
+
+	res := fail(t, "migrate", "sideways", "--database", db)
+	require.ErrorContains(t, res.err, "unknown action")
+	res = fail(t, "migrate", "status")
+	require.ErrorContains(t, res.err, "no database")
+}
+
+func TestMigrateOnPostgres(t *testing.T) {
+	t.Parallel()
+	url := postgresURL(t)
+	schema := freshPostgresSchema(t, url)
+	out := run(t, "migrate", "up", "--database", url, "--schema", schema)
+	require.Contains(t, out, "applied 001_command_bus")
+	require.Regexp(t, `(?m)^001\s+command_bus\s+\d{4}-`, run(t, "migrate", "status", "--database", url, "--schema", schema))
+}
+
+func TestBenchBusJSON(t *testing.T) {
+	t.Parallel()
+	out := run(t, "bench", "bus", "--database", sqliteURL(t, "b.db"), "--commands", "300", "--json")
+	var res map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &res), "the output is one JSON object: %s", out)
+	for _, field := range []string{"commands", "elapsed_s", "commands_per_s", "p50_ms", "p99_ms", "driver", "config"} {
+		require.Contains(t, res, field)
+	}
+	require.InDelta(t, 300, res["commands"], 0)
+	require.Equal(t, "sqlite", res["driver"])
+	require.Positive(t, res["elapsed_s"])
+	require.Positive(t, res["commands_per_s"])
+	require.GreaterOrEqual(t, res["p99_ms"], res["p50_ms"])
+	config, ok := res["config"].(map[string]any)
+	require.True(t, ok, "config is an object: %v", res["config"])
+	require.InDelta(t, 300, config["commands"], 0)
+	require.Equal(t, "written", config["replies"])
+}
+
+// writeConfig writes a worker configuration file.
+func writeConfig(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "worker.yml")
+	require.NoError(t, os.WriteFile(path, []byte(text), 0o600))
+	return path
+}
+
+func TestWorkerRejectsInvalidConfigWithEveryProblem(t *testing.T) {
+	t.Parallel()
+	path := writeConfig(t, `
+commandbus:
+  domains:
+    fx:
+      concurrent-messages: -1
+      max-attempts: many
+    Bad__Name: {}
+  colour: blue
+`)
+	res := execute(context.Background(), "worker", "--config", path, "--database", sqliteURL(t, "w.db"))
+	require.ErrorIs(t, res.err, commandbus.ErrInvalidConfig)
+	printed := res.stderr
+	require.Contains(t, printed, path, "the message names the file")
+	for _, problem := range []string{
+		`unknown key "colour"`,
+		`domains.fx.max-attempts: cannot read "many" as an integer`,
+		"domains.fx.concurrent-messages: must be at least 1, got -1",
+		"domains.Bad__Name: domain name must be lower-case",
+	} {
+		require.Contains(t, printed, problem, "every problem is printed")
+	}
+}
+
+func TestWorkerNeedsItsConfigFile(t *testing.T) {
+	t.Parallel()
+	res := fail(t, "worker", "--database", sqliteURL(t, "w.db"))
+	require.ErrorContains(t, res.err, "config")
+	res = fail(t, "worker", "--config", filepath.Join(t.TempDir(), "missing.yml"), "--database", sqliteURL(t, "w.db"))
+	require.ErrorIs(t, res.err, os.ErrNotExist)
+}
+
+const workerConfig = `
+commandbus:
+  domains:
+    fx:
+      concurrent-messages: 2
+    payments:
+      concurrent-messages: 1
+  fetch-poll-interval: 20ms
+  shutdown-timeout: 5s
+`
+
+func TestWorkerRefusesUnmigratedDatabase(t *testing.T) {
+	t.Parallel()
+	res := execute(context.Background(), "worker", "--config", writeConfig(t, workerConfig), "--database", sqliteURL(t, "w.db"), "--log-level", "error")
+	require.Error(t, res.err)
+	require.Contains(t, res.err.Error(), "migrate up", "the message says how to fix it")
+}
+
+func TestWorkerRunsHandlersAndStopsOnCancel(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "w.db")
+	db := "sqlite://" + path
+	run(t, "migrate", "up", "--database", db)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var res result
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		res = execute(ctx, "worker", "--config", writeConfig(t, workerConfig), "--database", db, "--log-level", "warn")
+	}()
+
+	// A command sent by another client is handled by the running worker.
+	drv, err := sqlitedriver.Open(path, nil)
+	require.NoError(t, err)
+	defer drv.Close()
+	sender, err := commandbus.NewClient(drv, nil)
+	require.NoError(t, err)
+	sent, err := sender.Send(context.Background(), "fx", busdemo.BookFx{PaymentID: "PAY-1", Amount: "10.00", From: "EUR", To: "USD"}, nil)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		select {
+		case <-exited:
+			return true // reported below
+		default:
+		}
+		row, err := sender.GetCommand(context.Background(), sent.ID)
+		return err == nil && row.Status == commandbus.StatusCompleted
+	}, 20*time.Second, 10*time.Millisecond, "the worker handles a command")
+	select {
+	case <-exited:
+		t.Fatalf("the worker exited before it was cancelled: %v\n%s", res.err, res.stderr)
+	default:
+	}
+
+	cancel()
+	select {
+	case <-exited:
+		require.NoError(t, res.err, "a cancelled worker shuts down cleanly\n%s", res.stderr)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the worker did not stop after its context was cancelled")
+	}
+}
+
+// postgresURL returns the test server's URL, or skips when it is unreachable (fails under
+// COMMANDBUS_REQUIRE_POSTGRES=1).
+func postgresURL(t *testing.T) string {
+	t.Helper()
+	dbtest.Pool(t)
+	return dbtest.DatabaseURL()
+}
+
+// freshPostgresSchema returns an unused schema name, dropped when the test ends.
+func freshPostgresSchema(t *testing.T, url string) string {
+	t.Helper()
+	schema := "cbcli_" + strings.ReplaceAll(uuid.NewString(), "-", "")[:12]
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := dbtest.Pool(t).Exec(ctx, "DROP SCHEMA IF EXISTS "+schema+" CASCADE"); err != nil {
+			t.Logf("dropping schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+func TestOpenDatabaseNeedsURL(t *testing.T) {
+	t.Parallel()
+	_, err := openDatabase(context.Background(), "", "commandbus", 1)
+	require.ErrorContains(t, err, "--database")
+}
+
+func TestRedactHidesPassword(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "postgres://user:***@db:5432/app", redact("postgres://user:secret@db:5432/app"))
+	require.Equal(t, "postgres://user@db/app", redact("postgres://user@db/app"))
+	require.Equal(t, "sqlite://x.db", redact("sqlite://x.db"))
+}

@@ -1,0 +1,281 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ExecutionStatus is where an execution (a process, saga, TCC transaction or workflow run) is in
+// its lifecycle. The ten statuses are seed 000's:
+//
+//	PENDING ──runner──▶ EXECUTING ──▶ COMPLETED
+//	                        │  ▲
+//	                        ▼  │ response / retry due / operator retry
+//	          WAITING_FOR_ASYNC | WAITING_FOR_RETRY | WAITING_FOR_TSQ
+//	EXECUTING ──business failure──▶ COMPENSATING ──▶ COMPENSATED
+//	operator cancel ──▶ CANCELLED;  deadline FAIL ──▶ FAILED
+type ExecutionStatus string
+
+// The execution statuses.
+const (
+	ExecutionPending         ExecutionStatus = "PENDING"
+	ExecutionExecuting       ExecutionStatus = "EXECUTING"
+	ExecutionWaitingForAsync ExecutionStatus = "WAITING_FOR_ASYNC"
+	ExecutionWaitingForRetry ExecutionStatus = "WAITING_FOR_RETRY"
+	ExecutionWaitingForTSQ   ExecutionStatus = "WAITING_FOR_TSQ"
+	ExecutionCompensating    ExecutionStatus = "COMPENSATING"
+	ExecutionCompensated     ExecutionStatus = "COMPENSATED"
+	ExecutionCompleted       ExecutionStatus = "COMPLETED"
+	ExecutionCancelled       ExecutionStatus = "CANCELLED"
+	ExecutionFailed          ExecutionStatus = "FAILED"
+)
+
+// Terminal reports whether the execution has ended.
+func (s ExecutionStatus) Terminal() bool {
+	switch s {
+	case ExecutionCompleted, ExecutionCompensated, ExecutionCancelled, ExecutionFailed:
+		return true
+	}
+	return false
+}
+
+// Valid reports whether s is one of the ten statuses.
+func (s ExecutionStatus) Valid() bool {
+	switch s {
+	case ExecutionPending, ExecutionExecuting, ExecutionWaitingForAsync, ExecutionWaitingForRetry,
+		ExecutionWaitingForTSQ, ExecutionCompensating, ExecutionCompensated, ExecutionCompleted,
+		ExecutionCancelled, ExecutionFailed:
+		return true
+	}
+	return false
+}
+
+// ExecutionRow is an execution as stored: seed 000's process table with its step-manager
+// extensions and seed 004's saga_instance in one row.
+type ExecutionRow struct {
+	ID                uuid.UUID
+	Model             string // "process" (seed 000), "saga", "tcc", "workflow", ...
+	Type              string // the process type, e.g. "PaymentStep"
+	Domain            string
+	TenantID          string
+	BusinessKey       string
+	BatchID           uuid.UUID
+	Status            ExecutionStatus
+	State             json.RawMessage // the user's state
+	Step              string          // the step the execution is at (seed 004's saga step)
+	CurrentWait       string          // the wait or command step it is blocked on
+	NextRetryAt       *time.Time
+	NextWaitTimeoutAt *time.Time
+	DeadlineAt        *time.Time
+	Retries           int // retries scheduled so far (seed 004's saga retries)
+	LeaseUntil        *time.Time
+	Fence             int64
+	WorkerID          string
+	WakeAt            *time.Time // when a runner should take it up (pending, response arrived)
+	// ResponsesReceived counts async responses recorded; ResponsesApplied those a runner has
+	// applied. A runner that finishes while they differ leaves the execution to be woken again.
+	ResponsesReceived int64
+	ResponsesApplied  int64
+	ErrorCode         string
+	ErrorMessage      string
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	CompletedAt       *time.Time
+	// ClaimedFrom is the status the execution had when a claim or acquire took it (those queries
+	// only).
+	ClaimedFrom ExecutionStatus
+}
+
+// ExecutionLogEntry is one entry of an execution's append-only log. Entry types: STEP, WAIT,
+// SIDE_EFFECT, COMMAND (a command step's command sent), ASYNC_RESPONSE, COMPENSATION, LIFECYCLE
+// and TSQ_* (operator actions).
+type ExecutionLogEntry struct {
+	ExecutionID  uuid.UUID
+	Seq          int
+	At           time.Time
+	EntryType    string
+	Name         string
+	StepStatus   string // STARTED, COMPLETED, FAILED, WAITING_RETRY, SATISFIED, PENDING, TIMED_OUT, ...
+	Attempt      int
+	MaxAttempts  int
+	Request      json.RawMessage
+	Response     json.RawMessage
+	ErrorCode    string
+	ErrorMessage string
+	Actor        string
+	Reason       string
+}
+
+// ExecutionInsertParams creates an execution. When Lease is set the execution is created
+// EXECUTING and leased to WorkerID with fence 1 (immediate start); otherwise it is PENDING and
+// woken at once.
+type ExecutionInsertParams struct {
+	ID          uuid.UUID
+	Model       string
+	Type        string
+	Domain      string
+	TenantID    string
+	BusinessKey string
+	BatchID     uuid.UUID
+	State       json.RawMessage
+	DeadlineAt  *time.Time
+	Lease       time.Duration
+	WorkerID    string
+	Log         []*ExecutionLogEntry // written with the execution (Seq starting at 1)
+}
+
+// ExecutionInsertManyParams inserts executions in one round trip.
+type ExecutionInsertManyParams struct {
+	Executions []*ExecutionInsertParams
+	Now        *time.Time
+}
+
+// ExecutionClaimKind names what a claim looks for.
+type ExecutionClaimKind string
+
+// The claim kinds: the pending poller takes new executions, executions with unapplied
+// responses and executions whose runner's lease expired; the retry poller takes due retries.
+const (
+	ClaimPending ExecutionClaimKind = "pending"
+	ClaimRetry   ExecutionClaimKind = "retry"
+)
+
+// ExecutionClaimParams claims up to Max runnable executions, leasing them to WorkerID. A claimed
+// execution's fence grows by one and its status becomes EXECUTING (COMPENSATING stays).
+type ExecutionClaimParams struct {
+	Kind     ExecutionClaimKind
+	Types    []string // only these types (the ones this instance can run)
+	Max      int
+	Lease    time.Duration
+	WorkerID string
+	Now      *time.Time
+}
+
+// ExecutionAcquireParams leases one execution if no live lease holds it.
+type ExecutionAcquireParams struct {
+	ID       uuid.UUID
+	Lease    time.Duration
+	WorkerID string
+	Now      *time.Time
+}
+
+// ExecutionCheckpoint is one fenced write of an execution's progress. It applies only while the
+// execution's fence is still Fence: a runner that lost its lease cannot write.
+type ExecutionCheckpoint struct {
+	ID                uuid.UUID
+	Fence             int64
+	Status            ExecutionStatus
+	State             json.RawMessage // nil keeps the stored state
+	Step              string
+	CurrentWait       string
+	NextRetryAt       *time.Time
+	NextWaitTimeoutAt *time.Time
+	// RetryDelay, when positive, sets NextRetryAt to the database's now plus the delay.
+	RetryDelay time.Duration
+	// WaitTimeout, when positive, sets NextWaitTimeoutAt to now plus the timeout.
+	WaitTimeout time.Duration
+	// DeadlineAt replaces the deadline when set.
+	DeadlineAt *time.Time
+	Retries    int
+	// Lease, when positive, renews the lease for this long from now. Release ends it instead
+	// (the runner is done for now); with neither the lease is left as it is. A released
+	// execution is woken again at once if responses arrived that the runner did not apply, or at
+	// WakeAt when set.
+	Lease   time.Duration
+	Release bool
+	WakeAt  *time.Time
+	// ResponsesApplied is the highest response sequence the runner has applied.
+	ResponsesApplied int64
+	ErrorCode        string
+	ErrorMessage     string
+	Log              []*ExecutionLogEntry
+	// Commands are sent atomically with the checkpoint (a command step's command).
+	Commands []*CommandInsertParams
+}
+
+// ExecutionCheckpointManyParams writes many checkpoints in one transaction.
+type ExecutionCheckpointManyParams struct {
+	Checkpoints []*ExecutionCheckpoint
+	Now         *time.Time
+}
+
+// ExecutionResponseRow is an async response recorded for an execution.
+type ExecutionResponseRow struct {
+	ExecutionID uuid.UUID
+	Seq         int64
+	Name        string
+	Payload     json.RawMessage
+	ReceivedAt  time.Time
+}
+
+// ExecutionResponseInsertParams records an async response and wakes the execution.
+type ExecutionResponseInsertParams struct {
+	ExecutionID uuid.UUID
+	Name        string
+	Payload     json.RawMessage
+	Now         *time.Time
+}
+
+// ExecutionListParams filters an execution listing; zero fields do not filter. Lists are newest
+// first, in id order.
+type ExecutionListParams struct {
+	Statuses    []ExecutionStatus
+	Model       string
+	Type        string
+	Domain      string
+	TenantID    string
+	BusinessKey string
+	BatchID     uuid.UUID
+	BeforeID    uuid.UUID
+	Limit       int
+}
+
+// ExecutionDueKind names a time-based check.
+type ExecutionDueKind string
+
+// The time-based checks.
+const (
+	DueWaitTimeout ExecutionDueKind = "wait_timeout"
+	DueDeadline    ExecutionDueKind = "deadline"
+)
+
+// ExecutionListDueParams lists executions whose wait timed out, or whose deadline passed (and that
+// are not already parked in the TSQ or compensating).
+type ExecutionListDueParams struct {
+	Kind  ExecutionDueKind
+	Types []string
+	Max   int
+	Now   *time.Time
+}
+
+// ExecutionStatusCount counts executions of one type in one status.
+type ExecutionStatusCount struct {
+	Type   string
+	Status ExecutionStatus
+	Count  int64
+}
+
+// ExecutionExecutor holds the execution queries.
+type ExecutionExecutor interface {
+	ExecutionInsertMany(ctx context.Context, params *ExecutionInsertManyParams) error
+	// ExecutionGet returns ErrNotFound.
+	ExecutionGet(ctx context.Context, id uuid.UUID) (*ExecutionRow, error)
+	ExecutionList(ctx context.Context, params *ExecutionListParams) ([]*ExecutionRow, error)
+	ExecutionClaim(ctx context.Context, params *ExecutionClaimParams) ([]*ExecutionRow, error)
+	// ExecutionAcquire returns ErrNotFound, or ErrConflict when a live lease holds it.
+	ExecutionAcquire(ctx context.Context, params *ExecutionAcquireParams) (*ExecutionRow, error)
+	// ExecutionCheckpointMany returns the ids whose checkpoint applied (fence matched); their log
+	// entries and commands are written in the same transaction.
+	ExecutionCheckpointMany(ctx context.Context, params *ExecutionCheckpointManyParams) ([]uuid.UUID, error)
+	ExecutionLogList(ctx context.Context, id uuid.UUID) ([]*ExecutionLogEntry, error)
+	// ExecutionResponseInsert returns the response's sequence number; ErrNotFound when the
+	// execution does not exist.
+	ExecutionResponseInsert(ctx context.Context, params *ExecutionResponseInsertParams) (int64, error)
+	// ExecutionResponseList returns responses with a sequence above afterSeq, in order.
+	ExecutionResponseList(ctx context.Context, id uuid.UUID, afterSeq int64) ([]*ExecutionResponseRow, error)
+	ExecutionListDue(ctx context.Context, params *ExecutionListDueParams) ([]*ExecutionRow, error)
+	ExecutionCountByStatus(ctx context.Context) ([]*ExecutionStatusCount, error)
+}

@@ -1,0 +1,518 @@
+package pgdriver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+var executionColumns = []string{
+	"id", "model", "type", "domain", "tenant_id", "business_key", "batch_id", "status", "state",
+	"step", "current_wait", "next_retry_at", "next_wait_timeout_at", "deadline_at", "retries",
+	"lease_until", "fence", "worker_id", "wake_at", "responses_received", "responses_applied",
+	"error_code", "error_message", "created_at", "updated_at", "completed_at",
+}
+
+func executionColumnList(prefix string) string {
+	parts := make([]string, len(executionColumns))
+	for i, c := range executionColumns {
+		parts[i] = prefix + c
+	}
+	return strings.Join(parts, ", ")
+}
+
+var (
+	executionCols  = executionColumnList("")
+	executionColsE = executionColumnList("e.")
+)
+
+func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.ExecutionInsertManyParams) error {
+	n := len(params.Executions)
+	if n == 0 {
+		return nil
+	}
+	var (
+		ids, batches                     = make([]pgtype.UUID, n), make([]pgtype.UUID, n)
+		models, types, domains, statuses = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		tenants, keys, workers           = make([]*string, n), make([]*string, n), make([]*string, n)
+		states                           = make([]string, n)
+		deadlines                        = make([]pgtype.Timestamptz, n)
+		leases                           = make([]int64, n)
+		log                              logArrays
+	)
+	for i, x := range params.Executions {
+		ids[i], batches[i] = pgUUID(x.ID), pgUUID(x.BatchID)
+		models[i], types[i], domains[i] = x.Model, x.Type, x.Domain
+		tenants[i], keys[i], workers[i] = nullString(x.TenantID), nullString(x.BusinessKey), nullString(x.WorkerID)
+		states[i] = jsonText(x.State)
+		if x.DeadlineAt != nil {
+			deadlines[i] = pgtype.Timestamptz{Time: *x.DeadlineAt, Valid: true}
+		}
+		leases[i] = x.Lease.Microseconds()
+		statuses[i] = string(driver.ExecutionPending)
+		if x.Lease > 0 {
+			statuses[i] = string(driver.ExecutionExecuting)
+		}
+		for _, entry := range x.Log {
+			log.add(x.ID, 0, entry)
+		}
+	}
+	_, err := e.db.Exec(ctx, e.d.sql(`
+		WITH n AS (
+			SELECT coalesce($13::timestamptz, now()) AS now
+		), ins AS (
+			INSERT INTO {schema}.execution (id, model, type, domain, tenant_id, business_key, batch_id,
+				status, state, deadline_at, lease_until, fence, worker_id, wake_at, created_at, updated_at)
+			SELECT i.id, i.model, i.type, i.domain, i.tenant_id, i.business_key, i.batch_id, i.status,
+				i.state::jsonb, i.deadline_at,
+				CASE WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond' END,
+				CASE WHEN i.lease_us > 0 THEN 1 ELSE 0 END,
+				i.worker_id,
+				-- A leased execution wakes when its lease would end (its runner died); a pending one now.
+				CASE WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond' ELSE n.now END,
+				n.now, n.now
+			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+				$7::uuid[], $8::text[], $9::text[], $10::timestamptz[], $11::bigint[], $12::text[])
+				AS i(id, model, type, domain, tenant_id, business_key, batch_id, status, state,
+					deadline_at, lease_us, worker_id), n
+		)`+logInsertSQL(14)+`
+		SELECT 1`), ids, models, types, domains, tenants, keys, batches, statuses, states, deadlines,
+		leases, workers, params.Now, log.executionIDs, log.seqs, log.entryTypes, log.names,
+		log.stepStatuses, log.attempts, log.maxAttempts, log.requests, log.responses, log.errorCodes,
+		log.errorMessages, log.actors, log.reasons, log.fences)
+	return err
+}
+
+// logArrays holds log entries as parallel arrays for unnest.
+type logArrays struct {
+	executionIDs                                   []pgtype.UUID
+	fences                                         []int64
+	seqs, attempts, maxAttempts                    []int32
+	entryTypes                                     []string
+	names, stepStatuses, errorCodes, errorMessages []*string
+	actors, reasons, requests, responses           []*string
+}
+
+func (l *logArrays) add(id uuid.UUID, fence int64, entry *driver.ExecutionLogEntry) {
+	l.executionIDs = append(l.executionIDs, pgUUID(id))
+	l.fences = append(l.fences, fence)
+	l.seqs = append(l.seqs, int32(entry.Seq))
+	l.attempts = append(l.attempts, int32(entry.Attempt))
+	l.maxAttempts = append(l.maxAttempts, int32(entry.MaxAttempts))
+	l.entryTypes = append(l.entryTypes, entry.EntryType)
+	l.names = append(l.names, nullString(entry.Name))
+	l.stepStatuses = append(l.stepStatuses, nullString(entry.StepStatus))
+	l.errorCodes = append(l.errorCodes, nullString(entry.ErrorCode))
+	l.errorMessages = append(l.errorMessages, nullString(entry.ErrorMessage))
+	l.actors = append(l.actors, nullString(entry.Actor))
+	l.reasons = append(l.reasons, nullString(entry.Reason))
+	l.requests = append(l.requests, nullJSONText(entry.Request))
+	l.responses = append(l.responses, nullJSONText(entry.Response))
+}
+
+// logInsertSQL is a CTE inserting log entries given as 14 arrays from parameter $first on (the
+// last one the writer's fence), stamped with n.now. The WHERE placeholder is replaced by the
+// checkpoint statement so that only entries of checkpoints that applied are written.
+func logInsertSQL(first int) string {
+	p := func(i int) string { return fmt.Sprintf("$%d", first+i) }
+	return `, logs AS (
+			INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status,
+				attempt, max_attempts, request, response, error_code, error_message, actor, reason)
+			SELECT l.execution_id, l.seq, n.now, l.entry_type, l.name, l.step_status,
+				nullif(l.attempt, 0), nullif(l.max_attempts, 0), l.request::jsonb, l.response::jsonb,
+				l.error_code, l.error_message, l.actor, l.reason
+			FROM unnest(` + p(0) + `::uuid[], ` + p(1) + `::int[], ` + p(2) + `::text[], ` + p(3) + `::text[], ` +
+		p(4) + `::text[], ` + p(5) + `::int[], ` + p(6) + `::int[], ` + p(7) + `::text[], ` + p(8) + `::text[], ` +
+		p(9) + `::text[], ` + p(10) + `::text[], ` + p(11) + `::text[], ` + p(12) + `::text[], ` + p(13) + `::bigint[])
+				AS l(execution_id, seq, entry_type, name, step_status, attempt, max_attempts, request,
+					response, error_code, error_message, actor, reason, fence), n
+			WHERE /*applied*/ true
+		)`
+}
+
+func (e *executor) ExecutionGet(ctx context.Context, id uuid.UUID) (*driver.ExecutionRow, error) {
+	row := e.db.QueryRow(ctx, e.d.sql(`SELECT `+executionCols+` FROM {schema}.execution WHERE id = $1`), pgUUID(id))
+	x, err := scanExecution(row, false)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, driver.ErrNotFound
+	}
+	return x, err
+}
+
+func (e *executor) ExecutionList(ctx context.Context, params *driver.ExecutionListParams) ([]*driver.ExecutionRow, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if len(params.Statuses) > 0 {
+		statuses := make([]string, len(params.Statuses))
+		for i, s := range params.Statuses {
+			statuses[i] = string(s)
+		}
+		where = append(where, "status = ANY("+arg(statuses)+"::text[])")
+	}
+	for column, value := range map[string]string{"model": params.Model, "type": params.Type,
+		"domain": params.Domain, "tenant_id": params.TenantID, "business_key": params.BusinessKey} {
+		if value != "" {
+			where = append(where, column+" = "+arg(value))
+		}
+	}
+	if params.BatchID != uuid.Nil {
+		where = append(where, "batch_id = "+arg(pgUUID(params.BatchID)))
+	}
+	if params.BeforeID != uuid.Nil {
+		where = append(where, "id < "+arg(pgUUID(params.BeforeID)))
+	}
+	query := `SELECT ` + executionCols + ` FROM {schema}.execution`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY id DESC LIMIT " + arg(limitOrDefault(params.Limit))
+	rows, err := e.db.Query(ctx, e.d.sql(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	return collectExecutions(rows, false)
+}
+
+const executionClaimSQL = `
+	WITH n AS (
+		SELECT coalesce($5::timestamptz, now()) AS now
+	), picked AS (
+		SELECT id, status AS claimed_from FROM {schema}.execution, n
+		WHERE %s AND (lease_until IS NULL OR lease_until <= n.now)
+			AND (cardinality($1::text[]) = 0 OR type = ANY($1::text[]))
+		ORDER BY %s
+		LIMIT $2
+		FOR UPDATE OF execution SKIP LOCKED
+	)
+	UPDATE {schema}.execution e SET
+		status = CASE WHEN e.status IN ('PENDING', 'WAITING_FOR_ASYNC', 'WAITING_FOR_RETRY')
+			THEN 'EXECUTING' ELSE e.status END,
+		fence = e.fence + 1,
+		lease_until = n.now + $3 * interval '1 microsecond',
+		wake_at = n.now + $3 * interval '1 microsecond',
+		worker_id = $4::text,
+		updated_at = n.now
+	FROM picked, n
+	WHERE e.id = picked.id
+	RETURNING ` + "%s, picked.claimed_from"
+
+func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionClaimParams) ([]*driver.ExecutionRow, error) {
+	var where, order string
+	switch params.Kind {
+	case driver.ClaimPending:
+		where, order = "wake_at <= n.now", "wake_at"
+	case driver.ClaimRetry:
+		where, order = "status = 'WAITING_FOR_RETRY' AND next_retry_at <= n.now", "next_retry_at"
+	default:
+		return nil, fmt.Errorf("unknown claim kind %q", params.Kind)
+	}
+	types := params.Types
+	if types == nil {
+		types = []string{}
+	}
+	query := fmt.Sprintf(executionClaimSQL, where, order, executionColsE)
+	rows, err := e.db.Query(ctx, e.d.sql(query), types, params.Max, params.Lease.Microseconds(), params.WorkerID, params.Now)
+	if err != nil {
+		return nil, err
+	}
+	return collectExecutions(rows, true)
+}
+
+func (e *executor) ExecutionAcquire(ctx context.Context, params *driver.ExecutionAcquireParams) (*driver.ExecutionRow, error) {
+	row := e.db.QueryRow(ctx, e.d.sql(`
+		WITH n AS (
+			SELECT coalesce($4::timestamptz, now()) AS now
+		), picked AS (
+			SELECT id, status AS claimed_from FROM {schema}.execution, n
+			WHERE id = $1 AND (lease_until IS NULL OR lease_until <= n.now)
+			FOR UPDATE OF execution
+		)
+		UPDATE {schema}.execution e SET
+			fence = e.fence + 1,
+			lease_until = n.now + $2 * interval '1 microsecond',
+			wake_at = n.now + $2 * interval '1 microsecond',
+			worker_id = $3::text,
+			updated_at = n.now
+		FROM picked, n
+		WHERE e.id = picked.id
+		RETURNING `+executionColsE+`, picked.claimed_from`),
+		pgUUID(params.ID), params.Lease.Microseconds(), params.WorkerID, params.Now)
+	x, err := scanExecution(row, true)
+	if errors.Is(err, pgx.ErrNoRows) {
+		if _, getErr := e.ExecutionGet(ctx, params.ID); errors.Is(getErr, driver.ErrNotFound) {
+			return nil, driver.ErrNotFound
+		}
+		return nil, driver.ErrConflict
+	}
+	return x, err
+}
+
+// executionCheckpointSQL writes fenced checkpoints from parallel arrays, then the log entries and
+// commands of those that applied, in one statement (one commit for the whole batch).
+const executionCheckpointSQL = `
+	WITH input AS (
+		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[], $5::text[], $6::text[],
+			$7::timestamptz[], $8::timestamptz[], $9::bigint[], $10::bigint[], $11::timestamptz[],
+			$12::int[], $13::bigint[], $14::bool[], $15::timestamptz[], $16::bigint[], $17::text[], $18::text[],
+			$19::bool[])
+			AS t(id, fence, status, state, step, current_wait, next_retry_at, next_wait_timeout_at,
+				retry_delay_us, wait_timeout_us, deadline_at, retries, lease_us, release, wake_at,
+				responses_applied, error_code, error_message, has_state)
+	), n AS (
+		SELECT coalesce($20::timestamptz, now()) AS now
+	), applied AS (
+		UPDATE {schema}.execution e SET
+			status = i.status,
+			state = CASE WHEN i.has_state THEN i.state::jsonb ELSE e.state END,
+			step = i.step,
+			current_wait = i.current_wait,
+			next_retry_at = CASE WHEN i.retry_delay_us > 0 THEN n.now + i.retry_delay_us * interval '1 microsecond' ELSE i.next_retry_at END,
+			next_wait_timeout_at = CASE WHEN i.wait_timeout_us > 0 THEN n.now + i.wait_timeout_us * interval '1 microsecond' ELSE i.next_wait_timeout_at END,
+			deadline_at = coalesce(i.deadline_at, e.deadline_at),
+			retries = i.retries,
+			lease_until = CASE WHEN i.release THEN NULL
+				WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond' ELSE e.lease_until END,
+			wake_at = CASE
+				WHEN i.release AND e.responses_received > i.responses_applied THEN n.now
+				WHEN i.release THEN i.wake_at
+				WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond'
+				ELSE e.wake_at END,
+			responses_applied = i.responses_applied,
+			error_code = i.error_code,
+			error_message = i.error_message,
+			completed_at = CASE WHEN i.status IN ('COMPLETED', 'COMPENSATED', 'CANCELLED', 'FAILED')
+				THEN coalesce(e.completed_at, n.now) END,
+			updated_at = n.now
+		FROM input i, n
+		WHERE e.id = i.id AND e.fence = i.fence
+		RETURNING e.id, e.fence
+	)` + "%s" + `, commands AS (` + insertSelect + `
+		FROM jsonb_to_recordset($35::jsonb) AS i(` + insertRecordColumns + `, owner uuid, owner_fence bigint), n
+		WHERE (i.owner, i.owner_fence) IN (SELECT id, fence FROM applied)
+		ON CONFLICT (domain, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+	)
+	SELECT id FROM applied`
+
+// commandRecord is a command of a checkpoint, tagged with the execution that sends it.
+type commandRecord struct {
+	insertRecord
+	Owner      uuid.UUID `json:"owner"`
+	OwnerFence int64     `json:"owner_fence"`
+}
+
+func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.ExecutionCheckpointManyParams) ([]uuid.UUID, error) {
+	n := len(params.Checkpoints)
+	if n == 0 {
+		return nil, nil
+	}
+	var (
+		ids                                       = make([]pgtype.UUID, n)
+		fences, delays, timeouts, leases, applied = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
+		statuses, states                          = make([]string, n), make([]string, n)
+		steps, waits, codes, messages             = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+		retryAts, timeoutAts, deadlines, wakeAts  = make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n), make([]pgtype.Timestamptz, n)
+		retries                                   = make([]int32, n)
+		releases, hasState                        = make([]bool, n), make([]bool, n)
+		log                                       logArrays
+		commands                                  []commandRecord
+	)
+	ts := func(t *time.Time) pgtype.Timestamptz {
+		if t == nil {
+			return pgtype.Timestamptz{}
+		}
+		return pgtype.Timestamptz{Time: *t, Valid: true}
+	}
+	for i, c := range params.Checkpoints {
+		ids[i], fences[i], statuses[i] = pgUUID(c.ID), c.Fence, string(c.Status)
+		if c.State != nil {
+			states[i], hasState[i] = string(c.State), true
+		}
+		steps[i], waits[i] = nullString(c.Step), nullString(c.CurrentWait)
+		retryAts[i], timeoutAts[i], deadlines[i], wakeAts[i] = ts(c.NextRetryAt), ts(c.NextWaitTimeoutAt), ts(c.DeadlineAt), ts(c.WakeAt)
+		delays[i], timeouts[i] = c.RetryDelay.Microseconds(), c.WaitTimeout.Microseconds()
+		retries[i], leases[i], releases[i], applied[i] = int32(c.Retries), c.Lease.Microseconds(), c.Release, c.ResponsesApplied
+		codes[i], messages[i] = nullString(c.ErrorCode), nullString(c.ErrorMessage)
+		for _, entry := range c.Log {
+			log.add(c.ID, c.Fence, entry)
+		}
+		for j, cmd := range c.Commands {
+			commands = append(commands, commandRecord{insertRecord: newInsertRecord(j, cmd), Owner: c.ID, OwnerFence: c.Fence})
+		}
+	}
+	commandJSON, err := json.Marshal(commands)
+	if err != nil {
+		return nil, err
+	}
+	if commands == nil {
+		commandJSON = []byte("[]")
+	}
+	query := fmt.Sprintf(executionCheckpointSQL,
+		strings.Replace(logInsertSQL(21), "/*applied*/ true", "(l.execution_id, l.fence) IN (SELECT id, fence FROM applied)", 1))
+	rows, err := e.db.Query(ctx, e.d.sql(query), ids, fences, statuses, states, steps, waits, retryAts,
+		timeoutAts, delays, timeouts, deadlines, retries, leases, releases, wakeAts, applied, codes,
+		messages, hasState, params.Now,
+		log.executionIDs, log.seqs, log.entryTypes, log.names, log.stepStatuses, log.attempts,
+		log.maxAttempts, log.requests, log.responses, log.errorCodes, log.errorMessages, log.actors,
+		log.reasons, log.fences, commandJSON)
+	if err != nil {
+		return nil, err
+	}
+	return collectUUIDs(rows)
+}
+
+func (e *executor) ExecutionLogList(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionLogEntry, error) {
+	rows, err := e.db.Query(ctx, e.d.sql(`
+		SELECT execution_id, seq, at, entry_type, coalesce(name, ''), coalesce(step_status, ''),
+			coalesce(attempt, 0), coalesce(max_attempts, 0), request, response,
+			coalesce(error_code, ''), coalesce(error_message, ''), coalesce(actor, ''), coalesce(reason, '')
+		FROM {schema}.execution_log WHERE execution_id = $1 ORDER BY seq`), pgUUID(id))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.ExecutionLogEntry, error) {
+		var l driver.ExecutionLogEntry
+		var execID pgtype.UUID
+		var request, response []byte
+		err := row.Scan(&execID, &l.Seq, &l.At, &l.EntryType, &l.Name, &l.StepStatus, &l.Attempt,
+			&l.MaxAttempts, &request, &response, &l.ErrorCode, &l.ErrorMessage, &l.Actor, &l.Reason)
+		l.ExecutionID, l.Request, l.Response = fromPgUUID(execID), request, response
+		return &l, err
+	})
+}
+
+func (e *executor) ExecutionResponseInsert(ctx context.Context, params *driver.ExecutionResponseInsertParams) (int64, error) {
+	var seq int64
+	err := e.db.QueryRow(ctx, e.d.sql(`
+		WITH n AS (
+			SELECT coalesce($4::timestamptz, now()) AS now
+		), bumped AS (
+			UPDATE {schema}.execution SET
+				responses_received = responses_received + 1,
+				-- Wake it now unless a runner holds it: the runner applies the response before it
+				-- lets go (its release sees the new count).
+				wake_at = CASE WHEN lease_until IS NOT NULL AND lease_until > n.now THEN wake_at ELSE n.now END,
+				updated_at = n.now
+			FROM n
+			WHERE id = $1
+			RETURNING id, responses_received
+		), ins AS (
+			INSERT INTO {schema}.execution_response (execution_id, seq, name, payload, received_at)
+			SELECT id, responses_received, $2, $3::jsonb, n.now FROM bumped, n
+		)
+		SELECT responses_received FROM bumped`),
+		pgUUID(params.ExecutionID), params.Name, jsonText(params.Payload), params.Now).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, driver.ErrNotFound
+	}
+	return seq, err
+}
+
+func (e *executor) ExecutionResponseList(ctx context.Context, id uuid.UUID, afterSeq int64) ([]*driver.ExecutionResponseRow, error) {
+	rows, err := e.db.Query(ctx, e.d.sql(`
+		SELECT execution_id, seq, name, payload, received_at FROM {schema}.execution_response
+		WHERE execution_id = $1 AND seq > $2 ORDER BY seq`), pgUUID(id), afterSeq)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.ExecutionResponseRow, error) {
+		var r driver.ExecutionResponseRow
+		var execID pgtype.UUID
+		var payload []byte
+		err := row.Scan(&execID, &r.Seq, &r.Name, &payload, &r.ReceivedAt)
+		r.ExecutionID, r.Payload = fromPgUUID(execID), payload
+		return &r, err
+	})
+}
+
+func (e *executor) ExecutionListDue(ctx context.Context, params *driver.ExecutionListDueParams) ([]*driver.ExecutionRow, error) {
+	var where, order string
+	switch params.Kind {
+	case driver.DueWaitTimeout:
+		where, order = "status = 'WAITING_FOR_ASYNC' AND next_wait_timeout_at <= n.now", "next_wait_timeout_at"
+	case driver.DueDeadline:
+		// Executions already parked or compensating have had their deadline handled.
+		where, order = "deadline_at IS NOT NULL AND completed_at IS NULL AND deadline_at <= n.now AND status NOT IN ('WAITING_FOR_TSQ', 'COMPENSATING')", "deadline_at"
+	default:
+		return nil, fmt.Errorf("unknown due kind %q", params.Kind)
+	}
+	types := params.Types
+	if types == nil {
+		types = []string{}
+	}
+	rows, err := e.db.Query(ctx, e.d.sql(`
+		WITH n AS (SELECT coalesce($3::timestamptz, now()) AS now)
+		SELECT `+executionCols+` FROM {schema}.execution, n
+		WHERE `+where+` AND (cardinality($1::text[]) = 0 OR type = ANY($1::text[]))
+		ORDER BY `+order+` LIMIT $2`), types, params.Max, params.Now)
+	if err != nil {
+		return nil, err
+	}
+	return collectExecutions(rows, false)
+}
+
+func (e *executor) ExecutionCountByStatus(ctx context.Context) ([]*driver.ExecutionStatusCount, error) {
+	rows, err := e.db.Query(ctx, e.d.sql(`
+		SELECT type, status, count(*) FROM {schema}.execution GROUP BY type, status ORDER BY type, status`))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.ExecutionStatusCount, error) {
+		var c driver.ExecutionStatusCount
+		var status string
+		err := row.Scan(&c.Type, &status, &c.Count)
+		c.Status = driver.ExecutionStatus(status)
+		return &c, err
+	})
+}
+
+func collectExecutions(rows pgx.Rows, claimed bool) ([]*driver.ExecutionRow, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.ExecutionRow, error) { return scanExecution(row, claimed) })
+}
+
+func scanExecution(row pgx.Row, claimed bool) (*driver.ExecutionRow, error) {
+	var (
+		x                                 driver.ExecutionRow
+		id, batchID                       pgtype.UUID
+		status, claimedFrom               string
+		tenantID, businessKey, step, wait *string
+		workerID, errorCode, errorMessage *string
+		state                             []byte
+	)
+	dest := []any{&id, &x.Model, &x.Type, &x.Domain, &tenantID, &businessKey, &batchID, &status, &state,
+		&step, &wait, &x.NextRetryAt, &x.NextWaitTimeoutAt, &x.DeadlineAt, &x.Retries, &x.LeaseUntil,
+		&x.Fence, &workerID, &x.WakeAt, &x.ResponsesReceived, &x.ResponsesApplied, &errorCode,
+		&errorMessage, &x.CreatedAt, &x.UpdatedAt, &x.CompletedAt}
+	if claimed {
+		dest = append(dest, &claimedFrom)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	x.ID, x.BatchID = fromPgUUID(id), fromPgUUID(batchID)
+	x.Status, x.ClaimedFrom = driver.ExecutionStatus(status), driver.ExecutionStatus(claimedFrom)
+	x.State = state
+	x.TenantID, x.BusinessKey, x.Step, x.CurrentWait = derefString(tenantID), derefString(businessKey), derefString(step), derefString(wait)
+	x.WorkerID, x.ErrorCode, x.ErrorMessage = derefString(workerID), derefString(errorCode), derefString(errorMessage)
+	return &x, nil
+}
+
+// jsonText passes JSON as text, "{}" when empty.
+func jsonText(b []byte) string {
+	if len(b) == 0 {
+		return "{}"
+	}
+	return string(b)
+}

@@ -1,0 +1,176 @@
+package execution
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+// checkpointer group-commits checkpoints: each runner waits for its own checkpoint to be durable
+// before its next step (so a step re-runs only if a crash fell between its effect and its
+// checkpoint), yet many runners share one statement and one commit. Batches form on their own:
+// while a flush is in flight the next requests queue up; there is no artificial delay.
+type checkpointer struct {
+	exec   driver.Executor
+	now    func() *time.Time
+	logger *slog.Logger
+	notify func(ctx context.Context, topics []string)
+
+	in      chan *checkpointRequest
+	sem     chan struct{}
+	wg      sync.WaitGroup
+	done    chan struct{}
+	once    sync.Once
+	running atomic.Bool
+}
+
+type checkpointRequest struct {
+	cp   *driver.ExecutionCheckpoint
+	done chan error
+}
+
+const (
+	maxCheckpointBatch      = 500
+	maxConcurrentCheckpoint = 3
+)
+
+func newCheckpointer(exec driver.Executor, now func() *time.Time, logger *slog.Logger, notify func(context.Context, []string)) *checkpointer {
+	return &checkpointer{
+		exec: exec, now: now, logger: logger, notify: notify,
+		in:   make(chan *checkpointRequest, maxCheckpointBatch*4),
+		sem:  make(chan struct{}, maxConcurrentCheckpoint),
+		done: make(chan struct{}),
+	}
+}
+
+func (c *checkpointer) start() {
+	c.running.Store(true)
+	go c.loop()
+}
+
+// write queues a checkpoint and waits until it is committed (nil), fenced (ErrFenced) or failed.
+// Before start or after stop it writes directly.
+func (c *checkpointer) write(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
+	req := &checkpointRequest{cp: cp, done: make(chan error, 1)}
+	if !c.running.Load() {
+		// Not started (an immediate run on a client that runs no pollers) or stopping: write it
+		// alone.
+		c.flush([]*checkpointRequest{req})
+	} else {
+		select {
+		case c.in <- req:
+		case <-c.done:
+			c.flush([]*checkpointRequest{req})
+		}
+	}
+	select {
+	case err := <-req.done:
+		return err
+	case <-ctx.Done():
+		// The write may still commit; the caller treats its lease as lost either way.
+		return ctx.Err()
+	}
+}
+
+func (c *checkpointer) loop() {
+	for {
+		var first *checkpointRequest
+		select {
+		case first = <-c.in:
+		case <-c.done:
+			return
+		}
+		c.sem <- struct{}{} // wait for a flush slot; requests pile up meanwhile
+		batch := []*checkpointRequest{first}
+	drain:
+		for len(batch) < maxCheckpointBatch {
+			select {
+			case req := <-c.in:
+				batch = append(batch, req)
+			default:
+				break drain
+			}
+		}
+		c.wg.Add(1)
+		go func() {
+			defer func() { <-c.sem; c.wg.Done() }()
+			c.flush(batch)
+		}()
+	}
+}
+
+// stopAndFlush stops the loop; later writes go straight to the database.
+func (c *checkpointer) stopAndFlush() {
+	c.running.Store(false)
+	c.once.Do(func() { close(c.done) })
+	c.wg.Wait()
+	for {
+		select {
+		case req := <-c.in:
+			c.flush([]*checkpointRequest{req})
+		default:
+			return
+		}
+	}
+}
+
+func (c *checkpointer) flush(batch []*checkpointRequest) {
+	cps := make([]*driver.ExecutionCheckpoint, len(batch))
+	for i, req := range batch {
+		cps[i] = req.cp
+	}
+	applied, err := c.writeBatch(cps)
+	if err != nil && len(batch) > 1 {
+		// One bad checkpoint must not fail the others: write them one by one.
+		for _, req := range batch {
+			c.flush([]*checkpointRequest{req})
+		}
+		return
+	}
+	topics := map[string]struct{}{}
+	for _, req := range batch {
+		switch {
+		case err != nil:
+			req.done <- err
+		case applied[req.cp.ID]:
+			for _, cmd := range req.cp.Commands {
+				topics["queue:"+cmd.Queue] = struct{}{}
+			}
+			req.done <- nil
+		default:
+			req.done <- ErrFenced
+		}
+	}
+	if len(topics) > 0 && c.notify != nil {
+		list := make([]string, 0, len(topics))
+		for t := range topics {
+			list = append(list, t)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c.notify(ctx, list)
+		cancel()
+	}
+}
+
+func (c *checkpointer) writeBatch(cps []*driver.ExecutionCheckpoint) (map[uuid.UUID]bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ids, err := c.exec.ExecutionCheckpointMany(ctx, &driver.ExecutionCheckpointManyParams{Checkpoints: cps, Now: c.now()})
+	if err != nil {
+		if len(cps) == 1 {
+			c.logger.Error("writing an execution checkpoint failed", "execution_id", cps[0].ID, "error", err)
+		}
+		return nil, err
+	}
+	applied := make(map[uuid.UUID]bool, len(ids))
+	for _, id := range ids {
+		applied[id] = true
+	}
+	return applied, nil
+}

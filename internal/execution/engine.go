@@ -1,0 +1,392 @@
+// Package execution is the durable execution core shared by every authoring model (sequential
+// processes, sagas, TCC, workflows). It owns what all of them need and none of them should
+// reimplement: creating executions, claiming them with leases and fencing, the four pollers of
+// seed 000 (pending, due retries, wait timeouts, deadlines), group-committed checkpoints, durable
+// async responses, and the TSQ bookkeeping. A model only decides what runs next: it implements
+// Runner and writes its progress through Lease.Checkpoint.
+//
+// This package holds no SQL (that is the drivers') and imports nothing of the models.
+package execution
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+// ErrFenced means a checkpoint was rejected because another runner has since taken the
+// execution (this runner's lease expired). The runner must stop at once.
+var ErrFenced = errors.New("execution: lease lost to another runner (fence moved)")
+
+// ErrBusy means another runner holds the execution's lease right now.
+var ErrBusy = errors.New("execution: another runner holds it")
+
+// Runner drives executions of one type. The engine calls it with an execution leased to this
+// instance; the runner makes progress with Lease.Checkpoint and must end by releasing the lease
+// (a checkpoint with Release) unless it was fenced.
+type Runner interface {
+	// Type is the execution type this runner drives.
+	Type() string
+	// Run continues an execution from its log.
+	Run(ctx context.Context, lease *Lease) error
+	// Deadline applies the type's deadline action to an execution whose deadline passed.
+	Deadline(ctx context.Context, lease *Lease) error
+}
+
+// Config configures an Engine.
+type Config struct {
+	Exec     driver.Executor
+	WorkerID string
+	Logger   *slog.Logger
+	// Now returns the time to pass to the driver (nil: the database clock).
+	Now func() *time.Time
+	// Clock is the engine's notion of now for decisions made in Go.
+	Clock func() time.Time
+	// Lease is how long a runner owns an execution before another may take it over.
+	Lease time.Duration
+	// Concurrency bounds executions run at once by the pollers of this instance.
+	Concurrency           int
+	PendingPollInterval   time.Duration
+	RetryPollInterval     time.Duration
+	TimeoutCheckInterval  time.Duration
+	DeadlineCheckInterval time.Duration
+	// Wake signals that executions may be runnable (a notification).
+	Wake <-chan struct{}
+	// Notify sends wake-up topics after a checkpoint committed (command queues).
+	Notify func(ctx context.Context, topics []string)
+}
+
+// WakeTopic is the notification topic that wakes the pending poller.
+const WakeTopic = "executions"
+
+// Engine runs executions.
+type Engine struct {
+	cfg          Config
+	checkpointer *checkpointer
+
+	mu      sync.RWMutex
+	runners map[string]Runner
+
+	slots   chan struct{}
+	stop    chan struct{}
+	stopped chan struct{}
+	wg      sync.WaitGroup
+	started bool
+	runCtx  context.Context
+	cancel  context.CancelFunc
+}
+
+// New returns an engine; register runners, then Start it.
+func New(cfg Config) *Engine {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() *time.Time { return nil }
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 50
+	}
+	runCtx, cancel := context.WithCancel(context.Background())
+	e := &Engine{
+		cfg:     cfg,
+		runners: map[string]Runner{},
+		slots:   make(chan struct{}, cfg.Concurrency),
+		stop:    make(chan struct{}),
+		stopped: make(chan struct{}),
+		runCtx:  runCtx,
+		cancel:  cancel,
+	}
+	e.checkpointer = newCheckpointer(cfg.Exec, cfg.Now, cfg.Logger, cfg.Notify)
+	return e
+}
+
+// Register adds a runner; it fails when the type is taken.
+func (e *Engine) Register(r Runner) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if _, dup := e.runners[r.Type()]; dup {
+		return fmt.Errorf("execution type %q is already registered", r.Type())
+	}
+	e.runners[r.Type()] = r
+	return nil
+}
+
+func (e *Engine) runner(typ string) Runner {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.runners[typ]
+}
+
+func (e *Engine) types() []string {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	types := make([]string, 0, len(e.runners))
+	for t := range e.runners {
+		types = append(types, t)
+	}
+	sort.Strings(types)
+	return types
+}
+
+// Exec returns the executor.
+func (e *Engine) Exec() driver.Executor { return e.cfg.Exec }
+
+// Config returns the engine's configuration.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Start runs the pollers. It is idempotent.
+func (e *Engine) Start(context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.started {
+		return nil
+	}
+	e.started = true
+	e.checkpointer.start()
+	pollers := []struct {
+		name     string
+		interval time.Duration
+		wake     <-chan struct{}
+		poll     func(ctx context.Context) (more bool)
+	}{
+		{"pending", e.cfg.PendingPollInterval, e.cfg.Wake, func(ctx context.Context) bool { return e.claimAndRun(ctx, driver.ClaimPending) }},
+		{"retry", e.cfg.RetryPollInterval, nil, func(ctx context.Context) bool { return e.claimAndRun(ctx, driver.ClaimRetry) }},
+		{"wait-timeout", e.cfg.TimeoutCheckInterval, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueWaitTimeout) }},
+		{"deadline", e.cfg.DeadlineCheckInterval, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueDeadline) }},
+	}
+	for _, p := range pollers {
+		e.wg.Add(1)
+		go e.pollLoop(p.name, p.interval, p.wake, p.poll)
+	}
+	return nil
+}
+
+// Stop stops polling, waits for running executions until ctx ends, then cancels them; their
+// leases run out and another instance resumes them.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.started {
+		e.mu.Unlock()
+		return nil
+	}
+	e.started = false
+	e.mu.Unlock()
+	close(e.stop)
+	done := make(chan struct{})
+	go func() { e.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		e.cancel()
+		<-done
+	}
+	e.cancel()
+	e.checkpointer.stopAndFlush()
+	return nil
+}
+
+func (e *Engine) pollLoop(name string, interval time.Duration, wake <-chan struct{}, poll func(ctx context.Context) bool) {
+	defer e.wg.Done()
+	ticker := time.NewTicker(interval)
+	defer ticker.Stop()
+	for {
+		for poll(e.runCtx) {
+			select {
+			case <-e.stop:
+				return
+			default:
+			}
+		}
+		select {
+		case <-e.stop:
+			return
+		case <-ticker.C:
+		case <-wake:
+		}
+	}
+}
+
+// claimAndRun claims runnable executions for free slots and runs each in its own goroutine. It
+// reports whether it filled every slot it asked for (more work is likely waiting).
+func (e *Engine) claimAndRun(ctx context.Context, kind driver.ExecutionClaimKind) bool {
+	types := e.types()
+	if len(types) == 0 {
+		return false
+	}
+	free := cap(e.slots) - len(e.slots)
+	if free == 0 {
+		return false
+	}
+	want := min(free, 100)
+	rows, err := e.cfg.Exec.ExecutionClaim(ctx, &driver.ExecutionClaimParams{
+		Kind: kind, Types: types, Max: want, Lease: e.cfg.Lease, WorkerID: e.cfg.WorkerID, Now: e.cfg.Now(),
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.cfg.Logger.Warn("claiming executions failed; will retry at the next poll", "kind", kind, "error", err)
+		}
+		return false
+	}
+	for _, row := range rows {
+		e.slots <- struct{}{}
+		e.wg.Add(1)
+		go func() {
+			defer func() { <-e.slots; e.wg.Done() }()
+			e.run(ctx, e.newLease(row))
+		}()
+	}
+	return len(rows) == want
+}
+
+// run hands a leased execution to its runner.
+func (e *Engine) run(ctx context.Context, lease *Lease) {
+	r := e.runner(lease.Row.Type)
+	if r == nil {
+		e.cfg.Logger.Error("no runner for execution type; leaving it for an instance that has one", "execution_id", lease.Row.ID, "type", lease.Row.Type)
+		return
+	}
+	if err := r.Run(ctx, lease); err != nil && !errors.Is(err, context.Canceled) {
+		e.cfg.Logger.Warn("execution run ended with an error", "execution_id", lease.Row.ID, "type", lease.Row.Type, "error", err)
+	}
+}
+
+// handleDue takes executions whose wait timed out or whose deadline passed.
+func (e *Engine) handleDue(ctx context.Context, kind driver.ExecutionDueKind) bool {
+	types := e.types()
+	if len(types) == 0 {
+		return false
+	}
+	const max = 100
+	rows, err := e.cfg.Exec.ExecutionListDue(ctx, &driver.ExecutionListDueParams{Kind: kind, Types: types, Max: max, Now: e.cfg.Now()})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.cfg.Logger.Warn("listing due executions failed", "kind", kind, "error", err)
+		}
+		return false
+	}
+	handled := 0
+	for _, row := range rows {
+		lease, err := e.Acquire(ctx, row.ID)
+		if errors.Is(err, ErrBusy) {
+			continue // running right now; the next check sees it again if still due
+		}
+		if err != nil {
+			e.cfg.Logger.Warn("acquiring a due execution failed", "execution_id", row.ID, "error", err)
+			continue
+		}
+		handled++
+		switch kind {
+		case driver.DueWaitTimeout:
+			err = e.waitTimedOut(ctx, lease)
+		case driver.DueDeadline:
+			err = e.deadline(ctx, lease)
+		}
+		if err != nil && !errors.Is(err, ErrFenced) {
+			e.cfg.Logger.Warn("handling a due execution failed", "execution_id", row.ID, "kind", kind, "error", err)
+		}
+	}
+	return len(rows) == max && handled > 0
+}
+
+// waitTimedOut moves an execution whose wait expired to the troubleshooting queue (seed 000).
+func (e *Engine) waitTimedOut(ctx context.Context, lease *Lease) error {
+	row := lease.Row
+	now := e.cfg.Clock()
+	if row.Status != driver.ExecutionWaitingForAsync || row.NextWaitTimeoutAt == nil || now.Before(*row.NextWaitTimeoutAt) ||
+		row.ResponsesReceived > row.ResponsesApplied {
+		// Things moved on (or a response is waiting to be applied): let the runner decide.
+		return lease.Release(ctx)
+	}
+	e.cfg.Logger.Warn("wait timed out; execution moved to the troubleshooting queue", "execution_id", row.ID, "type", row.Type, "wait", row.CurrentWait)
+	return lease.Checkpoint(ctx, &driver.ExecutionCheckpoint{
+		Status: driver.ExecutionWaitingForTSQ, CurrentWait: row.CurrentWait, Step: row.Step,
+		ErrorCode: "WAIT_TIMEOUT", ErrorMessage: fmt.Sprintf("wait %q timed out", row.CurrentWait),
+		Release: true,
+		Log: []*driver.ExecutionLogEntry{{EntryType: "WAIT", Name: row.CurrentWait, StepStatus: "TIMED_OUT",
+			ErrorCode: "WAIT_TIMEOUT", ErrorMessage: "no response before the wait's timeout"}},
+	})
+}
+
+func (e *Engine) deadline(ctx context.Context, lease *Lease) error {
+	row := lease.Row
+	if row.Status.Terminal() || row.DeadlineAt == nil || e.cfg.Clock().Before(*row.DeadlineAt) {
+		return lease.Release(ctx)
+	}
+	r := e.runner(row.Type)
+	if r == nil {
+		return lease.Release(ctx)
+	}
+	return r.Deadline(ctx, lease)
+}
+
+// Acquire leases one execution to this instance for an immediate operation (an async response,
+// an operator action). It returns ErrBusy when another runner holds it.
+func (e *Engine) Acquire(ctx context.Context, id uuid.UUID) (*Lease, error) {
+	row, err := e.cfg.Exec.ExecutionAcquire(ctx, &driver.ExecutionAcquireParams{ID: id, Lease: e.cfg.Lease, WorkerID: e.cfg.WorkerID, Now: e.cfg.Now()})
+	if errors.Is(err, driver.ErrConflict) {
+		return nil, ErrBusy
+	}
+	if err != nil {
+		return nil, err
+	}
+	return e.newLease(row), nil
+}
+
+// Insert creates executions. Those with a Lease are returned leased to this instance (immediate
+// start), in input order; pending ones wake the pollers.
+func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInsertParams) ([]*Lease, error) {
+	now := e.cfg.Now()
+	if err := e.cfg.Exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: executions, Now: now}); err != nil {
+		return nil, err
+	}
+	leases := make([]*Lease, len(executions))
+	pending := false
+	created := e.cfg.Clock()
+	for i, x := range executions {
+		if x.Lease <= 0 {
+			pending = true
+			continue
+		}
+		leases[i] = e.newLease(&driver.ExecutionRow{
+			ID: x.ID, Model: x.Model, Type: x.Type, Domain: x.Domain, TenantID: x.TenantID,
+			BusinessKey: x.BusinessKey, BatchID: x.BatchID, Status: driver.ExecutionExecuting,
+			State: x.State, DeadlineAt: x.DeadlineAt, Fence: 1, WorkerID: e.cfg.WorkerID,
+			CreatedAt: created, UpdatedAt: created, ClaimedFrom: driver.ExecutionPending,
+		})
+		leases[i].nextSeq = len(x.Log) + 1
+	}
+	if pending {
+		e.Wake(ctx)
+	}
+	return leases, nil
+}
+
+// Wake notifies the pending pollers of every instance.
+func (e *Engine) Wake(ctx context.Context) {
+	if err := e.cfg.Exec.Notify(ctx, []string{WakeTopic}); err != nil {
+		e.cfg.Logger.Warn("waking the execution pollers failed; they will poll", "error", err)
+	}
+}
+
+// RunLeased runs an execution this instance leased itself (immediate start, a response), in the
+// caller's goroutine.
+func (e *Engine) RunLeased(ctx context.Context, lease *Lease) error {
+	r := e.runner(lease.Row.Type)
+	if r == nil {
+		_ = lease.Release(ctx)
+		return fmt.Errorf("no runner registered for execution type %q", lease.Row.Type)
+	}
+	return r.Run(ctx, lease)
+}

@@ -1,0 +1,117 @@
+package execution
+
+import (
+	"context"
+	"time"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+// Lease is an execution leased to this instance. Every write goes through Checkpoint, fenced on
+// the lease's fence, so a runner whose lease expired cannot overwrite newer progress.
+type Lease struct {
+	// Row is the execution as it stands after the last applied checkpoint.
+	Row    *driver.ExecutionRow
+	engine *Engine
+	// nextSeq is the next log sequence number; 0 until the log has been read.
+	nextSeq int
+	// renewAt is when the next checkpoint should renew the lease.
+	renewAt time.Time
+}
+
+func (e *Engine) newLease(row *driver.ExecutionRow) *Lease {
+	return &Lease{Row: row, engine: e, renewAt: e.cfg.Clock().Add(e.cfg.Lease / 2)}
+}
+
+// Engine returns the engine that leased the execution.
+func (l *Lease) Engine() *Engine { return l.engine }
+
+// Log reads the execution's log and remembers where the next entry goes.
+func (l *Lease) Log(ctx context.Context) ([]*driver.ExecutionLogEntry, error) {
+	entries, err := l.engine.cfg.Exec.ExecutionLogList(ctx, l.Row.ID)
+	if err != nil {
+		return nil, err
+	}
+	l.nextSeq = 1
+	if len(entries) > 0 {
+		l.nextSeq = entries[len(entries)-1].Seq + 1
+	}
+	return entries, nil
+}
+
+// Responses returns the async responses not yet applied, in order.
+func (l *Lease) Responses(ctx context.Context) ([]*driver.ExecutionResponseRow, error) {
+	return l.engine.cfg.Exec.ExecutionResponseList(ctx, l.Row.ID, l.Row.ResponsesApplied)
+}
+
+// Base returns a checkpoint that keeps the execution as it is; callers change what moves.
+func (l *Lease) Base() *driver.ExecutionCheckpoint {
+	r := l.Row
+	return &driver.ExecutionCheckpoint{
+		Status: r.Status, Step: r.Step, CurrentWait: r.CurrentWait, NextRetryAt: r.NextRetryAt,
+		NextWaitTimeoutAt: r.NextWaitTimeoutAt, Retries: r.Retries, ResponsesApplied: r.ResponsesApplied,
+		ErrorCode: r.ErrorCode, ErrorMessage: r.ErrorMessage,
+	}
+}
+
+// Checkpoint writes cp durably (grouped with other executions' checkpoints into one commit) and
+// returns when it is committed. It returns ErrFenced when the lease was lost; the caller must
+// then stop without further writes. Log entries get their sequence numbers here.
+func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
+	if l.nextSeq == 0 {
+		if _, err := l.Log(ctx); err != nil {
+			return err
+		}
+	}
+	cp.ID, cp.Fence = l.Row.ID, l.Row.Fence
+	for _, entry := range cp.Log {
+		entry.Seq = l.nextSeq
+		l.nextSeq++
+	}
+	now := l.engine.cfg.Clock()
+	if !cp.Release && cp.Lease == 0 && !now.Before(l.renewAt) {
+		cp.Lease = l.engine.cfg.Lease
+	}
+	if err := l.engine.checkpointer.write(ctx, cp); err != nil {
+		l.nextSeq -= len(cp.Log)
+		return err
+	}
+	if cp.Lease > 0 {
+		l.renewAt = now.Add(cp.Lease / 2)
+	}
+	l.apply(cp, now)
+	return nil
+}
+
+// apply mirrors a committed checkpoint into Row.
+func (l *Lease) apply(cp *driver.ExecutionCheckpoint, now time.Time) {
+	r := l.Row
+	r.Status, r.Step, r.CurrentWait, r.Retries = cp.Status, cp.Step, cp.CurrentWait, cp.Retries
+	r.NextRetryAt, r.NextWaitTimeoutAt = cp.NextRetryAt, cp.NextWaitTimeoutAt
+	if cp.RetryDelay > 0 {
+		t := now.Add(cp.RetryDelay)
+		r.NextRetryAt = &t
+	}
+	if cp.WaitTimeout > 0 {
+		t := now.Add(cp.WaitTimeout)
+		r.NextWaitTimeoutAt = &t
+	}
+	if cp.DeadlineAt != nil {
+		r.DeadlineAt = cp.DeadlineAt
+	}
+	if cp.State != nil {
+		r.State = cp.State
+	}
+	r.ResponsesApplied, r.ErrorCode, r.ErrorMessage = cp.ResponsesApplied, cp.ErrorCode, cp.ErrorMessage
+	r.UpdatedAt = now
+	if cp.Status.Terminal() && r.CompletedAt == nil {
+		r.CompletedAt = &now
+	}
+}
+
+// Release lets go of the execution without changing it.
+func (l *Lease) Release(ctx context.Context) error {
+	cp := l.Base()
+	cp.Release = true
+	return l.Checkpoint(ctx, cp)
+}

@@ -1,0 +1,124 @@
+package process
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+)
+
+// Headers a command step puts on its command; replies carry them back.
+const (
+	HeaderExecutionID = "commandbus-execution-id"
+	HeaderStep        = "commandbus-step"
+	// HeaderStepKey is the step's stable idempotency key (execution id : step name): the same on
+	// every attempt, for the handler to deduplicate its side effect on.
+	HeaderStepKey = "commandbus-step-key"
+)
+
+// CommandStep sends a command to another domain and suspends the execution (WAITING_FOR_ASYNC,
+// current_wait = name) until its reply arrives on the process domain's reply queue; then the
+// execution resumes and CommandStep returns the reply's result. The rate limit is the target
+// domain's concurrency (seed 001). A failure reply is classified like any step error: FAILED
+// replies are business failures, TIMED_OUT replies transient, CANCELLED permanent.
+//
+// domain, commandType and the reply timeout default to the configuration's command-steps.<name>
+// entry when empty or zero. Each attempt sends a new command (command idempotency key
+// "<execution>:<step>:<attempt>"); the step key header stays "<execution>:<step>".
+func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType string, req Req, opts ...StepOption) (Resp, error) {
+	var zero Resp
+	o := stepOpts(opts)
+	recorded, err := x.replay(entryStep, name)
+	if err != nil {
+		return zero, err
+	}
+	if recorded != nil {
+		var resp Resp
+		if len(recorded.Response) > 0 {
+			if err := json.Unmarshal(recorded.Response, &resp); err != nil {
+				return zero, &StepFailedError{Step: name, Code: CodePermanentFailure, Message: "decoding recorded reply: " + err.Error(), Err: err}
+			}
+		}
+		return resp, x.register(name, o)
+	}
+	if x.collectOnly {
+		return zero, errStopReplay
+	}
+	timeout := o.timeout
+	if cfg := x.m.client.Config().CommandSteps[name]; cfg != nil {
+		if domain == "" {
+			domain = cfg.Domain
+		}
+		if commandType == "" {
+			commandType = cfg.CommandType
+		}
+		if !hasTimeout(opts) {
+			timeout = cfg.Timeout.Std()
+		}
+	}
+	h := x.step(name)
+	switch h.last {
+	case statusSent:
+		// Sent and not answered yet: woken by something else. Keep waiting.
+		return zero, x.waitFor(name, timeout, "reply to "+name)
+	case statusReplyFailed:
+		// A failure reply arrived: decide now, as for any step error.
+		return zero, x.stepFailed(name, h.attempt, o, replyError(h.lastError))
+	case statusWaitingRetry:
+		if !x.retryDue() {
+			return zero, x.suspendRetry(name, h.failedAttempts, 0)
+		}
+	}
+	attempt := h.failedAttempts + 1
+	data, err := json.Marshal(req)
+	if err != nil {
+		return zero, &StepFailedError{Step: name, Code: CodePermanentFailure, Message: "encoding command: " + err.Error(), Err: err}
+	}
+	cmd, err := x.m.client.BuildCommand(commandbus.SendParams{
+		Domain: domain,
+		Args:   commandbus.RawArgs{Type: commandType, Data: data},
+		Opts: &commandbus.SendOpts{
+			CorrelationID:  x.ID,
+			ReplyTo:        x.m.domain,
+			IdempotencyKey: fmt.Sprintf("%s:%s:%d", x.ID, name, attempt),
+			Headers: map[string]string{
+				HeaderExecutionID: x.ID.String(), HeaderStep: name, HeaderStepKey: x.StepKey(name),
+			},
+			Actor: "process:" + x.m.typ,
+		},
+	})
+	if err != nil {
+		return zero, &StepFailedError{Step: name, Code: CodePermanentFailure, Message: "building command: " + err.Error(), Err: err}
+	}
+	x.pendingCommands = append(x.pendingCommands, cmd)
+	x.log(&driver.ExecutionLogEntry{EntryType: entryCommand, Name: name, StepStatus: statusSent,
+		Attempt: attempt, MaxAttempts: o.maxAttempts, Request: marshalOrNil(commandSent{CommandID: cmd.ID, Domain: domain, Type: commandType})})
+	return zero, x.waitFor(name, timeout, "reply to "+name)
+}
+
+func hasTimeout(opts []StepOption) bool {
+	probe := &stepOptions{}
+	for _, opt := range opts {
+		opt(probe)
+	}
+	return probe.timeout != 0
+}
+
+// replyError turns a failure reply recorded in the log back into a classifiable error.
+func replyError(e *driver.ExecutionLogEntry) error {
+	if e == nil {
+		return &commandbus.PermanentError{Code: CodePermanentFailure, Err: fmt.Errorf("failure reply without details")}
+	}
+	var outcome struct {
+		Outcome commandbus.Outcome `json:"outcome"`
+	}
+	_ = json.Unmarshal(e.Response, &outcome)
+	switch outcome.Outcome {
+	case commandbus.OutcomeTimedOut:
+		return &commandbus.TransientError{Code: e.ErrorCode, Err: fmt.Errorf("%s", e.ErrorMessage)}
+	case commandbus.OutcomeCancelled:
+		return &commandbus.PermanentError{Code: e.ErrorCode, Err: fmt.Errorf("%s", e.ErrorMessage)}
+	}
+	return &commandbus.BusinessRuleError{Code: e.ErrorCode, Message: e.ErrorMessage}
+}

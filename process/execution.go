@@ -1,0 +1,254 @@
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/execution"
+)
+
+// Log entry types and step statuses written by the process runtime.
+const (
+	entryStep          = "STEP"
+	entryWait          = "WAIT"
+	entrySideEffect    = "SIDE_EFFECT"
+	entryCommand       = "COMMAND"
+	entryAsyncResponse = "ASYNC_RESPONSE"
+	entryCompensation  = "COMPENSATION"
+	entryLifecycle     = "LIFECYCLE"
+	entryTSQRetry      = "TSQ_RETRY"
+	entryTSQCancel     = "TSQ_CANCEL"
+	entryTSQComplete   = "TSQ_COMPLETE"
+
+	statusCompleted    = "COMPLETED"
+	statusFailed       = "FAILED"
+	statusWaitingRetry = "WAITING_RETRY"
+	statusSatisfied    = "SATISFIED"
+	statusPending      = "PENDING"
+	statusRecorded     = "RECORDED"
+	statusSent         = "SENT"
+	statusReplyFailed  = "REPLY_FAILED"
+	statusSuccess      = "COMPENSATION_SUCCESS"
+	statusCompFailed   = "COMPENSATION_FAILED"
+	statusLate         = "LATE_ASYNC_RESPONSE"
+	statusApplied      = "APPLIED"
+	statusIgnored      = "IGNORED"
+)
+
+// Execution is one run of a process's Execute: the state, and the replay machinery behind the
+// building blocks. It is only valid inside Execute (and compensations).
+type Execution[S any] struct {
+	// ID is the execution id; command steps use it as their correlation id.
+	ID uuid.UUID
+	// State is the process state; mutate it freely, it is saved at every checkpoint.
+	State *S
+
+	m     *Manager[S]
+	lease *execution.Lease
+	ctx   context.Context
+
+	// recorded holds the log entries replay returns, in order: completed steps (and command
+	// steps), satisfied waits, recorded side effects. cursor is the next one to meet.
+	recorded []*driver.ExecutionLogEntry
+	cursor   int
+	// history is, per step name, what happened since the last operator retry.
+	history map[string]*stepHistory
+	// compensations are registered by completed steps, in order.
+	compensations []compensation[S]
+	compensated   map[string]bool
+
+	// pending holds log entries and commands for the next checkpoint.
+	pendingLog      []*driver.ExecutionLogEntry
+	pendingCommands []*driver.CommandInsertParams
+
+	// collectOnly replays to collect compensations and stops at the first new step.
+	collectOnly bool
+	now         time.Time
+}
+
+type compensation[S any] struct {
+	step string
+	fn   func(x *Execution[S]) error
+}
+
+// stepHistory summarises a step's log entries since the last operator retry.
+type stepHistory struct {
+	failedAttempts int    // attempts that failed and were scheduled for retry
+	last           string // status of the last entry: SENT, FAILED, WAITING_RETRY
+	lastError      *driver.ExecutionLogEntry
+	commandID      uuid.UUID // the command of the current attempt of a command step
+	attempt        int
+}
+
+// Context returns the run's context. Steps get their own context with the step's timeout.
+func (x *Execution[S]) Context() context.Context { return x.ctx }
+
+// StepKey is the stable idempotency key of a step, "<execution id>:<step name>": the same on
+// every attempt and every replay, so a downstream system can deduplicate on it.
+func (x *Execution[S]) StepKey(step string) string { return x.ID.String() + ":" + step }
+
+// Send queues a command to be sent atomically with the execution's next checkpoint (use it in
+// compensations, or to notify another domain without waiting for a reply).
+func (x *Execution[S]) Send(domain string, args commandbus.CommandArgs, opts *commandbus.SendOpts) error {
+	o := commandbus.SendOpts{}
+	if opts != nil {
+		o = *opts
+	}
+	if o.CorrelationID == uuid.Nil {
+		o.CorrelationID = x.ID
+	}
+	cmd, err := x.m.client.BuildCommand(commandbus.SendParams{Domain: domain, Args: args, Opts: &o})
+	if err != nil {
+		return err
+	}
+	x.pendingCommands = append(x.pendingCommands, cmd)
+	return nil
+}
+
+func newExecution[S any](ctx context.Context, m *Manager[S], lease *execution.Lease, state *S, log []*driver.ExecutionLogEntry) *Execution[S] {
+	x := &Execution[S]{
+		ID: lease.Row.ID, State: state, m: m, lease: lease, ctx: ctx,
+		history: map[string]*stepHistory{}, compensated: map[string]bool{},
+		now: lease.Engine().Config().Clock(),
+	}
+	for _, e := range log {
+		x.observe(e)
+	}
+	return x
+}
+
+// observe folds one log entry (stored, or about to be) into the replay view.
+func (x *Execution[S]) observe(e *driver.ExecutionLogEntry) {
+	switch {
+	case e.EntryType == entryTSQRetry:
+		x.history = map[string]*stepHistory{} // a fresh attempt budget for every step
+	case e.EntryType == entryStep && e.StepStatus == statusCompleted,
+		e.EntryType == entryWait && e.StepStatus == statusSatisfied,
+		e.EntryType == entrySideEffect && e.StepStatus == statusRecorded:
+		x.recorded = append(x.recorded, e)
+		delete(x.history, e.Name)
+	case e.EntryType == entryStep && (e.StepStatus == statusFailed || e.StepStatus == statusWaitingRetry || e.StepStatus == statusReplyFailed):
+		h := x.step(e.Name)
+		h.last, h.lastError, h.attempt = e.StepStatus, e, e.Attempt
+		if e.StepStatus == statusWaitingRetry {
+			h.failedAttempts++
+		}
+	case e.EntryType == entryCommand && e.StepStatus == statusSent:
+		h := x.step(e.Name)
+		h.last, h.attempt = statusSent, e.Attempt
+		var sent commandSent
+		if json.Unmarshal(e.Request, &sent) == nil {
+			h.commandID = sent.CommandID
+		}
+	case e.EntryType == entryCompensation:
+		x.compensated[e.Name] = true
+	}
+}
+
+func (x *Execution[S]) step(name string) *stepHistory {
+	h := x.history[name]
+	if h == nil {
+		h = &stepHistory{}
+		x.history[name] = h
+	}
+	return h
+}
+
+// commandSent is the request of a COMMAND log entry.
+type commandSent struct {
+	CommandID uuid.UUID `json:"commandId"`
+	Domain    string    `json:"domain"`
+	Type      string    `json:"type"`
+}
+
+// replay returns the recorded entry at the cursor when the code calls kind/name there. It
+// returns (nil, nil) at the frontier and a NondeterminismError when the code diverged.
+func (x *Execution[S]) replay(kind, name string) (*driver.ExecutionLogEntry, error) {
+	if x.cursor >= len(x.recorded) {
+		return nil, nil
+	}
+	e := x.recorded[x.cursor]
+	if e.EntryType != kind || e.Name != name {
+		return nil, &NondeterminismError{Position: x.cursor + 1, Expected: e.EntryType + " " + e.Name, Got: kind + " " + name}
+	}
+	x.cursor++
+	return e, nil
+}
+
+// log queues a log entry for the next checkpoint and folds it into the replay view.
+func (x *Execution[S]) log(e *driver.ExecutionLogEntry) {
+	x.pendingLog = append(x.pendingLog, e)
+	x.observe(e)
+}
+
+// logMet logs an entry made at the frontier, which the replay has thereby already met.
+func (x *Execution[S]) logMet(e *driver.ExecutionLogEntry) {
+	x.log(e)
+	x.cursor = len(x.recorded)
+}
+
+// checkpoint writes the state, queued log entries and commands, with the given changes.
+func (x *Execution[S]) checkpoint(change func(cp *driver.ExecutionCheckpoint)) error {
+	state, err := json.Marshal(x.State)
+	if err != nil {
+		return &StepFailedError{Code: CodePermanentFailure, Message: "encoding state: " + err.Error(), Err: err}
+	}
+	cp := x.lease.Base()
+	cp.State = state
+	cp.Log = x.pendingLog
+	cp.Commands = x.pendingCommands
+	cp.ErrorCode, cp.ErrorMessage = "", ""
+	change(cp)
+	if err := x.lease.Checkpoint(x.ctx, cp); err != nil {
+		return err
+	}
+	x.pendingLog, x.pendingCommands = nil, nil
+	return nil
+}
+
+// suspend checkpoints a stop and returns the error that unwinds Execute.
+func (x *Execution[S]) suspend(reason string, change func(cp *driver.ExecutionCheckpoint)) error {
+	if err := x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+		cp.Release = true
+		change(cp)
+	}); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: %s", ErrSuspended, reason)
+}
+
+// continueRunning checkpoints progress while the execution keeps running.
+func (x *Execution[S]) continueRunning(step string) error {
+	return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+		cp.Status = driver.ExecutionExecuting
+		cp.Step = step
+		cp.CurrentWait = ""
+		cp.NextRetryAt, cp.NextWaitTimeoutAt = nil, nil
+	})
+}
+
+// retryDue reports whether a scheduled retry may run now (a response can wake an execution
+// before its retry is due).
+func (x *Execution[S]) retryDue() bool {
+	row := x.lease.Row
+	return row.NextRetryAt == nil || !x.now.Before(*row.NextRetryAt)
+}
+
+// backoff is seed 000's delay·2^attempt, capped at 5 minutes.
+func backoff(base time.Duration, attempt int) time.Duration {
+	const cap = 5 * time.Minute
+	d := base
+	for range attempt {
+		d *= 2
+		if d >= cap {
+			return cap
+		}
+	}
+	return d
+}

@@ -1,0 +1,386 @@
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/clock"
+	"github.com/commandbus/commandbus/internal/execution"
+)
+
+// Model is the execution model name of sequential processes (seed 000's PROCESS_STEP).
+const Model = "process"
+
+// Manager runs one process type: it starts executions, drives them through their steps, and
+// offers the troubleshooting-queue operations. Create managers before starting the client.
+type Manager[S any] struct {
+	client   *commandbus.Client
+	engine   *execution.Engine
+	process  Process[S]
+	typ      string
+	domain   string
+	logger   *slog.Logger
+	classify func(error) ErrorClass
+
+	mu       sync.RWMutex
+	appliers map[string]func(state *S, payload json.RawMessage) error
+}
+
+// NewManager registers p with the client's execution engine. It fails when the client already
+// started (its reply worker for the process domain must start with it), when the type is taken,
+// or when the state type cannot be encoded as JSON.
+func NewManager[S any](client *commandbus.Client, p Process[S]) (*Manager[S], error) {
+	if client == nil || p == nil {
+		return nil, errors.New("process: NewManager needs a client and a process")
+	}
+	if p.Type() == "" {
+		return nil, errors.New("process: Type() must not be empty")
+	}
+	if client.Started() {
+		return nil, fmt.Errorf("process: create the manager for %q before starting the client", p.Type())
+	}
+	var zero S
+	if _, err := json.Marshal(zero); err != nil {
+		return nil, fmt.Errorf("process: state type %T cannot be encoded as JSON: %w", zero, err)
+	}
+	rt, err := runtimeFor(client, p.Domain())
+	if err != nil {
+		return nil, err
+	}
+	m := &Manager[S]{
+		client:   client,
+		engine:   rt.engine,
+		process:  p,
+		typ:      p.Type(),
+		domain:   p.Domain(),
+		logger:   client.Logger().With("process_type", p.Type()),
+		classify: defaultClassify,
+		appliers: map[string]func(*S, json.RawMessage) error{},
+	}
+	if c, ok := p.(ErrorClassifier); ok {
+		m.classify = c.ClassifyError
+	}
+	if err := rt.engine.Register(m); err != nil {
+		return nil, fmt.Errorf("process: %w", err)
+	}
+	return m, nil
+}
+
+// Type returns the process type.
+func (m *Manager[S]) Type() string { return m.typ }
+
+// Domain returns the process domain.
+func (m *Manager[S]) Domain() string { return m.domain }
+
+// runtime is the per-client state shared by every process manager: one execution engine, and the
+// reply handlers of the process domains.
+type runtime struct {
+	engine  *execution.Engine
+	mu      sync.Mutex
+	domains map[string]bool
+	client  *commandbus.Client
+}
+
+type runtimeKey struct{}
+
+func runtimeFor(client *commandbus.Client, domain string) (*runtime, error) {
+	rt := client.Extension(runtimeKey{}, func() any {
+		cfg := client.Config()
+		drv := client.Driver()
+		wake, _ := client.Subscribe(execution.WakeTopic)
+		var clockNow func() time.Time = time.Now
+		if !clock.IsReal(cfg.Clock) {
+			clockNow = cfg.Clock.Now
+		}
+		engine := execution.New(execution.Config{
+			Exec:                  drv.Executor(),
+			WorkerID:              cfg.WorkerID,
+			Logger:                client.Logger(),
+			Now:                   client.DriverNow,
+			Clock:                 clockNow,
+			Lease:                 cfg.Process.ExecutionLease.Std(),
+			Concurrency:           cfg.Process.ConcurrentExecutions,
+			PendingPollInterval:   cfg.Process.PendingPollInterval.Std(),
+			RetryPollInterval:     cfg.Process.RetryPollInterval.Std(),
+			TimeoutCheckInterval:  cfg.Process.TimeoutCheckInterval.Std(),
+			DeadlineCheckInterval: cfg.Process.DeadlineCheckInterval.Std(),
+			Wake:                  wake,
+			Notify: func(ctx context.Context, topics []string) {
+				if err := drv.Executor().Notify(ctx, topics); err != nil {
+					client.Logger().Warn("notifying command queues failed; they will poll", "error", err)
+				}
+			},
+		})
+		if *cfg.Features.ProcessExecution {
+			client.AddService(engine)
+		}
+		return &runtime{engine: engine, domains: map[string]bool{}, client: client}
+	}).(*runtime)
+	if err := rt.registerReplies(domain); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+// registerReplies installs, once per domain, the reply handler that resumes processes waiting on
+// a command step.
+func (rt *runtime) registerReplies(domain string) (err error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.domains[domain] {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("process: cannot register the command-step reply handler of domain %q: %v", domain, r)
+		}
+	}()
+	commandbus.AddReplyHandler(rt.client.Config().Handlers, domain, "", rt.handleReply)
+	rt.domains[domain] = true
+	return nil
+}
+
+// StartOption configures Start and StartBatch.
+type StartOption func(*startOptions)
+
+type startOptions struct {
+	deferred    *bool
+	id          uuid.UUID
+	businessKey string
+	tenantID    string
+	batchID     uuid.UUID
+	deadline    *time.Time
+}
+
+// Deferred creates the execution PENDING for a runner to pick up, instead of running it in the
+// caller's goroutine. It is StartBatch's default.
+func Deferred() StartOption { return func(o *startOptions) { t := true; o.deferred = &t } }
+
+// Immediate runs the execution in the caller's goroutine until it completes, waits or schedules a
+// retry. It is Start's default.
+func Immediate() StartOption { return func(o *startOptions) { f := false; o.deferred = &f } }
+
+// WithID sets the execution id (Start only), for deterministic ids.
+func WithID(id uuid.UUID) StartOption { return func(o *startOptions) { o.id = id } }
+
+// WithBusinessKey records the business key (a payment id) for lookups.
+func WithBusinessKey(key string) StartOption { return func(o *startOptions) { o.businessKey = key } }
+
+// WithTenant records the tenant.
+func WithTenant(id string) StartOption { return func(o *startOptions) { o.tenantID = id } }
+
+// WithBatch records the batch the execution belongs to.
+func WithBatch(id uuid.UUID) StartOption { return func(o *startOptions) { o.batchID = id } }
+
+// WithDeadline sets the process deadline: past it, the deadline action applies.
+func WithDeadline(t time.Time) StartOption { return func(o *startOptions) { o.deadline = &t } }
+
+// Start creates an execution with the initial state and, by default, runs it in the caller's
+// goroutine until it completes, waits for a response or schedules a retry. It returns the
+// execution id; the execution exists (durably) whatever happens after.
+func (m *Manager[S]) Start(ctx context.Context, state S, opts ...StartOption) (uuid.UUID, error) {
+	o := &startOptions{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	ids, err := m.start(ctx, []S{state}, o, false)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return ids[0], nil
+}
+
+// StartBatch creates many executions in one round trip; by default runners pick them up
+// (Deferred). With Immediate they run one after another in the caller's goroutine.
+func (m *Manager[S]) StartBatch(ctx context.Context, states []S, opts ...StartOption) ([]uuid.UUID, error) {
+	o := &startOptions{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	if o.id != uuid.Nil {
+		return nil, errors.New("process: WithID applies to Start only")
+	}
+	return m.start(ctx, states, o, true)
+}
+
+func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, batchDefault bool) ([]uuid.UUID, error) {
+	deferred := batchDefault
+	if o.deferred != nil {
+		deferred = *o.deferred
+	}
+	params := make([]*driver.ExecutionInsertParams, len(states))
+	ids := make([]uuid.UUID, len(states))
+	for i, s := range states {
+		encoded, err := json.Marshal(s)
+		if err != nil {
+			return nil, fmt.Errorf("process: encoding initial state: %w", err)
+		}
+		id := o.id
+		if id == uuid.Nil {
+			id = uuid.Must(uuid.NewV7())
+		}
+		ids[i] = id
+		params[i] = &driver.ExecutionInsertParams{
+			ID: id, Model: Model, Type: m.typ, Domain: m.domain, TenantID: o.tenantID,
+			BusinessKey: o.businessKey, BatchID: o.batchID, State: encoded, DeadlineAt: o.deadline,
+			WorkerID: m.client.Config().WorkerID,
+		}
+		if !deferred {
+			params[i].Lease = m.engine.Config().Lease
+		}
+	}
+	leases, err := m.engine.Insert(ctx, params)
+	if err != nil {
+		return nil, fmt.Errorf("process: creating executions: %w", err)
+	}
+	if !deferred {
+		for _, lease := range leases {
+			if err := m.Run(ctx, lease); err != nil {
+				return ids, err
+			}
+		}
+	}
+	return ids, nil
+}
+
+// Instance is an execution of this process as stored: its row, decoded state and, from Get, its
+// log.
+type Instance[S any] struct {
+	*driver.ExecutionRow
+	State S
+	Log   []*driver.ExecutionLogEntry
+}
+
+// Get returns an execution with its state and log, or commandbus.ErrNotFound.
+func (m *Manager[S]) Get(ctx context.Context, id uuid.UUID) (*Instance[S], error) {
+	exec := m.engine.Exec()
+	row, err := exec.ExecutionGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if row.Type != m.typ {
+		return nil, fmt.Errorf("%w: execution %s is a %q, not a %q", commandbus.ErrNotFound, id, row.Type, m.typ)
+	}
+	inst, err := m.instance(row)
+	if err != nil {
+		return nil, err
+	}
+	if inst.Log, err = exec.ExecutionLogList(ctx, id); err != nil {
+		return nil, err
+	}
+	return inst, nil
+}
+
+// ListParams filters List; zero fields do not filter.
+type ListParams struct {
+	Statuses    []driver.ExecutionStatus
+	BusinessKey string
+	TenantID    string
+	BatchID     uuid.UUID
+	BeforeID    uuid.UUID
+	Limit       int
+}
+
+// List returns executions of this process type, newest first.
+func (m *Manager[S]) List(ctx context.Context, params ListParams) ([]*Instance[S], error) {
+	rows, err := m.engine.Exec().ExecutionList(ctx, &driver.ExecutionListParams{
+		Statuses: params.Statuses, Model: Model, Type: m.typ, BusinessKey: params.BusinessKey,
+		TenantID: params.TenantID, BatchID: params.BatchID, BeforeID: params.BeforeID, Limit: params.Limit,
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Instance[S], 0, len(rows))
+	for _, row := range rows {
+		inst, err := m.instance(row)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, inst)
+	}
+	return out, nil
+}
+
+func (m *Manager[S]) instance(row *driver.ExecutionRow) (*Instance[S], error) {
+	inst := &Instance[S]{ExecutionRow: row}
+	if err := json.Unmarshal(row.State, &inst.State); err != nil {
+		return nil, fmt.Errorf("decoding state of execution %s: %w", row.ID, err)
+	}
+	return inst, nil
+}
+
+// Resume runs an execution now in the caller's goroutine if no runner holds it and it is not
+// terminal or in the troubleshooting queue; otherwise it does nothing.
+func (m *Manager[S]) Resume(ctx context.Context, id uuid.UUID) error {
+	lease, err := m.engine.Acquire(ctx, id)
+	if errors.Is(err, execution.ErrBusy) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return m.Run(ctx, lease)
+}
+
+// waitTimeout is the timeout of a wait that gives none.
+func (m *Manager[S]) waitTimeout() time.Duration {
+	if w, ok := m.process.(WaitTimeouter); ok && w.DefaultWaitTimeout() > 0 {
+		return w.DefaultWaitTimeout()
+	}
+	cfg := m.client.Config().Process
+	if t := cfg.Types[m.typ]; t != nil && t.DefaultWaitTimeout > 0 {
+		return t.DefaultWaitTimeout.Std()
+	}
+	return cfg.DefaultWaitTimeout.Std()
+}
+
+// deadlineAction is the action applied past the deadline.
+func (m *Manager[S]) deadlineAction() DeadlineAction {
+	if d, ok := m.process.(DeadlineActioner); ok && d.DeadlineAction() != "" {
+		return d.DeadlineAction()
+	}
+	if t := m.client.Config().Process.Types[m.typ]; t != nil && t.DeadlineAction != "" {
+		return DeadlineAction(t.DeadlineAction)
+	}
+	return DeadlineTSQ
+}
+
+// OnResponse registers how a response type changes the state of this process's executions. The
+// response's ResponseName routes it; registering a name twice panics.
+func OnResponse[S any, R AsyncResponse](m *Manager[S], apply func(state *S, r R) error) {
+	var zero R
+	name := responseName(zero)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, dup := m.appliers[name]; dup {
+		panic(fmt.Sprintf("process: a response applier for %q is already registered on %q", name, m.typ))
+	}
+	m.appliers[name] = func(state *S, payload json.RawMessage) error {
+		var r R
+		if reflect.TypeOf(r) != nil && reflect.TypeOf(r).Kind() == reflect.Pointer {
+			r = reflect.New(reflect.TypeOf(r).Elem()).Interface().(R)
+			if err := json.Unmarshal(payload, r); err != nil {
+				return err
+			}
+		} else if err := json.Unmarshal(payload, &r); err != nil {
+			return err
+		}
+		return apply(state, r)
+	}
+}
+
+func (m *Manager[S]) applier(name string) func(*S, json.RawMessage) error {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.appliers[name]
+}

@@ -1,0 +1,184 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/commandbus/commandbus"
+)
+
+// Process is a sequential process: Execute is plain Go that calls Step, Wait, SideEffect and
+// CommandStep. It runs from the top every time the execution resumes; completed steps return
+// their recorded results instead of running again (deterministic replay), so Execute must call
+// the same steps in the same order for the same state.
+type Process[S any] interface {
+	// Type names the process; it is persisted, so keep it stable.
+	Type() string
+	// Domain is where the process lives; command-step replies come back to its reply queue.
+	Domain() string
+	// Execute runs the process. Return the errors the building blocks return (they carry
+	// suspension and failure); return nil when the process is done.
+	Execute(x *Execution[S]) error
+}
+
+// ErrorClass says how a step failure is handled (seed 000).
+type ErrorClass int
+
+// The error classes.
+const (
+	// Permanent failures go to the troubleshooting queue at once.
+	Permanent ErrorClass = iota
+	// Transient failures are retried with backoff while attempts remain, then go to the TSQ.
+	Transient
+	// Business failures run the compensations of completed steps in reverse order.
+	Business
+)
+
+func (c ErrorClass) String() string {
+	switch c {
+	case Transient:
+		return "TRANSIENT"
+	case Business:
+		return "BUSINESS"
+	}
+	return "PERMANENT"
+}
+
+// ErrorClassifier is implemented by processes that classify step errors themselves. The default
+// classifies commandbus.TransientError, timeouts and timed-out command replies as Transient,
+// commandbus.BusinessRuleError and failed command replies as Business, and everything else as
+// Permanent (fail fast, as seed 000's default).
+type ErrorClassifier interface {
+	ClassifyError(err error) ErrorClass
+}
+
+// DeadlineAction is what happens when an execution passes its deadline.
+type DeadlineAction string
+
+// The deadline actions.
+const (
+	DeadlineTSQ        DeadlineAction = "TSQ"
+	DeadlineCompensate DeadlineAction = "COMPENSATE"
+	DeadlineFail       DeadlineAction = "FAIL"
+)
+
+// DeadlineActioner is implemented by processes that choose their deadline action; otherwise the
+// configuration's process.types.<type>.deadline-action applies, then TSQ.
+type DeadlineActioner interface {
+	DeadlineAction() DeadlineAction
+}
+
+// WaitTimeouter is implemented by processes that choose the timeout of waits without one;
+// otherwise the configuration's process.types.<type>.default-wait-timeout, then
+// process.default-wait-timeout (1h) applies.
+type WaitTimeouter interface {
+	DefaultWaitTimeout() time.Duration
+}
+
+// ErrSuspended is wrapped by the error a building block returns when the execution must stop
+// here for now: a wait is not satisfied, a retry is scheduled, a command step awaits its reply.
+// The execution's progress is already durable; Execute should return the error as it is.
+var ErrSuspended = errors.New("process: execution suspended")
+
+// errStopReplay ends a replay that only collects compensations.
+var errStopReplay = fmt.Errorf("%w: replay stopped at the frontier", ErrSuspended)
+
+// The error codes the process runtime writes.
+const (
+	CodeNondeterministic = "NONDETERMINISTIC"
+	CodeRetriesExhausted = "RETRIES_EXHAUSTED"
+	CodePermanentFailure = "PERMANENT_FAILURE"
+	CodeWaitTimeout      = "WAIT_TIMEOUT"
+	CodeDeadlineExceeded = "DEADLINE_EXCEEDED"
+	CodePanic            = "PANIC"
+	CodeBusinessFailure  = "BUSINESS_FAILURE"
+)
+
+// StepFailedError is returned by a step that failed for good (permanently, or out of retries);
+// the execution goes to the troubleshooting queue.
+type StepFailedError struct {
+	Step    string
+	Code    string
+	Message string
+	Err     error
+}
+
+func (e *StepFailedError) Error() string {
+	return fmt.Sprintf("step %q failed (%s): %s", e.Step, e.Code, e.Message)
+}
+
+// Unwrap returns the step's error.
+func (e *StepFailedError) Unwrap() error { return e.Err }
+
+// BusinessFailureError is returned by a step that failed on a business rule; the execution runs
+// its compensations and ends COMPENSATED.
+type BusinessFailureError struct {
+	Step    string
+	Code    string
+	Message string
+	Err     error
+}
+
+func (e *BusinessFailureError) Error() string {
+	return fmt.Sprintf("step %q failed on a business rule (%s): %s", e.Step, e.Code, e.Message)
+}
+
+// Unwrap returns the step's error.
+func (e *BusinessFailureError) Unwrap() error { return e.Err }
+
+// NondeterminismError means the code under a running execution changed: on replay it met a step
+// other than the one recorded at that position. Nothing re-runs; the execution waits in the TSQ.
+type NondeterminismError struct {
+	Position int
+	Expected string // recorded "KIND name"
+	Got      string // called "KIND name"
+}
+
+func (e *NondeterminismError) Error() string {
+	if e.Expected == "" {
+		return fmt.Sprintf("nondeterministic replay at position %d: %s was not recorded", e.Position, e.Got)
+	}
+	if e.Got == "" {
+		return fmt.Sprintf("nondeterministic replay: Execute returned before reaching recorded %s at position %d", e.Expected, e.Position)
+	}
+	return fmt.Sprintf("nondeterministic replay at position %d: recorded %s, code now calls %s", e.Position, e.Expected, e.Got)
+}
+
+// defaultClassify is the classification used when the process has no ClassifyError.
+func defaultClassify(err error) ErrorClass {
+	var transient *commandbus.TransientError
+	var business *commandbus.BusinessRuleError
+	var permanent *commandbus.PermanentError
+	switch {
+	case errors.As(err, &business):
+		return Business
+	case errors.As(err, &permanent):
+		return Permanent
+	case errors.As(err, &transient), errors.Is(err, context.DeadlineExceeded):
+		return Transient
+	}
+	return Permanent
+}
+
+// errorCode extracts a stable code from a step error for the log and the TSQ.
+func errorCode(err error, def string) string {
+	var business *commandbus.BusinessRuleError
+	var permanent *commandbus.PermanentError
+	var transient *commandbus.TransientError
+	var coded *commandbus.Error
+	switch {
+	case errors.As(err, &business) && business.Code != "":
+		return business.Code
+	case errors.As(err, &permanent) && permanent.Code != "":
+		return permanent.Code
+	case errors.As(err, &transient) && transient.Code != "":
+		return transient.Code
+	case errors.As(err, &coded):
+		return coded.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return "TIMEOUT"
+	}
+	return def
+}

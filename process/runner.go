@@ -1,0 +1,248 @@
+package process
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/execution"
+)
+
+// Run continues a leased execution: it applies the async responses that arrived, then replays
+// Execute. It implements the execution core's Runner; managers call it for immediate work.
+func (m *Manager[S]) Run(ctx context.Context, lease *execution.Lease) error {
+	return m.run(ctx, lease, nil)
+}
+
+// run drives a leased execution; extra log entries (an operator's retry) go into its first
+// checkpoint.
+func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry) error {
+	x, err := m.load(ctx, lease)
+	if err != nil {
+		return m.abandon(ctx, lease, err)
+	}
+	for _, e := range extra {
+		x.log(e)
+	}
+	from := lease.Row.ClaimedFrom
+	if from == "" {
+		from = lease.Row.Status
+	}
+	if extra != nil {
+		from = driver.ExecutionExecuting
+	}
+	if err := m.applyResponses(ctx, x, from); err != nil {
+		return m.abandon(ctx, lease, err)
+	}
+	switch {
+	case from.Terminal(), from == driver.ExecutionWaitingForTSQ:
+		// Late responses update the state; nothing replays.
+		return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+			cp.Status, cp.Release = from, true
+			cp.ErrorCode, cp.ErrorMessage = lease.Row.ErrorCode, lease.Row.ErrorMessage
+		})
+	case from == driver.ExecutionCompensating:
+		final := m.resumeCompensationStatus(x)
+		if err := m.collect(x); err != nil {
+			return m.finish(x, err)
+		}
+		return m.compensate(x, final, lease.Row.ErrorCode, lease.Row.ErrorMessage, false)
+	}
+	return m.finish(x, m.execute(x))
+}
+
+// load reads the log and state of a leased execution.
+func (m *Manager[S]) load(ctx context.Context, lease *execution.Lease) (*Execution[S], error) {
+	log, err := lease.Log(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("reading log: %w", err)
+	}
+	state := new(S)
+	if err := json.Unmarshal(lease.Row.State, state); err != nil {
+		return nil, fmt.Errorf("decoding state of execution %s: %w", lease.Row.ID, err)
+	}
+	return newExecution(ctx, m, lease, state, log), nil
+}
+
+// abandon releases an execution the runner could not even start on; the error is logged and the
+// lease given back so a later attempt (or an operator) can act.
+func (m *Manager[S]) abandon(ctx context.Context, lease *execution.Lease, err error) error {
+	m.logger.Error("execution could not be run", "execution_id", lease.Row.ID, "error", err)
+	if releaseErr := lease.Release(ctx); releaseErr != nil && !errors.Is(releaseErr, execution.ErrFenced) {
+		m.logger.Warn("releasing the execution failed; its lease will expire", "execution_id", lease.Row.ID, "error", releaseErr)
+	}
+	return err
+}
+
+// execute calls the process's Execute, turning a panic into a permanent failure.
+func (m *Manager[S]) execute(x *Execution[S]) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &StepFailedError{Code: CodePanic, Message: fmt.Sprintf("Execute panicked: %v", r), Err: fmt.Errorf("panic: %v\n%s", r, debug.Stack())}
+		}
+	}()
+	return m.process.Execute(x)
+}
+
+// collect replays Execute only to register the compensations of completed steps.
+func (m *Manager[S]) collect(x *Execution[S]) error {
+	x.collectOnly = true
+	err := m.execute(x)
+	x.collectOnly = false
+	if err == nil || errors.Is(err, errStopReplay) {
+		return nil
+	}
+	var business *BusinessFailureError
+	var failed *StepFailedError
+	if errors.As(err, &business) || errors.As(err, &failed) && failed.Code != CodePanic {
+		return nil // the recorded failure point: compensations before it are registered
+	}
+	return err
+}
+
+// finish settles the outcome of a replay.
+func (m *Manager[S]) finish(x *Execution[S], err error) error {
+	var nondeterminism *NondeterminismError
+	var business *BusinessFailureError
+	var failed *StepFailedError
+	switch {
+	case err == nil:
+		if x.cursor < len(x.recorded) {
+			e := x.recorded[x.cursor]
+			return m.toTSQ(x, CodeNondeterministic, (&NondeterminismError{Position: x.cursor + 1, Expected: e.EntryType + " " + e.Name}).Error())
+		}
+		m.logger.Debug("execution completed", "execution_id", x.ID)
+		return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+			cp.Status, cp.Release = driver.ExecutionCompleted, true
+			cp.CurrentWait, cp.NextRetryAt, cp.NextWaitTimeoutAt = "", nil, nil
+		})
+	case errors.Is(err, execution.ErrFenced), errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded) && x.ctx.Err() != nil:
+		m.logger.Warn("execution stopped: its lease was lost or the runner is stopping", "execution_id", x.ID, "error", err)
+		return err
+	case errors.Is(err, ErrSuspended):
+		return nil
+	case errors.As(err, &nondeterminism):
+		return m.toTSQ(x, CodeNondeterministic, nondeterminism.Error())
+	case errors.As(err, &business):
+		return m.compensate(x, driver.ExecutionCompensated, business.Code, business.Error(), true)
+	case errors.As(err, &failed):
+		return m.toTSQ(x, failed.Code, failed.Error())
+	}
+	if m.classify(err) == Business {
+		return m.compensate(x, driver.ExecutionCompensated, errorCode(err, CodeBusinessFailure), err.Error(), true)
+	}
+	return m.toTSQ(x, errorCode(err, CodePermanentFailure), err.Error())
+}
+
+// toTSQ parks the execution for an operator.
+func (m *Manager[S]) toTSQ(x *Execution[S], code, message string) error {
+	m.logger.Warn("execution moved to the troubleshooting queue", "execution_id", x.ID, "error_code", code, "error", message)
+	x.log(&driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: "troubleshooting queue", StepStatus: string(driver.ExecutionWaitingForTSQ), ErrorCode: code, ErrorMessage: message})
+	return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+		cp.Status, cp.Release = driver.ExecutionWaitingForTSQ, true
+		cp.NextRetryAt, cp.NextWaitTimeoutAt = nil, nil
+		cp.ErrorCode, cp.ErrorMessage = code, message
+	})
+}
+
+// compensate runs the registered compensations in reverse order, each recorded as
+// COMPENSATION_SUCCESS or COMPENSATION_FAILED; a failure does not stop the others. It ends the
+// execution in final. begin says whether the COMPENSATING status still has to be written (false
+// when resuming after a crash).
+func (m *Manager[S]) compensate(x *Execution[S], final driver.ExecutionStatus, code, message string, begin bool) error {
+	setError := func(cp *driver.ExecutionCheckpoint) { cp.ErrorCode, cp.ErrorMessage = code, message }
+	if begin {
+		m.logger.Info("compensating", "execution_id", x.ID, "compensations", len(x.compensations), "final_status", final)
+		x.log(&driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: "compensation", StepStatus: string(driver.ExecutionCompensating),
+			Response: marshalOrNil(map[string]string{"finalStatus": string(final)}), ErrorCode: code, ErrorMessage: message})
+		if err := x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+			cp.Status = driver.ExecutionCompensating
+			cp.NextRetryAt, cp.NextWaitTimeoutAt, cp.CurrentWait = nil, nil, ""
+			setError(cp)
+		}); err != nil {
+			return err
+		}
+	}
+	for i := len(x.compensations) - 1; i >= 0; i-- {
+		c := x.compensations[i]
+		if x.compensated[c.step] {
+			continue // done before a crash
+		}
+		err := callCompensation(x, c.fn)
+		entry := &driver.ExecutionLogEntry{EntryType: entryCompensation, Name: c.step, StepStatus: statusSuccess}
+		if err != nil {
+			m.logger.Error("compensation failed; continuing with the others", "execution_id", x.ID, "step", c.step, "error", err)
+			entry.StepStatus, entry.ErrorCode, entry.ErrorMessage = statusCompFailed, errorCode(err, "COMPENSATION_FAILED"), err.Error()
+		}
+		x.log(entry)
+		if err := x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+			cp.Status = driver.ExecutionCompensating
+			setError(cp)
+		}); err != nil {
+			return err
+		}
+	}
+	return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+		cp.Status, cp.Release = final, true
+		cp.NextRetryAt, cp.NextWaitTimeoutAt, cp.CurrentWait = nil, nil, ""
+		setError(cp)
+	})
+}
+
+func callCompensation[S any](x *Execution[S], fn func(*Execution[S]) error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("compensation panicked: %v", r)
+		}
+	}()
+	return fn(x)
+}
+
+// resumeCompensationStatus reads the final status an interrupted compensation was heading for.
+func (m *Manager[S]) resumeCompensationStatus(x *Execution[S]) driver.ExecutionStatus {
+	final := driver.ExecutionCompensated
+	log, err := x.lease.Log(x.ctx)
+	if err != nil {
+		return final
+	}
+	for _, e := range log {
+		if e.EntryType == entryLifecycle && e.StepStatus == string(driver.ExecutionCompensating) {
+			var r struct {
+				FinalStatus driver.ExecutionStatus `json:"finalStatus"`
+			}
+			if json.Unmarshal(e.Response, &r) == nil && r.FinalStatus.Terminal() {
+				final = r.FinalStatus
+			}
+		}
+	}
+	return final
+}
+
+// Deadline applies the deadline action to an execution whose deadline passed (execution.Runner).
+func (m *Manager[S]) Deadline(ctx context.Context, lease *execution.Lease) error {
+	x, err := m.load(ctx, lease)
+	if err != nil {
+		return m.abandon(ctx, lease, err)
+	}
+	action := m.deadlineAction()
+	message := fmt.Sprintf("deadline %s passed", lease.Row.DeadlineAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
+	m.logger.Warn("execution deadline passed", "execution_id", x.ID, "action", action)
+	x.log(&driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: "deadline", StepStatus: string(action), ErrorCode: CodeDeadlineExceeded, ErrorMessage: message})
+	switch action {
+	case DeadlineCompensate:
+		if err := m.collect(x); err != nil {
+			return m.finish(x, err)
+		}
+		return m.compensate(x, driver.ExecutionCompensated, CodeDeadlineExceeded, message, true)
+	case DeadlineFail:
+		return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+			cp.Status, cp.Release = driver.ExecutionFailed, true
+			cp.NextRetryAt, cp.NextWaitTimeoutAt, cp.CurrentWait = nil, nil, ""
+			cp.ErrorCode, cp.ErrorMessage = CodeDeadlineExceeded, message
+		})
+	}
+	return m.toTSQ(x, CodeDeadlineExceeded, message)
+}

@@ -1,0 +1,153 @@
+package process
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/execution"
+)
+
+// ErrBusy is returned by an operator action on an execution a runner holds right now; try again
+// in a moment.
+var ErrBusy = execution.ErrBusy
+
+func validateAction(a commandbus.OperatorAction) error {
+	if strings.TrimSpace(a.Actor) == "" {
+		return &commandbus.ValidationError{Field: "actor", Message: "required: every operator action is audited with who took it"}
+	}
+	if strings.TrimSpace(a.Reason) == "" {
+		return &commandbus.ValidationError{Field: "reason", Message: "required: every operator action is audited with why it was taken"}
+	}
+	return nil
+}
+
+// acquireFor leases an execution of this type for an operator action, checking its status.
+func (m *Manager[S]) acquireFor(ctx context.Context, id uuid.UUID, action commandbus.OperatorAction, allowed func(driver.ExecutionStatus) bool) (*execution.Lease, error) {
+	if err := validateAction(action); err != nil {
+		return nil, err
+	}
+	lease, err := m.engine.Acquire(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	row := lease.Row
+	if row.Type != m.typ || !allowed(row.Status) {
+		_ = lease.Release(ctx)
+		if row.Type != m.typ {
+			return nil, fmt.Errorf("%w: execution %s is a %q, not a %q", commandbus.ErrNotFound, id, row.Type, m.typ)
+		}
+		return nil, fmt.Errorf("%w: execution %s is %s", commandbus.ErrInvalidState, id, row.Status)
+	}
+	return lease, nil
+}
+
+func (m *Manager[S]) audit(ctx context.Context, id uuid.UUID, action string, op commandbus.OperatorAction, details any) {
+	if err := m.engine.Exec().AuditLogInsert(ctx, &driver.AuditLogInsertParams{
+		EntityType: "execution", EntityID: id.String(), Action: action, Actor: op.Actor, Reason: op.Reason,
+		Details: marshalOrNil(details), Now: m.engine.Config().Now(),
+	}); err != nil {
+		m.logger.Error("writing the audit log failed (the execution log has the action)", "execution_id", id, "action", action, "error", err)
+	}
+	m.logger.Info("operator action on execution", "execution_id", id, "action", action, "actor", op.Actor, "reason", op.Reason)
+}
+
+// Retry resumes an execution waiting in the troubleshooting queue: every step gets a fresh
+// attempt budget and Execute replays from the top, in the caller's goroutine.
+func (m *Manager[S]) Retry(ctx context.Context, id uuid.UUID, action commandbus.OperatorAction) error {
+	lease, err := m.acquireFor(ctx, id, action, func(s driver.ExecutionStatus) bool { return s == driver.ExecutionWaitingForTSQ })
+	if err != nil {
+		return err
+	}
+	m.audit(ctx, id, entryTSQRetry, action, nil)
+	return m.run(ctx, lease, []*driver.ExecutionLogEntry{{EntryType: entryTSQRetry, Name: "retry", Actor: action.Actor, Reason: action.Reason}})
+}
+
+// CancelOverride cancels an execution that is not running or finished, optionally running the
+// compensations of its completed steps first (in reverse order). It ends CANCELLED.
+func (m *Manager[S]) CancelOverride(ctx context.Context, id uuid.UUID, runCompensations bool, action commandbus.OperatorAction) error {
+	lease, err := m.acquireFor(ctx, id, action, func(s driver.ExecutionStatus) bool { return !s.Terminal() && s != driver.ExecutionCompensating })
+	if err != nil {
+		return err
+	}
+	m.audit(ctx, id, entryTSQCancel, action, map[string]bool{"runCompensations": runCompensations})
+	x, err := m.load(ctx, lease)
+	if err != nil {
+		return m.abandon(ctx, lease, err)
+	}
+	x.log(&driver.ExecutionLogEntry{EntryType: entryTSQCancel, Name: "cancel", Actor: action.Actor, Reason: action.Reason,
+		Request: marshalOrNil(map[string]bool{"runCompensations": runCompensations})})
+	message := "cancelled by " + action.Actor + ": " + action.Reason
+	if runCompensations {
+		if err := m.collect(x); err != nil {
+			return m.finish(x, err)
+		}
+		return m.compensate(x, driver.ExecutionCancelled, commandbus.CodeCancelled, message, true)
+	}
+	return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+		cp.Status, cp.Release = driver.ExecutionCancelled, true
+		cp.NextRetryAt, cp.NextWaitTimeoutAt, cp.CurrentWait = nil, nil, ""
+		cp.ErrorCode, cp.ErrorMessage = commandbus.CodeCancelled, message
+	})
+}
+
+// CompleteOverride force-completes an execution that is not running or finished, first setting
+// the given top-level state fields (by their JSON names) — the values an operator knows from
+// outside, such as a reference confirmed by phone. Unknown fields are rejected and change nothing.
+func (m *Manager[S]) CompleteOverride(ctx context.Context, id uuid.UUID, stateOverrides map[string]any, action commandbus.OperatorAction) error {
+	if err := validateAction(action); err != nil {
+		return err
+	}
+	lease, err := m.acquireFor(ctx, id, action, func(s driver.ExecutionStatus) bool { return !s.Terminal() && s != driver.ExecutionCompensating })
+	if err != nil {
+		return err
+	}
+	state, err := applyOverrides[S](lease.Row.State, stateOverrides)
+	if err != nil {
+		_ = lease.Release(ctx)
+		return err
+	}
+	m.audit(ctx, id, entryTSQComplete, action, stateOverrides)
+	x, err := m.load(ctx, lease)
+	if err != nil {
+		return m.abandon(ctx, lease, err)
+	}
+	x.State = state
+	x.log(&driver.ExecutionLogEntry{EntryType: entryTSQComplete, Name: "complete", Actor: action.Actor, Reason: action.Reason, Request: marshalOrNil(stateOverrides)})
+	return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+		cp.Status, cp.Release = driver.ExecutionCompleted, true
+		cp.NextRetryAt, cp.NextWaitTimeoutAt, cp.CurrentWait = nil, nil, ""
+	})
+}
+
+// applyOverrides merges top-level fields into the stored state and decodes it strictly.
+func applyOverrides[S any](stored json.RawMessage, overrides map[string]any) (*S, error) {
+	fields := map[string]json.RawMessage{}
+	if err := json.Unmarshal(stored, &fields); err != nil {
+		return nil, fmt.Errorf("state is not a JSON object; overrides need one: %w", err)
+	}
+	for name, value := range overrides {
+		encoded, err := json.Marshal(value)
+		if err != nil {
+			return nil, &commandbus.ValidationError{Field: "stateOverrides." + name, Message: err.Error()}
+		}
+		fields[name] = encoded
+	}
+	merged, err := json.Marshal(fields)
+	if err != nil {
+		return nil, err
+	}
+	state := new(S)
+	dec := json.NewDecoder(bytes.NewReader(merged))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(state); err != nil {
+		return nil, &commandbus.ValidationError{Field: "stateOverrides", Message: err.Error()}
+	}
+	return state, nil
+}
