@@ -70,6 +70,12 @@ type Execution[S any] struct {
 	// collectOnly replays to collect compensations and stops at the first new step.
 	collectOnly bool
 	now         time.Time
+	// dirty marks progress (a completed step, a satisfied wait, a side effect) not yet written.
+	// It is written before the next step's effect begins, or with the suspension or completion
+	// that follows, whichever comes first: a step re-runs only if a crash falls between its
+	// effect and that write, and no effect ever runs before the progress preceding it is durable.
+	dirty     bool
+	dirtyStep string
 }
 
 type compensation[S any] struct {
@@ -209,7 +215,21 @@ func (x *Execution[S]) checkpoint(change func(cp *driver.ExecutionCheckpoint)) e
 		return err
 	}
 	x.pendingLog, x.pendingCommands = nil, nil
+	x.dirty = false
 	return nil
+}
+
+// progressed records progress to be written with the next checkpoint.
+func (x *Execution[S]) progressed(step string) {
+	x.dirty, x.dirtyStep = true, step
+}
+
+// flush makes recorded progress durable before an effect runs.
+func (x *Execution[S]) flush() error {
+	if !x.dirty {
+		return nil
+	}
+	return x.continueRunning(x.dirtyStep)
 }
 
 // suspend checkpoints a stop and returns the error that unwinds Execute.

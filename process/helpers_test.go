@@ -122,3 +122,5 @@ func (c *counter) get(name string) int {
 }
 
 var testStart = time.Date(2026, 11, 21, 9, 0, 0, 0, time.UTC)
+
+var testExecutionID = uuid.MustParse("01a1ff00-0000-7000-8000-000000000001")

@@ -171,6 +171,9 @@ func (m *Manager[S]) compensate(x *Execution[S], final driver.ExecutionStatus, c
 		if x.compensated[c.step] {
 			continue // done before a crash
 		}
+		if err := x.flush(); err != nil {
+			return err
+		}
 		err := callCompensation(x, c.fn)
 		entry := &driver.ExecutionLogEntry{EntryType: entryCompensation, Name: c.step, StepStatus: statusSuccess}
 		if err != nil {

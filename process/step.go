@@ -113,6 +113,9 @@ func Step[S, R any](x *Execution[S], name string, fn func(ctx context.Context) (
 		return zero, x.suspendRetry(name, h.failedAttempts, 0)
 	}
 	attempt := h.failedAttempts + 1
+	if err := x.flush(); err != nil {
+		return zero, err
+	}
 	ctx, cancel := context.WithTimeout(x.ctx, o.timeout)
 	result, err := callStep(ctx, fn)
 	cancel()
@@ -122,7 +125,8 @@ func Step[S, R any](x *Execution[S], name string, fn func(ctx context.Context) (
 		if err := x.register(name, o); err != nil {
 			return zero, err
 		}
-		return result, x.continueRunning(name)
+		x.progressed(name)
+		return result, nil
 	}
 	return zero, x.stepFailed(name, attempt, o, err)
 }
@@ -210,7 +214,8 @@ func SideEffect[S, R any](x *Execution[S], name string, fn func() (R, error)) (R
 		return zero, &StepFailedError{Step: name, Code: CodePermanentFailure, Message: err.Error(), Err: err}
 	}
 	x.logMet(&driver.ExecutionLogEntry{EntryType: entrySideEffect, Name: name, StepStatus: statusRecorded, Attempt: 1, Response: marshalOrNil(value)})
-	return value, x.continueRunning(name)
+	x.progressed(name)
+	return value, nil
 }
 
 // Wait suspends the execution until condition holds. The condition is evaluated on every replay
@@ -230,7 +235,8 @@ func (x *Execution[S]) Wait(name string, condition func() bool, timeout time.Dur
 	}
 	if condition() {
 		x.logMet(&driver.ExecutionLogEntry{EntryType: entryWait, Name: name, StepStatus: statusSatisfied})
-		return x.continueRunning(name)
+		x.progressed(name)
+		return nil
 	}
 	if timeout <= 0 {
 		timeout = x.m.waitTimeout()

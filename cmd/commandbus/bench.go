@@ -24,7 +24,7 @@ func newBenchCommand() *cobra.Command {
 			"each run uses a fresh schema that is dropped afterwards (--keep to keep it); on SQLite, a\n" +
 			"fresh file in a temporary directory unless --database names one.",
 	}
-	cmd.AddCommand(newBenchBusCommand())
+	cmd.AddCommand(newBenchBusCommand(), newBenchProcessCommand(), newBenchResumeCommand())
 	return cmd
 }
 
@@ -124,4 +124,91 @@ func printBusResult(out io.Writer, r *bench.BusResult) {
 	fmt.Fprintf(out, "latency       p50 %.1f ms, p99 %.1f ms (send commit to %s)\n", r.P50Ms, r.P99Ms, map[bool]string{true: "reply handled", false: "handler done"}[r.Config.Replies == bench.RepliesHandled])
 	fmt.Fprintf(out, "configuration replies=%s concurrency=%d fetch-batch=%d send-batch=%d senders=%d gomaxprocs=%d\n",
 		r.Config.Replies, r.Config.Concurrency, r.Config.FetchBatch, r.Config.SendBatch, r.Config.Senders, r.GoMaxProcs)
+}
+
+func newBenchProcessCommand() *cobra.Command {
+	var (
+		url    string
+		keep   bool
+		asJSON bool
+		cfg    bench.ProcessConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "process",
+		Short: "Throughput of sequential processes: N processes of --steps checkpointed steps",
+		Long: "bench process starts --processes executions (StartBatch, run by the pollers) of a process with\n" +
+			"--steps no-op steps, each checkpointed durably, and measures until all are COMPLETED. It reports\n" +
+			"processes/s and the checkpoint latency (a step's group commit) p50/p99.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			db, err := benchDatabase(ctx, url, keep, 24, logger)
+			if err != nil {
+				return err
+			}
+			defer db.close()
+			cfg.Logger = logger
+			if !asJSON {
+				cfg.Progress = cmd.ErrOrStderr()
+			}
+			res, err := bench.RunProcess(ctx, db, cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d processes × %d steps in %.2fs = %.0f processes/s (%.0f checkpoints/s); checkpoint p50 %.1f ms, p99 %.1f ms (concurrency %d)\n",
+				res.Driver, res.Processes, res.Steps, res.ElapsedS, res.ProcessesPerS, res.CheckpointsS, res.P50Ms, res.P99Ms, res.Config.Concurrency)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "database", os.Getenv("COMMANDBUS_DATABASE_URL"), "database URL (postgres://... or sqlite://FILE); empty: a temporary SQLite file")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the benchmark schema on PostgreSQL")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().IntVar(&cfg.Processes, "processes", 5000, "processes to run")
+	cmd.Flags().IntVar(&cfg.Steps, "steps", 5, "checkpointed steps per process")
+	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 400, "executions run at once")
+	return cmd
+}
+
+func newBenchResumeCommand() *cobra.Command {
+	var (
+		url    string
+		keep   bool
+		asJSON bool
+		cfg    bench.ResumeConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "resume",
+		Short: "Resume latency: deliver the response a waiting process needs and time it to completion",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			db, err := benchDatabase(ctx, url, keep, 16, logger)
+			if err != nil {
+				return err
+			}
+			defer db.close()
+			cfg.Logger = logger
+			res, err := bench.RunResume(ctx, db, cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: resume latency over %d processes: p50 %.2f ms, p99 %.2f ms (%d concurrent deliverers)\n",
+				res.Driver, res.Processes, res.P50Ms, res.P99Ms, res.Config.Deliverers)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "database", os.Getenv("COMMANDBUS_DATABASE_URL"), "database URL (postgres://... or sqlite://FILE); empty: a temporary SQLite file")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the benchmark schema on PostgreSQL")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().IntVar(&cfg.Processes, "processes", 1000, "waiting processes to resume")
+	cmd.Flags().IntVar(&cfg.Deliverers, "deliverers", 4, "concurrent response deliverers")
+	return cmd
 }

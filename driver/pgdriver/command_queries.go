@@ -281,6 +281,9 @@ func (e *executor) CommandList(ctx context.Context, params *driver.CommandListPa
 			statuses[i] = string(s)
 		}
 		where = append(where, "status = ANY("+arg(statuses)+"::text[])")
+		if len(statuses) == 1 && params.Statuses[0] == driver.CommandStatusInTSQ {
+			where = append(where, "parked_at IS NOT NULL") // lets the troubleshooting-queue index serve it
+		}
 	}
 	if params.Kind != "" {
 		where = append(where, "kind = "+arg(string(params.Kind)))

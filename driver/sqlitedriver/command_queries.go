@@ -187,6 +187,9 @@ func (e *executor) CommandList(ctx context.Context, params *driver.CommandListPa
 		}
 		where = append(where, "status IN (SELECT value FROM json_each(?))")
 		args = append(args, string(statuses))
+		if len(params.Statuses) == 1 && params.Statuses[0] == driver.CommandStatusInTSQ {
+			where = append(where, "parked_at IS NOT NULL") // lets the troubleshooting-queue index serve it
+		}
 	}
 	filter := func(column string, value any) {
 		where = append(where, column+" = ?")

@@ -1,0 +1,147 @@
+package pgdriver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/migrate"
+)
+
+// planRecorder stands in for the pool: instead of running a statement it EXPLAINs it and keeps
+// the plan, so the test checks the plans of the exact statements the driver sends.
+type planRecorder struct {
+	pool *pgxpool.Pool
+	plan string
+}
+
+var errExplained = errors.New("explained, not run")
+
+func (r *planRecorder) explain(ctx context.Context, sql string, args ...any) error {
+	tx, err := r.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// With sequential scans priced out, the planner uses an index whenever one matches the
+	// query; a query that still scans the table has no index that fits.
+	if _, err := tx.Exec(ctx, "SET LOCAL enable_seqscan = off"); err != nil {
+		return err
+	}
+	rows, err := tx.Query(ctx, "EXPLAIN "+sql, args...)
+	if err != nil {
+		return err
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	r.plan = strings.Join(lines, "\n")
+	return errExplained
+}
+
+func (r *planRecorder) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return pgconn.CommandTag{}, r.explain(ctx, sql, args...)
+}
+
+func (r *planRecorder) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return nil, r.explain(ctx, sql, args...)
+}
+
+func (r *planRecorder) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return errRow{r.explain(ctx, sql, args...)}
+}
+
+func (r *planRecorder) CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error) {
+	return 0, errExplained
+}
+
+func (r *planRecorder) Begin(context.Context) (pgx.Tx, error) { return nil, errExplained }
+
+type errRow struct{ err error }
+
+func (r errRow) Scan(...any) error { return r.err }
+
+// TestPollerQueryPlans checks that every poller and claim query is served by its index.
+func TestPollerQueryPlans(t *testing.T) {
+	url := os.Getenv("COMMANDBUS_TEST_DATABASE_URL")
+	if url == "" {
+		url = "postgres://postgres@127.0.0.1:5432/test"
+	}
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err == nil {
+		err = pool.Ping(ctx)
+	}
+	if err != nil {
+		if os.Getenv("COMMANDBUS_REQUIRE_POSTGRES") == "1" {
+			t.Fatalf("PostgreSQL is required but unreachable: %v", err)
+		}
+		t.Skipf("skipping: PostgreSQL unreachable at %s: %v", url, err)
+	}
+	defer pool.Close()
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	schema := "cbplan_" + hex.EncodeToString(b[:])
+	drv, err := New(pool, &Config{Schema: schema})
+	require.NoError(t, err)
+	_, err = migrate.New(drv, nil).Up(ctx)
+	require.NoError(t, err)
+	defer func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA "+schema+" CASCADE") }()
+
+	rec := &planRecorder{pool: pool}
+	exec := &executor{d: drv, db: rec}
+	now := time.Now()
+	for _, tc := range []struct {
+		name  string
+		run   func() error
+		index string
+	}{
+		{"command claim", func() error {
+			_, err := exec.CommandClaim(ctx, &driver.CommandClaimParams{Queue: "fx__commands", Max: 10, Lease: time.Second, WorkerID: "w"})
+			return err
+		}, "command_claim_idx"},
+		{"troubleshooting queue", func() error {
+			_, err := exec.CommandList(ctx, &driver.CommandListParams{Statuses: []driver.CommandStatus{driver.CommandStatusInTSQ}, Domain: "fx"})
+			return err
+		}, "command_tsq_idx"},
+		{"pending poller", func() error {
+			_, err := exec.ExecutionClaim(ctx, &driver.ExecutionClaimParams{Kind: driver.ClaimPending, Max: 10, Lease: time.Second, WorkerID: "w"})
+			return err
+		}, "execution_wake_idx"},
+		{"retry poller", func() error {
+			_, err := exec.ExecutionClaim(ctx, &driver.ExecutionClaimParams{Kind: driver.ClaimRetry, Max: 10, Lease: time.Second, WorkerID: "w"})
+			return err
+		}, "execution_retry_idx"},
+		{"wait-timeout checker", func() error {
+			_, err := exec.ExecutionListDue(ctx, &driver.ExecutionListDueParams{Kind: driver.DueWaitTimeout, Max: 10, Now: &now})
+			return err
+		}, "execution_wait_timeout_idx"},
+		{"deadline checker", func() error {
+			_, err := exec.ExecutionListDue(ctx, &driver.ExecutionListDueParams{Kind: driver.DueDeadline, Max: 10, Now: &now})
+			return err
+		}, "execution_deadline_idx"},
+		{"process troubleshooting queue", func() error {
+			_, err := exec.ExecutionList(ctx, &driver.ExecutionListParams{Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Domain: "payments"})
+			return err
+		}, "execution_tsq_idx"},
+	} {
+		rec.plan = ""
+		require.ErrorIs(t, tc.run(), errExplained, tc.name)
+		require.Contains(t, rec.plan, tc.index, "%s should use %s; plan:\n%s", tc.name, tc.index, rec.plan)
+		require.NotContains(t, rec.plan, "Seq Scan on command ", tc.name)
+		require.NotContains(t, rec.plan, "Seq Scan on execution ", tc.name)
+		t.Logf("%s:\n%s", tc.name, rec.plan)
+	}
+}

@@ -1,0 +1,291 @@
+package process_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/clock"
+	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/process"
+)
+
+// fxState is the state of the FX booking process.
+type fxState struct {
+	PaymentID string `json:"paymentId"`
+	Amount    string `json:"amount"`
+	Reserved  bool   `json:"reserved"`
+	Contract  string `json:"contract,omitempty"`
+	Submitted bool   `json:"submitted"`
+}
+
+type bookFxRequest struct {
+	PaymentID string `json:"paymentId"`
+	Amount    string `json:"amount"`
+}
+
+type bookFxResult struct {
+	Contract string `json:"contract"`
+}
+
+// fxProcess: reserve (local step, compensated) → bookFx (command step to fx) → submit.
+type fxProcess struct {
+	calls *counter
+}
+
+func (fxProcess) Type() string   { return "FxPayment" }
+func (fxProcess) Domain() string { return "payments" }
+
+func (p fxProcess) Execute(x *process.Execution[fxState]) error {
+	if _, err := process.Step(x, "reserve", func(ctx context.Context) (bool, error) {
+		p.calls.inc("reserve")
+		return true, nil
+	}, process.Compensate(func(x *process.Execution[fxState]) error {
+		p.calls.inc("unreserve")
+		x.State.Reserved = false
+		return nil
+	})); err != nil {
+		return err
+	}
+	x.State.Reserved = true
+	fx, err := process.CommandStep[fxState, bookFxRequest, bookFxResult](x, "bookFx", "fx", "BookFx",
+		bookFxRequest{PaymentID: x.State.PaymentID, Amount: x.State.Amount},
+		process.MaxRetries(2), process.RetryDelay(time.Second), process.Timeout(time.Minute))
+	if err != nil {
+		return err
+	}
+	x.State.Contract = fx.Contract
+	_, err = process.Step(x, "submit", func(ctx context.Context) (bool, error) {
+		p.calls.inc("submit")
+		return true, nil
+	})
+	x.State.Submitted = err == nil
+	return err
+}
+
+type bookFxArgs struct {
+	PaymentID string `json:"paymentId"`
+	Amount    string `json:"amount"`
+}
+
+func (bookFxArgs) Kind() string { return "BookFx" }
+
+// fxFixture runs the FX process on one client with an fx handler chosen by the test.
+func fxFixture(t *testing.T, drv driver.Driver, fake *clock.Fake, handle func(ctx context.Context, cmd *commandbus.Command[bookFxArgs]) (any, error)) (*commandbus.Client, *process.Manager[fxState], *counter) {
+	t.Helper()
+	handlers := commandbus.NewHandlers()
+	commandbus.AddHandler(handlers, "fx", commandbus.HandlerFunc[bookFxArgs](handle))
+	cfg := testConfig(t, fake, handlers)
+	cfg.Domains["fx"] = &commandbus.DomainConfig{ConcurrentMessages: 2, MaxAttempts: 1}
+	client := newClient(t, drv, cfg)
+	calls := newCounter()
+	m, err := process.NewManager(client, process.Process[fxState](fxProcess{calls: calls}))
+	require.NoError(t, err)
+	return client, m, calls
+}
+
+func TestCommandStepSuspendsAndResumesOnReply(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		fake := clock.NewFake(testStart)
+		var keys []string
+		client, m, calls := fxFixture(t, drv, fake, func(ctx context.Context, cmd *commandbus.Command[bookFxArgs]) (any, error) {
+			keys = append(keys, cmd.Headers[process.HeaderStepKey])
+			return bookFxResult{Contract: "FX-" + cmd.Args.PaymentID}, nil
+		})
+		ctx := context.Background()
+		id, err := m.Start(ctx, fxState{PaymentID: "P1", Amount: "100.00"})
+		require.NoError(t, err)
+		inst, err := m.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, driver.ExecutionWaitingForAsync, inst.Status, "suspended until the reply")
+		require.Equal(t, "bookFx", inst.CurrentWait)
+		commands, err := client.ListCommands(ctx, &commandbus.ListParams{Domain: "fx"})
+		require.NoError(t, err)
+		require.Len(t, commands, 1)
+		require.Equal(t, id, commands[0].CorrelationID, "correlation id = execution id")
+		require.Equal(t, commandbus.ReplyQueue("payments"), commands[0].ReplyTo)
+		require.Equal(t, id.String()+":bookFx:1", commands[0].IdempotencyKey)
+
+		start(t, client) // the fx worker and the payments reply worker
+		inst = waitStatus(t, m, id, driver.ExecutionCompleted)
+		require.Equal(t, "FX-P1", inst.State.Contract)
+		require.True(t, inst.State.Submitted)
+		require.Equal(t, []string{id.String() + ":bookFx"}, keys, "the handler sees the stable step key")
+		require.Equal(t, 1, calls.get("reserve"), "replay after the reply does not re-run earlier steps")
+		require.Equal(t, []string{"STEP reserve COMPLETED", "COMMAND bookFx SENT", "WAIT bookFx PENDING",
+			"STEP bookFx COMPLETED", "STEP submit COMPLETED"}, logLines(inst.Log))
+	})
+}
+
+func TestCommandStepFailureReplyIsClassified(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		fake := clock.NewFake(testStart)
+		var attempts atomic.Int32
+		client, m, calls := fxFixture(t, drv, fake, func(ctx context.Context, cmd *commandbus.Command[bookFxArgs]) (any, error) {
+			if cmd.Args.PaymentID == "TIMEOUT" && attempts.Add(1) == 1 {
+				return nil, commandbus.Permanent("SHOULD_NOT_MATTER", errors.New("unused"))
+			}
+			if cmd.Args.PaymentID == "REJECT" {
+				return nil, commandbus.BusinessRule("RATE_EXPIRED", "quoted rate expired")
+			}
+			return bookFxResult{Contract: "FX-OK"}, nil
+		})
+		start(t, client)
+		ctx := context.Background()
+
+		// A FAILED reply is a business failure: the reserve step is compensated.
+		id, err := m.Start(ctx, fxState{PaymentID: "REJECT", Amount: "1.00"})
+		require.NoError(t, err)
+		inst := waitStatus(t, m, id, driver.ExecutionCompensated)
+		require.Equal(t, "RATE_EXPIRED", inst.ErrorCode)
+		require.False(t, inst.State.Reserved, "the compensation ran")
+		require.Equal(t, 1, calls.get("unreserve"))
+		require.Contains(t, logLines(inst.Log), "STEP bookFx REPLY_FAILED")
+	})
+}
+
+func TestCommandStepTimedOutReplyIsRetried(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		fake := clock.NewFake(testStart)
+		var calls atomic.Int32
+		release := make(chan struct{})
+		client, m, _ := fxFixture(t, drv, fake, func(ctx context.Context, cmd *commandbus.Command[bookFxArgs]) (any, error) {
+			if calls.Add(1) == 1 {
+				<-release // the first attempt hangs past its lease and last attempt: TIMED_OUT
+				return nil, nil
+			}
+			return bookFxResult{Contract: "FX-RETRIED"}, nil
+		})
+		start(t, client)
+		defer close(release)
+		ctx := context.Background()
+		id, err := m.Start(ctx, fxState{PaymentID: "SLOW", Amount: "1.00"})
+		require.NoError(t, err)
+		eventually(t, 10*time.Second, "the first attempt to run", func() bool { return calls.Load() == 1 })
+
+		fake.Advance(31 * time.Second) // the fx lease expires; the command times out with a reply
+		inst := waitStatus(t, m, id, driver.ExecutionWaitingForRetry)
+		require.Contains(t, logLines(inst.Log), "STEP bookFx WAITING_RETRY")
+		fake.Advance(2 * time.Second)
+		inst = waitStatus(t, m, id, driver.ExecutionCompleted)
+		require.Equal(t, "FX-RETRIED", inst.State.Contract)
+		commands, err := client.ListCommands(ctx, &commandbus.ListParams{Domain: "fx"})
+		require.NoError(t, err)
+		require.Len(t, commands, 2, "each attempt sends its own command")
+	})
+}
+
+// crashProcess blocks its second step on the first call, simulating a runner that dies between
+// the step's effect and its checkpoint.
+type crashProcess struct {
+	calls   *counter
+	blocked chan struct{}
+	unblock chan struct{}
+}
+
+func (crashProcess) Type() string   { return "Crash" }
+func (crashProcess) Domain() string { return "payments" }
+
+func (p crashProcess) Execute(x *process.Execution[orderState]) error {
+	for _, name := range []string{"one", "two", "three"} {
+		if _, err := process.Step(x, name, func(ctx context.Context) (bool, error) {
+			if p.calls.inc(name) == 1 && name == "two" {
+				close(p.blocked)
+				<-p.unblock // the "dead" runner: its checkpoint comes too late
+			}
+			return true, nil
+		}, process.Timeout(time.Hour)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func TestRunnerDiesMidStepAnotherResumes(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		fake := clock.NewFake(testStart)
+		proc := crashProcess{calls: newCounter(), blocked: make(chan struct{}), unblock: make(chan struct{})}
+		newInstance := func(workerID string) (*commandbus.Client, *process.Manager[orderState]) {
+			cfg := testConfig(t, fake, nil)
+			cfg.WorkerID = workerID
+			client := newClient(t, drv, cfg)
+			m, err := process.NewManager(client, process.Process[orderState](proc))
+			require.NoError(t, err)
+			return client, m
+		}
+		_, dying := newInstance("runner-a")
+		survivorClient, survivor := newInstance("runner-b")
+		ctx := context.Background()
+
+		started := make(chan error, 1)
+		go func() {
+			_, err := dying.Start(ctx, orderState{OrderID: "crash"}, process.WithID(testExecutionID))
+			started <- err
+		}()
+		<-proc.blocked
+		fake.Advance(31 * time.Second) // runner-a's lease runs out while it is stuck in step two
+		start(t, survivorClient)
+		inst := waitStatus(t, survivor, testExecutionID, driver.ExecutionCompleted)
+		require.Equal(t, "runner-b", inst.WorkerID)
+
+		close(proc.unblock) // the stale runner finally finishes step two and tries to checkpoint
+		err := <-started
+		require.Error(t, err, "the stale runner's checkpoint is fenced out")
+		inst, err = survivor.Get(ctx, testExecutionID)
+		require.NoError(t, err)
+		require.Equal(t, driver.ExecutionCompleted, inst.Status)
+		require.Equal(t, 1, proc.calls.get("one"), "a completed step never runs again")
+		require.Equal(t, 2, proc.calls.get("two"), "only the step interrupted between effect and checkpoint runs twice")
+		require.Equal(t, 1, proc.calls.get("three"))
+		require.Equal(t, []string{"STEP one COMPLETED", "STEP two COMPLETED", "STEP three COMPLETED"}, logLines(inst.Log))
+	})
+}
+
+// Fifty processes, each with a command step to a domain with concurrent-messages 2, run by two
+// worker instances: never more than 4 commands in flight.
+func TestCommandStepConcurrencyAcrossInstances(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		fake := clock.NewFake(testStart)
+		var inFlight, maxInFlight atomic.Int32
+		handle := func(ctx context.Context, cmd *commandbus.Command[bookFxArgs]) (any, error) {
+			n := inFlight.Add(1)
+			for {
+				m := maxInFlight.Load()
+				if n <= m || maxInFlight.CompareAndSwap(m, n) {
+					break
+				}
+			}
+			time.Sleep(20 * time.Millisecond) // simulated FX provider latency
+			inFlight.Add(-1)
+			return bookFxResult{Contract: "FX-" + cmd.Args.PaymentID}, nil
+		}
+		clientA, managerA, _ := fxFixture(t, drv, fake, handle)
+		clientB, _, _ := fxFixture(t, drv, fake, handle)
+		states := make([]fxState, 50)
+		for i := range states {
+			states[i] = fxState{PaymentID: string(rune('A'+i%26)) + string(rune('a'+i/26)), Amount: "10.00"}
+		}
+		ctx := context.Background()
+		ids, err := managerA.StartBatch(ctx, states)
+		require.NoError(t, err)
+		start(t, clientA)
+		start(t, clientB)
+		for _, id := range ids {
+			waitStatus(t, managerA, id, driver.ExecutionCompleted)
+		}
+		t.Logf("max FX commands in flight across 2 instances × concurrent-messages 2: %d", maxInFlight.Load())
+		require.LessOrEqual(t, maxInFlight.Load(), int32(4))
+		require.GreaterOrEqual(t, maxInFlight.Load(), int32(2), "the instances should have worked in parallel")
+	})
+}
