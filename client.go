@@ -119,6 +119,14 @@ func (c *Client) Extension(key any, create func() any) any {
 	return v
 }
 
+// LookupExtension returns the value registered under key, if any.
+func (c *Client) LookupExtension(key any) (any, bool) {
+	c.extMu.Lock()
+	defer c.extMu.Unlock()
+	v, ok := c.extensions[key]
+	return v, ok
+}
+
 // Started reports whether Start has run (and Stop has not).
 func (c *Client) Started() bool {
 	c.mu.Lock()

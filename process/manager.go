@@ -73,6 +73,9 @@ func NewManager[S any](client *commandbus.Client, p Process[S]) (*Manager[S], er
 	if err := rt.engine.Register(m); err != nil {
 		return nil, fmt.Errorf("process: %w", err)
 	}
+	rt.mu.Lock()
+	rt.managers = append(rt.managers, m)
+	rt.mu.Unlock()
 	return m, nil
 }
 
@@ -85,10 +88,11 @@ func (m *Manager[S]) Domain() string { return m.domain }
 // runtime is the per-client state shared by every process manager: one execution engine, and the
 // reply handlers of the process domains.
 type runtime struct {
-	engine  *execution.Engine
-	mu      sync.Mutex
-	domains map[string]bool
-	client  *commandbus.Client
+	engine   *execution.Engine
+	mu       sync.Mutex
+	domains  map[string]bool
+	managers []Operations
+	client   *commandbus.Client
 }
 
 type runtimeKey struct{}

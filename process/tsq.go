@@ -151,3 +151,28 @@ func applyOverrides[S any](stored json.RawMessage, overrides map[string]any) (*S
 	}
 	return state, nil
 }
+
+// Skip completes the step an execution is stuck on with an operator-supplied result (seed 004's
+// "skip to next"), then resumes it in the caller's goroutine: replay returns result for the step
+// as if it had run. It applies to executions in the troubleshooting queue, waiting for a response
+// or for a retry; step must be the one the execution is at.
+func (m *Manager[S]) Skip(ctx context.Context, id uuid.UUID, step string, result json.RawMessage, action commandbus.OperatorAction) error {
+	if len(result) > 0 && !json.Valid(result) {
+		return &commandbus.ValidationError{Field: "result", Message: "must be valid JSON"}
+	}
+	lease, err := m.acquireFor(ctx, id, action, func(s driver.ExecutionStatus) bool {
+		return s == driver.ExecutionWaitingForTSQ || s == driver.ExecutionWaitingForAsync || s == driver.ExecutionWaitingForRetry
+	})
+	if err != nil {
+		return err
+	}
+	if lease.Row.Step != step {
+		_ = lease.Release(ctx)
+		return &commandbus.ValidationError{Field: "step", Message: fmt.Sprintf("execution %s is at step %q, not %q", id, lease.Row.Step, step)}
+	}
+	m.audit(ctx, id, "SKIP", action, map[string]any{"step": step, "result": result})
+	return m.run(ctx, lease, []*driver.ExecutionLogEntry{
+		{EntryType: entryTSQRetry, Name: "skip", Actor: action.Actor, Reason: action.Reason, Request: marshalOrNil(map[string]string{"step": step})},
+		{EntryType: entryStep, Name: step, StepStatus: statusCompleted, Response: result, Actor: action.Actor, Reason: "skipped by operator: " + action.Reason},
+	})
+}
