@@ -1,0 +1,101 @@
+// Package server is the HTTP face of commandbus: the REST API (payments, batches, approvals,
+// network responses, both troubleshooting queues), the operator console, Prometheus metrics and
+// health. Every route needs a bearer token; viewers read, operators also act, and every action is
+// audited with the token's subject. Errors are application/problem+json with a stable code.
+package server
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/commandbus/commandbus"
+)
+
+// Config configures the server.
+type Config struct {
+	// Client is the commandbus client whose commands, executions and queues the server shows.
+	Client *commandbus.Client
+	// Payments serves the payments, batches, approvals and network-response routes; nil leaves
+	// them out.
+	Payments Payments
+	// Tokens are the accepted bearer tokens.
+	Tokens []commandbus.TokenConfig
+	// Gatherer is what /metrics exposes. Default: prometheus.DefaultGatherer.
+	Gatherer prometheus.Gatherer
+	// Logger receives request errors. Default: discards.
+	Logger *slog.Logger
+}
+
+// Server is the HTTP handler.
+type Server struct {
+	cfg    Config
+	mux    *http.ServeMux
+	tokens map[string]principal
+}
+
+// New returns the server; it validates the tokens.
+func New(cfg Config) (*Server, error) {
+	if cfg.Client == nil {
+		return nil, errors.New("server: Client is required")
+	}
+	if cfg.Gatherer == nil {
+		cfg.Gatherer = prometheus.DefaultGatherer
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	tokens, err := indexTokens(cfg.Tokens)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), tokens: tokens}
+	s.routes()
+	return s, nil
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", s.viewer(promhttp.HandlerFor(s.cfg.Gatherer, promhttp.HandlerOpts{}).ServeHTTP))
+	s.mux.HandleFunc("GET /api/openapi.json", s.openAPI)
+
+	s.mux.HandleFunc("GET /api/tsq/commands", s.viewer(s.listCommandTSQ))
+	s.mux.HandleFunc("POST /api/tsq/commands/{id}/{action}", s.operator(s.actOnCommand))
+	s.mux.HandleFunc("GET /api/tsq/processes", s.viewer(s.listProcessTSQ))
+	s.mux.HandleFunc("POST /api/tsq/processes/{id}/{action}", s.operator(s.actOnProcess))
+	s.mux.HandleFunc("GET /api/commands/{id}", s.viewer(s.getCommand))
+	s.mux.HandleFunc("GET /api/processes/{id}", s.viewer(s.getProcess))
+	s.mux.HandleFunc("GET /api/queues", s.viewer(s.queueDepths))
+
+	if s.cfg.Payments != nil {
+		s.paymentRoutes()
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// readyz answers 200 when the database answers and the client is running.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if _, err := s.cfg.Client.QueueDepths(ctx); err != nil {
+		writeProblem(w, http.StatusServiceUnavailable, "DATABASE_UNAVAILABLE", "The database does not answer.", err.Error())
+		return
+	}
+	if !s.cfg.Client.Started() {
+		writeProblem(w, http.StatusServiceUnavailable, "NOT_STARTED", "The workers are not running.", "")
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
