@@ -1,0 +1,48 @@
+// Package process runs sequential processes with deterministic replay (seed 000's
+// ProcessStepManager): a process is plain Go that calls Step, Wait, SideEffect and CommandStep,
+// and it survives crashes, restarts and redeliveries.
+//
+//	type Payment struct{ ID string; Approved bool; Contract string }
+//
+//	func (PaymentProcess) Execute(x *process.Execution[Payment]) error {
+//		risk, err := process.Step(x, "bookRisk", func(ctx context.Context) (string, error) {
+//			return riskService.Book(ctx, x.StepKey("bookRisk"), x.State.ID)
+//		}, process.MaxRetries(3), process.RetryDelay(5*time.Second),
+//			process.Compensate(func(x *process.Execution[Payment]) error { return riskService.Unwind(x.State.ID) }))
+//		if err != nil {
+//			return err
+//		}
+//		if err := x.Wait("awaitApproval", func() bool { return x.State.Approved }, 2*time.Hour); err != nil {
+//			return err
+//		}
+//		fx, err := process.CommandStep[Payment, BookFx, FxResult](x, "bookFx", "fx", "BookFx", BookFx{ID: x.State.ID})
+//		if err != nil {
+//			return err
+//		}
+//		x.State.Contract = fx.Contract
+//		return nil
+//	}
+//
+// How it works:
+//
+//   - Every execution is a row of the execution core with its state, timers, lease and fence, and
+//     an append-only log. Execute runs from the top each time the execution resumes; completed
+//     steps, satisfied waits and side effects return their recorded results, in recorded order.
+//     If the code now calls something else at a recorded position, the execution stops in the
+//     troubleshooting queue with code NONDETERMINISTIC and nothing re-runs.
+//   - A completed step is written durably before the next step's effect begins (grouped with other
+//     executions' writes into one commit), so a step runs twice only if a crash fell between its
+//     effect and that write. StepKey gives each step a stable idempotency key for downstream
+//     systems to deduplicate on.
+//   - A building block that must stop returns an error wrapping ErrSuspended; Execute returns it.
+//     Waits suspend WAITING_FOR_ASYNC until ProcessAsyncResponse delivers a response (stored
+//     durably first, applied in order by whichever runner holds the execution); transient
+//     failures schedule a retry (WAITING_FOR_RETRY, delay·2^attempt capped at five minutes) that
+//     a poller picks up — no goroutine ever sleeps on a retry.
+//   - CommandStep sends a command to another domain and waits for its reply on the process
+//     domain's reply queue: the target domain's concurrency is the rate limit (seed 001).
+//   - Business failures run the compensations of completed steps in reverse order; permanent
+//     failures, exhausted retries, timed-out waits and deadlines (by the configured action) go
+//     to the troubleshooting queue, where Retry, CancelOverride, CompleteOverride and Skip act,
+//     each audited with actor and reason.
+package process
