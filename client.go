@@ -16,9 +16,11 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/clock"
 	"github.com/commandbus/commandbus/internal/completer"
+	"github.com/commandbus/commandbus/internal/maintenance"
 	"github.com/commandbus/commandbus/internal/notifier"
 	"github.com/commandbus/commandbus/internal/worker"
 	"github.com/commandbus/commandbus/migrate"
+	"github.com/commandbus/commandbus/outbox"
 )
 
 var stderr = os.Stderr
@@ -33,6 +35,10 @@ type Client struct {
 	logger   *slog.Logger
 	handlers *Handlers
 	metrics  *metrics
+	// messaging and inbox serve brokered transports (seed 004); routing says which domains use them.
+	messaging *outbox.Metrics
+	inbox     *outbox.Inbox
+	routing   brokerRouting
 
 	randMu sync.Mutex
 
@@ -45,7 +51,9 @@ type Client struct {
 	completer *completer.Completer
 	workers   []*worker.Worker
 	services  []Service
+	upkeep    *maintenance.Runner
 
+	notifierMu sync.Mutex // guards creating the notifier; separate from mu so services can Subscribe in Start
 	extMu      sync.Mutex // guards extensions; separate from mu because create may call back
 	extensions map[any]any
 }
@@ -83,6 +91,11 @@ func NewClient(drv driver.Driver, config *Config) (*Client, error) {
 		return nil, err
 	}
 	c.metrics = m
+	if c.messaging, err = outbox.NewMetrics(cfg.MetricsRegisterer); err != nil {
+		return nil, err
+	}
+	c.inbox = outbox.NewInbox(c.messaging)
+	c.routing = newBrokerRouting(cfg)
 	return c, nil
 }
 
@@ -137,12 +150,16 @@ func (c *Client) Started() bool {
 // Subscribe returns a channel signalled when topic is notified (see Notify), and a function to
 // unsubscribe. It is how services wake on new work; it works once the client is started.
 func (c *Client) Subscribe(topic string) (<-chan struct{}, func()) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	return c.getNotifier().Subscribe(topic)
+}
+
+func (c *Client) getNotifier() *notifier.Notifier {
+	c.notifierMu.Lock()
+	defer c.notifierMu.Unlock()
 	if c.notifier == nil {
 		c.notifier = notifier.New(c.drv.Listener(), c.logger)
 	}
-	return c.notifier.Subscribe(topic)
+	return c.notifier
 }
 
 // now is the time passed to the driver: nil lets the database clock decide, unless a test clock
@@ -175,11 +192,9 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	c.runCancel = cancel
-	if c.notifier == nil {
-		c.notifier = notifier.New(c.drv.Listener(), c.logger)
-	}
+	n := c.getNotifier()
 	c.notifyRun = make(chan struct{})
-	go func() { defer close(c.notifyRun); c.notifier.Run(runCtx) }()
+	go func() { defer close(c.notifyRun); n.Run(runCtx) }()
 
 	c.completer = completer.New(completer.Config{
 		Exec:      c.exec,
@@ -192,8 +207,8 @@ func (c *Client) Start(ctx context.Context) error {
 	if *c.config.Features.CommandHandlers {
 		for _, domain := range c.handlers.commandDomains() {
 			dc := c.config.Domain(domain)
-			if !*dc.Enabled {
-				continue
+			if !*dc.Enabled || c.isAMQP(domain) {
+				continue // an amqp domain's commands arrive through its broker consumer
 			}
 			c.workers = append(c.workers, c.newWorker(CommandQueue(domain), domain, dc.ConcurrentMessages, dc))
 		}
@@ -210,6 +225,8 @@ func (c *Client) Start(ctx context.Context) error {
 	for _, w := range c.workers {
 		w.Start()
 	}
+	c.upkeep = c.newMaintenance()
+	c.upkeep.Start(runCtx)
 	for _, s := range c.services {
 		if err := s.Start(ctx); err != nil {
 			c.started = true
@@ -277,6 +294,7 @@ func (c *Client) Stop(ctx context.Context) error {
 		go func() { defer wg.Done(); w.Stop(ctx, time.Second) }()
 	}
 	wg.Wait()
+	c.upkeep.Stop()
 	c.completer.Stop()
 	c.runCancel()
 	<-c.notifyRun
@@ -294,6 +312,9 @@ func (c *Client) afterFlush(applied map[uuid.UUID]bool, batch []*driver.CommandC
 		}
 		if comp.Reply != nil {
 			topics[queueTopic(comp.Reply.Queue)] = struct{}{}
+		}
+		if len(comp.Outbox) > 0 {
+			topics[outbox.NotifyTopic] = struct{}{}
 		}
 	}
 	if len(topics) == 0 {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"regexp"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -33,6 +34,18 @@ type Config struct {
 	Database DatabaseConfig `yaml:"database"`
 	// Server configures the REST API and console of `commandbus serve`.
 	Server ServerConfig `yaml:"server"`
+	// AMQP is the command broker of domains whose transport is amqp (seed 004's IBM MQ role).
+	AMQP AMQPConfig `yaml:"amqp"`
+	// Kafka is the event log of domains whose events go to kafka.
+	Kafka KafkaConfig `yaml:"kafka"`
+	// Events is where every domain's command outcomes are published as events, unless the domain
+	// says otherwise: "" or "none" (no events) or "kafka". Default: none.
+	Events string `yaml:"events"`
+	// Outbox configures the relay that publishes brokered messages.
+	Outbox OutboxConfig `yaml:"outbox"`
+	// WatchdogInterval is how often the watchdog looks for commands of brokered domains whose
+	// lease expired or whose deadline passed. Default: 5s.
+	WatchdogInterval Duration `yaml:"watchdog-interval"`
 
 	// FetchCooldown is the least time between two claims of one queue, so that freed slots are
 	// claimed in batches rather than one by one. Default: 5ms.
@@ -91,6 +104,75 @@ type DomainConfig struct {
 	Retry RetryPolicy `yaml:"retry"`
 	// FetchBatch is the most commands claimed in one query. Default: 100.
 	FetchBatch int `yaml:"fetch-batch"`
+	// Transport carries the domain's commands: "postgres" (the command table is the queue) or
+	// "amqp" (the command and an outbox row commit together; the relay publishes the command to
+	// APP.CMD.<DOMAIN>.<Type>.Q; replies go to APP.CMD.REPLY.Q). Default: postgres.
+	Transport string `yaml:"transport"`
+	// Events overrides the client's Events for this domain: "none" or "kafka". Default: the
+	// client's.
+	Events string `yaml:"events"`
+	// MaxRetryWindow parks a command in the troubleshooting queue (seed 004's DLQ) instead of
+	// retrying it when the next attempt would start later than this long after the command was
+	// sent, however many attempts remain. Default: 0, no window (only MaxAttempts bounds retries).
+	MaxRetryWindow Duration `yaml:"max-retry-window"`
+}
+
+// The transports of a domain's commands.
+const (
+	TransportPostgres = "postgres"
+	TransportAMQP     = "amqp"
+)
+
+// The event destinations.
+const (
+	EventsNone  = "none"
+	EventsKafka = "kafka"
+)
+
+// AMQPConfig is the AMQP 0-9-1 broker (RabbitMQ, or IBM MQ through its AMQP channel).
+type AMQPConfig struct {
+	// URL is the broker, as amqp://user:password@host:5672/vhost. Required when a domain's
+	// transport is amqp.
+	URL string `yaml:"url"`
+	// Prefix starts every queue name: <prefix>.CMD.<DOMAIN>.<Type>.Q, <prefix>.CMD.REPLY.Q,
+	// <prefix>.DLQ, <prefix>.PARKED.Q. Default: APP.
+	Prefix string `yaml:"prefix"`
+	// BackoutThreshold is how many times a message is delivered before the broker moves it to the
+	// dead-letter queue (IBM MQ's backout threshold). Default: 5.
+	BackoutThreshold int `yaml:"backout-threshold"`
+}
+
+// KafkaConfig is the Kafka cluster events go to.
+type KafkaConfig struct {
+	// Brokers lists seed brokers, comma-separated (host1:9092,host2:9092). Required when events go
+	// to kafka.
+	Brokers string `yaml:"brokers"`
+	// TopicPrefix starts every event topic: <prefix><BoundedContext>. Default: "events.".
+	TopicPrefix string `yaml:"topic-prefix"`
+}
+
+// BrokerList returns Brokers split at commas.
+func (k KafkaConfig) BrokerList() []string {
+	var out []string
+	for _, b := range strings.Split(k.Brokers, ",") {
+		if b = strings.TrimSpace(b); b != "" {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// OutboxConfig configures the outbox relay and retention.
+type OutboxConfig struct {
+	// BatchSize is the most messages the relay publishes at once. Default: 500.
+	BatchSize int `yaml:"batch-size"`
+	// PollInterval is the sweeper's interval: how often the relay looks for messages without a
+	// wake-up. Default: 1s.
+	PollInterval Duration `yaml:"poll-interval"`
+	// MaxBackoff caps the delay between attempts to publish one message. Default: 1m.
+	MaxBackoff Duration `yaml:"max-backoff"`
+	// Retention is how long published outbox rows and inbox entries are kept. Default: 24h.
+	Retention Duration `yaml:"retention"`
 }
 
 // RetryPolicy is exponential backoff with a cap and optional jitter: the delay after attempt n is
@@ -186,6 +268,7 @@ const (
 	DefaultFetchCooldown      = 5 * time.Millisecond
 	DefaultFetchPollInterval  = time.Second
 	DefaultShutdownTimeout    = 30 * time.Second
+	DefaultWatchdogInterval   = 5 * time.Second
 )
 
 func boolPtr(b bool) *bool { return &b }
@@ -241,6 +324,25 @@ func (c *Config) WithDefaults() *Config {
 	if out.Server.Addr == "" {
 		out.Server.Addr = "127.0.0.1:8080"
 	}
+	if out.AMQP.Prefix == "" {
+		out.AMQP.Prefix = "APP"
+	}
+	if out.AMQP.BackoutThreshold == 0 {
+		out.AMQP.BackoutThreshold = 5
+	}
+	if out.Kafka.TopicPrefix == "" {
+		out.Kafka.TopicPrefix = "events."
+	}
+	if out.Events == "" {
+		out.Events = EventsNone
+	}
+	if out.Outbox.BatchSize == 0 {
+		out.Outbox.BatchSize = 500
+	}
+	orDuration(&out.Outbox.PollInterval, time.Second)
+	orDuration(&out.Outbox.MaxBackoff, time.Minute)
+	orDuration(&out.Outbox.Retention, 24*time.Hour)
+	orDuration(&out.WatchdogInterval, DefaultWatchdogInterval)
 	orDuration(&out.FetchCooldown, DefaultFetchCooldown)
 	orDuration(&out.FetchPollInterval, DefaultFetchPollInterval)
 	orDuration(&out.ShutdownTimeout, DefaultShutdownTimeout)
@@ -297,7 +399,21 @@ func (d *DomainConfig) withDefaults() *DomainConfig {
 		j := DefaultRetryJitter
 		out.Retry.Jitter = &j
 	}
+	if out.Transport == "" {
+		out.Transport = TransportPostgres
+	}
 	return &out
+}
+
+// DomainEvents returns where a domain's events go: EventsNone or EventsKafka.
+func (c *Config) DomainEvents(name string) string {
+	if d, ok := c.Domains[name]; ok && d != nil && d.Events != "" {
+		return d.Events
+	}
+	if c.Events == "" {
+		return EventsNone
+	}
+	return c.Events
 }
 
 var nameRE = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
@@ -354,6 +470,45 @@ func (c *Config) Validate() error {
 		if j := *d.Retry.Jitter; j < 0 || j > 1 {
 			add("domains.%s.retry.jitter: must be between 0 and 1, got %g", name, j)
 		}
+		switch d.Transport {
+		case TransportPostgres:
+		case TransportAMQP:
+			if c.AMQP.URL == "" {
+				add("domains.%s.transport: amqp needs amqp.url", name)
+			}
+		default:
+			add("domains.%s.transport: must be postgres or amqp, got %q", name, d.Transport)
+		}
+		switch d.Events {
+		case "", EventsNone:
+		case EventsKafka:
+			if len(c.Kafka.BrokerList()) == 0 {
+				add("domains.%s.events: kafka needs kafka.brokers", name)
+			}
+		default:
+			add("domains.%s.events: must be none or kafka, got %q", name, d.Events)
+		}
+		if d.MaxRetryWindow < 0 {
+			add("domains.%s.max-retry-window: must not be negative", name)
+		}
+	}
+	switch c.Events {
+	case "", EventsNone:
+	case EventsKafka:
+		if len(c.Kafka.BrokerList()) == 0 {
+			add("events: kafka needs kafka.brokers")
+		}
+	default:
+		add("events: must be none or kafka, got %q", c.Events)
+	}
+	if c.AMQP.BackoutThreshold < 1 {
+		add("amqp.backout-threshold: must be at least 1, got %d", c.AMQP.BackoutThreshold)
+	}
+	if c.Outbox.BatchSize < 1 || c.Outbox.BatchSize > 10_000 {
+		add("outbox.batch-size: must be between 1 and 10000, got %d", c.Outbox.BatchSize)
+	}
+	if c.WatchdogInterval.Std() <= 0 {
+		add("watchdog-interval: must be positive, got %s", c.WatchdogInterval)
 	}
 	for _, name := range sortedKeys(c.CommandSteps) {
 		s := c.CommandSteps[name]

@@ -13,10 +13,24 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/tracecontext"
 )
 
-// runCommand handles one claimed command or reply and decides its outcome.
+// runCommand handles one claimed command or reply and decides its outcome, with the messages a
+// brokered transport sends for it.
 func (c *Client) runCommand(ctx context.Context, row *driver.CommandRow) *driver.CommandCompletion {
+	if row.Headers != nil {
+		if sc, ok := tracecontext.FromHeaders(row.Headers); ok {
+			ctx = tracecontext.ContextWith(ctx, sc)
+		}
+	}
+	comp := c.decideOutcome(ctx, row)
+	c.routeCompletion(row, comp)
+	return comp
+}
+
+// decideOutcome runs the handler and classifies what it returned.
+func (c *Client) decideOutcome(ctx context.Context, row *driver.CommandRow) *driver.CommandCompletion {
 	start := time.Now()
 	logger := commandLogger{c.logger, row}
 
@@ -68,6 +82,10 @@ func (c *Client) runCommand(ctx context.Context, row *driver.CommandRow) *driver
 	}
 	if row.Attempt < row.MaxAttempts {
 		delay := c.backoff(row)
+		if window := c.config.Domain(row.Domain).MaxRetryWindow.Std(); window > 0 && c.Now().Add(delay).After(row.CreatedAt.Add(window)) {
+			logger.Error("command failed and its next retry would fall outside its retry window; moved to the troubleshooting queue", "error", message, "window", window)
+			return c.toTSQ(row, CodeRetryWindowExceeded, fmt.Sprintf("attempt %d of %d failed and the next would start past the %s retry window: %s: %s", row.Attempt, row.MaxAttempts, window, code, message))
+		}
 		logger.Warn("command failed; retry scheduled", "error", message, "retry_in", delay)
 		return &driver.CommandCompletion{
 			ID: row.ID, Fence: row.Fence, Status: driver.CommandStatusPending, RetryDelay: delay,

@@ -16,6 +16,7 @@ type metrics struct {
 	handlerDuration *prometheus.HistogramVec
 	handlersRunning *prometheus.GaugeVec
 	fenceRejections prometheus.Counter
+	dlqDepth        *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -37,15 +38,28 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "commandbus_outcomes_fenced_total",
 			Help: "Handler outcomes discarded because the command's lease had passed to another claim.",
 		}),
+		dlqDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "commandbus_dlq_depth",
+			Help: "Commands parked in the dead-letter queue (command_dlq, the troubleshooting queue), by domain.",
+		}, []string{"domain"}),
 	}
 	if reg != nil {
-		for _, c := range []prometheus.Collector{m.handledTotal, m.handlerDuration, m.handlersRunning, m.fenceRejections} {
-			if err := reg.Register(c); err != nil {
-				var already prometheus.AlreadyRegisteredError
-				if !errors.As(err, &already) {
-					return nil, err
-				}
-			}
+		// A second client on the same registry shares the first one's collectors, so both count.
+		var err error
+		if m.handledTotal, err = register(reg, m.handledTotal); err != nil {
+			return nil, err
+		}
+		if m.handlerDuration, err = register(reg, m.handlerDuration); err != nil {
+			return nil, err
+		}
+		if m.handlersRunning, err = register(reg, m.handlersRunning); err != nil {
+			return nil, err
+		}
+		if m.fenceRejections, err = register(reg, m.fenceRejections); err != nil {
+			return nil, err
+		}
+		if m.dlqDepth, err = register(reg, m.dlqDepth); err != nil {
+			return nil, err
 		}
 	}
 	return m, nil
@@ -72,3 +86,17 @@ func (m *metrics) running(domain, queue string, n int) {
 }
 
 func (m *metrics) fenceRejected() { m.fenceRejections.Inc() }
+
+// register registers c, or returns the collector already registered under its name.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	if err := reg.Register(c); err != nil {
+		var already prometheus.AlreadyRegisteredError
+		if errors.As(err, &already) {
+			if existing, ok := already.ExistingCollector.(C); ok {
+				return existing, nil
+			}
+		}
+		return c, err
+	}
+	return c, nil
+}

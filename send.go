@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/tracecontext"
 )
 
 // SendOpts are the optional fields of a command.
@@ -40,6 +42,10 @@ type SendOpts struct {
 	Deadline *time.Time
 	// Actor is recorded in the command's SENT audit entry. Default: the client's worker id.
 	Actor string
+	// Key is the business key (a payment id) the command's envelopes and events are keyed by on a
+	// brokered transport, kept in the HeaderBusinessKey header. Default: the correlation id, or
+	// the command id.
+	Key string
 }
 
 // SendParams is one command of a batch send.
@@ -105,6 +111,17 @@ func (c *Client) sendBatch(ctx context.Context, exec driver.Executor, inTx bool,
 	inserts, err := c.buildInserts(params)
 	if err != nil {
 		return nil, err
+	}
+	if sc, ok := tracecontext.FromContext(ctx); ok {
+		traceparent := sc.Traceparent()
+		for _, ins := range inserts {
+			if _, set := ins.Headers[tracecontext.Header]; !set {
+				ins.Headers = withHeader(ins.Headers, tracecontext.Header, traceparent)
+			}
+		}
+	}
+	if c.routing.any && c.anyAMQP(inserts) {
+		return c.sendBrokered(ctx, exec, inTx, inserts)
 	}
 	results, err := exec.CommandInsertMany(ctx, &driver.CommandInsertManyParams{Commands: inserts, Now: c.now()})
 	if err != nil {
@@ -198,13 +215,87 @@ func (c *Client) buildInsert(p SendParams) (*driver.CommandInsertParams, error) 
 	if actor == "" {
 		actor = c.config.WorkerID
 	}
+	headers := opts.Headers
+	if opts.Key != "" {
+		headers = withHeader(headers, HeaderBusinessKey, opts.Key)
+	}
 	return &driver.CommandInsertParams{
 		ID: id, Kind: driver.CommandKindCommand, Domain: p.Domain, Queue: CommandQueue(p.Domain),
 		Type: kind, Data: data, CorrelationID: opts.CorrelationID, CausationID: opts.CausationID,
 		ReplyTo: replyQueue, MaxAttempts: maxAttempts, TenantID: opts.TenantID, BatchID: opts.BatchID,
-		Headers: opts.Headers, IdempotencyKey: opts.IdempotencyKey, VisibleAt: opts.ScheduledAt,
+		Headers: headers, IdempotencyKey: opts.IdempotencyKey, VisibleAt: opts.ScheduledAt,
 		DeadlineAt: opts.Deadline, Actor: actor,
 	}, nil
+}
+
+// withHeader returns a copy of headers with key set: the caller's map is never changed.
+func withHeader(headers map[string]string, key, value string) map[string]string {
+	out := make(map[string]string, len(headers)+1)
+	for k, v := range headers {
+		out[k] = v
+	}
+	out[key] = value
+	return out
+}
+
+func (c *Client) anyAMQP(inserts []*driver.CommandInsertParams) bool {
+	for _, ins := range inserts {
+		if c.isAMQP(ins.Domain) {
+			return true
+		}
+	}
+	return false
+}
+
+// sendBrokered writes the commands and, for those of amqp domains, their CommandRequested outbox
+// messages in one transaction (seed 004: command + outbox commit together).
+func (c *Client) sendBrokered(ctx context.Context, exec driver.Executor, inTx bool, inserts []*driver.CommandInsertParams) ([]SendResult, error) {
+	var out []SendResult
+	write := func(tx driver.Executor) error {
+		results, err := tx.CommandInsertMany(ctx, &driver.CommandInsertManyParams{Commands: inserts, Now: c.now()})
+		if err != nil {
+			return fmt.Errorf("sending commands: %w", err)
+		}
+		out = make([]SendResult, len(results))
+		topics := map[string]struct{}{}
+		var messages []*driver.OutboxInsertParams
+		for i, r := range results {
+			out[i] = SendResult{ID: r.ID, Duplicate: !r.Inserted}
+			if !r.Inserted {
+				continue
+			}
+			ins := inserts[i]
+			if !c.isAMQP(ins.Domain) {
+				topics[queueTopic(ins.Queue)] = struct{}{}
+				continue
+			}
+			row := &CommandRow{ID: ins.ID, Kind: ins.Kind, Domain: ins.Domain, Queue: ins.Queue, Type: ins.Type,
+				Data: ins.Data, CorrelationID: ins.CorrelationID, CausationID: ins.CausationID, ReplyTo: ins.ReplyTo,
+				TenantID: ins.TenantID, Headers: ins.Headers, IdempotencyKey: ins.IdempotencyKey}
+			msg, err := c.commandRequested(row, ins.VisibleAt, 0)
+			if err != nil {
+				return err
+			}
+			messages = append(messages, msg)
+		}
+		if len(messages) > 0 {
+			if _, err := tx.OutboxInsertMany(ctx, &driver.OutboxInsertManyParams{Messages: messages}); err != nil {
+				return fmt.Errorf("writing the commands' outbox messages: %w", err)
+			}
+			topics[outbox.NotifyTopic] = struct{}{}
+		}
+		return tx.Notify(ctx, mapKeys(topics))
+	}
+	var err error
+	if inTx {
+		err = write(exec)
+	} else {
+		err = driver.WithTx(ctx, exec, func(tx driver.ExecutorTx) error { return write(tx) })
+	}
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 func mapKeys(m map[string]struct{}) []string {

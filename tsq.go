@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/outbox"
 )
 
 // TSQ is the troubleshooting queue: commands that failed permanently or ran out of retries wait
@@ -100,6 +101,9 @@ func (c *Client) operatorAction(ctx context.Context, id uuid.UUID, action Operat
 			}
 			params.Reply = c.replyFor(current, outcome, result, code, message)
 		}
+		if err := c.routeOperatorAction(current, params); err != nil {
+			return err
+		}
 		if updated, err = tx.CommandOperatorAction(ctx, params); err != nil {
 			return err
 		}
@@ -115,6 +119,9 @@ func (c *Client) operatorAction(ctx context.Context, id uuid.UUID, action Operat
 		}
 		if params.Reply != nil {
 			topics = append(topics, queueTopic(params.Reply.Queue))
+		}
+		if len(params.Outbox) > 0 {
+			topics = append(topics, outbox.NotifyTopic)
 		}
 		return tx.Notify(ctx, topics)
 	})

@@ -18,6 +18,10 @@ import (
 // A RUNNING command whose lease expired is claimable again (visibility-timeout semantics); the
 // fence counter makes sure only the newest claim can write its outcome. A command claimed past
 // its last attempt or past its deadline is not handled again: it ends TIMED_OUT, with a reply.
+//
+// Seed 004's lifecycle is PENDING → RUNNING (lease_until) → SUCCEEDED | FAILED | TIMED_OUT: its
+// SUCCEEDED is COMPLETED here (announced as CommandCompleted), the others are the same, and its
+// "parked in command_dlq" is IN_TSQ, recorded in command_dlq by the statement that parks.
 type CommandStatus string
 
 // The command statuses.
@@ -173,6 +177,12 @@ type CommandCompletion struct {
 	// and the completed command as its causation. Only ID, Domain, Queue, Type, Data,
 	// CorrelationID, MaxAttempts, TenantID and Actor are used.
 	Reply *CommandInsertParams
+	// Outbox messages (the reply and event of a brokered transport) are written in the same
+	// transaction when the outcome applies, and not at all otherwise.
+	Outbox []*OutboxInsertParams
+	// Inbox records the delivered message that produced this outcome, in the same transaction,
+	// when the outcome applies (first write wins).
+	Inbox *InboxInsertParams
 }
 
 // CommandCompleteManyParams writes many outcomes in one round trip.
@@ -212,7 +222,9 @@ type CommandOperatorParams struct {
 	// ResetAttempts gives a retried command a fresh attempt budget.
 	ResetAttempts bool
 	Reply         *CommandInsertParams
-	Now           *time.Time
+	// Outbox messages are written in the same transaction when the action applies.
+	Outbox []*OutboxInsertParams
+	Now    *time.Time
 }
 
 // QueueDepth counts a queue's commands by state.
@@ -300,4 +312,31 @@ func CurrentAudit(row *CommandRow, stored []AuditEntry) []AuditEntry {
 		})
 	}
 	return out
+}
+
+// CommandClaimByIDParams claims one command by id: the command a broker delivered.
+type CommandClaimByIDParams struct {
+	ID       uuid.UUID
+	Lease    time.Duration
+	WorkerID string
+	Now      *time.Time
+}
+
+// CommandListExpiredParams lists, in the given queues, RUNNING commands whose lease expired and
+// PENDING or RUNNING commands whose deadline passed: the watchdog's work for queues no worker
+// claims.
+type CommandListExpiredParams struct {
+	Queues []string
+	Max    int
+	Now    *time.Time
+}
+
+// CommandDeliveryExecutor holds the command queries of brokered transports and the watchdog.
+type CommandDeliveryExecutor interface {
+	// CommandClaimByID claims the command like CommandClaim (attempt and fence grow, leased to
+	// WorkerID) when it is PENDING and visible, or RUNNING with an expired lease. It returns
+	// ErrNotFound, or ErrConflict when the command is not claimable (finished, parked, not yet
+	// due, or held by a live lease).
+	CommandClaimByID(ctx context.Context, params *CommandClaimByIDParams) (*CommandRow, error)
+	CommandListExpired(ctx context.Context, params *CommandListExpiredParams) ([]*CommandRow, error)
 }

@@ -77,6 +77,10 @@ type Executor interface {
 	AuditExecutor
 	NotifyExecutor
 	ExecutionExecutor
+	CommandDeliveryExecutor
+	OutboxExecutor
+	InboxExecutor
+	DLQExecutor
 }
 
 // ExecutorTx is an Executor inside a transaction.

@@ -63,6 +63,11 @@ func runWorker(ctx context.Context, cfg *commandbus.Config, logger *slog.Logger)
 	if err != nil {
 		return err
 	}
+	closeTransports, err := wireTransports(client, logger)
+	if err != nil {
+		return err
+	}
+	defer closeTransports()
 	if err := client.Start(ctx); err != nil {
 		return err
 	}

@@ -63,6 +63,10 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"ExecutionResponses", exerciseExecutionResponses},
 		{"ExecutionListDue", exerciseExecutionListDue},
 		{"ExecutionCountByStatus", exerciseExecutionCountByStatus},
+		{"Outbox", exerciseOutbox},
+		{"Inbox", exerciseInbox},
+		{"DLQ", exerciseDLQ},
+		{"CommandDelivery", exerciseCommandDelivery},
 	}
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {

@@ -396,8 +396,24 @@ const commandCompleteManySQL = `
 					'error_code', i.error_code, 'error_message', i.error_message))) END
 		FROM input i, n
 		WHERE c.id = i.id AND c.fence = i.fence AND c.status = 'RUNNING'
-		RETURNING c.id, i.reply_id, i.reply_domain, i.reply_queue, i.reply_type, i.reply_data,
-			i.reply_correlation_id, i.reply_max_attempts, i.reply_tenant_id, i.reply_actor
+		RETURNING c.id, c.status, c.worker_id, c.attempt, c.error_code, c.error_message, i.reply_id,
+			i.reply_domain, i.reply_queue, i.reply_type, i.reply_data, i.reply_correlation_id,
+			i.reply_max_attempts, i.reply_tenant_id, i.reply_actor
+	), parked AS (
+		-- A command moved to the troubleshooting queue is recorded in the dead-letter table by the
+		-- same statement (seed 004's command_dlq).
+		INSERT INTO {schema}.command_dlq (command_id, parked_at, parked_by, attempts, error)
+		SELECT u.id, n.now, u.worker_id, u.attempt, concat_ws(': ', u.error_code, u.error_message)
+		FROM updated u, n
+		WHERE u.status = 'IN_TSQ'
+		ON CONFLICT (command_id) DO UPDATE SET parked_at = excluded.parked_at,
+			parked_by = excluded.parked_by, attempts = excluded.attempts, error = excluded.error
+	), park_audit AS (
+		INSERT INTO {schema}.audit_log (at, entity_type, entity_id, action, actor, reason, details)
+		SELECT n.now, 'command', u.id::text, 'DLQ_PARK', coalesce(u.worker_id, 'worker'),
+			concat_ws(': ', u.error_code, u.error_message), jsonb_build_object('attempts', u.attempt)
+		FROM updated u, n
+		WHERE u.status = 'IN_TSQ'
 	), replies AS (
 		INSERT INTO {schema}.command (id, kind, domain, queue, command_type, data, correlation_id,
 			causation_id, status, max_attempts, tenant_id, sent_by, visible_at, created_at, updated_at)
@@ -438,13 +454,70 @@ func (e *executor) CommandCompleteMany(ctx context.Context, params *driver.Comma
 			replyTens[i], replyActors[i] = nullString(r.TenantID), nullString(r.Actor)
 		}
 	}
-	rows, err := e.db.Query(ctx, e.d.sql(commandCompleteManySQL), ids, fences, statuses, delays, results,
-		codes, messages, events, releases, replyIDs, replyDomains, replyQueues, replyTypes, replyData,
-		replyCorrelations, replyMax, replyTens, replyActors, params.Now)
+	args := []any{ids, fences, statuses, delays, results, codes, messages, events, releases, replyIDs,
+		replyDomains, replyQueues, replyTypes, replyData, replyCorrelations, replyMax, replyTens, replyActors, params.Now}
+	if !hasCompletionExtras(params.Completions) {
+		rows, err := e.db.Query(ctx, e.d.sql(commandCompleteManySQL), args...)
+		if err != nil {
+			return nil, err
+		}
+		return collectUUIDs(rows)
+	}
+	// Outbox and inbox rows commit with the outcomes they belong to, and only for those applied.
+	var applied []uuid.UUID
+	err := driver.WithTx(ctx, e, func(tx driver.ExecutorTx) error {
+		inner := tx.(*executorTx)
+		rows, err := inner.db.Query(ctx, e.d.sql(commandCompleteManySQL), args...)
+		if err != nil {
+			return err
+		}
+		if applied, err = collectUUIDs(rows); err != nil {
+			return err
+		}
+		return writeCompletionExtras(ctx, inner, params.Completions, applied, params.Now)
+	})
 	if err != nil {
 		return nil, err
 	}
-	return collectUUIDs(rows)
+	return applied, nil
+}
+
+func hasCompletionExtras(completions []*driver.CommandCompletion) bool {
+	for _, c := range completions {
+		if len(c.Outbox) > 0 || c.Inbox != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// writeCompletionExtras writes the outbox and inbox rows of the applied completions.
+func writeCompletionExtras(ctx context.Context, exec driver.Executor, completions []*driver.CommandCompletion, applied []uuid.UUID, now *time.Time) error {
+	done := make(map[uuid.UUID]bool, len(applied))
+	for _, id := range applied {
+		done[id] = true
+	}
+	var messages []*driver.OutboxInsertParams
+	for _, c := range completions {
+		if !done[c.ID] {
+			continue
+		}
+		messages = append(messages, c.Outbox...)
+		if c.Inbox != nil {
+			inbox := *c.Inbox
+			if inbox.Now == nil {
+				inbox.Now = now
+			}
+			if _, err := exec.InboxInsert(ctx, &inbox); err != nil {
+				return fmt.Errorf("recording inbox message %s: %w", inbox.MessageID, err)
+			}
+		}
+	}
+	if len(messages) == 0 {
+		return nil
+	}
+	_, err := exec.OutboxInsertMany(ctx, &driver.OutboxInsertManyParams{Messages: messages, Now: now})
+	return err
 }
 
 func collectUUIDs(rows pgx.Rows) ([]uuid.UUID, error) {
@@ -477,6 +550,16 @@ const commandOperatorSQL = `
 		FROM n
 		WHERE c.id = $1 AND c.status = ANY($3::text[])
 		RETURNING ` + "%s" + `
+	), parked AS (
+		INSERT INTO {schema}.command_dlq (command_id, parked_at, parked_by, attempts, error)
+		SELECT u.id, n.now, $5::text, u.attempt, concat_ws(': ', u.error_code, u.error_message)
+		FROM updated u, n
+		WHERE u.status = 'IN_TSQ'
+		ON CONFLICT (command_id) DO NOTHING
+	), unparked AS (
+		-- Leaving the troubleshooting queue (retry, cancel, complete) ends the dead-letter record.
+		DELETE FROM {schema}.command_dlq d USING updated u
+		WHERE d.command_id = u.id AND u.status <> 'IN_TSQ'
 	), replies AS (` + insertSelect + `
 		FROM updated u, n, jsonb_to_record($12::jsonb) AS i(` + insertRecordColumns + `)
 		WHERE $12::jsonb IS NOT NULL
@@ -496,17 +579,36 @@ func (e *executor) CommandOperatorAction(ctx context.Context, params *driver.Com
 		}
 	}
 	query := fmt.Sprintf(commandOperatorSQL, commandColsC)
-	row := e.db.QueryRow(ctx, e.d.sql(query), pgUUID(params.ID), string(params.ToStatus), from, params.Event,
+	args := []any{pgUUID(params.ID), string(params.ToStatus), from, params.Event,
 		params.Actor, params.Reason, nullJSON(params.Result), params.ResetAttempts,
-		nullString(params.ErrorCode), nullString(params.ErrorMessage), params.Now, reply)
-	cmd, err := scanCommand(row, nil)
-	if errors.Is(err, pgx.ErrNoRows) {
-		if _, getErr := e.CommandGetByID(ctx, params.ID); errors.Is(getErr, driver.ErrNotFound) {
-			return nil, driver.ErrNotFound
+		nullString(params.ErrorCode), nullString(params.ErrorMessage), params.Now, reply}
+	run := func(exec *executor) (*driver.CommandRow, error) {
+		cmd, err := scanCommand(exec.db.QueryRow(ctx, e.d.sql(query), args...), nil)
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, getErr := exec.CommandGetByID(ctx, params.ID); errors.Is(getErr, driver.ErrNotFound) {
+				return nil, driver.ErrNotFound
+			}
+			return nil, driver.ErrConflict
 		}
-		return nil, driver.ErrConflict
+		return cmd, err
 	}
-	return cmd, err
+	if len(params.Outbox) == 0 {
+		return run(e)
+	}
+	var cmd *driver.CommandRow
+	err := driver.WithTx(ctx, e, func(tx driver.ExecutorTx) error {
+		inner := tx.(*executorTx)
+		var err error
+		if cmd, err = run(&inner.executor); err != nil {
+			return err
+		}
+		_, err = inner.OutboxInsertMany(ctx, &driver.OutboxInsertManyParams{Messages: params.Outbox, Now: params.Now})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return cmd, nil
 }
 
 func (e *executor) CommandQueueDepths(ctx context.Context) ([]*driver.QueueDepth, error) {

@@ -1,6 +1,8 @@
 package pgdriver
 
 import (
+	"sort"
+
 	"encoding/json"
 
 	"github.com/google/uuid"
@@ -64,4 +66,8 @@ func nullJSONText(b []byte) *string {
 	}
 	s := string(b)
 	return &s
+}
+
+func sortClaimed[T any](s []T, less func(a, b T) bool) {
+	sort.Slice(s, func(i, j int) bool { return less(s[i], s[j]) })
 }

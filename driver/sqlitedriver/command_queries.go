@@ -367,6 +367,22 @@ func (e *executor) CommandCompleteMany(ctx context.Context, params *driver.Comma
 					return err
 				}
 			}
+			if c.Status == driver.CommandStatusInTSQ {
+				if err := e.recordParked(ctx, tx, c.ID, nil, now, true); err != nil {
+					return fmt.Errorf("recording parked command %s: %w", c.ID, err)
+				}
+			}
+			if len(c.Outbox) > 0 {
+				if err := insertOutbox(ctx, e.d, tx, c.Outbox, now, nil); err != nil {
+					return fmt.Errorf("writing outbox messages of command %s: %w", c.ID, err)
+				}
+			}
+			if c.Inbox != nil {
+				if _, err := tx.ExecContext(ctx, e.d.sql(`INSERT INTO {schema}.inbox (message_id, handler, processed_at)
+					VALUES (?, ?, ?) ON CONFLICT DO NOTHING`), c.Inbox.MessageID, c.Inbox.Handler, micros(now)); err != nil {
+					return fmt.Errorf("recording inbox message %s: %w", c.Inbox.MessageID, err)
+				}
+			}
 		}
 		return nil
 	})
@@ -447,6 +463,18 @@ func (e *executor) CommandOperatorAction(ctx context.Context, params *driver.Com
 		}
 		if err != nil {
 			return err
+		}
+		if params.ToStatus == driver.CommandStatusInTSQ {
+			if err := e.recordParked(ctx, tx, params.ID, params.Actor, now, false); err != nil {
+				return err
+			}
+		} else if _, err := tx.ExecContext(ctx, e.d.sql(`DELETE FROM {schema}.command_dlq WHERE command_id = ?`), params.ID.String()); err != nil {
+			return err
+		}
+		if len(params.Outbox) > 0 {
+			if err := insertOutbox(ctx, e.d, tx, params.Outbox, now, nil); err != nil {
+				return err
+			}
 		}
 		if params.Reply != nil {
 			return e.insertReply(ctx, tx, params.Reply, now)

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/commandbus/commandbus"
+)
+
+func newDLQCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "dlq",
+		Short: "List and resubmit commands parked in the dead-letter queue",
+		Long: "The dead-letter queue (seed 004's command_dlq) records every command parked in the troubleshooting\n" +
+			"queue: when, by whom, after how many attempts, with which error. Resubmitting puts the command back\n" +
+			"with a fresh attempt budget and the same idempotency key; it is audited with --actor and --reason.",
+	}
+	cmd.AddCommand(newDLQListCommand(), newDLQResubmitCommand())
+	return cmd
+}
+
+func newDLQListCommand() *cobra.Command {
+	var db databaseFlags
+	var filter commandbus.DLQFilter
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List parked commands, most recently parked first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			client, closeDB, err := openClient(cmd, &db)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			rows, err := client.DLQ().List(cmd.Context(), filter)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, rows)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintln(out, "the dead-letter queue is empty")
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tDOMAIN\tTYPE\tATTEMPTS\tERROR\tPARKED\tBY")
+			for _, r := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.CommandID, r.Command.Domain, r.Command.Type, r.Attempts,
+					truncate(r.Error, 60), r.ParkedAt.UTC().Format(time.RFC3339), r.ParkedBy)
+			}
+			return tw.Flush()
+		},
+	}
+	db.register(cmd, "")
+	cmd.Flags().StringVar(&filter.Domain, "domain", "", "only this domain")
+	cmd.Flags().StringVar(&filter.Type, "type", "", "only this command type")
+	cmd.Flags().StringVar(&filter.TenantID, "tenant", "", "only this tenant")
+	cmd.Flags().IntVar(&filter.Limit, "limit", 100, "most rows to show")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newDLQResubmitCommand() *cobra.Command {
+	var db databaseFlags
+	var op commandbus.OperatorAction
+	cmd := &cobra.Command{
+		Use:   "resubmit ID",
+		Short: "Put a parked command back on its queue, with the same idempotency key",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("command id: %w", err)
+			}
+			client, closeDB, err := openClient(cmd, &db)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			row, err := client.DLQ().Resubmit(cmd.Context(), id, op)
+			if err != nil {
+				return fmt.Errorf("resubmit %s: %w", id, err)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "command %s is now %s (resubmitted by %s: %s)\n", row.ID, row.Status, op.Actor, op.Reason)
+			return nil
+		},
+	}
+	db.register(cmd, "")
+	cmd.Flags().StringVar(&op.Actor, "actor", defaultActor(), "who resubmits (audited)")
+	cmd.Flags().StringVar(&op.Reason, "reason", "", "why (audited; required)")
+	_ = cmd.MarkFlagRequired("reason")
+	return cmd
+}

@@ -1,0 +1,430 @@
+package drivertest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+func newOutboxMessage(transport, topic, key string) *driver.OutboxInsertParams {
+	id := uuid.Must(uuid.NewV7()).String()
+	return &driver.OutboxInsertParams{
+		Category: driver.OutboxCategoryEvent, Transport: transport, Topic: topic, Key: key,
+		Type: "CommandCompleted", MessageID: id, Payload: json.RawMessage(fmt.Sprintf(`{"messageId":%q}`, id)),
+		Headers: map[string]string{"correlationId": "c-1"},
+	}
+}
+
+func outboxInsert(t *testing.T, exec driver.Executor, now *time.Time, msgs ...*driver.OutboxInsertParams) []int64 {
+	t.Helper()
+	ids, err := exec.OutboxInsertMany(context.Background(), &driver.OutboxInsertManyParams{Messages: msgs, Now: now})
+	require.NoError(t, err)
+	require.Len(t, ids, len(msgs))
+	for i := 1; i < len(ids); i++ {
+		require.Greater(t, ids[i], ids[i-1], "ids grow in input order")
+	}
+	return ids
+}
+
+// outboxClaim claims until it gets want messages or a deadline passes. On PostgreSQL a claim only
+// sees rows below the oldest running transaction of the whole server, which a concurrent test
+// may hold back for a moment.
+func outboxClaim(t *testing.T, exec driver.Executor, params driver.OutboxClaimParams, want int) []*driver.OutboxRow {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	var got []*driver.OutboxRow
+	for {
+		rows, err := exec.OutboxClaim(context.Background(), &params)
+		require.NoError(t, err)
+		got = append(got, rows...)
+		if len(got) >= want || time.Now().After(deadline) {
+			require.Len(t, got, want)
+			return got
+		}
+		time.Sleep(20 * time.Millisecond) // polling the horizon, not waiting for correctness
+	}
+}
+
+func outboxIDs(rows []*driver.OutboxRow) []int64 {
+	out := make([]int64, len(rows))
+	for i, r := range rows {
+		out[i] = r.ID
+	}
+	return out
+}
+
+func exerciseOutbox(t *testing.T, setup setupFunc) {
+	ctx := context.Background()
+	lease := time.Minute
+
+	t.Run("InsertClaimPublish", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		a, c := newOutboxMessage("kafka", "events.Fx", "k1"), newOutboxMessage("kafka", "events.Fx", "")
+		amqp := newOutboxMessage("amqp", "APP.CMD.FX.BookFx.Q", "k9")
+		amqp.Category = driver.OutboxCategoryCommand
+		ids := outboxInsert(t, b.exec, &t0, a, c, amqp)
+
+		rows := outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 10, Lease: lease, RelayID: "r1", Now: &t0}, 2)
+		require.Equal(t, ids[:2], outboxIDs(rows), "publication order")
+		got := rows[0]
+		require.Equal(t, driver.OutboxCategoryEvent, got.Category)
+		require.Equal(t, "kafka", got.Transport)
+		require.Equal(t, "events.Fx", got.Topic)
+		require.Equal(t, "k1", got.Key)
+		require.Equal(t, a.MessageID, got.MessageID)
+		require.Equal(t, "CommandCompleted", got.Type)
+		require.JSONEq(t, string(a.Payload), string(got.Payload))
+		require.Equal(t, a.Headers, got.Headers)
+		require.Equal(t, driver.OutboxStatusNew, got.Status)
+		require.Equal(t, 1, got.Attempts)
+		require.Equal(t, "r1", got.LockedBy)
+		requireTimePtr(t, t0.Add(lease), got.LockedUntil, "locked_until")
+		requireTime(t, t0, got.CreatedAt, "created_at")
+		require.Empty(t, rows[1].Key)
+
+		// Leased: nobody else takes them until the lease ends.
+		none, err := b.exec.OutboxClaim(ctx, &driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 10, Lease: lease, RelayID: "r2", Now: &t0})
+		require.NoError(t, err)
+		require.Empty(t, none)
+
+		n, err := b.exec.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: ids[:2], Now: ptr(t0.Add(time.Second))})
+		require.NoError(t, err)
+		require.Equal(t, int64(2), n)
+		n, err = b.exec.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: ids[:2], Now: ptr(t0.Add(time.Second))})
+		require.NoError(t, err)
+		require.Zero(t, n, "published once")
+
+		listed, err := b.exec.OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusPublished}})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ids[1], ids[0]}, outboxIDs(listed), "newest first")
+		requireTimePtr(t, t0.Add(time.Second), listed[0].PublishedAt, "published_at")
+		listed, err = b.exec.OutboxList(ctx, &driver.OutboxListParams{Transport: "amqp"})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ids[2]}, outboxIDs(listed))
+
+		backlog, err := b.exec.OutboxBacklog(ctx)
+		require.NoError(t, err)
+		require.Len(t, backlog, 1)
+		require.Equal(t, "amqp", backlog[0].Transport)
+		require.Equal(t, driver.OutboxCategoryCommand, backlog[0].Category)
+		require.Equal(t, int64(1), backlog[0].New)
+		requireTimePtr(t, t0, backlog[0].OldestNew, "oldest")
+
+		deleted, err := b.exec.OutboxDeletePublished(ctx, t0.Add(2*time.Second), 1)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), deleted, "at most max")
+		deleted, err = b.exec.OutboxDeletePublished(ctx, t0.Add(2*time.Second), 10)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), deleted)
+	})
+
+	t.Run("OneKeyInOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		k1a, k1b, k1c := newOutboxMessage("kafka", "t", "k1"), newOutboxMessage("kafka", "t", "k1"), newOutboxMessage("kafka", "t", "k1")
+		k2 := newOutboxMessage("kafka", "t", "k2")
+		ids := outboxInsert(t, b.exec, &t0, k1a, k1b, k2, k1c)
+		claimAt := func(relay string, at time.Time, want int) []int64 {
+			return outboxIDs(outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 10, Lease: lease, RelayID: relay, Now: &at}, want))
+		}
+		// Only the head of each key: k1's second message waits for its first.
+		require.Equal(t, []int64{ids[0], ids[2]}, claimAt("r1", t0, 2))
+		// Another relay finds k1 held by its unpublished head.
+		require.Empty(t, claimAt("r2", t0, 0))
+
+		// The head fails: it backs off, and its key waits with it.
+		n, err := b.exec.OutboxMarkFailed(ctx, &driver.OutboxMarkFailedParams{RelayID: "r1", Now: &t0, Failures: []*driver.OutboxFailure{
+			{ID: ids[0], Error: "broker down", RetryDelay: 10 * time.Second},
+		}})
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		require.Empty(t, claimAt("r2", t0.Add(5*time.Second), 0))
+		got := claimAt("r2", t0.Add(10*time.Second), 1)
+		require.Equal(t, []int64{ids[0]}, got)
+		rows, err := b.exec.OutboxList(ctx, &driver.OutboxListParams{Limit: 10})
+		require.NoError(t, err)
+		byID := map[int64]*driver.OutboxRow{}
+		for _, r := range rows {
+			byID[r.ID] = r
+		}
+		require.Equal(t, 2, byID[ids[0]].Attempts)
+		require.Equal(t, "broker down", byID[ids[0]].LastError)
+
+		// A failure reported by a relay that lost the lease changes nothing.
+		n, err = b.exec.OutboxMarkFailed(ctx, &driver.OutboxMarkFailedParams{RelayID: "r1", Now: &t0, Failures: []*driver.OutboxFailure{
+			{ID: ids[0], Error: "late", RetryDelay: time.Hour},
+		}})
+		require.NoError(t, err)
+		require.Zero(t, n)
+
+		_, err = b.exec.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: []int64{ids[0], ids[2]}, Now: &t0})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ids[1]}, claimAt("r2", t0.Add(10*time.Second), 1))
+		_, err = b.exec.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: []int64{ids[1]}, Now: &t0})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ids[3]}, claimAt("r2", t0.Add(10*time.Second), 1))
+	})
+
+	t.Run("GiveUpAndExpiredLease", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		m, next := newOutboxMessage("amqp", "q", "k"), newOutboxMessage("amqp", "q", "k")
+		ids := outboxInsert(t, b.exec, &t0, m, next)
+		outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"amqp"}, Max: 10, Lease: lease, RelayID: "r1", Now: &t0}, 1)
+		// The relay died: its lease runs out and another relay takes the message again.
+		again := outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"amqp"}, Max: 10, Lease: lease, RelayID: "r2", Now: ptr(t0.Add(lease))}, 1)
+		require.Equal(t, ids[0], again[0].ID)
+		require.Equal(t, 2, again[0].Attempts)
+		n, err := b.exec.OutboxMarkFailed(ctx, &driver.OutboxMarkFailedParams{RelayID: "r2", Now: &t0, Failures: []*driver.OutboxFailure{
+			{ID: ids[0], Error: "message too large", GiveUp: true},
+		}})
+		require.NoError(t, err)
+		require.Equal(t, int64(1), n)
+		// A FAILED message no longer holds its key.
+		require.Equal(t, ids[1], outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"amqp"}, Max: 10, Lease: lease, RelayID: "r2", Now: ptr(t0.Add(lease))}, 1)[0].ID)
+		backlog, err := b.exec.OutboxBacklog(ctx)
+		require.NoError(t, err)
+		require.Len(t, backlog, 1)
+		require.Equal(t, int64(1), backlog[0].Failed)
+	})
+
+	t.Run("ScheduledAndRolledBack", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		later := newOutboxMessage("kafka", "t", "")
+		later.NextAt = ptr(t0.Add(time.Minute))
+		outboxInsert(t, b.exec, &t0, later)
+		tx, err := b.exec.Begin(ctx)
+		require.NoError(t, err)
+		outboxInsert(t, tx, &t0, newOutboxMessage("kafka", "t", ""))
+		require.NoError(t, tx.Rollback(ctx))
+		none, err := b.exec.OutboxClaim(ctx, &driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 10, Lease: lease, RelayID: "r", Now: &t0})
+		require.NoError(t, err)
+		require.Empty(t, none)
+		outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 10, Lease: lease, RelayID: "r", Now: ptr(t0.Add(time.Minute))}, 1)
+	})
+}
+
+func exerciseInbox(t *testing.T, setup setupFunc) {
+	ctx := context.Background()
+	t.Run("FirstWriteWins", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		first, err := b.exec.InboxInsert(ctx, &driver.InboxInsertParams{MessageID: "m1", Handler: "h", Now: &t0})
+		require.NoError(t, err)
+		require.True(t, first)
+		again, err := b.exec.InboxInsert(ctx, &driver.InboxInsertParams{MessageID: "m1", Handler: "h", Now: &t0})
+		require.NoError(t, err)
+		require.False(t, again, "a duplicate")
+		other, err := b.exec.InboxInsert(ctx, &driver.InboxInsertParams{MessageID: "m1", Handler: "h2", Now: ptr(t0.Add(time.Hour))})
+		require.NoError(t, err)
+		require.True(t, other, "another handler processes the same message once too")
+		exists, err := b.exec.InboxExists(ctx, "m1", "h")
+		require.NoError(t, err)
+		require.True(t, exists)
+		exists, err = b.exec.InboxExists(ctx, "m2", "h")
+		require.NoError(t, err)
+		require.False(t, exists)
+
+		// Rolled back with the handler's effects: the message was not processed.
+		tx, err := b.exec.Begin(ctx)
+		require.NoError(t, err)
+		first, err = tx.InboxInsert(ctx, &driver.InboxInsertParams{MessageID: "m3", Handler: "h", Now: &t0})
+		require.NoError(t, err)
+		require.True(t, first)
+		require.NoError(t, tx.Rollback(ctx))
+		exists, err = b.exec.InboxExists(ctx, "m3", "h")
+		require.NoError(t, err)
+		require.False(t, exists)
+
+		deleted, err := b.exec.InboxDeleteBefore(ctx, t0.Add(time.Minute), 10)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), deleted)
+		exists, err = b.exec.InboxExists(ctx, "m1", "h2")
+		require.NoError(t, err)
+		require.True(t, exists)
+	})
+}
+
+func exerciseDLQ(t *testing.T, setup setupFunc) {
+	ctx := context.Background()
+
+	t.Run("ParkedWithTheMoveAndRemovedOnTheWayOut", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p, other := newCommand("fx", "fx__commands", "BookFx"), newCommand("risk", "risk__commands", "Book")
+		p.TenantID = "acme"
+		insert(t, b.exec, &t0, p, other)
+		t1 := t0.Add(time.Second)
+		require.Len(t, claim(t, b.exec, "fx__commands", 1, time.Minute, &t1), 1)
+		require.Len(t, claim(t, b.exec, "risk__commands", 1, time.Minute, &t1), 1)
+		complete(t, b.exec, &t1,
+			&driver.CommandCompletion{ID: p.ID, Fence: 1, Status: driver.CommandStatusInTSQ, Event: "MOVED_TO_TSQ",
+				ErrorCode: "RETRIES_EXHAUSTED", ErrorMessage: "attempt 1 of 1 failed"},
+			&driver.CommandCompletion{ID: other.ID, Fence: 1, Status: driver.CommandStatusInTSQ, Event: "MOVED_TO_TSQ",
+				ErrorCode: "PERMANENT_FAILURE"})
+
+		d, err := b.exec.DLQGet(ctx, p.ID)
+		require.NoError(t, err)
+		require.Equal(t, p.ID, d.CommandID)
+		requireTime(t, t1, d.ParkedAt, "parked_at")
+		require.Equal(t, "worker-1", d.ParkedBy)
+		require.Equal(t, 1, d.Attempts)
+		require.Equal(t, "RETRIES_EXHAUSTED: attempt 1 of 1 failed", d.Error)
+		require.Equal(t, driver.CommandStatusInTSQ, d.Command.Status)
+		require.Equal(t, "fx", d.Command.Domain)
+
+		list, err := b.exec.DLQList(ctx, &driver.DLQListParams{})
+		require.NoError(t, err)
+		require.Len(t, list, 2)
+		list, err = b.exec.DLQList(ctx, &driver.DLQListParams{Domain: "fx", Type: "BookFx", TenantID: "acme"})
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		require.Equal(t, p.ID, list[0].CommandID)
+		depths, err := b.exec.DLQDepths(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []*driver.DLQDepth{{Domain: "fx", Count: 1}, {Domain: "risk", Count: 1}}, depths)
+
+		// Resubmitted: the record goes with the command's move out of the troubleshooting queue.
+		_, err = b.exec.CommandOperatorAction(ctx, &driver.CommandOperatorParams{
+			ID: p.ID, FromStatuses: []driver.CommandStatus{driver.CommandStatusInTSQ}, ToStatus: driver.CommandStatusPending,
+			Event: "DLQ_RESUBMIT", Actor: "alice", Reason: "fixed", ResetAttempts: true, Now: &t1,
+		})
+		require.NoError(t, err)
+		_, err = b.exec.DLQGet(ctx, p.ID)
+		require.ErrorIs(t, err, driver.ErrNotFound)
+
+		// An operator parking a command records who did.
+		_, err = b.exec.CommandOperatorAction(ctx, &driver.CommandOperatorParams{
+			ID: p.ID, FromStatuses: []driver.CommandStatus{driver.CommandStatusPending}, ToStatus: driver.CommandStatusInTSQ,
+			Event: "PARKED", Actor: "bob", Reason: "hold", ErrorCode: "HELD", Now: &t1,
+		})
+		require.NoError(t, err)
+		d, err = b.exec.DLQGet(ctx, p.ID)
+		require.NoError(t, err)
+		require.Equal(t, "bob", d.ParkedBy)
+		require.Equal(t, 0, d.Attempts)
+
+		// A rejected outcome parks nothing.
+		_, err = b.exec.DLQGet(ctx, uuid.New())
+		require.ErrorIs(t, err, driver.ErrNotFound)
+	})
+}
+
+func exerciseCommandDelivery(t *testing.T, setup setupFunc) {
+	ctx := context.Background()
+
+	t.Run("ClaimByID", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p, scheduled := newCommand("fx", "fx__commands", "BookFx"), newCommand("fx", "fx__commands", "BookFx")
+		scheduled.VisibleAt = ptr(t0.Add(time.Hour))
+		insert(t, b.exec, &t0, p, scheduled)
+		t1 := t0.Add(time.Second)
+		claimByID := func(id uuid.UUID, at time.Time) (*driver.CommandRow, error) {
+			return b.exec.CommandClaimByID(ctx, &driver.CommandClaimByIDParams{ID: id, Lease: time.Minute, WorkerID: "amqp-1", Now: &at})
+		}
+		row, err := claimByID(p.ID, t1)
+		require.NoError(t, err)
+		require.Equal(t, driver.CommandStatusRunning, row.Status)
+		require.Equal(t, 1, row.Attempt)
+		require.Equal(t, int64(1), row.Fence)
+		require.Equal(t, "amqp-1", row.WorkerID)
+		requireTimePtr(t, t1.Add(time.Minute), row.LeaseUntil, "lease_until")
+
+		_, err = claimByID(p.ID, t1)
+		require.ErrorIs(t, err, driver.ErrConflict, "held by a live lease")
+		_, err = claimByID(scheduled.ID, t1)
+		require.ErrorIs(t, err, driver.ErrConflict, "not yet due")
+		_, err = claimByID(uuid.New(), t1)
+		require.ErrorIs(t, err, driver.ErrNotFound)
+
+		t2 := t1.Add(time.Minute)
+		row, err = claimByID(p.ID, t2)
+		require.NoError(t, err, "the lease expired")
+		require.Equal(t, 2, row.Attempt)
+		require.Equal(t, int64(2), row.Fence)
+		require.Equal(t, []uuid.UUID{p.ID}, complete(t, b.exec, &t2, &driver.CommandCompletion{
+			ID: p.ID, Fence: 2, Status: driver.CommandStatusCompleted, Event: "COMPLETED"}))
+		_, err = claimByID(p.ID, t2.Add(time.Hour))
+		require.ErrorIs(t, err, driver.ErrConflict, "finished")
+	})
+
+	t.Run("ListExpired", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		leased, pastDeadline, fresh, otherQueue := newCommand("fx", "fx__commands", "A"), newCommand("fx", "fx__commands", "B"),
+			newCommand("fx", "fx__commands", "C"), newCommand("risk", "risk__commands", "D")
+		pastDeadline.DeadlineAt = ptr(t0.Add(30 * time.Second))
+		insert(t, b.exec, &t0, leased, pastDeadline, fresh, otherQueue)
+		_, err := b.exec.CommandClaimByID(ctx, &driver.CommandClaimByIDParams{ID: leased.ID, Lease: time.Minute, WorkerID: "w", Now: &t0})
+		require.NoError(t, err)
+		_, err = b.exec.CommandClaimByID(ctx, &driver.CommandClaimByIDParams{ID: otherQueue.ID, Lease: time.Second, WorkerID: "w", Now: &t0})
+		require.NoError(t, err)
+		list := func(at time.Time) []uuid.UUID {
+			rows, err := b.exec.CommandListExpired(ctx, &driver.CommandListExpiredParams{Queues: []string{"fx__commands"}, Max: 10, Now: &at})
+			require.NoError(t, err)
+			return ids(rows)
+		}
+		require.Empty(t, list(t0))
+		require.Equal(t, []uuid.UUID{pastDeadline.ID}, list(t0.Add(30*time.Second)))
+		require.ElementsMatch(t, []uuid.UUID{leased.ID, pastDeadline.ID}, list(t0.Add(time.Minute)))
+	})
+
+	t.Run("CompletionExtrasOnlyWhenApplied", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p, stale := newCommand("fx", "fx__commands", "A"), newCommand("fx", "fx__commands", "B")
+		insert(t, b.exec, &t0, p, stale)
+		require.Len(t, claim(t, b.exec, "fx__commands", 2, time.Minute, &t0), 2)
+		reply, event := newOutboxMessage("amqp", "APP.CMD.REPLY.Q", "k"), newOutboxMessage("kafka", "events.Fx", "k")
+		staleEvent := newOutboxMessage("kafka", "events.Fx", "k")
+		applied := complete(t, b.exec, &t0,
+			&driver.CommandCompletion{ID: p.ID, Fence: 1, Status: driver.CommandStatusCompleted, Event: "COMPLETED",
+				Outbox: []*driver.OutboxInsertParams{reply, event}, Inbox: &driver.InboxInsertParams{MessageID: "m-p", Handler: "fx"}},
+			&driver.CommandCompletion{ID: stale.ID, Fence: 7, Status: driver.CommandStatusCompleted, Event: "COMPLETED",
+				Outbox: []*driver.OutboxInsertParams{staleEvent}, Inbox: &driver.InboxInsertParams{MessageID: "m-stale", Handler: "fx"}})
+		require.Equal(t, []uuid.UUID{p.ID}, applied)
+		rows, err := b.exec.OutboxList(ctx, &driver.OutboxListParams{})
+		require.NoError(t, err)
+		var messageIDs []string
+		for _, r := range rows {
+			messageIDs = append(messageIDs, r.MessageID)
+		}
+		require.ElementsMatch(t, []string{reply.MessageID, event.MessageID}, messageIDs)
+		exists, err := b.exec.InboxExists(ctx, "m-p", "fx")
+		require.NoError(t, err)
+		require.True(t, exists)
+		exists, err = b.exec.InboxExists(ctx, "m-stale", "fx")
+		require.NoError(t, err)
+		require.False(t, exists)
+
+		// An operator action writes its outbox messages with the change.
+		msg := newOutboxMessage("amqp", "APP.CMD.FX.A.Q", "k")
+		_, err = b.exec.CommandOperatorAction(ctx, &driver.CommandOperatorParams{
+			ID: stale.ID, FromStatuses: []driver.CommandStatus{driver.CommandStatusRunning}, ToStatus: driver.CommandStatusPending,
+			Event: "REDELIVER", Actor: "watchdog", Outbox: []*driver.OutboxInsertParams{msg}, Now: &t0,
+		})
+		require.NoError(t, err)
+		rows, err = b.exec.OutboxList(ctx, &driver.OutboxListParams{Transport: "amqp", Topic: "APP.CMD.FX.A.Q"})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		// And writes none when it does not apply.
+		_, err = b.exec.CommandOperatorAction(ctx, &driver.CommandOperatorParams{
+			ID: stale.ID, FromStatuses: []driver.CommandStatus{driver.CommandStatusInTSQ}, ToStatus: driver.CommandStatusPending,
+			Event: "REDELIVER", Actor: "watchdog", Outbox: []*driver.OutboxInsertParams{newOutboxMessage("amqp", "APP.CMD.FX.A.Q", "k")}, Now: &t0,
+		})
+		require.ErrorIs(t, err, driver.ErrConflict)
+		rows, err = b.exec.OutboxList(ctx, &driver.OutboxListParams{Transport: "amqp", Topic: "APP.CMD.FX.A.Q"})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+	})
+}

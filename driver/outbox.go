@@ -1,0 +1,211 @@
+package driver
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// OutboxCategory is what an outbox message carries (seed 004): a command to a bounded context, a
+// reply to a command's sender, or an event for whoever listens.
+type OutboxCategory string
+
+// The outbox categories.
+const (
+	OutboxCategoryCommand OutboxCategory = "command"
+	OutboxCategoryReply   OutboxCategory = "reply"
+	OutboxCategoryEvent   OutboxCategory = "event"
+)
+
+// OutboxStatus is where an outbox message is in its publication:
+//
+//	NEW ──relay publishes──▶ PUBLISHED
+//	 │ ▲
+//	 └─┘ publish failed: attempts+1, next_at = now + backoff;  too many attempts ──▶ FAILED
+type OutboxStatus string
+
+// The outbox statuses.
+const (
+	OutboxStatusNew       OutboxStatus = "NEW"
+	OutboxStatusPublished OutboxStatus = "PUBLISHED"
+	OutboxStatusFailed    OutboxStatus = "FAILED"
+)
+
+// OutboxInsertParams is one message to publish after the enclosing transaction commits.
+type OutboxInsertParams struct {
+	Category OutboxCategory
+	// Transport names the publisher that sends it: "amqp" or "kafka".
+	Transport string
+	// Topic is the AMQP queue or the Kafka topic.
+	Topic string
+	// Key orders messages: messages of one key are published in the order they were written.
+	// Empty: no ordering with other messages.
+	Key string
+	// Type is the envelope type (CommandRequested, CommandCompleted, ...).
+	Type      string
+	MessageID string
+	// Payload is the message body (an encoded envelope): a JSON document.
+	Payload json.RawMessage
+	// Headers are transport headers (correlation id, reply-to, traceparent, ...).
+	Headers map[string]string
+	// NextAt delays the first publication (a scheduled command). Nil: at once.
+	NextAt *time.Time
+	// Delay, when positive and NextAt is nil, delays the first publication by this long from the
+	// database's now: a retry's backoff, due exactly when the command is.
+	Delay time.Duration
+}
+
+// OutboxInsertManyParams writes messages in one round trip.
+type OutboxInsertManyParams struct {
+	Messages []*OutboxInsertParams
+	Now      *time.Time
+}
+
+// OutboxRow is an outbox message as stored.
+type OutboxRow struct {
+	ID          int64
+	Category    OutboxCategory
+	Transport   string
+	Topic       string
+	Key         string
+	Type        string
+	MessageID   string
+	Payload     json.RawMessage
+	Headers     map[string]string
+	Status      OutboxStatus
+	Attempts    int
+	NextAt      *time.Time
+	LockedUntil *time.Time
+	LockedBy    string
+	LastError   string
+	CreatedAt   time.Time
+	PublishedAt *time.Time
+}
+
+// OutboxClaimParams leases up to Max publishable messages to a relay. A message is publishable
+// when it is NEW, due (next_at passed), not leased by a live relay, and the first unpublished
+// message of its key, so that messages of one key are published one after the other in the order
+// they were written, whichever relay publishes them. On PostgreSQL only messages written by
+// transactions older than every transaction still running are taken: a transaction that commits
+// late can hold messages back, never be overtaken or skipped.
+type OutboxClaimParams struct {
+	// Transports restricts the claim to messages this relay can publish.
+	Transports []string
+	Max        int
+	Lease      time.Duration
+	RelayID    string
+	Now        *time.Time
+}
+
+// OutboxMarkPublishedParams marks messages published.
+type OutboxMarkPublishedParams struct {
+	IDs []int64
+	Now *time.Time
+}
+
+// OutboxFailure is one message whose publication failed.
+type OutboxFailure struct {
+	ID    int64
+	Error string
+	// RetryDelay is the backoff before the next attempt.
+	RetryDelay time.Duration
+	// GiveUp marks the message FAILED: the relay stops trying.
+	GiveUp bool
+}
+
+// OutboxMarkFailedParams records failed publications of messages still leased to RelayID.
+type OutboxMarkFailedParams struct {
+	Failures []*OutboxFailure
+	RelayID  string
+	Now      *time.Time
+}
+
+// OutboxListParams filters an outbox listing, newest first; zero fields do not filter.
+type OutboxListParams struct {
+	Statuses  []OutboxStatus
+	Transport string
+	Topic     string
+	Limit     int
+}
+
+// OutboxBacklog counts the unpublished messages of one transport and category.
+type OutboxBacklog struct {
+	Transport string
+	Category  OutboxCategory
+	New       int64
+	Failed    int64
+	// OldestNew is when the oldest NEW message was written (nil when none).
+	OldestNew *time.Time
+}
+
+// OutboxExecutor holds the outbox queries.
+type OutboxExecutor interface {
+	// OutboxInsertMany returns the new ids in input order.
+	OutboxInsertMany(ctx context.Context, params *OutboxInsertManyParams) ([]int64, error)
+	// OutboxClaim returns the claimed messages in publication order, attempts incremented.
+	OutboxClaim(ctx context.Context, params *OutboxClaimParams) ([]*OutboxRow, error)
+	// OutboxMarkPublished returns how many NEW messages it marked.
+	OutboxMarkPublished(ctx context.Context, params *OutboxMarkPublishedParams) (int64, error)
+	// OutboxMarkFailed returns how many messages it updated (those still leased to the relay).
+	OutboxMarkFailed(ctx context.Context, params *OutboxMarkFailedParams) (int64, error)
+	OutboxList(ctx context.Context, params *OutboxListParams) ([]*OutboxRow, error)
+	OutboxBacklog(ctx context.Context) ([]*OutboxBacklog, error)
+	// OutboxDeletePublished deletes up to max messages published before before.
+	OutboxDeletePublished(ctx context.Context, before time.Time, max int) (int64, error)
+}
+
+// InboxInsertParams records that handler processed message MessageID.
+type InboxInsertParams struct {
+	MessageID string
+	Handler   string
+	Now       *time.Time
+}
+
+// InboxExecutor holds the inbox (idempotent receiver) queries.
+type InboxExecutor interface {
+	// InboxInsert records the message for the handler and reports whether this was the first
+	// write; false means a duplicate delivery, and nothing was written.
+	InboxInsert(ctx context.Context, params *InboxInsertParams) (bool, error)
+	// InboxExists reports whether the handler already processed the message.
+	InboxExists(ctx context.Context, messageID, handler string) (bool, error)
+	// InboxDeleteBefore deletes up to max entries processed before before.
+	InboxDeleteBefore(ctx context.Context, before time.Time, max int) (int64, error)
+}
+
+// DLQRow is a command parked in the troubleshooting queue, as seed 004's command_dlq records it,
+// with the command itself.
+type DLQRow struct {
+	CommandID uuid.UUID
+	ParkedAt  time.Time
+	ParkedBy  string
+	Attempts  int
+	Error     string
+	Command   *CommandRow
+}
+
+// DLQListParams filters the dead-letter listing, most recently parked first; zero fields do not
+// filter.
+type DLQListParams struct {
+	Domain   string
+	Type     string
+	TenantID string
+	Limit    int
+}
+
+// DLQDepth counts the parked commands of one domain.
+type DLQDepth struct {
+	Domain string
+	Count  int64
+}
+
+// DLQExecutor holds the dead-letter queries. Rows are written and removed by the command
+// statements that move a command into and out of IN_TSQ (CommandCompleteMany,
+// CommandOperatorAction), never on their own.
+type DLQExecutor interface {
+	DLQList(ctx context.Context, params *DLQListParams) ([]*DLQRow, error)
+	// DLQGet returns ErrNotFound when the command is not parked.
+	DLQGet(ctx context.Context, commandID uuid.UUID) (*DLQRow, error)
+	DLQDepths(ctx context.Context) ([]*DLQDepth, error)
+}

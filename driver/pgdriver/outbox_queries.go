@@ -1,0 +1,423 @@
+package pgdriver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+var outboxColumnList = []string{"id", "category", "transport", "topic", "key", "type", "message_id",
+	"payload::text", "headers::text", "status", "attempts", "next_at", "locked_until", "locked_by",
+	"last_error", "created_at", "published_at"}
+
+var (
+	outboxColumns  = strings.Join(outboxColumnList, ", ")
+	outboxColumnsO = "o." + strings.Join(outboxColumnList, ", o.")
+)
+
+func (e *executor) OutboxInsertMany(ctx context.Context, params *driver.OutboxInsertManyParams) ([]int64, error) {
+	n := len(params.Messages)
+	if n == 0 {
+		return nil, nil
+	}
+	var (
+		categories, transports, topics, types, messageIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		keys                                              = make([]*string, n)
+		payloads, headers                                 = make([]string, n), make([]string, n)
+		nextAts                                           = make([]*time.Time, n)
+		delays                                            = make([]int64, n)
+	)
+	for i, m := range params.Messages {
+		categories[i], transports[i], topics[i], types[i], messageIDs[i] = string(m.Category), m.Transport, m.Topic, m.Type, m.MessageID
+		keys[i] = nullString(m.Key)
+		payloads[i] = string(m.Payload)
+		h, err := encodeHeaders(m.Headers)
+		if err != nil {
+			return nil, err
+		}
+		headers[i] = h
+		nextAts[i], delays[i] = m.NextAt, m.Delay.Microseconds()
+	}
+	rows, err := e.db.Query(ctx, e.d.sql(`
+		INSERT INTO {schema}.outbox (category, transport, topic, key, type, message_id, payload, headers, next_at, created_at)
+		SELECT t.category, t.transport, t.topic, t.key, t.type, t.message_id, t.payload::jsonb, t.headers::jsonb,
+			coalesce(t.next_at, CASE WHEN t.delay_us > 0 THEN coalesce($10::timestamptz, clock_timestamp()) + t.delay_us * interval '1 microsecond' END),
+			coalesce($10::timestamptz, clock_timestamp())
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[], $11::bigint[])
+			WITH ORDINALITY AS t(category, transport, topic, key, type, message_id, payload, headers, next_at, delay_us, ord)
+		ORDER BY t.ord
+		RETURNING id`), categories, transports, topics, keys, types, messageIDs, payloads, headers, nextAts, params.Now, delays)
+	if err != nil {
+		return nil, fmt.Errorf("writing outbox messages: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("writing outbox messages: %w", err)
+	}
+	// RETURNING follows the insertion order, which ORDER BY ord fixed; ids grow with it.
+	return ids, nil
+}
+
+func encodeHeaders(h map[string]string) (string, error) {
+	if len(h) == 0 {
+		return "{}", nil
+	}
+	b, err := json.Marshal(h)
+	return string(b), err
+}
+
+// outboxClaimSQL leases the publishable head of the outbox. pg_snapshot_xmin is the oldest
+// transaction still running: every row written below it is committed or gone for good, so the
+// order (txid, id) is final below it. A row is taken only when no earlier unpublished row of its
+// key exists, leased or not, which keeps two relays from publishing one key out of order.
+const outboxClaimSQL = `
+	WITH n AS (
+		SELECT coalesce($4::timestamptz, now()) AS now, pg_snapshot_xmin(pg_current_snapshot()) AS horizon
+	), picked AS (
+		SELECT o.id FROM {schema}.outbox o, n
+		WHERE o.status = 'NEW' AND o.txid < n.horizon
+			AND o.transport = ANY($1::text[])
+			AND (o.next_at IS NULL OR o.next_at <= n.now)
+			AND (o.locked_until IS NULL OR o.locked_until <= n.now)
+			AND (o.key IS NULL OR NOT EXISTS (
+				SELECT 1 FROM {schema}.outbox b
+				WHERE b.key = o.key AND b.status = 'NEW' AND (b.txid, b.id) < (o.txid, o.id)))
+		ORDER BY o.txid, o.id
+		LIMIT $2
+		FOR UPDATE OF o SKIP LOCKED
+	)
+	UPDATE {schema}.outbox o SET
+		attempts = o.attempts + 1,
+		locked_until = n.now + $3 * interval '1 microsecond',
+		locked_by = $5
+	FROM picked, n
+	WHERE o.id = picked.id
+	RETURNING o.txid::text::bigint, ` + "%s"
+
+func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimParams) ([]*driver.OutboxRow, error) {
+	if params.Max <= 0 || len(params.Transports) == 0 {
+		return nil, nil
+	}
+	query := fmt.Sprintf(outboxClaimSQL, outboxColumnsO)
+	rows, err := e.db.Query(ctx, e.d.sql(query), params.Transports, params.Max, params.Lease.Microseconds(), params.Now, params.RelayID)
+	if err != nil {
+		return nil, err
+	}
+	type claimed struct {
+		txid int64
+		row  *driver.OutboxRow
+	}
+	var out []claimed
+	for rows.Next() {
+		var txid int64
+		row, err := scanOutbox(rows, &txid)
+		if err != nil {
+			rows.Close()
+			return nil, err
+		}
+		out = append(out, claimed{txid, row})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// RETURNING has no order: restore publication order.
+	sortClaimed(out, func(a, b claimed) bool {
+		if a.txid != b.txid {
+			return a.txid < b.txid
+		}
+		return a.row.ID < b.row.ID
+	})
+	result := make([]*driver.OutboxRow, len(out))
+	for i, c := range out {
+		result[i] = c.row
+	}
+	return result, nil
+}
+
+func (e *executor) OutboxMarkPublished(ctx context.Context, params *driver.OutboxMarkPublishedParams) (int64, error) {
+	if len(params.IDs) == 0 {
+		return 0, nil
+	}
+	tag, err := e.db.Exec(ctx, e.d.sql(`UPDATE {schema}.outbox SET status = 'PUBLISHED',
+			published_at = coalesce($2::timestamptz, now()), locked_until = NULL, last_error = NULL
+		WHERE id = ANY($1::bigint[]) AND status = 'NEW'`), params.IDs, params.Now)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (e *executor) OutboxMarkFailed(ctx context.Context, params *driver.OutboxMarkFailedParams) (int64, error) {
+	n := len(params.Failures)
+	if n == 0 {
+		return 0, nil
+	}
+	ids, delays, errs, giveUp := make([]int64, n), make([]int64, n), make([]string, n), make([]bool, n)
+	for i, f := range params.Failures {
+		ids[i], delays[i], errs[i], giveUp[i] = f.ID, f.RetryDelay.Microseconds(), f.Error, f.GiveUp
+	}
+	tag, err := e.db.Exec(ctx, e.d.sql(`
+		WITH n AS (SELECT coalesce($6::timestamptz, now()) AS now)
+		UPDATE {schema}.outbox o SET
+			status = CASE WHEN f.give_up THEN 'FAILED' ELSE 'NEW' END,
+			next_at = n.now + f.delay_us * interval '1 microsecond',
+			locked_until = NULL,
+			last_error = f.error
+		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bool[]) AS f(id, delay_us, error, give_up), n
+		WHERE o.id = f.id AND o.status = 'NEW' AND o.locked_by = $5`), ids, delays, errs, giveUp, params.RelayID, params.Now)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+func (e *executor) OutboxList(ctx context.Context, params *driver.OutboxListParams) ([]*driver.OutboxRow, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if len(params.Statuses) > 0 {
+		statuses := make([]string, len(params.Statuses))
+		for i, s := range params.Statuses {
+			statuses[i] = string(s)
+		}
+		where = append(where, "status = ANY("+arg(statuses)+"::text[])")
+	}
+	if params.Transport != "" {
+		where = append(where, "transport = "+arg(params.Transport))
+	}
+	if params.Topic != "" {
+		where = append(where, "topic = "+arg(params.Topic))
+	}
+	query := `SELECT ` + outboxColumns + ` FROM {schema}.outbox`
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY id DESC LIMIT " + arg(limitOrDefault(params.Limit))
+	rows, err := e.db.Query(ctx, e.d.sql(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.OutboxRow, error) { return scanOutbox(row, nil) })
+}
+
+func (e *executor) OutboxBacklog(ctx context.Context) ([]*driver.OutboxBacklog, error) {
+	rows, err := e.db.Query(ctx, e.d.sql(`
+		SELECT transport, category, count(*) FILTER (WHERE status = 'NEW'), count(*) FILTER (WHERE status = 'FAILED'),
+			min(created_at) FILTER (WHERE status = 'NEW')
+		FROM {schema}.outbox WHERE status IN ('NEW', 'FAILED')
+		GROUP BY transport, category ORDER BY transport, category`))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.OutboxBacklog, error) {
+		var b driver.OutboxBacklog
+		var category string
+		err := row.Scan(&b.Transport, &category, &b.New, &b.Failed, &b.OldestNew)
+		b.Category = driver.OutboxCategory(category)
+		return &b, err
+	})
+}
+
+func (e *executor) OutboxDeletePublished(ctx context.Context, before time.Time, max int) (int64, error) {
+	tag, err := e.db.Exec(ctx, e.d.sql(`DELETE FROM {schema}.outbox WHERE id IN (
+		SELECT id FROM {schema}.outbox WHERE status = 'PUBLISHED' AND published_at < $1 LIMIT $2)`), before, max)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+func scanOutbox(row pgx.Row, txid *int64) (*driver.OutboxRow, error) {
+	var (
+		o                        driver.OutboxRow
+		category, status         string
+		key, lockedBy, lastError *string
+		payload, headers         string
+	)
+	dest := []any{&o.ID, &category, &o.Transport, &o.Topic, &key, &o.Type, &o.MessageID, &payload, &headers,
+		&status, &o.Attempts, &o.NextAt, &o.LockedUntil, &lockedBy, &lastError, &o.CreatedAt, &o.PublishedAt}
+	if txid != nil {
+		dest = append([]any{txid}, dest...)
+	}
+	if err := row.Scan(dest...); err != nil {
+		return nil, err
+	}
+	o.Category, o.Status = driver.OutboxCategory(category), driver.OutboxStatus(status)
+	o.Key, o.LockedBy, o.LastError = derefString(key), derefString(lockedBy), derefString(lastError)
+	o.Payload = json.RawMessage(payload)
+	if headers != "" && headers != "{}" {
+		if err := json.Unmarshal([]byte(headers), &o.Headers); err != nil {
+			return nil, fmt.Errorf("decoding headers of outbox message %d: %w", o.ID, err)
+		}
+	}
+	return &o, nil
+}
+
+func (e *executor) InboxInsert(ctx context.Context, params *driver.InboxInsertParams) (bool, error) {
+	tag, err := e.db.Exec(ctx, e.d.sql(`INSERT INTO {schema}.inbox (message_id, handler, processed_at)
+		VALUES ($1, $2, coalesce($3::timestamptz, now())) ON CONFLICT DO NOTHING`), params.MessageID, params.Handler, params.Now)
+	if err != nil {
+		return false, err
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+func (e *executor) InboxExists(ctx context.Context, messageID, handler string) (bool, error) {
+	var exists bool
+	err := e.db.QueryRow(ctx, e.d.sql(`SELECT EXISTS (SELECT 1 FROM {schema}.inbox WHERE message_id = $1 AND handler = $2)`),
+		messageID, handler).Scan(&exists)
+	return exists, err
+}
+
+func (e *executor) InboxDeleteBefore(ctx context.Context, before time.Time, max int) (int64, error) {
+	tag, err := e.db.Exec(ctx, e.d.sql(`DELETE FROM {schema}.inbox WHERE (message_id, handler) IN (
+		SELECT message_id, handler FROM {schema}.inbox WHERE processed_at < $1 LIMIT $2)`), before, max)
+	if err != nil {
+		return 0, err
+	}
+	return tag.RowsAffected(), nil
+}
+
+const dlqSelect = `SELECT d.command_id, d.parked_at, d.parked_by, d.attempts, d.error, ` + "%s" + `
+	FROM {schema}.command_dlq d JOIN {schema}.command c ON c.id = d.command_id`
+
+func (e *executor) DLQList(ctx context.Context, params *driver.DLQListParams) ([]*driver.DLQRow, error) {
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if params.Domain != "" {
+		where = append(where, "c.domain = "+arg(params.Domain))
+	}
+	if params.Type != "" {
+		where = append(where, "c.command_type = "+arg(params.Type))
+	}
+	if params.TenantID != "" {
+		where = append(where, "c.tenant_id = "+arg(params.TenantID))
+	}
+	query := fmt.Sprintf(dlqSelect, commandColsC)
+	if len(where) > 0 {
+		query += " WHERE " + strings.Join(where, " AND ")
+	}
+	query += " ORDER BY d.parked_at DESC, d.command_id DESC LIMIT " + arg(limitOrDefault(params.Limit))
+	rows, err := e.db.Query(ctx, e.d.sql(query), args...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.DLQRow, error) { return scanDLQ(row) })
+}
+
+func (e *executor) DLQGet(ctx context.Context, commandID uuid.UUID) (*driver.DLQRow, error) {
+	row := e.db.QueryRow(ctx, e.d.sql(fmt.Sprintf(dlqSelect, commandColsC)+" WHERE d.command_id = $1"), pgUUID(commandID))
+	d, err := scanDLQ(row)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, driver.ErrNotFound
+	}
+	return d, err
+}
+
+func (e *executor) DLQDepths(ctx context.Context) ([]*driver.DLQDepth, error) {
+	rows, err := e.db.Query(ctx, e.d.sql(`SELECT c.domain, count(*) FROM {schema}.command_dlq d
+		JOIN {schema}.command c ON c.id = d.command_id GROUP BY c.domain ORDER BY c.domain`))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.DLQDepth, error) {
+		var d driver.DLQDepth
+		return &d, row.Scan(&d.Domain, &d.Count)
+	})
+}
+
+// dlqScanner reads the DLQ columns followed by the command columns.
+type dlqScanner struct {
+	row  pgx.Row
+	dest []any
+}
+
+func (s *dlqScanner) Scan(dest ...any) error { return s.row.Scan(append(s.dest, dest...)...) }
+
+func scanDLQ(row pgx.Row) (*driver.DLQRow, error) {
+	var d driver.DLQRow
+	var id pgtype.UUID
+	var parkedBy, errText *string
+	cmd, err := scanCommand(&dlqScanner{row: row, dest: []any{&id, &d.ParkedAt, &parkedBy, &d.Attempts, &errText}}, nil)
+	if err != nil {
+		return nil, err
+	}
+	d.CommandID, d.ParkedBy, d.Error, d.Command = fromPgUUID(id), derefString(parkedBy), derefString(errText), cmd
+	return &d, nil
+}
+
+const commandClaimByIDSQL = `
+	WITH n AS (
+		SELECT coalesce($4::timestamptz, now()) AS now
+	), picked AS (
+		SELECT id FROM {schema}.command, n
+		WHERE id = $1 AND completed_at IS NULL AND parked_at IS NULL AND visible_at <= n.now
+			AND (status = 'PENDING' OR lease_until <= n.now)
+		FOR UPDATE OF command
+	)
+	UPDATE {schema}.command c SET
+		status = 'RUNNING',
+		attempt = c.attempt + 1,
+		fence = c.fence + 1,
+		lease_until = n.now + $2 * interval '1 microsecond',
+		started_at = n.now,
+		updated_at = n.now,
+		worker_id = $3::text,
+		audit = CASE WHEN c.status = 'RUNNING' THEN c.audit || jsonb_build_array(
+			jsonb_build_object('at', c.started_at, 'event', 'CLAIMED', 'from', 'PENDING', 'to', 'RUNNING',
+				'attempt', c.attempt, 'actor', c.worker_id),
+			jsonb_build_object('at', c.lease_until, 'event', 'LEASE_EXPIRED', 'from', 'RUNNING', 'to', 'PENDING',
+				'attempt', c.attempt, 'error_code', 'LEASE_EXPIRED'))
+			ELSE c.audit END
+	FROM picked, n
+	WHERE c.id = picked.id
+	RETURNING ` + "%s"
+
+func (e *executor) CommandClaimByID(ctx context.Context, params *driver.CommandClaimByIDParams) (*driver.CommandRow, error) {
+	row := e.db.QueryRow(ctx, e.d.sql(fmt.Sprintf(commandClaimByIDSQL, commandColsC)), pgUUID(params.ID),
+		params.Lease.Microseconds(), params.WorkerID, params.Now)
+	cmd, err := scanCommand(row, nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		var exists bool
+		if err := e.db.QueryRow(ctx, e.d.sql(`SELECT EXISTS (SELECT 1 FROM {schema}.command WHERE id = $1)`), pgUUID(params.ID)).Scan(&exists); err != nil {
+			return nil, err
+		}
+		if !exists {
+			return nil, driver.ErrNotFound
+		}
+		return nil, driver.ErrConflict
+	}
+	return cmd, err
+}
+
+func (e *executor) CommandListExpired(ctx context.Context, params *driver.CommandListExpiredParams) ([]*driver.CommandRow, error) {
+	if len(params.Queues) == 0 {
+		return nil, nil
+	}
+	rows, err := e.db.Query(ctx, e.d.sql(`SELECT `+commandCols+` FROM {schema}.command, 
+			(SELECT coalesce($3::timestamptz, now()) AS now) n
+		WHERE queue = ANY($1::text[]) AND completed_at IS NULL AND parked_at IS NULL
+			AND ((status = 'RUNNING' AND lease_until <= n.now)
+				OR (status IN ('PENDING', 'RUNNING') AND deadline_at <= n.now))
+		ORDER BY visible_at LIMIT $2`), params.Queues, limitOrDefault(params.Max), params.Now)
+	if err != nil {
+		return nil, err
+	}
+	return collectCommands(rows)
+}

@@ -1,0 +1,356 @@
+package commandbus
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/tracecontext"
+)
+
+// HeaderBusinessKey is the command header that holds SendOpts.Key, the business key its
+// envelopes and Kafka events are keyed by.
+const HeaderBusinessKey = "businessKey"
+
+// CodeRetryWindowExceeded parks a command whose next retry would start past its domain's
+// max-retry-window.
+const CodeRetryWindowExceeded = "RETRY_WINDOW_EXCEEDED"
+
+// brokerRouting is what the configuration says about brokered transports, computed once.
+type brokerRouting struct {
+	// any is false when no broker is configured: the hot path then checks nothing else.
+	any         bool
+	amqpDomains map[string]bool
+}
+
+func newBrokerRouting(cfg *Config) brokerRouting {
+	r := brokerRouting{amqpDomains: map[string]bool{}}
+	for name, d := range cfg.Domains {
+		if d.Transport == TransportAMQP {
+			r.amqpDomains[name] = true
+			r.any = true
+		}
+		if d.Events == EventsKafka {
+			r.any = true
+		}
+	}
+	if cfg.Events == EventsKafka {
+		r.any = true
+	}
+	return r
+}
+
+// MessagingMetrics returns the outbox, inbox and transport collectors of seed 004 §11, registered
+// with Config.MetricsRegisterer. Relays and transports built for this client share them.
+func (c *Client) MessagingMetrics() *outbox.Metrics { return c.messaging }
+
+// Inbox returns the client's idempotent receiver, counting duplicates in MessagingMetrics.
+func (c *Client) Inbox() *outbox.Inbox { return c.inbox }
+
+// AMQPDomains lists the domains whose transport is amqp, sorted.
+func (c *Client) AMQPDomains() []string { return sortedKeys(c.routing.amqpDomains) }
+
+// CommandTypes lists the command types with handlers in domain, sorted.
+func (c *Client) CommandTypes(domain string) []string {
+	c.handlers.mu.RLock()
+	defer c.handlers.mu.RUnlock()
+	return sortedKeys(c.handlers.commands[domain])
+}
+
+func (c *Client) isAMQP(domain string) bool { return c.routing.amqpDomains[domain] }
+
+// businessKey is what a command's messages are keyed by: its business key, else its
+// correlation id (so a process's messages stay in order), else its id.
+func businessKey(row *CommandRow) string {
+	if k := row.Headers[HeaderBusinessKey]; k != "" {
+		return k
+	}
+	if row.CorrelationID != uuid.Nil {
+		return row.CorrelationID.String()
+	}
+	return row.ID.String()
+}
+
+func (c *Client) envelope(typ outbox.Type, row *CommandRow, causation uuid.UUID, payload json.RawMessage) *outbox.Envelope {
+	e := &outbox.Envelope{
+		MessageID: uuid.Must(uuid.NewV7()), Type: typ, Name: row.Type, CommandID: row.ID,
+		CorrelationID: row.CorrelationID, CausationID: causation, OccurredAt: c.Now(), Key: businessKey(row),
+		Headers: outbox.Headers{TenantID: row.TenantID, SchemaVersion: outbox.SchemaVersion, IdempotencyKey: row.IdempotencyKey},
+		Payload: payload,
+	}
+	if len(payload) == 0 {
+		e.Payload = json.RawMessage(`{}`)
+	}
+	if row.ReplyTo != "" && c.isAMQP(row.Domain) {
+		e.Headers.ReplyTo = outbox.ReplyQueueName(c.config.AMQP.Prefix)
+	}
+	if sc, ok := tracecontext.FromHeaders(row.Headers); ok {
+		e.Headers.TraceID, e.Headers.SpanID = sc.TraceID.String(), sc.SpanID.String()
+	}
+	return e
+}
+
+// commandRequested is the outbox message that delivers a command of an amqp domain. Commands are
+// not ordered by key: each command type has its own queue, and a retry waiting for its backoff must
+// not hold back anything else.
+func (c *Client) commandRequested(row *CommandRow, nextAt *time.Time, delay time.Duration) (*driver.OutboxInsertParams, error) {
+	m := &outbox.Message{
+		Category: outbox.CategoryCommand, Transport: outbox.TransportAMQP,
+		Topic:    outbox.CommandQueueName(c.config.AMQP.Prefix, row.Domain, row.Type),
+		Envelope: c.envelope(outbox.TypeCommandRequested, row, row.CausationID, row.Data), NextAt: nextAt,
+	}
+	p, err := m.InsertParams()
+	if err != nil {
+		return nil, err
+	}
+	p.Key, p.Delay = "", delay
+	return p, nil
+}
+
+// outcomeMessages are the outbox messages announcing that row ended in status: its reply on the
+// AMQP reply queue (when the domain is brokered and the command has a replyTo, replacing the
+// command-table reply) and its event on Kafka (when the domain's events go there).
+func (c *Client) outcomeMessages(row *CommandRow, status driver.CommandStatus, reply **driver.CommandInsertParams, result json.RawMessage, code, message string) []*driver.OutboxInsertParams {
+	if row.Kind == driver.CommandKindReply {
+		return nil
+	}
+	var typ outbox.Type
+	var outcome Outcome
+	switch status {
+	case driver.CommandStatusCompleted:
+		typ, outcome = outbox.TypeCommandCompleted, OutcomeSuccess
+	case driver.CommandStatusFailed:
+		typ, outcome = outbox.TypeCommandFailed, OutcomeFailed
+	case driver.CommandStatusCancelled:
+		typ, outcome = outbox.TypeCommandFailed, OutcomeCancelled
+	case driver.CommandStatusTimedOut:
+		typ, outcome = outbox.TypeCommandTimedOut, OutcomeTimedOut
+	default:
+		return nil
+	}
+	var data json.RawMessage
+	if *reply != nil {
+		data = (*reply).Data
+	} else {
+		data = encodeReply(&Reply{CommandID: row.ID, CorrelationID: row.CorrelationID, Domain: row.Domain,
+			CommandType: row.Type, Outcome: outcome, Result: result, ErrorCode: code, ErrorMessage: message, Headers: row.Headers})
+	}
+	var out []*driver.OutboxInsertParams
+	add := func(m *outbox.Message) {
+		p, err := m.InsertParams()
+		if err != nil {
+			c.logger.Error("building an outbox message failed; it is not sent", "command_id", row.ID, "error", err)
+			return
+		}
+		out = append(out, p)
+	}
+	if *reply != nil && c.isAMQP(row.Domain) {
+		add(&outbox.Message{Category: outbox.CategoryReply, Transport: outbox.TransportAMQP,
+			Topic: outbox.ReplyQueueName(c.config.AMQP.Prefix), Envelope: c.envelope(typ, row, row.ID, data)})
+		*reply = nil
+	}
+	if c.config.DomainEvents(row.Domain) == EventsKafka {
+		add(&outbox.Message{Category: outbox.CategoryEvent, Transport: outbox.TransportKafka,
+			Topic: outbox.EventTopicName(c.config.Kafka.TopicPrefix, row.Domain), Envelope: c.envelope(typ, row, row.ID, data)})
+	}
+	return out
+}
+
+// routeCompletion adds a completion's brokered messages: the redelivery of a retried command of
+// an amqp domain, and the reply and event of an outcome.
+func (c *Client) routeCompletion(row *CommandRow, comp *driver.CommandCompletion) {
+	if !c.routing.any {
+		return
+	}
+	if comp.Status == driver.CommandStatusPending {
+		if c.isAMQP(row.Domain) && row.Kind == driver.CommandKindCommand && !comp.Release {
+			msg, err := c.commandRequested(row, nil, comp.RetryDelay)
+			if err != nil {
+				c.logger.Error("building the redelivery of a command failed", "command_id", row.ID, "error", err)
+				return
+			}
+			comp.Outbox = append(comp.Outbox, msg)
+		}
+		return
+	}
+	comp.Outbox = append(comp.Outbox, c.outcomeMessages(row, comp.Status, &comp.Reply, comp.Result, comp.ErrorCode, comp.ErrorMessage)...)
+}
+
+// routeOperatorAction does the same for an operator's (or the watchdog's) action.
+func (c *Client) routeOperatorAction(row *CommandRow, params *driver.CommandOperatorParams) error {
+	if !c.routing.any {
+		return nil
+	}
+	if params.ToStatus == driver.CommandStatusPending {
+		if c.isAMQP(row.Domain) && row.Kind == driver.CommandKindCommand {
+			msg, err := c.commandRequested(row, nil, 0)
+			if err != nil {
+				return err
+			}
+			params.Outbox = append(params.Outbox, msg)
+		}
+		return nil
+	}
+	params.Outbox = append(params.Outbox, c.outcomeMessages(row, params.ToStatus, &params.Reply, params.Result, params.ErrorCode, params.ErrorMessage)...)
+	return nil
+}
+
+// DeliveryOutcome is what ExecuteDelivered or DeliverReply did with a delivered message; a
+// consumer acknowledges every outcome except DeliveryReleased.
+type DeliveryOutcome string
+
+// The delivery outcomes.
+const (
+	// DeliveryProcessed: the handler ran and its outcome committed with the inbox record.
+	DeliveryProcessed DeliveryOutcome = "processed"
+	// DeliveryDuplicate: the message, or the command it carries, was already processed.
+	DeliveryDuplicate DeliveryOutcome = "duplicate"
+	// DeliveryInProgress: another delivery of the command holds a live lease; it will finish it.
+	DeliveryInProgress DeliveryOutcome = "in_progress"
+	// DeliveryRescheduled: the command is not due yet; a new message is scheduled for when it is.
+	DeliveryRescheduled DeliveryOutcome = "rescheduled"
+	// DeliveryReleased: shutdown interrupted the handler; the command was given back and the
+	// message must be redelivered (nack with requeue).
+	DeliveryReleased DeliveryOutcome = "released"
+)
+
+// Delivery is a command message a broker delivered.
+type Delivery struct {
+	// MessageID is the envelope's message id; Consumer names the consumer in the inbox, so one
+	// message is processed at most once per consumer.
+	MessageID string
+	Consumer  string
+	CommandID uuid.UUID
+	// Domain is the domain whose queue delivered it; its visibility timeout is the lease.
+	Domain string
+}
+
+// ExecuteDelivered runs the command a broker delivered, as a worker runs a claimed one: it dedupes
+// through the inbox, claims the command by id (fenced, leased for the domain's visibility
+// timeout), runs its handler, and commits the outcome with the inbox record and the outbox
+// messages of its reply and event. An error means nothing was committed: the consumer should
+// let the broker redeliver. A command that does not exist gives an error matching ErrNotFound.
+func (c *Client) ExecuteDelivered(ctx context.Context, d Delivery) (DeliveryOutcome, error) {
+	seen, err := c.inbox.Seen(ctx, c.exec, d.MessageID, d.Consumer)
+	if err != nil {
+		return "", fmt.Errorf("checking the inbox: %w", err)
+	}
+	if seen {
+		return DeliveryDuplicate, nil
+	}
+	lease := c.config.Domain(d.Domain).VisibilityTimeout.Std()
+	row, err := c.exec.CommandClaimByID(ctx, &driver.CommandClaimByIDParams{ID: d.CommandID, Lease: lease, WorkerID: c.config.WorkerID, Now: c.now()})
+	switch {
+	case errors.Is(err, driver.ErrNotFound):
+		return "", fmt.Errorf("%w: the delivered command %s does not exist in this database", ErrNotFound, d.CommandID)
+	case errors.Is(err, driver.ErrConflict):
+		return c.unclaimable(ctx, d)
+	case err != nil:
+		return "", fmt.Errorf("claiming the delivered command: %w", err)
+	}
+	runCtx, cancel := context.WithTimeout(ctx, lease)
+	comp := c.runCommand(runCtx, row)
+	cancel()
+	if ctx.Err() != nil && !comp.Status.Terminal() {
+		comp = &driver.CommandCompletion{ID: row.ID, Fence: row.Fence, Status: driver.CommandStatusPending, Event: "RELEASED_ON_SHUTDOWN", Release: true}
+		writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := c.exec.CommandCompleteMany(writeCtx, &driver.CommandCompleteManyParams{Completions: []*driver.CommandCompletion{comp}, Now: c.now()}); err != nil {
+			c.logger.Warn("releasing a delivered command failed; its lease will expire", "command_id", row.ID, "error", err)
+		}
+		return DeliveryReleased, nil
+	}
+	comp.Inbox = &driver.InboxInsertParams{MessageID: d.MessageID, Handler: d.Consumer}
+	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	applied, err := c.exec.CommandCompleteMany(writeCtx, &driver.CommandCompleteManyParams{Completions: []*driver.CommandCompletion{comp}, Now: c.now()})
+	if err != nil {
+		return "", fmt.Errorf("writing the outcome of command %s: %w", row.ID, err)
+	}
+	if len(applied) == 0 {
+		c.metrics.fenceRejected()
+		c.logger.Warn("outcome discarded: the command moved on (watchdog or operator)", "command_id", row.ID)
+		return DeliveryProcessed, nil
+	}
+	c.notifyOutbox(writeCtx, len(comp.Outbox) > 0)
+	return DeliveryProcessed, nil
+}
+
+// unclaimable decides what a delivery of a command that cannot be claimed means.
+func (c *Client) unclaimable(ctx context.Context, d Delivery) (DeliveryOutcome, error) {
+	row, err := c.exec.CommandGetByID(ctx, d.CommandID)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case row.Status.Terminal() || row.Status == driver.CommandStatusInTSQ:
+		c.inbox.Duplicate(d.Consumer)
+		return DeliveryDuplicate, nil
+	case row.Status == driver.CommandStatusPending:
+		msg, err := c.commandRequested(row, &row.VisibleAt, 0)
+		if err != nil {
+			return "", err
+		}
+		if _, err := c.exec.OutboxInsertMany(ctx, &driver.OutboxInsertManyParams{Messages: []*driver.OutboxInsertParams{msg}}); err != nil {
+			return "", err
+		}
+		return DeliveryRescheduled, nil
+	}
+	return DeliveryInProgress, nil
+}
+
+func (c *Client) notifyOutbox(ctx context.Context, wrote bool) {
+	if !wrote {
+		return
+	}
+	if err := c.exec.Notify(ctx, []string{outbox.NotifyTopic}); err != nil {
+		c.logger.Warn("waking the outbox relay failed; it will poll", "error", err)
+	}
+}
+
+// DeliverReply files a reply a broker delivered (from the AMQP reply queue) as a reply row on the
+// queue the command named as its replyTo, where the domain's reply handlers take it, exactly once
+// per consumer: the inbox record commits with it.
+func (c *Client) DeliverReply(ctx context.Context, env *outbox.Envelope, consumer string) (DeliveryOutcome, error) {
+	if env.Type == outbox.TypeCommandRequested {
+		return "", &outbox.DecodeError{Code: outbox.CodeInvalidEnvelope, Field: "type", Message: "a reply queue received a CommandRequested"}
+	}
+	cmd, err := c.exec.CommandGetByID(ctx, env.CommandID)
+	if err != nil {
+		return "", fmt.Errorf("the command %s of the reply: %w", env.CommandID, err)
+	}
+	outcome := DeliveryDuplicate
+	err = driver.WithTx(ctx, c.exec, func(tx driver.ExecutorTx) error {
+		first, err := c.inbox.Record(ctx, tx, env.MessageID.String(), consumer)
+		if err != nil || !first {
+			return err
+		}
+		outcome = DeliveryProcessed
+		if cmd.ReplyTo == "" {
+			return nil
+		}
+		domain := trimReplySuffix(cmd.ReplyTo)
+		reply := &driver.CommandInsertParams{
+			ID: uuid.Must(uuid.NewV7()), Kind: driver.CommandKindReply, Domain: domain, Queue: cmd.ReplyTo,
+			Type: cmd.Type, Data: env.Payload, CorrelationID: cmd.CorrelationID, CausationID: cmd.ID,
+			MaxAttempts: c.config.Domain(domain).MaxAttempts, TenantID: cmd.TenantID, Actor: consumer,
+		}
+		if sc, ok := env.Headers.Trace(); ok {
+			reply.Headers = map[string]string{tracecontext.Header: sc.Traceparent()}
+		}
+		if _, err := tx.CommandInsertMany(ctx, &driver.CommandInsertManyParams{Commands: []*driver.CommandInsertParams{reply}, Now: c.now()}); err != nil {
+			return err
+		}
+		return tx.Notify(ctx, []string{queueTopic(cmd.ReplyTo)})
+	})
+	if err != nil {
+		return "", err
+	}
+	return outcome, nil
+}

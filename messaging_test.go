@@ -1,0 +1,141 @@
+package commandbus
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/tracecontext"
+)
+
+// TestRetryWindowParks: a command whose next retry would start past its domain's
+// max-retry-window is parked at once, with its dead-letter record, and can be resubmitted.
+func TestRetryWindowParks(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		var fail atomic.Bool
+		fail.Store(true)
+		handlers := NewHandlers()
+		AddHandler(handlers, "fx", HandlerFunc[testArgs](func(ctx context.Context, cmd *Command[testArgs]) (any, error) {
+			if fail.Load() {
+				return nil, errors.New("downstream unavailable")
+			}
+			return nil, nil
+		}))
+		domain := fastDomain(2, 10)
+		domain.Retry.InitialDelay, domain.Retry.MaxDelay = Duration(time.Hour), Duration(time.Hour)
+		domain.MaxRetryWindow = Duration(time.Minute)
+		client := newTestClient(t, drv, &Config{Handlers: handlers, Domains: map[string]*DomainConfig{"fx": domain}})
+		startClient(t, client)
+		ctx := context.Background()
+
+		res, err := client.Send(ctx, "fx", testArgs{}, &SendOpts{IdempotencyKey: "k-1"})
+		require.NoError(t, err)
+		row := waitStatus(t, client, res.ID, StatusInTSQ)
+		require.Equal(t, CodeRetryWindowExceeded, row.ErrorCode)
+		require.Equal(t, 1, row.Attempt, "parked after one attempt of ten: the window, not the attempts, ran out")
+
+		parked, err := client.DLQ().List(ctx, DLQFilter{Domain: "fx"})
+		require.NoError(t, err)
+		require.Len(t, parked, 1)
+		require.Equal(t, res.ID, parked[0].CommandID)
+		require.Equal(t, client.Config().WorkerID, parked[0].ParkedBy)
+		require.Contains(t, parked[0].Error, CodeRetryWindowExceeded)
+		depths, err := client.DLQ().Depths(ctx)
+		require.NoError(t, err)
+		require.Equal(t, []*driver.DLQDepth{{Domain: "fx", Count: 1}}, depths)
+
+		fail.Store(false)
+		_, err = client.DLQ().Resubmit(ctx, res.ID, OperatorAction{Actor: "ops", Reason: "downstream back"})
+		require.NoError(t, err)
+		row = waitStatus(t, client, res.ID, StatusCompleted)
+		require.Equal(t, "k-1", row.IdempotencyKey)
+		require.Contains(t, auditEvents(row), "DLQ_RESUBMIT")
+		_, err = client.DLQ().Get(ctx, res.ID)
+		require.ErrorIs(t, err, ErrNotFound)
+	})
+}
+
+// TestEventsOnPostgresTransport: with events going to Kafka, a command on the PostgreSQL queue
+// commits its outcome's event to the outbox in the same statement; its reply stays a command-table
+// reply.
+func TestEventsOnPostgresTransport(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		handlers := NewHandlers()
+		AddHandler(handlers, "fx", HandlerFunc[testArgs](func(ctx context.Context, cmd *Command[testArgs]) (any, error) {
+			sc, ok := tracecontext.FromContext(ctx)
+			require.True(t, ok, "the handler runs in the sender's trace")
+			return map[string]string{"trace": sc.TraceID.String()}, nil
+		}))
+		replies := collectReplies(handlers, "payments")
+		client := newTestClient(t, drv, &Config{Handlers: handlers, Domains: map[string]*DomainConfig{"fx": fastDomain(2, 3)},
+			Events: EventsKafka, Kafka: KafkaConfig{Brokers: "127.0.0.1:1"}})
+		startClient(t, client)
+		sc := tracecontext.SpanContext{TraceID: tracecontext.TraceID{9}, SpanID: tracecontext.SpanID{8}, Sampled: true}
+		ctx := tracecontext.ContextWith(context.Background(), sc)
+
+		res, err := client.Send(ctx, "fx", testArgs{N: 1}, &SendOpts{ReplyTo: "payments", Key: "payment-9"})
+		require.NoError(t, err)
+		waitStatus(t, client, res.ID, StatusCompleted)
+		reply := replies.next(t)
+		require.Equal(t, res.ID, reply.CommandID)
+		require.Equal(t, sc.Traceparent(), reply.Headers[tracecontext.Header])
+
+		rows, err := drv.Executor().OutboxList(context.Background(), &driver.OutboxListParams{})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		require.Equal(t, driver.OutboxCategoryEvent, rows[0].Category)
+		require.Equal(t, outbox.TransportKafka, rows[0].Transport)
+		require.Equal(t, "events.Fx", rows[0].Topic)
+		require.Equal(t, "payment-9", rows[0].Key)
+		require.Equal(t, sc.Traceparent(), rows[0].Headers[outbox.HeaderTraceparent])
+		env, err := outbox.Decode(rows[0].Payload)
+		require.NoError(t, err)
+		require.Equal(t, outbox.TypeCommandCompleted, env.Type)
+		require.Equal(t, res.ID, env.CommandID)
+	})
+}
+
+// TestNoBrokerNoOutbox: without a broker configured, nothing is written to the outbox.
+func TestNoBrokerNoOutbox(t *testing.T) {
+	t.Parallel()
+	drv := dbtest.SQLite(t)
+	handlers := NewHandlers()
+	AddHandler(handlers, "fx", HandlerFunc[testArgs](func(ctx context.Context, cmd *Command[testArgs]) (any, error) { return nil, nil }))
+	client := newTestClient(t, drv, &Config{Handlers: handlers, Domains: map[string]*DomainConfig{"fx": fastDomain(2, 3)}})
+	startClient(t, client)
+	res, err := client.Send(context.Background(), "fx", testArgs{}, nil)
+	require.NoError(t, err)
+	waitStatus(t, client, res.ID, StatusCompleted)
+	rows, err := drv.Executor().OutboxList(context.Background(), &driver.OutboxListParams{})
+	require.NoError(t, err)
+	require.Empty(t, rows)
+}
+
+func TestTransportConfigValidation(t *testing.T) {
+	t.Parallel()
+	cfg := (&Config{Domains: map[string]*DomainConfig{
+		"fx":   {Transport: "carrier-pigeon"},
+		"risk": {Transport: TransportAMQP, Events: EventsKafka, MaxRetryWindow: Duration(-time.Second)},
+	}, Events: "smoke-signals"}).WithDefaults()
+	err := cfg.Validate()
+	require.ErrorIs(t, err, ErrInvalidConfig)
+	for _, want := range []string{
+		`domains.fx.transport: must be postgres or amqp, got "carrier-pigeon"`,
+		"domains.risk.transport: amqp needs amqp.url",
+		"domains.risk.events: kafka needs kafka.brokers",
+		"domains.risk.max-retry-window: must not be negative",
+		`events: must be none or kafka, got "smoke-signals"`,
+	} {
+		require.Contains(t, err.Error(), want)
+	}
+	require.Equal(t, []string{"a:9092", "b:9092"}, KafkaConfig{Brokers: " a:9092, b:9092,"}.BrokerList())
+}

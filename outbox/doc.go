@@ -1,0 +1,36 @@
+// Package outbox is seed 004's reliable messaging substrate: the transactional outbox, the relay
+// that publishes it to brokers, the idempotent inbox, and Envelope v1, the message every transport
+// carries.
+//
+// # Truth first, publish later
+//
+// A change and the messages that announce it commit in one database transaction: Enqueue writes
+// outbox rows with the caller's transaction, and nothing reaches a broker before that commit. The
+// Relay then publishes: at once after the commit (a notification wakes it: the fast path) and on
+// a poll (the sweeper that repairs missed wake-ups). It claims rows with FOR UPDATE SKIP LOCKED
+// under a lease, so several relays can run at once; it publishes the rows of one key one after
+// the other, in the order they were written; a failed publication backs off exponentially through
+// next_at. A relay that dies between publishing and marking publishes again after its lease:
+// delivery is at least once, and consumers dedupe.
+//
+// # Exactly once at the business level
+//
+// Consumers record each message in the inbox, keyed by (message id, handler), in the transaction
+// of the handler's effects: the first write wins, and a redelivered message changes nothing
+// (Inbox counts it in commandbus_inbox_dedupe_hits_total).
+//
+// # Transports
+//
+// The relay publishes through Publishers: transport/amqp (commands and replies on RabbitMQ or
+// any AMQP 0-9-1 broker, IBM MQ's role in seed 004) and transport/kafka (events). This package
+// imports neither; the application wires them (cmd/commandbus does it from configuration). With no
+// broker configured commandbus does not use the outbox at all: the PostgreSQL queue is the
+// transport, and the command table is its own outbox.
+//
+//	exec, _ := drv.UnwrapTx(tx) // the caller's pgx.Tx or *sql.Tx
+//	err := outbox.Enqueue(ctx, exec, &outbox.Message{
+//		Category: outbox.CategoryEvent, Transport: outbox.TransportKafka,
+//		Topic: "events.Payments", Key: paymentID, Envelope: envelope,
+//	})
+//	// ... tx.Commit: the relay publishes after the commit, never before.
+package outbox

@@ -1,0 +1,134 @@
+package outbox
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+// Metrics are the reliable-messaging collectors of seed 004 §11. One Metrics is shared by a
+// client's relay, inbox and transports (commandbus.Client.MessagingMetrics returns it).
+type Metrics struct {
+	// PublishLatency is outbox_publish_latency_ms: from the row's write to the broker's
+	// acknowledgement, by transport.
+	PublishLatency *prometheus.HistogramVec
+	// Published counts messages published, by transport and category.
+	Published *prometheus.CounterVec
+	// PublishFailures counts failed publications, by transport.
+	PublishFailures *prometheus.CounterVec
+	// Backlog is the outbox backlog: unpublished messages by transport, category and status
+	// (NEW or FAILED), refreshed by the relay.
+	Backlog *prometheus.GaugeVec
+	// OldestUnpublished is the age in seconds of the oldest NEW message, by transport.
+	OldestUnpublished *prometheus.GaugeVec
+	// InboxDedupeHits is inbox_dedupe_hits_total: duplicate deliveries the inbox absorbed, by
+	// handler.
+	InboxDedupeHits *prometheus.CounterVec
+	// Consumed counts messages a transport consumer settled, by queue and result (processed,
+	// duplicate, dead_lettered, parked).
+	Consumed *prometheus.CounterVec
+}
+
+// NewMetrics returns the collectors, registered with reg when it is not nil. Collectors already
+// registered there (by another client) are reused.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		PublishLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "commandbus_outbox_publish_latency_ms",
+			Help:    "Outbox publish latency in milliseconds: from the outbox row's write to the broker's acknowledgement.",
+			Buckets: []float64{1, 2, 5, 10, 20, 50, 100, 250, 500, 1000, 5000, 30000},
+		}, []string{"transport"}),
+		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commandbus_outbox_published_total",
+			Help: "Outbox messages published, by transport and category.",
+		}, []string{"transport", "category"}),
+		PublishFailures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commandbus_outbox_publish_failures_total",
+			Help: "Outbox publications that failed and were deferred (or given up), by transport.",
+		}, []string{"transport"}),
+		Backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "commandbus_outbox_backlog",
+			Help: "Unpublished outbox messages, by transport, category and status (NEW or FAILED).",
+		}, []string{"transport", "category", "status"}),
+		OldestUnpublished: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "commandbus_outbox_oldest_unpublished_seconds",
+			Help: "Age of the oldest unpublished outbox message, by transport.",
+		}, []string{"transport"}),
+		InboxDedupeHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commandbus_inbox_dedupe_hits_total",
+			Help: "Duplicate deliveries absorbed by the inbox, by handler.",
+		}, []string{"handler"}),
+		Consumed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commandbus_transport_consumed_total",
+			Help: "Broker messages settled by consumers, by queue and result (processed, duplicate, dead_lettered, parked).",
+		}, []string{"queue", "result"}),
+	}
+	if reg == nil {
+		return m, nil
+	}
+	register := func(c prometheus.Collector) (prometheus.Collector, error) {
+		if err := reg.Register(c); err != nil {
+			var already prometheus.AlreadyRegisteredError
+			if errors.As(err, &already) {
+				return already.ExistingCollector, nil
+			}
+			return nil, err
+		}
+		return c, nil
+	}
+	var err error
+	reuse := func(target any, c prometheus.Collector) {
+		if err != nil {
+			return
+		}
+		var got prometheus.Collector
+		if got, err = register(c); err != nil {
+			return
+		}
+		switch t := target.(type) {
+		case **prometheus.HistogramVec:
+			*t = got.(*prometheus.HistogramVec)
+		case **prometheus.CounterVec:
+			*t = got.(*prometheus.CounterVec)
+		case **prometheus.GaugeVec:
+			*t = got.(*prometheus.GaugeVec)
+		}
+	}
+	reuse(&m.PublishLatency, m.PublishLatency)
+	reuse(&m.Published, m.Published)
+	reuse(&m.PublishFailures, m.PublishFailures)
+	reuse(&m.Backlog, m.Backlog)
+	reuse(&m.OldestUnpublished, m.OldestUnpublished)
+	reuse(&m.InboxDedupeHits, m.InboxDedupeHits)
+	reuse(&m.Consumed, m.Consumed)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func newDefaultMetrics() *Metrics {
+	m, _ := NewMetrics(nil)
+	return m
+}
+
+// SetBacklog replaces the backlog gauges with a fresh count.
+func (m *Metrics) SetBacklog(backlog []*driver.OutboxBacklog, ageSeconds func(*driver.OutboxBacklog) float64) {
+	m.Backlog.Reset()
+	m.OldestUnpublished.Reset()
+	oldest := map[string]float64{}
+	for _, b := range backlog {
+		m.Backlog.WithLabelValues(b.Transport, string(b.Category), string(driver.OutboxStatusNew)).Set(float64(b.New))
+		m.Backlog.WithLabelValues(b.Transport, string(b.Category), string(driver.OutboxStatusFailed)).Set(float64(b.Failed))
+		if b.OldestNew != nil {
+			if age := ageSeconds(b); age > oldest[b.Transport] {
+				oldest[b.Transport] = age
+			}
+		}
+	}
+	for transport, age := range oldest {
+		m.OldestUnpublished.WithLabelValues(transport).Set(age)
+	}
+}

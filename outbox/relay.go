@@ -1,0 +1,362 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+// Publisher sends outbox messages to one broker.
+type Publisher interface {
+	// Transport is the transport whose messages it sends (TransportAMQP, TransportKafka).
+	Transport() string
+	// Publish sends msgs, keeping the order of messages of one key, and returns one error per
+	// message: nil once the broker has durably accepted it. Wrap an error with Permanent when
+	// retrying cannot help (the message is marked FAILED).
+	Publish(ctx context.Context, msgs []*driver.OutboxRow) []error
+}
+
+// PermanentError marks a publication failure that retrying cannot fix.
+type PermanentError struct{ Err error }
+
+// Error returns the cause, marked permanent.
+func (e *PermanentError) Error() string { return "permanent: " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// Permanent wraps err as a PermanentError.
+func Permanent(err error) error { return &PermanentError{Err: err} }
+
+// RelayConfig configures a Relay. Zero fields take the documented defaults.
+type RelayConfig struct {
+	// Publishers send the messages; the relay claims only the transports it has publishers for.
+	// Required.
+	Publishers []Publisher
+	// RelayID names this relay in leases. Default: hostname-pid.
+	RelayID string
+	// BatchSize is the most messages claimed and published at once. Default: 500.
+	BatchSize int
+	// Workers is how many claim-publish loops run at once. Default: 2.
+	Workers int
+	// Lease is how long a claimed message is this relay's; a relay that dies mid-publication
+	// loses its messages to another after it. Default: 30s.
+	Lease time.Duration
+	// PollInterval is the sweeper: how often the outbox is claimed without a wake-up. Default: 1s.
+	PollInterval time.Duration
+	// InitialBackoff is the delay after a message's first failed publication; it doubles with
+	// every attempt up to MaxBackoff. Defaults: 500ms and 1m.
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+	// MaxAttempts, when positive, marks a message FAILED after that many failed attempts. Default:
+	// 0, retry forever (a message is never dropped; FAILED ones wait for an operator).
+	MaxAttempts int
+	// BacklogInterval is how often the backlog gauges are refreshed. Default: 10s.
+	BacklogInterval time.Duration
+	// ActivePollInterval is how often the relay looks again while messages are flowing (a
+	// wake-up or a non-empty claim in the last ActiveWindow). On PostgreSQL a message committed
+	// while an older transaction still runs becomes publishable only when that one ends, and no
+	// notification says when: the short poll picks it up. Defaults: 5ms and 200ms.
+	ActivePollInterval time.Duration
+	ActiveWindow       time.Duration
+	// Wake is signalled when messages were written (the fast path). Optional: Subscribe is the
+	// usual source.
+	Wake <-chan struct{}
+	// Subscribe, when set, is called at Start for NotifyTopic (commandbus.Client.Subscribe).
+	Subscribe func(topic string) (<-chan struct{}, func())
+	// OnPublished, when set, is told of every batch the broker acknowledged, before it is marked.
+	OnPublished func(msgs []*driver.OutboxRow, at time.Time)
+	// Now returns the time passed to the driver (nil: the database clock).
+	Now     func() *time.Time
+	Metrics *Metrics
+	Logger  *slog.Logger
+}
+
+// Relay publishes the outbox. It is a commandbus.Service: start it with the client
+// (client.AddService(relay)) or on its own.
+type Relay struct {
+	exec       driver.Executor
+	cfg        RelayConfig
+	publishers map[string]Publisher
+	transports []string
+
+	mu          sync.Mutex
+	cancel      context.CancelFunc
+	done        sync.WaitGroup
+	unsubscribe func()
+	kick        chan struct{}
+}
+
+// NewRelay returns a relay on exec (the driver's executor).
+func NewRelay(exec driver.Executor, cfg RelayConfig) (*Relay, error) {
+	if exec == nil {
+		return nil, errors.New("outbox: NewRelay needs the driver's executor")
+	}
+	if len(cfg.Publishers) == 0 {
+		return nil, errors.New("outbox: a relay needs at least one publisher (transport/amqp, transport/kafka)")
+	}
+	if cfg.RelayID == "" {
+		host, _ := os.Hostname()
+		cfg.RelayID = fmt.Sprintf("relay-%s-%d", host, os.Getpid())
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 500
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 2
+	}
+	if cfg.Lease <= 0 {
+		cfg.Lease = 30 * time.Second
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = time.Second
+	}
+	if cfg.InitialBackoff <= 0 {
+		cfg.InitialBackoff = 500 * time.Millisecond
+	}
+	if cfg.MaxBackoff <= 0 {
+		cfg.MaxBackoff = time.Minute
+	}
+	if cfg.BacklogInterval <= 0 {
+		cfg.BacklogInterval = 10 * time.Second
+	}
+	if cfg.ActivePollInterval <= 0 {
+		cfg.ActivePollInterval = 5 * time.Millisecond
+	}
+	if cfg.ActiveWindow <= 0 {
+		cfg.ActiveWindow = 200 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = func() *time.Time { return nil }
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = newDefaultMetrics()
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Relay{exec: exec, cfg: cfg, publishers: map[string]Publisher{}, kick: make(chan struct{}, 1)}
+	for _, p := range cfg.Publishers {
+		if _, dup := r.publishers[p.Transport()]; dup {
+			return nil, fmt.Errorf("outbox: two publishers for transport %q", p.Transport())
+		}
+		r.publishers[p.Transport()] = p
+		r.transports = append(r.transports, p.Transport())
+	}
+	return r, nil
+}
+
+// Start runs the relay's loops until Stop.
+func (r *Relay) Start(ctx context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel != nil {
+		return errors.New("outbox: relay already started")
+	}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	r.cancel = cancel
+	wake := r.cfg.Wake
+	if r.cfg.Subscribe != nil {
+		wake, r.unsubscribe = r.cfg.Subscribe(NotifyTopic)
+	}
+	// One goroutine fans wake-ups out to the workers: each wake-up should start one claim, not
+	// one per worker.
+	signals := make(chan struct{}, r.cfg.Workers)
+	r.done.Add(1)
+	go func() {
+		defer r.done.Done()
+		backlog := time.NewTicker(r.cfg.BacklogInterval)
+		defer backlog.Stop()
+		r.refreshBacklog(runCtx)
+		for {
+			select {
+			case <-runCtx.Done():
+				return
+			case <-wake:
+			case <-r.kick:
+			case <-backlog.C:
+				r.refreshBacklog(runCtx)
+				continue
+			}
+			select {
+			case signals <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	for i := 0; i < r.cfg.Workers; i++ {
+		r.done.Add(1)
+		go func() {
+			defer r.done.Done()
+			r.work(runCtx, signals)
+		}()
+	}
+	return nil
+}
+
+// Stop ends the loops, letting a publication in flight finish until ctx ends.
+func (r *Relay) Stop(ctx context.Context) error {
+	r.mu.Lock()
+	cancel := r.cancel
+	r.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	if r.unsubscribe != nil {
+		r.unsubscribe()
+	}
+	done := make(chan struct{})
+	go func() { r.done.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Kick wakes the relay now, as a notification would.
+func (r *Relay) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *Relay) work(ctx context.Context, signals <-chan struct{}) {
+	poll := time.NewTicker(r.cfg.PollInterval)
+	defer poll.Stop()
+	var lastActive time.Time
+	for {
+		for {
+			n, err := r.RunOnce(ctx)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.cfg.Logger.Warn("outbox relay: claiming or marking failed; retrying at the next poll", "error", err)
+				}
+				lastActive = time.Time{}
+				break
+			}
+			if n > 0 {
+				lastActive = time.Now()
+			}
+			if n < r.cfg.BatchSize {
+				break
+			}
+		}
+		var active <-chan time.Time
+		if time.Since(lastActive) < r.cfg.ActiveWindow {
+			active = time.After(r.cfg.ActivePollInterval)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-signals:
+			lastActive = time.Now()
+		case <-poll.C:
+		case <-active:
+		}
+	}
+}
+
+// RunOnce claims one batch, publishes it and records the outcome; it returns how many messages
+// it claimed. The loops call it; tests may too.
+func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	claimCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	rows, err := r.exec.OutboxClaim(claimCtx, &driver.OutboxClaimParams{
+		Transports: r.transports, Max: r.cfg.BatchSize, Lease: r.cfg.Lease, RelayID: r.cfg.RelayID, Now: r.cfg.Now(),
+	})
+	cancel()
+	if err != nil || len(rows) == 0 {
+		return 0, err
+	}
+	byTransport := map[string][]*driver.OutboxRow{}
+	for _, row := range rows {
+		byTransport[row.Transport] = append(byTransport[row.Transport], row)
+	}
+	var published []int64
+	var failures []*driver.OutboxFailure
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	// Publishing must finish within the lease, or another relay may take the messages over.
+	pubCtx, cancel := context.WithTimeout(ctx, r.cfg.Lease*3/4)
+	defer cancel()
+	for transport, msgs := range byTransport {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs := r.publishers[transport].Publish(pubCtx, msgs)
+			now := time.Now()
+			var ok []*driver.OutboxRow
+			mu.Lock()
+			defer mu.Unlock()
+			for i, msg := range msgs {
+				var err error
+				if i < len(errs) {
+					err = errs[i]
+				} else {
+					err = errors.New("publisher returned no result")
+				}
+				if err == nil {
+					ok = append(ok, msg)
+					published = append(published, msg.ID)
+					r.cfg.Metrics.Published.WithLabelValues(transport, string(msg.Category)).Inc()
+					r.cfg.Metrics.PublishLatency.WithLabelValues(transport).Observe(float64(now.Sub(msg.CreatedAt).Microseconds()) / 1000)
+					continue
+				}
+				r.cfg.Metrics.PublishFailures.WithLabelValues(transport).Inc()
+				var permanent *PermanentError
+				giveUp := errors.As(err, &permanent) || (r.cfg.MaxAttempts > 0 && msg.Attempts >= r.cfg.MaxAttempts)
+				failures = append(failures, &driver.OutboxFailure{ID: msg.ID, Error: err.Error(), RetryDelay: r.backoff(msg.Attempts), GiveUp: giveUp})
+			}
+			if len(ok) > 0 && r.cfg.OnPublished != nil {
+				r.cfg.OnPublished(ok, now)
+			}
+		}()
+	}
+	wg.Wait()
+	// Marking uses a fresh context: what the broker accepted should be recorded even while
+	// the relay stops, or it is published again.
+	markCtx, markCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer markCancel()
+	if len(published) > 0 {
+		if _, err := r.exec.OutboxMarkPublished(markCtx, &driver.OutboxMarkPublishedParams{IDs: published, Now: r.cfg.Now()}); err != nil {
+			return len(rows), fmt.Errorf("marking %d messages published (they will be published again): %w", len(published), err)
+		}
+	}
+	if len(failures) > 0 {
+		r.cfg.Logger.Warn("outbox relay: publications failed; deferred", "count", len(failures), "first_error", failures[0].Error)
+		if _, err := r.exec.OutboxMarkFailed(markCtx, &driver.OutboxMarkFailedParams{Failures: failures, RelayID: r.cfg.RelayID, Now: r.cfg.Now()}); err != nil {
+			return len(rows), fmt.Errorf("deferring %d failed messages: %w", len(failures), err)
+		}
+	}
+	return len(rows), nil
+}
+
+// backoff is InitialBackoff × 2^(attempts-1), capped at MaxBackoff.
+func (r *Relay) backoff(attempts int) time.Duration {
+	d := float64(r.cfg.InitialBackoff) * math.Pow(2, float64(max(attempts-1, 0)))
+	return time.Duration(math.Min(d, float64(r.cfg.MaxBackoff)))
+}
+
+func (r *Relay) refreshBacklog(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	backlog, err := r.exec.OutboxBacklog(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.cfg.Logger.Warn("outbox relay: reading the backlog failed", "error", err)
+		}
+		return
+	}
+	now := time.Now()
+	r.cfg.Metrics.SetBacklog(backlog, func(b *driver.OutboxBacklog) float64 { return now.Sub(*b.OldestNew).Seconds() })
+}

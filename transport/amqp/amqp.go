@@ -1,0 +1,240 @@
+// Package amqp carries commandbus commands and replies over an AMQP 0-9-1 broker: RabbitMQ here,
+// in the role seed 004 gives IBM MQ. Each command type has its queue, APP.CMD.<BC>.<Name>.Q;
+// replies share APP.CMD.REPLY.Q. Messages are persistent and published with publisher confirms;
+// the message's correlation id is the command id and its reply-to the envelope's replyTo header,
+// as JMS request/reply has it.
+//
+// Queues are quorum queues with a delivery limit: a message delivered BackoutThreshold times
+// without being acknowledged (a consumer that keeps crashing or failing on it) is dead-lettered to
+// APP.DLQ by the broker, IBM MQ's backout queue. A message that is not a valid envelope is
+// dead-lettered there by the consumer at once, with the reason in its x-commandbus-error header; one
+// of an unknown schema version is parked in APP.PARKED.Q. Nothing is dropped.
+//
+// The Publisher is an outbox.Publisher for the relay; the Consumer is a commandbus.Service that
+// runs a client's handlers for what its queues deliver. Both reconnect after a broker restart.
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/outbox"
+)
+
+// HeaderError is the header of a message the consumer dead-lettered or parked: why.
+const HeaderError = "x-commandbus-error"
+
+// Topology names the queues and how they are declared.
+type Topology struct {
+	// Prefix starts every queue name. Default: outbox.DefaultPrefix ("APP").
+	Prefix string
+	// BackoutThreshold is the delivery limit of every work queue. Default: 5.
+	BackoutThreshold int
+}
+
+func (t Topology) withDefaults() Topology {
+	if t.Prefix == "" {
+		t.Prefix = outbox.DefaultPrefix
+	}
+	if t.BackoutThreshold <= 0 {
+		t.BackoutThreshold = 5
+	}
+	return t
+}
+
+// DeadLetterQueue is the prefix's dead-letter queue.
+func (t Topology) DeadLetterQueue() string {
+	return outbox.DeadLetterQueueName(t.withDefaults().Prefix)
+}
+
+// ParkingQueue is the prefix's parking queue.
+func (t Topology) ParkingQueue() string { return outbox.ParkingQueueName(t.withDefaults().Prefix) }
+
+// ReplyQueue is the prefix's reply queue.
+func (t Topology) ReplyQueue() string { return outbox.ReplyQueueName(t.withDefaults().Prefix) }
+
+// declareDeadEnds declares the dead-letter and parking queues.
+func (t Topology) declareDeadEnds(ch *amqp.Channel) error {
+	for _, name := range []string{t.DeadLetterQueue(), t.ParkingQueue()} {
+		if _, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
+			return fmt.Errorf("declaring queue %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// declareWorkQueue declares a command or reply queue whose poison messages go to the dead-letter
+// queue after BackoutThreshold deliveries.
+func (t Topology) declareWorkQueue(ch *amqp.Channel, name string) error {
+	t = t.withDefaults()
+	_, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{
+		"x-queue-type":              "quorum",
+		"x-delivery-limit":          int32(t.BackoutThreshold),
+		"x-dead-letter-exchange":    "",
+		"x-dead-letter-routing-key": t.DeadLetterQueue(),
+	})
+	if err != nil {
+		return fmt.Errorf("declaring queue %s: %w", name, err)
+	}
+	return nil
+}
+
+// dial connects with a timeout.
+func dial(url string) (*amqp.Connection, error) {
+	return amqp.DialConfig(url, amqp.Config{Heartbeat: 5 * time.Second, Dial: amqp.DefaultDial(5 * time.Second), Properties: amqp.Table{"connection_name": "commandbus"}})
+}
+
+// Publishing is the AMQP message of an outbox row: persistent, JSON, its message id, the command
+// id as correlation id, the envelope's replyTo as reply-to, and every transport header.
+func Publishing(m *driver.OutboxRow) amqp.Publishing {
+	headers := amqp.Table{}
+	for k, v := range m.Headers {
+		headers[k] = v
+	}
+	return amqp.Publishing{
+		ContentType: "application/json", DeliveryMode: amqp.Persistent, Timestamp: time.Now(),
+		MessageId: m.MessageID, CorrelationId: m.Headers[outbox.HeaderCommandID], ReplyTo: m.Headers[outbox.HeaderReplyTo],
+		Type: m.Type, AppId: "commandbus", Headers: headers, Body: m.Payload,
+	}
+}
+
+// PublisherConfig configures a Publisher.
+type PublisherConfig struct {
+	// URL is the broker. Required.
+	URL      string
+	Topology Topology
+}
+
+// Publisher is an outbox.Publisher for the amqp transport. It connects on first use and again
+// after the connection is lost; while the broker is down Publish fails and the relay backs off.
+type Publisher struct {
+	cfg PublisherConfig
+
+	mu       sync.Mutex
+	conn     *amqp.Connection
+	ch       *amqp.Channel
+	declared map[string]bool
+}
+
+var _ outbox.Publisher = (*Publisher)(nil)
+
+// NewPublisher returns a publisher; it connects lazily.
+func NewPublisher(cfg PublisherConfig) (*Publisher, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("amqp: no broker URL; set amqp.url")
+	}
+	cfg.Topology = cfg.Topology.withDefaults()
+	return &Publisher{cfg: cfg}, nil
+}
+
+// Transport returns outbox.TransportAMQP.
+func (p *Publisher) Transport() string { return outbox.TransportAMQP }
+
+// Close closes the connection.
+func (p *Publisher) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.reset()
+	return nil
+}
+
+func (p *Publisher) reset() {
+	if p.conn != nil {
+		_ = p.conn.Close()
+	}
+	p.conn, p.ch, p.declared = nil, nil, nil
+}
+
+func (p *Publisher) channel() (*amqp.Channel, error) {
+	if p.ch != nil && !p.ch.IsClosed() && !p.conn.IsClosed() {
+		return p.ch, nil
+	}
+	p.reset()
+	conn, err := dial(p.cfg.URL)
+	if err != nil {
+		return nil, fmt.Errorf("amqp: connecting: %w", err)
+	}
+	ch, err := conn.Channel()
+	if err == nil {
+		err = ch.Confirm(false)
+	}
+	if err == nil {
+		err = p.cfg.Topology.declareDeadEnds(ch)
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("amqp: opening a confirm channel: %w", err)
+	}
+	p.conn, p.ch, p.declared = conn, ch, map[string]bool{}
+	return ch, nil
+}
+
+// Publish sends msgs in order on one confirm channel and waits for the broker's confirms.
+func (p *Publisher) Publish(ctx context.Context, msgs []*driver.OutboxRow) []error {
+	errs := make([]error, len(msgs))
+	fail := func(err error) []error {
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+		return errs
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ch, err := p.channel()
+	if err != nil {
+		return fail(err)
+	}
+	confirms := make([]*amqp.DeferredConfirmation, len(msgs))
+	for i, m := range msgs {
+		if !p.declared[m.Topic] {
+			if err := p.cfg.Topology.declareWorkQueue(ch, m.Topic); err != nil {
+				p.reset()
+				return fail(err)
+			}
+			p.declared[m.Topic] = true
+		}
+		confirms[i], err = ch.PublishWithDeferredConfirmWithContext(ctx, "", m.Topic, false, false, Publishing(m))
+		if err != nil {
+			p.reset()
+			return fail(fmt.Errorf("amqp: publishing: %w", err))
+		}
+	}
+	for i, dc := range confirms {
+		ok, err := dc.WaitContext(ctx)
+		switch {
+		case err != nil:
+			errs[i] = fmt.Errorf("amqp: waiting for the broker's confirm: %w", err)
+		case !ok:
+			errs[i] = errors.New("amqp: the broker refused the message (nack)")
+		}
+	}
+	if errs[len(errs)-1] != nil {
+		p.reset() // a channel that lost confirms is not to be trusted with the next batch
+	}
+	return errs
+}
+
+// DeleteQueues deletes queues (benchmarks and tests clean up with it); errors are ignored.
+func DeleteQueues(url string, queues ...string) {
+	conn, err := dial(url)
+	if err != nil {
+		return
+	}
+	defer conn.Close()
+	for _, q := range queues {
+		ch, err := conn.Channel()
+		if err != nil {
+			return
+		}
+		_, _ = ch.QueueDelete(q, false, false, false)
+		_ = ch.Close()
+	}
+}

@@ -1,0 +1,360 @@
+package amqp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/outbox"
+)
+
+// ConsumerConfig configures a Consumer.
+type ConsumerConfig struct {
+	// URL is the broker. Required.
+	URL      string
+	Topology Topology
+	// Client runs the handlers and records outcomes. Required.
+	Client *commandbus.Client
+	// Domains whose command queues to consume: one queue per command type with a handler.
+	// Default: the client's amqp domains (Client.AMQPDomains).
+	Domains []string
+	// Replies consumes the reply queue, filing each reply on the queue its command named as
+	// replyTo (the sender's side). Default: false.
+	Replies bool
+	// ReconnectDelay is the first wait before reconnecting; it doubles up to 5s. Default: 200ms.
+	ReconnectDelay time.Duration
+	Logger         *slog.Logger
+}
+
+// Consumer consumes commands (and optionally replies) for a client. It is a commandbus.Service:
+// client.AddService(consumer). Each domain's queues are consumed on their own channel with the
+// domain's concurrent-messages as prefetch, so a domain never runs more handlers at once.
+type Consumer struct {
+	cfg     ConsumerConfig
+	metrics *outbox.Metrics
+
+	mu       sync.Mutex
+	cancel   context.CancelFunc
+	loops    sync.WaitGroup
+	inflight sync.WaitGroup
+	workCtx  context.Context
+	stopWork context.CancelFunc
+	ready    chan struct{}
+	readyN   int
+}
+
+// subscription is one channel's worth of queues.
+type subscription struct {
+	domain   string // "" for the reply queue
+	queues   []string
+	prefetch int
+}
+
+// NewConsumer returns a consumer; Start connects.
+func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
+	if cfg.URL == "" {
+		return nil, errors.New("amqp: no broker URL; set amqp.url")
+	}
+	if cfg.Client == nil {
+		return nil, errors.New("amqp: the consumer needs the client whose handlers it runs")
+	}
+	cfg.Topology = cfg.Topology.withDefaults()
+	if cfg.Domains == nil {
+		cfg.Domains = cfg.Client.AMQPDomains()
+	}
+	if cfg.ReconnectDelay <= 0 {
+		cfg.ReconnectDelay = 200 * time.Millisecond
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = cfg.Client.Logger()
+	}
+	return &Consumer{cfg: cfg, metrics: cfg.Client.MessagingMetrics(), ready: make(chan struct{})}, nil
+}
+
+func (c *Consumer) subscriptions() []subscription {
+	var subs []subscription
+	for _, domain := range c.cfg.Domains {
+		dc := c.cfg.Client.Config().Domain(domain)
+		if !*dc.Enabled || !*c.cfg.Client.Config().Features.CommandHandlers {
+			continue
+		}
+		sub := subscription{domain: domain, prefetch: dc.ConcurrentMessages}
+		for _, typ := range c.cfg.Client.CommandTypes(domain) {
+			sub.queues = append(sub.queues, outbox.CommandQueueName(c.cfg.Topology.Prefix, domain, typ))
+		}
+		if len(sub.queues) > 0 {
+			subs = append(subs, sub)
+		}
+	}
+	if c.cfg.Replies {
+		subs = append(subs, subscription{queues: []string{c.cfg.Topology.ReplyQueue()}, prefetch: 50})
+	}
+	return subs
+}
+
+// Queues lists the queues the consumer consumes.
+func (c *Consumer) Queues() []string {
+	var out []string
+	for _, s := range c.subscriptions() {
+		out = append(out, s.queues...)
+	}
+	return out
+}
+
+// Ready is closed once every queue has been consumed at least once (declared and subscribed).
+func (c *Consumer) Ready() <-chan struct{} { return c.ready }
+
+// Start connects and consumes until Stop; it returns at once and reconnects in the background.
+func (c *Consumer) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cancel != nil {
+		return errors.New("amqp: consumer already started")
+	}
+	subs := c.subscriptions()
+	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	c.cancel = cancel
+	c.workCtx, c.stopWork = context.WithCancel(context.WithoutCancel(ctx))
+	c.readyN = len(subs)
+	if c.readyN == 0 {
+		close(c.ready)
+	}
+	for _, sub := range subs {
+		c.loops.Add(1)
+		go func() {
+			defer c.loops.Done()
+			c.run(loopCtx, sub)
+		}()
+	}
+	return nil
+}
+
+func (c *Consumer) markReady() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readyN > 0 {
+		c.readyN--
+		if c.readyN == 0 {
+			close(c.ready)
+		}
+	}
+}
+
+// Stop stops consuming, lets handlers in flight finish until ctx ends (then interrupts them: their
+// commands are released and their messages redelivered), and closes the connections.
+func (c *Consumer) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	cancel := c.cancel
+	c.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	go func() { c.inflight.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+	c.stopWork()
+	cancel()
+	c.loops.Wait()
+	return nil
+}
+
+// run keeps one subscription consumed, reconnecting with backoff.
+func (c *Consumer) run(ctx context.Context, sub subscription) {
+	delay := c.cfg.ReconnectDelay
+	first := true
+	for ctx.Err() == nil {
+		err := c.consume(ctx, sub, func() {
+			delay = c.cfg.ReconnectDelay
+			if first {
+				first = false
+				c.markReady()
+			}
+		})
+		if ctx.Err() != nil {
+			return
+		}
+		c.cfg.Logger.Warn("amqp consumer: connection lost; reconnecting", "queues", sub.queues, "error", err, "in", delay)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
+	}
+}
+
+// consume runs one connection until it fails or ctx ends.
+func (c *Consumer) consume(ctx context.Context, sub subscription, connected func()) error {
+	conn, err := dial(c.cfg.URL)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		return err
+	}
+	if err := ch.Qos(sub.prefetch, 0, false); err != nil {
+		return err
+	}
+	pubCh, err := conn.Channel()
+	if err == nil {
+		err = pubCh.Confirm(false)
+	}
+	if err != nil {
+		return err
+	}
+	if err := c.cfg.Topology.declareDeadEnds(ch); err != nil {
+		return err
+	}
+	deadEnd := &deadEnd{ch: pubCh, topology: c.cfg.Topology}
+	deliveries := make(chan amqp.Delivery)
+	var forwarders sync.WaitGroup
+	for _, queue := range sub.queues {
+		if err := c.cfg.Topology.declareWorkQueue(ch, queue); err != nil {
+			return err
+		}
+		ds, err := ch.Consume(queue, "", false, false, false, false, nil)
+		if err != nil {
+			return fmt.Errorf("consuming %s: %w", queue, err)
+		}
+		forwarders.Add(1)
+		go func() {
+			defer forwarders.Done()
+			for d := range ds {
+				deliveries <- d
+			}
+		}()
+	}
+	connected()
+	closed := conn.NotifyClose(make(chan *amqp.Error, 1))
+	allDone := make(chan struct{})
+	go func() { forwarders.Wait(); close(allDone) }()
+	for {
+		select {
+		case <-ctx.Done():
+			_ = ch.Close() // ends the deliveries; unacked ones return to the queue
+			c.drain(deliveries, allDone)
+			return ctx.Err()
+		case err := <-closed:
+			c.drain(deliveries, allDone)
+			if err == nil {
+				return errors.New("connection closed")
+			}
+			return err
+		case <-allDone:
+			return errors.New("deliveries ended")
+		case d := <-deliveries:
+			c.inflight.Add(1)
+			go func() {
+				defer c.inflight.Done()
+				c.handle(sub, d, deadEnd)
+			}()
+		}
+	}
+}
+
+// drain discards deliveries still being forwarded so the forwarders can end; the broker
+// redelivers them.
+func (c *Consumer) drain(deliveries <-chan amqp.Delivery, allDone <-chan struct{}) {
+	for {
+		select {
+		case <-deliveries:
+		case <-allDone:
+			return
+		}
+	}
+}
+
+// handle settles one delivery: acknowledged once its outcome is committed (or it is a duplicate),
+// dead-lettered or parked when it cannot be processed, requeued when the database failed.
+func (c *Consumer) handle(sub subscription, d amqp.Delivery, dead *deadEnd) {
+	consumer := "amqp:" + d.RoutingKey
+	settle := func(result string, settleErr error) {
+		if settleErr != nil {
+			c.cfg.Logger.Warn("amqp consumer: settling a delivery failed; the broker will redeliver it", "queue", d.RoutingKey, "error", settleErr)
+		}
+		c.metrics.Consumed.WithLabelValues(d.RoutingKey, result).Inc()
+	}
+	env, err := outbox.Decode(d.Body)
+	if err != nil {
+		parked := errors.Is(err, outbox.ErrUnknownSchemaVersion)
+		c.cfg.Logger.Error("amqp consumer: undecodable message; moved aside", "queue", d.RoutingKey, "message_id", d.MessageId, "error", err, "parked", parked)
+		settle(dead.moveAside(c.workCtx, d, err, parked))
+		return
+	}
+	var outcome commandbus.DeliveryOutcome
+	if sub.domain == "" {
+		outcome, err = c.cfg.Client.DeliverReply(c.workCtx, env, consumer)
+	} else {
+		outcome, err = c.cfg.Client.ExecuteDelivered(c.workCtx, commandbus.Delivery{
+			MessageID: env.MessageID.String(), Consumer: consumer, CommandID: env.CommandID, Domain: sub.domain,
+		})
+	}
+	var decodeErr *outbox.DecodeError
+	switch {
+	case errors.Is(err, commandbus.ErrNotFound) || errors.As(err, &decodeErr):
+		c.cfg.Logger.Error("amqp consumer: message cannot be processed; dead-lettered", "queue", d.RoutingKey, "message_id", d.MessageId, "error", err)
+		settle(dead.moveAside(c.workCtx, d, err, false))
+	case err != nil:
+		c.cfg.Logger.Warn("amqp consumer: processing failed; requeued", "queue", d.RoutingKey, "message_id", d.MessageId, "error", err)
+		settle("requeued", d.Nack(false, true))
+	case outcome == commandbus.DeliveryReleased:
+		settle("released", d.Nack(false, true))
+	default:
+		settle(string(outcome), d.Ack(false))
+	}
+}
+
+// deadEnd publishes undecodable and unprocessable messages to the dead-letter or parking queue.
+type deadEnd struct {
+	mu       sync.Mutex
+	ch       *amqp.Channel
+	topology Topology
+}
+
+// moveAside publishes a copy with the reason, then acknowledges the original; when the copy
+// cannot be published the original is rejected, and the broker dead-letters it itself.
+func (d *deadEnd) moveAside(ctx context.Context, delivery amqp.Delivery, reason error, park bool) (string, error) {
+	queue, result := d.topology.DeadLetterQueue(), "dead_lettered"
+	if park {
+		queue, result = d.topology.ParkingQueue(), "parked"
+	}
+	headers := amqp.Table{}
+	for k, v := range delivery.Headers {
+		headers[k] = v
+	}
+	headers[HeaderError] = reason.Error()
+	headers["x-commandbus-original-queue"] = delivery.RoutingKey
+	messageID := delivery.MessageId
+	if messageID == "" {
+		messageID = uuid.NewString()
+	}
+	d.mu.Lock()
+	dc, err := d.ch.PublishWithDeferredConfirmWithContext(ctx, "", queue, false, false, amqp.Publishing{
+		ContentType: delivery.ContentType, DeliveryMode: amqp.Persistent, MessageId: messageID,
+		CorrelationId: delivery.CorrelationId, ReplyTo: delivery.ReplyTo, Type: delivery.Type, Timestamp: time.Now(),
+		Headers: headers, Body: delivery.Body,
+	})
+	d.mu.Unlock()
+	if err == nil {
+		var ok bool
+		if ok, err = dc.WaitContext(ctx); err == nil && !ok {
+			err = errors.New("nacked")
+		}
+	}
+	if err != nil {
+		return result, delivery.Reject(false)
+	}
+	return result, delivery.Ack(false)
+}

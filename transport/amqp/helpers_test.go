@@ -1,0 +1,161 @@
+package amqp_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
+		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).triggerHealthCheck.func1"))
+}
+
+// rabbitURL returns the test broker's URL, or skips (fails under COMMANDBUS_REQUIRE_RABBITMQ=1)
+// when it is unreachable.
+func rabbitURL(t testing.TB) string {
+	t.Helper()
+	url := os.Getenv("COMMANDBUS_TEST_AMQP_URL")
+	if url == "" {
+		url = "amqp://guest:guest@127.0.0.1:5672/"
+	}
+	conn, err := amqp091.Dial(url)
+	if err != nil {
+		if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
+			t.Fatalf("RabbitMQ is required (COMMANDBUS_REQUIRE_RABBITMQ=1) but unreachable at %s: %v", url, err)
+		}
+		t.Skipf("skipping: RabbitMQ unreachable at %s (%v); start it with rabbitmq-server -detached", url, err)
+	}
+	_ = conn.Close()
+	return url
+}
+
+// uniquePrefix isolates a test's queues.
+func uniquePrefix() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "T" + strings.ToUpper(hex.EncodeToString(b))
+}
+
+// deleteQueues removes a test's queues.
+func deleteQueues(t testing.TB, url string, queues ...string) {
+	t.Helper()
+	conn, err := amqp091.Dial(url)
+	if err != nil {
+		t.Logf("deleting queues: %v", err)
+		return
+	}
+	defer conn.Close()
+	for _, q := range queues {
+		ch, err := conn.Channel()
+		if err != nil {
+			return
+		}
+		_, _ = ch.QueueDelete(q, false, false, false)
+		_ = ch.Close()
+	}
+}
+
+// readQueue takes up to n messages from queue, waiting up to the deadline for them (the queue
+// may not be declared yet: a failed get closes the channel, and the next try opens another).
+func readQueue(t testing.TB, url, queue string, n int) []amqp091.Delivery {
+	t.Helper()
+	var out []amqp091.Delivery
+	var conn *amqp091.Connection
+	var ch *amqp091.Channel
+	defer func() {
+		if conn != nil {
+			_ = conn.Close()
+		}
+	}()
+	deadline := time.Now().Add(30 * time.Second)
+	for len(out) < n {
+		require.Falsef(t, time.Now().After(deadline), "waiting for %d messages on %s, got %d", n, queue, len(out))
+		if conn == nil || conn.IsClosed() {
+			var err error
+			if conn, err = amqp091.Dial(url); err != nil {
+				conn = nil
+				time.Sleep(50 * time.Millisecond)
+				continue
+			}
+			ch = nil
+		}
+		if ch == nil || ch.IsClosed() {
+			var err error
+			if ch, err = conn.Channel(); err != nil {
+				_ = conn.Close()
+				conn = nil
+				continue
+			}
+		}
+		d, ok, err := ch.Get(queue, true)
+		if err == nil && ok {
+			out = append(out, d)
+			continue
+		}
+		time.Sleep(20 * time.Millisecond) // polling the queue
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(45 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stopBroker stops the RabbitMQ application and returns a function that starts it again; the
+// function also runs at cleanup, so the broker is restored even when the test fails.
+func stopBroker(t *testing.T, url string) func() {
+	t.Helper()
+	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
+		t.Skip("rabbitmqctl not installed")
+	}
+	started := false
+	start := func() {
+		if started {
+			return
+		}
+		started = true
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if out, err := exec.CommandContext(ctx, "rabbitmqctl", "start_app").CombinedOutput(); err != nil {
+			t.Errorf("rabbitmqctl start_app: %v\n%s", err, out)
+		}
+		deadline := time.Now().Add(time.Minute)
+		for {
+			if conn, err := amqp091.Dial(url); err == nil {
+				_ = conn.Close()
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("RabbitMQ did not come back within a minute")
+				return
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	t.Cleanup(start)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "rabbitmqctl", "stop_app").CombinedOutput()
+	require.NoError(t, err, "rabbitmqctl stop_app: %s", out)
+	return start
+}
