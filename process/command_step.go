@@ -25,7 +25,8 @@ const (
 //
 // domain, commandType and the reply timeout default to the configuration's command-steps.<name>
 // entry when empty or zero. Each attempt sends a new command (command idempotency key
-// "<execution>:<step>:<attempt>"); the step key header stays "<execution>:<step>".
+// "<execution>:<step>:<n>" for its n-th send, counted across operator retries, so a resubmitted
+// step is a new command); the step key header stays "<execution>:<step>".
 func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType string, req Req, opts ...StepOption) (Resp, error) {
 	var zero Resp
 	o := stepOpts(opts)
@@ -81,7 +82,7 @@ func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType st
 		Opts: &commandbus.SendOpts{
 			CorrelationID:  x.ID,
 			ReplyTo:        x.m.domain,
-			IdempotencyKey: fmt.Sprintf("%s:%s:%d", x.ID, name, attempt),
+			IdempotencyKey: fmt.Sprintf("%s:%s:%d", x.ID, name, x.sends[name]+1),
 			Headers: map[string]string{
 				HeaderExecutionID: x.ID.String(), HeaderStep: name, HeaderStepKey: x.StepKey(name),
 			},

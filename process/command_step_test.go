@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus"
@@ -287,5 +288,63 @@ func TestCommandStepConcurrencyAcrossInstances(t *testing.T) {
 		t.Logf("max FX commands in flight across 2 instances × concurrent-messages 2: %d", maxInFlight.Load())
 		require.LessOrEqual(t, maxInFlight.Load(), int32(4))
 		require.GreaterOrEqual(t, maxInFlight.Load(), int32(2), "the instances should have worked in parallel")
+	})
+}
+
+// A command parked in the bus's troubleshooting queue never replies: the step's wait times out,
+// the execution goes to the TSQ, and an operator's retry sends the step again as a new command
+// (its own idempotency key, the same step key), whose reply resumes the execution.
+func TestCommandStepResubmittedAfterWaitTimeout(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		fake := clock.NewFake(testStart)
+		var calls atomic.Int32
+		var stepKeys []string
+		client, m, _ := fxFixture(t, drv, fake, func(ctx context.Context, cmd *commandbus.Command[bookFxArgs]) (any, error) {
+			stepKeys = append(stepKeys, cmd.Headers[process.HeaderStepKey])
+			if calls.Add(1) == 1 {
+				return nil, commandbus.Permanent("PROVIDER_REJECTED", errors.New("unknown account"))
+			}
+			return bookFxResult{Contract: "FX-RESUBMITTED"}, nil
+		})
+		start(t, client)
+		ctx := context.Background()
+		id, err := m.Start(ctx, fxState{PaymentID: "P9", Amount: "5.00"})
+		require.NoError(t, err)
+		eventually(t, 10*time.Second, "the first command to park in the bus TSQ", func() bool {
+			parked, err := client.TSQ().List(ctx, commandbus.TSQFilter{Domain: "fx"})
+			require.NoError(t, err)
+			return len(parked) == 1
+		})
+		fake.Advance(2 * time.Minute) // past the step's one-minute reply timeout
+		inst := waitStatus(t, m, id, driver.ExecutionWaitingForTSQ)
+		require.Equal(t, process.CodeWaitTimeout, inst.ErrorCode)
+
+		require.NoError(t, m.Retry(ctx, id, operator))
+		inst = waitStatus(t, m, id, driver.ExecutionCompleted)
+		require.Equal(t, "FX-RESUBMITTED", inst.State.Contract)
+		commands, err := client.ListCommands(ctx, &commandbus.ListParams{Domain: "fx"})
+		require.NoError(t, err)
+		require.Len(t, commands, 2, "the resubmission is a new command")
+		keys := []string{commands[0].IdempotencyKey, commands[1].IdempotencyKey}
+		require.ElementsMatch(t, []string{id.String() + ":bookFx:1", id.String() + ":bookFx:2"}, keys)
+		require.Equal(t, []string{id.String() + ":bookFx", id.String() + ":bookFx"}, stepKeys, "the step key is stable")
+	})
+}
+
+func TestStartBatchWithIDs(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		b := setupOrder(t, drv, &orderProcess{})
+		ctx := context.Background()
+		ids := []uuid.UUID{uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())}
+		got, err := b.manager.StartBatch(ctx, []orderState{{OrderID: "a"}, {OrderID: "b"}}, process.WithIDs(ids...), process.WithBusinessKeys("order-a", "order-b"))
+		require.NoError(t, err)
+		require.Equal(t, ids, got)
+		inst := waitStatus(t, b.manager, ids[1], driver.ExecutionWaitingForAsync)
+		require.Equal(t, "b", inst.State.OrderID)
+		require.Equal(t, "order-b", inst.BusinessKey)
+		_, err = b.manager.StartBatch(ctx, []orderState{{OrderID: "c"}}, process.WithIDs(ids...))
+		require.Error(t, err, "one id per state")
 	})
 }

@@ -62,6 +62,9 @@ type Execution[S any] struct {
 	// compensations are registered by completed steps, in order.
 	compensations []compensation[S]
 	compensated   map[string]bool
+	// sends counts, per command step, the commands sent over the whole log (operator retries
+	// included), so every send gets its own command idempotency key.
+	sends map[string]int
 
 	// pending holds log entries and commands for the next checkpoint.
 	pendingLog      []*driver.ExecutionLogEntry
@@ -120,7 +123,7 @@ func (x *Execution[S]) Send(domain string, args commandbus.CommandArgs, opts *co
 func newExecution[S any](ctx context.Context, m *Manager[S], lease *execution.Lease, state *S, log []*driver.ExecutionLogEntry) *Execution[S] {
 	x := &Execution[S]{
 		ID: lease.Row.ID, State: state, m: m, lease: lease, ctx: ctx,
-		history: map[string]*stepHistory{}, compensated: map[string]bool{},
+		history: map[string]*stepHistory{}, compensated: map[string]bool{}, sends: map[string]int{},
 		now: lease.Engine().Config().Clock(),
 	}
 	for _, e := range log {
@@ -146,6 +149,7 @@ func (x *Execution[S]) observe(e *driver.ExecutionLogEntry) {
 			h.failedAttempts++
 		}
 	case e.EntryType == entryCommand && e.StepStatus == statusSent:
+		x.sends[e.Name]++
 		h := x.step(e.Name)
 		h.last, h.attempt = statusSent, e.Attempt
 		var sent commandSent

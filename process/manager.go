@@ -160,7 +160,9 @@ type StartOption func(*startOptions)
 type startOptions struct {
 	deferred    *bool
 	id          uuid.UUID
+	ids         []uuid.UUID
 	businessKey string
+	keys        []string
 	tenantID    string
 	batchID     uuid.UUID
 	deadline    *time.Time
@@ -176,6 +178,14 @@ func Immediate() StartOption { return func(o *startOptions) { f := false; o.defe
 
 // WithID sets the execution id (Start only), for deterministic ids.
 func WithID(id uuid.UUID) StartOption { return func(o *startOptions) { o.id = id } }
+
+// WithIDs sets the execution ids of StartBatch, one per state in order, so a caller can record
+// them with its own rows before the executions exist (and start any that are missing after a
+// crash without creating a second).
+func WithIDs(ids ...uuid.UUID) StartOption { return func(o *startOptions) { o.ids = ids } }
+
+// WithBusinessKeys sets the business keys of StartBatch, one per state in order.
+func WithBusinessKeys(keys ...string) StartOption { return func(o *startOptions) { o.keys = keys } }
 
 // WithBusinessKey records the business key (a payment id) for lookups.
 func WithBusinessKey(key string) StartOption { return func(o *startOptions) { o.businessKey = key } }
@@ -222,6 +232,12 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 	if o.deferred != nil {
 		deferred = *o.deferred
 	}
+	if o.ids != nil && len(o.ids) != len(states) {
+		return nil, fmt.Errorf("process: WithIDs has %d ids for %d states", len(o.ids), len(states))
+	}
+	if o.keys != nil && len(o.keys) != len(states) {
+		return nil, fmt.Errorf("process: WithBusinessKeys has %d keys for %d states", len(o.keys), len(states))
+	}
 	params := make([]*driver.ExecutionInsertParams, len(states))
 	ids := make([]uuid.UUID, len(states))
 	for i, s := range states {
@@ -230,13 +246,20 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 			return nil, fmt.Errorf("process: encoding initial state: %w", err)
 		}
 		id := o.id
+		if o.ids != nil {
+			id = o.ids[i]
+		}
 		if id == uuid.Nil {
 			id = uuid.Must(uuid.NewV7())
 		}
 		ids[i] = id
+		businessKey := o.businessKey
+		if o.keys != nil {
+			businessKey = o.keys[i]
+		}
 		params[i] = &driver.ExecutionInsertParams{
 			ID: id, Model: Model, Type: m.typ, Domain: m.domain, TenantID: o.tenantID,
-			BusinessKey: o.businessKey, BatchID: o.batchID, State: encoded, DeadlineAt: o.deadline,
+			BusinessKey: businessKey, BatchID: o.batchID, State: encoded, DeadlineAt: o.deadline,
 			WorkerID: m.client.Config().WorkerID,
 		}
 		if !deferred {

@@ -3,7 +3,7 @@ package server
 import "net/http"
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, openAPIDocument(s.cfg.Payments != nil))
+	writeJSON(w, http.StatusOK, openAPIDocument(s.cfg.Platform != nil))
 }
 
 type object = map[string]any

@@ -15,15 +15,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/examples/payments"
 )
 
 // Config configures the server.
 type Config struct {
 	// Client is the commandbus client whose commands, executions and queues the server shows.
 	Client *commandbus.Client
-	// Payments serves the payments, batches, approvals and network-response routes; nil leaves
-	// them out.
-	Payments Payments
+	// Platform is the reference payments platform whose payments, batches, approvals and network
+	// responses the server serves; nil leaves those routes out.
+	Platform *payments.Platform
 	// Tokens are the accepted bearer tokens.
 	Tokens []commandbus.TokenConfig
 	// Gatherer is what /metrics exposes. Default: prometheus.DefaultGatherer.
@@ -76,8 +77,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/processes/{id}", s.viewer(s.getProcess))
 	s.mux.HandleFunc("GET /api/queues", s.viewer(s.queueDepths))
 
-	if s.cfg.Payments != nil {
-		s.paymentRoutes()
+	if s.cfg.Platform != nil {
+		api := &PaymentsAPI{Platform: s.cfg.Platform, s: s}
+		api.Routes(s.mux, s.viewer, s.operator)
 	}
 }
 

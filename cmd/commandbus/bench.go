@@ -24,7 +24,7 @@ func newBenchCommand() *cobra.Command {
 			"each run uses a fresh schema that is dropped afterwards (--keep to keep it); on SQLite, a\n" +
 			"fresh file in a temporary directory unless --database names one.",
 	}
-	cmd.AddCommand(newBenchBusCommand(), newBenchProcessCommand(), newBenchResumeCommand(), newBenchRelayCommand())
+	cmd.AddCommand(newBenchBusCommand(), newBenchProcessCommand(), newBenchResumeCommand(), newBenchPaymentsCommand(), newBenchRelayCommand())
 	return cmd
 }
 

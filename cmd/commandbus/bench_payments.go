@@ -1,0 +1,78 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/internal/bench"
+)
+
+func newBenchPaymentsCommand() *cobra.Command {
+	var (
+		url    string
+		keep   bool
+		asJSON bool
+		pool   int32
+		cfg    bench.PaymentsConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "payments",
+		Short: "End-to-end payments: the reference platform's bounded contexts, processes, FX API and network simulator",
+		Long: "bench payments runs the reference payments platform with no simulated delay and no injected failure.\n" +
+			"By default it creates one batch of --payments generated payments (RunScheduledPaymentsForDay) and\n" +
+			"measures until every one is terminal: payments/s and acceptance-to-completion p50/p99. With --rate it\n" +
+			"submits payments one by one through the API at that rate for --duration instead, spread over\n" +
+			"--instances clients in this process (a cluster's replicas), and reports the backlog every second.\n" +
+			"Afterwards it checks the platform's invariants (one submission per payment, money conserved).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if cfg.ProcessType != payments.TypePaymentManager && cfg.ProcessType != payments.TypePaymentStep {
+				return fmt.Errorf("--process must be %s or %s", payments.TypePaymentManager, payments.TypePaymentStep)
+			}
+			ctx := cmd.Context()
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+			db, err := benchDatabase(ctx, url, keep, pool, logger)
+			if err != nil {
+				return err
+			}
+			defer db.close()
+			cfg.Logger = logger
+			if !asJSON {
+				cfg.Progress = cmd.ErrOrStderr()
+			}
+			// The platform needs the concrete driver (the pgx pool or the SQLite handle) for its
+			// business tables.
+			res, err := bench.RunPayments(ctx, db.Driver, cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s: %d payments in %.2fs = %.0f payments/s; acceptance to completion p50 %.1f ms, p99 %.1f ms; duplicate submissions %d\n",
+				res.Driver, res.Config.ProcessType, res.Payments, res.ElapsedS, res.PaymentsPerS, res.P50Ms, res.P99Ms, res.Duplicates)
+			for _, s := range res.Backlog {
+				fmt.Fprintf(cmd.OutOrStdout(), "  %6.1fs submitted %7d terminal %7d backlog %6d\n", s.AtS, s.Submitted, s.Terminal, s.Backlog)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "database", os.Getenv("COMMANDBUS_DATABASE_URL"), "database URL (postgres://... or sqlite://FILE); empty: a temporary SQLite file")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the benchmark schema on PostgreSQL")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().Int32Var(&pool, "pool", 48, "PostgreSQL connections, shared by the instances")
+	cmd.Flags().IntVar(&cfg.Payments, "payments", 5000, "payments in batch mode")
+	cmd.Flags().StringVar(&cfg.ProcessType, "process", payments.TypePaymentManager, "PaymentManager or PaymentStep")
+	cmd.Flags().Float64Var(&cfg.Rate, "rate", 0, "submit this many payments per second through the API instead of one batch")
+	cmd.Flags().DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to submit in rate mode")
+	cmd.Flags().IntVar(&cfg.Instances, "instances", 1, "clients in this process, as replicas of a cluster")
+	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 48, "concurrent-messages of each domain, per instance")
+	cmd.Flags().IntVar(&cfg.Executions, "executions", 400, "concurrent process executions, per instance")
+	cmd.Flags().IntVar(&cfg.Submitters, "submitters", 32, "goroutines calling SubmitPayment in rate mode")
+	return cmd
+}

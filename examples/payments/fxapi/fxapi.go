@@ -1,0 +1,314 @@
+// Package fxapi is the simulated external FX provider of the reference payments platform: a REST
+// API on a real localhost port that books and cancels FX contracts. It honours the
+// Idempotency-Key header (the same key returns the same contract, a key reused with a different
+// request is rejected), and misbehaves as the X-Simulate header asks: permanent errors (400),
+// business rejections (409), unavailability (503), hangs (timeouts) and latency.
+//
+// It stands for a third party: the platform reaches it only over HTTP, through the fx bounded
+// context's anti-corruption layer.
+package fxapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+)
+
+// HeaderIdempotencyKey carries the client's idempotency key.
+const HeaderIdempotencyKey = "Idempotency-Key"
+
+// HeaderSimulate carries a JSON Simulate: how this request should behave.
+const HeaderSimulate = "X-Simulate"
+
+// Simulate tells the simulated provider how to behave for one request: percentages applied in
+// order (permanent, transient, business, timeout), and a latency range.
+type Simulate struct {
+	FailPermanentPct    float64 `json:"failPermanentPct,omitempty"`
+	FailTransientPct    float64 `json:"failTransientPct,omitempty"`
+	FailBusinessRulePct float64 `json:"failBusinessRulePct,omitempty"`
+	TimeoutPct          float64 `json:"timeoutPct,omitempty"`
+	MinDurationMs       int     `json:"minDurationMs,omitempty"`
+	MaxDurationMs       int     `json:"maxDurationMs,omitempty"`
+	Seed                uint64  `json:"seed,omitempty"`
+}
+
+// ContractRequest books a contract: sell SellAmount of SellCurrency for BuyCurrency.
+type ContractRequest struct {
+	SellCurrency string          `json:"sellCurrency"`
+	BuyCurrency  string          `json:"buyCurrency"`
+	SellAmount   decimal.Decimal `json:"sellAmount"`
+	ValueDate    string          `json:"valueDate"`
+	Reference    string          `json:"reference,omitempty"`
+}
+
+// Contract is a booked FX contract.
+type Contract struct {
+	ID           string          `json:"id"`
+	SellCurrency string          `json:"sellCurrency"`
+	BuyCurrency  string          `json:"buyCurrency"`
+	SellAmount   decimal.Decimal `json:"sellAmount"`
+	BuyAmount    decimal.Decimal `json:"buyAmount"`
+	Rate         decimal.Decimal `json:"rate"`
+	ValueDate    string          `json:"valueDate"`
+	Status       string          `json:"status"`
+	Reference    string          `json:"reference,omitempty"`
+}
+
+// Error is the provider's error body.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// usdPer are the provider's mid rates (US dollars per unit) and minor units per currency.
+var usdPer = map[string]decimal.Decimal{
+	"USD": decimal.NewFromInt(1), "EUR": decimal.RequireFromString("1.0850"), "GBP": decimal.RequireFromString("1.2700"),
+	"CHF": decimal.RequireFromString("1.1300"), "JPY": decimal.RequireFromString("0.006700"),
+}
+
+var minorUnits = map[string]int32{"USD": 2, "EUR": 2, "GBP": 2, "CHF": 2, "JPY": 0}
+
+// Server is the simulated provider.
+type Server struct {
+	listener net.Listener
+	server   *http.Server
+	seed     uint64
+
+	mu        sync.Mutex
+	byKey     map[string]*booking // idempotency key -> booking
+	byID      map[string]*Contract
+	attempts  map[string]int // requests seen per key, so a retry rolls anew
+	cancelled map[string]bool
+
+	served   atomic.Int64
+	bookings atomic.Int64
+	serving  atomic.Bool
+}
+
+type booking struct {
+	request  ContractRequest
+	contract *Contract
+}
+
+// Listen binds the provider to addr ("127.0.0.1:0" for a random port). Requests that arrive
+// before Serve wait in the listen backlog.
+func Listen(addr string, seed uint64) (*Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("fxapi: listening on %s: %w", addr, err)
+	}
+	s := &Server{listener: ln, seed: seed, byKey: map[string]*booking{}, byID: map[string]*Contract{},
+		attempts: map[string]int{}, cancelled: map[string]bool{}}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/contracts", s.book)
+	mux.HandleFunc("POST /v1/contracts/{id}/cancel", s.cancel)
+	mux.HandleFunc("GET /v1/contracts/{id}", s.get)
+	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return s, nil
+}
+
+// URL is the provider's base URL.
+func (s *Server) URL() string { return "http://" + s.listener.Addr().String() }
+
+// Serve answers requests in the background until Close.
+func (s *Server) Serve() {
+	if !s.serving.CompareAndSwap(false, true) {
+		return
+	}
+	go func() { _ = s.server.Serve(s.listener) }()
+}
+
+// Close stops the provider, waiting for requests in flight until ctx ends.
+func (s *Server) Close(ctx context.Context) error {
+	if !s.serving.Load() {
+		return s.listener.Close()
+	}
+	err := s.server.Shutdown(ctx)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return s.server.Close()
+	}
+	return err
+}
+
+// Bookings is how many distinct contracts the provider booked.
+func (s *Server) Bookings() int64 { return s.bookings.Load() }
+
+// Requests is how many requests the provider answered.
+func (s *Server) Requests() int64 { return s.served.Load() }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string) {
+	writeJSON(w, status, Error{Code: code, Message: message})
+}
+
+// misbehave applies the X-Simulate header; it reports whether it answered the request.
+func (s *Server) misbehave(w http.ResponseWriter, r *http.Request, key string) bool {
+	header := r.Header.Get(HeaderSimulate)
+	if header == "" {
+		return false
+	}
+	var sim Simulate
+	if err := json.Unmarshal([]byte(header), &sim); err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_SIMULATION", err.Error())
+		return true
+	}
+	s.mu.Lock()
+	s.attempts[r.URL.Path+"|"+key]++
+	attempt := s.attempts[r.URL.Path+"|"+key]
+	s.mu.Unlock()
+	seed := sim.Seed
+	if seed == 0 {
+		seed = s.seed
+	}
+	h := fnv.New64a()
+	_, _ = fmt.Fprintf(h, "%s|%s|%d", r.URL.Path, key, attempt)
+	rng := rand.New(rand.NewPCG(seed, h.Sum64()))
+	u := rng.Float64() * 100
+	delay := time.Duration(sim.MinDurationMs) * time.Millisecond
+	if sim.MaxDurationMs > sim.MinDurationMs {
+		delay += time.Duration(rng.IntN(sim.MaxDurationMs-sim.MinDurationMs+1)) * time.Millisecond
+	}
+	if delay > 0 {
+		select {
+		case <-r.Context().Done():
+			return true
+		case <-time.After(delay):
+		}
+	}
+	switch {
+	case u < sim.FailPermanentPct:
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", "simulated: the provider refuses this request")
+	case u < sim.FailPermanentPct+sim.FailTransientPct:
+		writeError(w, http.StatusServiceUnavailable, "UNAVAILABLE", "simulated: the provider is unavailable")
+	case u < sim.FailPermanentPct+sim.FailTransientPct+sim.FailBusinessRulePct:
+		writeError(w, http.StatusConflict, "RATE_REJECTED", "simulated: the quote was rejected")
+	case u < sim.FailPermanentPct+sim.FailTransientPct+sim.FailBusinessRulePct+sim.TimeoutPct:
+		// Hang until the client gives up.
+		select {
+		case <-r.Context().Done():
+		case <-time.After(time.Minute):
+		}
+		writeError(w, http.StatusGatewayTimeout, "TIMEOUT", "simulated: no answer in time")
+	default:
+		return false
+	}
+	return true
+}
+
+func (s *Server) book(w http.ResponseWriter, r *http.Request) {
+	s.served.Add(1)
+	key := r.Header.Get(HeaderIdempotencyKey)
+	if key == "" {
+		writeError(w, http.StatusBadRequest, "IDEMPOTENCY_KEY_REQUIRED", "send an Idempotency-Key header")
+		return
+	}
+	var req ContractRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err.Error())
+		return
+	}
+	sell, okSell := usdPer[req.SellCurrency]
+	buy, okBuy := usdPer[req.BuyCurrency]
+	if !okSell || !okBuy || req.SellCurrency == req.BuyCurrency || !req.SellAmount.IsPositive() {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", "unsupported currency pair or amount")
+		return
+	}
+	s.mu.Lock()
+	if prior, ok := s.byKey[key]; ok {
+		s.mu.Unlock()
+		if !sameRequest(prior.request, req) {
+			writeError(w, http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", "the key was used for a different request")
+			return
+		}
+		writeJSON(w, http.StatusOK, prior.contract)
+		return
+	}
+	s.mu.Unlock()
+	if s.misbehave(w, r, key) {
+		return
+	}
+	// A small spread in the provider's favour; rates carry six decimals.
+	rate := sell.Div(buy).Mul(decimal.RequireFromString("0.9990")).Round(6)
+	contract := &Contract{
+		ID: "FXC-" + strings.ToUpper(uuid.NewString()[:18]), SellCurrency: req.SellCurrency, BuyCurrency: req.BuyCurrency,
+		SellAmount: req.SellAmount, BuyAmount: req.SellAmount.Mul(rate).Round(minorUnits[req.BuyCurrency]),
+		Rate: rate, ValueDate: req.ValueDate, Status: "BOOKED", Reference: req.Reference,
+	}
+	s.mu.Lock()
+	if prior, ok := s.byKey[key]; ok { // a concurrent request with the same key won
+		s.mu.Unlock()
+		writeJSON(w, http.StatusOK, prior.contract)
+		return
+	}
+	s.byKey[key] = &booking{request: req, contract: contract}
+	s.byID[contract.ID] = contract
+	s.mu.Unlock()
+	s.bookings.Add(1)
+	writeJSON(w, http.StatusCreated, contract)
+}
+
+func sameRequest(a, b ContractRequest) bool {
+	return a.SellCurrency == b.SellCurrency && a.BuyCurrency == b.BuyCurrency && a.SellAmount.Equal(b.SellAmount) && a.ValueDate == b.ValueDate
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
+	s.served.Add(1)
+	id := r.PathValue("id")
+	key := r.Header.Get(HeaderIdempotencyKey)
+	if key == "" {
+		writeError(w, http.StatusBadRequest, "IDEMPOTENCY_KEY_REQUIRED", "send an Idempotency-Key header")
+		return
+	}
+	s.mu.Lock()
+	contract, ok := s.byID[id]
+	done := s.cancelled[key]
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "CONTRACT_NOT_FOUND", "no contract "+id)
+		return
+	}
+	if !done && s.misbehave(w, r, key) {
+		return
+	}
+	s.mu.Lock()
+	contract.Status = "CANCELLED"
+	s.cancelled[key] = true
+	out := *contract
+	s.mu.Unlock()
+	writeJSON(w, http.StatusOK, &out)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	s.served.Add(1)
+	s.mu.Lock()
+	contract, ok := s.byID[r.PathValue("id")]
+	var out Contract
+	if ok {
+		out = *contract
+	}
+	s.mu.Unlock()
+	if !ok {
+		writeError(w, http.StatusNotFound, "CONTRACT_NOT_FOUND", "no contract "+r.PathValue("id"))
+		return
+	}
+	writeJSON(w, http.StatusOK, &out)
+}

@@ -1,0 +1,98 @@
+package payments
+
+import (
+	"time"
+
+	"github.com/commandbus/commandbus/process"
+)
+
+// The process manager's steps (seed 004): each is a command to a bounded context, and its name
+// is the step in the step idempotency key "<execution id>:<step>".
+const (
+	StepNameCheckBalance  = "STEP_CHECK_BALANCE"
+	StepNameCheckLimit    = "STEP_CHECK_LIMIT"
+	StepNameBookFx        = "STEP_BOOK_FX"
+	StepNameSubmitPayment = "STEP_SUBMIT_PAYMENT"
+)
+
+// managerProcess is seed 004's payment process manager: CheckBalance → CheckDailyLimit →
+// BookFxContract (international only) → SubmitPayment, each a command to its bounded context
+// whose reply advances the process; compensations release the hold and the limit and cancel
+// the FX contract, in reverse order.
+type managerProcess struct{}
+
+func (managerProcess) Type() string   { return TypePaymentManager }
+func (managerProcess) Domain() string { return DomainPayments }
+
+// route is the routing decision, recorded in the execution log.
+type route struct {
+	FxRequired bool   `json:"fxRequired"`
+	Reason     string `json:"reason"`
+}
+
+func (managerProcess) Execute(x *process.Execution[ManagerState]) error {
+	s := x.State
+	decision, err := process.SideEffect(x, "route", func() (route, error) {
+		if s.PaymentDetails.FxRequired() {
+			return route{FxRequired: true, Reason: "international: " + s.Currency + " to " + s.CreditCurrency + " needs an FX contract"}, nil
+		}
+		return route{Reason: "domestic: " + s.Currency + " to " + s.CreditCurrency + ", no FX"}, nil
+	})
+	if err != nil {
+		return err
+	}
+	s.FxRequired = decision.FxRequired
+	opts := func(compensate func(x *process.Execution[ManagerState]) error) []process.StepOption {
+		o := []process.StepOption{process.MaxRetries(3), process.RetryDelay(2 * time.Second), process.Timeout(30 * time.Second)}
+		if compensate != nil {
+			o = append(o, process.Compensate(compensate))
+		}
+		return o
+	}
+
+	hold, err := process.CommandStep[ManagerState, CheckBalance, CheckBalanceResult](x, StepNameCheckBalance, DomainAccounts, CheckBalance{}.Kind(),
+		CheckBalance{PaymentID: s.PaymentID, Account: s.DebitAccount, Amount: s.Amount, Currency: s.Currency, Simulation: s.simulation(StepCheckBalance)},
+		opts(func(x *process.Execution[ManagerState]) error {
+			return sendCompensation(x, "releaseHold", DomainAccounts, ReleaseHold{PaymentID: x.State.PaymentID, HoldID: x.State.HoldID})
+		})...)
+	if err != nil {
+		return err
+	}
+	s.HoldID = hold.HoldID
+
+	limit, err := process.CommandStep[ManagerState, CheckDailyLimit, CheckDailyLimitResult](x, StepNameCheckLimit, DomainLimits, CheckDailyLimit{}.Kind(),
+		CheckDailyLimit{PaymentID: s.PaymentID, Account: s.DebitAccount, Amount: s.Amount, Currency: s.Currency, Day: s.ValueDate,
+			Simulation: s.simulation(StepCheckDailyLimit)},
+		opts(func(x *process.Execution[ManagerState]) error {
+			return sendCompensation(x, "releaseDailyLimit", DomainLimits, ReleaseDailyLimit{PaymentID: x.State.PaymentID, ReservationID: x.State.ReservationID})
+		})...)
+	if err != nil {
+		return err
+	}
+	s.ReservationID = limit.ReservationID
+
+	s.CreditAmount = s.Amount
+	if decision.FxRequired {
+		fx, err := process.CommandStep[ManagerState, BookFxContract, FxResult](x, StepNameBookFx, DomainFx, BookFxContract{}.Kind(),
+			BookFxContract{PaymentID: s.PaymentID, SellCurrency: s.Currency, BuyCurrency: s.CreditCurrency, SellAmount: s.Amount,
+				ValueDate: s.ValueDate, Simulation: s.simulation(StepBookFx)},
+			opts(func(x *process.Execution[ManagerState]) error {
+				return sendCompensation(x, "cancelFxContract", DomainFx, CancelFxContract{PaymentID: x.State.PaymentID, ContractID: x.State.FxContractID})
+			})...)
+		if err != nil {
+			return err
+		}
+		s.FxContractID, s.FxRate, s.CreditAmount = fx.ContractID, fx.Rate, fx.BuyAmount
+	}
+
+	sub, err := process.CommandStep[ManagerState, SubmitPayment, SubmitResult](x, StepNameSubmitPayment, DomainPayments, SubmitPayment{}.Kind(),
+		SubmitPayment{PaymentID: s.PaymentID, DebitAccount: s.DebitAccount, CreditAccount: s.CreditAccount,
+			DebitAmount: s.Amount, DebitCurrency: s.Currency, CreditAmount: s.CreditAmount, CreditCurrency: s.CreditCurrency,
+			FxContractID: s.FxContractID, ValueDate: s.ValueDate, Simulation: s.simulation(StepSubmitPayment)},
+		opts(nil)...)
+	if err != nil {
+		return err
+	}
+	s.SubmissionID, s.SubmissionRef = sub.SubmissionID, sub.Reference
+	return nil
+}

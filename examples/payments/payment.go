@@ -1,0 +1,446 @@
+package payments
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/process"
+)
+
+// PaymentRequest asks the platform to pay: the API's input. Amount is decimal text in the debit
+// currency.
+type PaymentRequest struct {
+	// IdempotencyKey is the client's key: submitting it again returns a DuplicatePaymentError
+	// with the first payment, and nothing new happens. Required.
+	IdempotencyKey string `json:"idempotencyKey"`
+	DebitAccount   string `json:"debitAccount"`
+	CreditAccount  string `json:"creditAccount"`
+	Amount         string `json:"amount"`
+	// Currency is the debit currency (ISO 4217).
+	Currency string `json:"currency"`
+	// CreditCurrency is the beneficiary's currency; default Currency. A different one needs FX.
+	CreditCurrency string `json:"creditCurrency,omitempty"`
+	// ValueDate is YYYY-MM-DD; default today.
+	ValueDate string `json:"valueDate,omitempty"`
+	// Cutoff is when the payment must be done; default now plus Options.DefaultCutoff. Past it
+	// the step process compensates.
+	Cutoff *time.Time `json:"cutoff,omitempty"`
+	// ProcessType is PaymentStep (default) or PaymentManager.
+	ProcessType string `json:"processType,omitempty"`
+	// Behavior, or the name of a preset, shapes the simulators for this payment; default happy.
+	Behavior       *Behavior `json:"behavior,omitempty"`
+	BehaviorPreset string    `json:"behaviorPreset,omitempty"`
+}
+
+// PaymentResult is what SubmitPayment reports (seed 000's API controller): the payment ran in
+// the caller's goroutine until it completed or had to wait.
+type PaymentResult struct {
+	PaymentID   uuid.UUID `json:"paymentId"`
+	ExecutionID uuid.UUID `json:"executionId"`
+	ProcessType string    `json:"processType"`
+	Status      string    `json:"status"`
+	// Completed is true when the payment finished within the call (HTTP 200 rather than 202).
+	Completed bool   `json:"completed"`
+	Message   string `json:"message"`
+}
+
+// ErrDuplicatePayment matches every DuplicatePaymentError with errors.Is.
+var ErrDuplicatePayment = errors.New("payments: duplicate idempotency key")
+
+// DuplicatePaymentError is returned for a payment request whose idempotency key was used
+// before; nothing was created.
+type DuplicatePaymentError struct {
+	IdempotencyKey string    `json:"idempotencyKey"`
+	ExistingID     uuid.UUID `json:"existingId"`
+	ExecutionID    uuid.UUID `json:"executionId,omitzero"`
+	Status         string    `json:"status"`
+}
+
+// Error names the key and the existing payment.
+func (e *DuplicatePaymentError) Error() string {
+	return fmt.Sprintf("payment with idempotency key %q already exists as %s (%s)", e.IdempotencyKey, e.ExistingID, e.Status)
+}
+
+// Is matches ErrDuplicatePayment.
+func (e *DuplicatePaymentError) Is(target error) bool { return target == ErrDuplicatePayment }
+
+// payment statuses kept by the payments context itself (the process's status is the execution's).
+const (
+	paymentScheduled = "SCHEDULED"
+	paymentAccepted  = "ACCEPTED"
+)
+
+// validate checks a request and returns the payment's details, or every problem at once.
+func (p *Platform) validate(ctx context.Context, req PaymentRequest) (*PaymentDetails, string, error) {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &commandbus.ValidationError{Field: field, Message: fmt.Sprintf(format, args...)})
+	}
+	if strings.TrimSpace(req.IdempotencyKey) == "" {
+		bad("idempotencyKey", "required: it is how a retried request is recognised")
+	} else if len(req.IdempotencyKey) > 200 {
+		bad("idempotencyKey", "must be at most 200 characters")
+	}
+	d := &PaymentDetails{PaymentID: uuid.Must(uuid.NewV7()), DebitAccount: req.DebitAccount, CreditAccount: req.CreditAccount}
+	var err error
+	if d.Currency, err = ParseCurrency(req.Currency); err != nil {
+		bad("currency", "%s", err.Error())
+	}
+	d.CreditCurrency = d.Currency
+	if req.CreditCurrency != "" {
+		if d.CreditCurrency, err = ParseCurrency(req.CreditCurrency); err != nil {
+			bad("creditCurrency", "%s", err.Error())
+		}
+	}
+	if d.Amount, err = ParseAmount(req.Amount, d.Currency); err != nil {
+		bad("amount", "%s", err.Error())
+	}
+	check := func(field, id, currency string, kinds ...string) {
+		if strings.TrimSpace(id) == "" {
+			bad(field, "required")
+			return
+		}
+		a, err := p.GetAccount(ctx, id)
+		if errors.Is(err, commandbus.ErrNotFound) {
+			bad(field, "account %s does not exist", id)
+			return
+		}
+		if err != nil {
+			errs = append(errs, err)
+			return
+		}
+		ok := false
+		for _, k := range kinds {
+			ok = ok || a.Kind == k
+		}
+		if !ok {
+			bad(field, "account %s is a %s account; use a %s account", id, a.Kind, strings.Join(kinds, " or "))
+		}
+		if currency != "" && a.Currency != currency {
+			bad(field, "account %s is in %s, not %s", id, a.Currency, currency)
+		}
+	}
+	check("debitAccount", req.DebitAccount, d.Currency, AccountCustomer)
+	check("creditAccount", req.CreditAccount, d.CreditCurrency, AccountBeneficiary, AccountCustomer)
+	if req.DebitAccount != "" && req.DebitAccount == req.CreditAccount {
+		bad("creditAccount", "must differ from the debit account")
+	}
+	now := p.now().UTC()
+	today := now.Format(time.DateOnly)
+	d.ValueDate = req.ValueDate
+	if d.ValueDate == "" {
+		d.ValueDate = today
+	} else if vd, err := time.Parse(time.DateOnly, req.ValueDate); err != nil {
+		bad("valueDate", "must be a date as YYYY-MM-DD, got %q", req.ValueDate)
+	} else if vd.Format(time.DateOnly) < today {
+		bad("valueDate", "%s is in the past", req.ValueDate)
+	} else if vd.After(now.AddDate(1, 0, 0)) {
+		bad("valueDate", "%s is more than a year ahead", req.ValueDate)
+	}
+	d.Cutoff = now.Add(p.opts.DefaultCutoff).Truncate(time.Microsecond)
+	if req.Cutoff != nil {
+		if !req.Cutoff.After(now) {
+			bad("cutoff", "%s has passed", req.Cutoff.Format(time.RFC3339))
+		}
+		d.Cutoff = req.Cutoff.UTC().Truncate(time.Microsecond)
+	}
+	typ := req.ProcessType
+	if typ == "" {
+		typ = TypePaymentStep
+	} else if typ != TypePaymentStep && typ != TypePaymentManager {
+		bad("processType", "must be %s or %s, got %q", TypePaymentStep, TypePaymentManager, typ)
+	}
+	d.Behavior = req.Behavior
+	if req.BehaviorPreset != "" {
+		if req.Behavior != nil {
+			bad("behaviorPreset", "give a behavior or a preset, not both")
+		} else if d.Behavior, err = Preset(req.BehaviorPreset); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := d.Behavior.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if d.Behavior != nil && d.Behavior.Seed != 0 {
+		d.Seed = d.Behavior.Seed
+	}
+	if len(errs) > 0 {
+		return nil, "", errors.Join(errs...)
+	}
+	return d, typ, nil
+}
+
+// SubmitPayment validates a payment request, records the payment (its idempotency key is
+// UNIQUE), and starts the chosen process at once in the caller's goroutine, which runs it until
+// it completes, waits for a reply or a confirmation, or schedules a retry (seed 000's API
+// controller). Bad input returns *commandbus.ValidationError values joined with errors.Join and
+// changes nothing; a reused idempotency key returns *DuplicatePaymentError.
+func (p *Platform) SubmitPayment(ctx context.Context, req PaymentRequest) (*PaymentResult, error) {
+	d, typ, err := p.validate(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	execID := uuid.Must(uuid.NewV7())
+	now := micros(p.now())
+	behavior, _ := json.Marshal(d.Behavior)
+	res, err := p.store.db.ExecContext(ctx, p.store.q(`INSERT INTO {t}payment
+		(id, idempotency_key, process_type, execution_id, started, batch_id, debit_account, credit_account, amount, currency,
+		 credit_currency, value_date, cutoff, status, behavior, created_at, updated_at)
+		VALUES ($1, $2, $3, $4, 0, NULL, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14) ON CONFLICT (idempotency_key) DO NOTHING`),
+		d.PaymentID.String(), req.IdempotencyKey, typ, execID.String(), d.DebitAccount, d.CreditAccount, d.Amount.String(),
+		d.Currency, d.CreditCurrency, d.ValueDate, micros(d.Cutoff), paymentAccepted, string(behavior), now)
+	if err != nil {
+		return nil, fmt.Errorf("payments: recording the payment: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return nil, p.duplicate(ctx, req.IdempotencyKey)
+	}
+	if err := p.startExecutions(ctx, typ, []PaymentDetails{*d}, []uuid.UUID{execID}, uuid.Nil, true); err != nil {
+		return nil, err
+	}
+	result := &PaymentResult{PaymentID: d.PaymentID, ExecutionID: execID, ProcessType: typ}
+	row, err := p.exec.ExecutionGet(ctx, execID)
+	if err != nil {
+		return nil, err
+	}
+	result.Status = overallStatus(row.Status, "")
+	result.Completed = row.Status == driver.ExecutionCompleted
+	switch row.Status {
+	case driver.ExecutionCompleted:
+		result.Message = "Completed"
+	case driver.ExecutionWaitingForAsync:
+		result.Message = "Awaiting " + row.CurrentWait
+	case driver.ExecutionWaitingForRetry:
+		result.Message = "Processing (will retry)"
+	default:
+		result.Message = "Processing"
+	}
+	return result, nil
+}
+
+func (p *Platform) duplicate(ctx context.Context, key string) error {
+	var id, status string
+	var execID sql.NullString
+	if err := p.store.db.QueryRowContext(ctx, p.store.q(`SELECT id, execution_id, status FROM {t}payment WHERE idempotency_key = $1`), key).
+		Scan(&id, &execID, &status); err != nil {
+		return fmt.Errorf("payments: reading the payment with key %q: %w", key, err)
+	}
+	dup := &DuplicatePaymentError{IdempotencyKey: key, ExistingID: uuid.MustParse(id), Status: status}
+	if execID.Valid {
+		dup.ExecutionID = uuid.MustParse(execID.String)
+		if row, err := p.exec.ExecutionGet(ctx, dup.ExecutionID); err == nil {
+			dup.Status = overallStatus(row.Status, status)
+		}
+	}
+	return dup
+}
+
+// startExecutions creates the executions of payments whose rows carry their execution ids, then
+// marks them started. Immediate runs them in the caller's goroutine (one payment from the API);
+// otherwise runners pick them up (batches). Payments are grouped by cutoff, the deadline.
+func (p *Platform) startExecutions(ctx context.Context, typ string, details []PaymentDetails, ids []uuid.UUID, batchID uuid.UUID, immediate bool) error {
+	groups := map[time.Time][]int{}
+	var cutoffs []time.Time
+	for i, d := range details {
+		if _, ok := groups[d.Cutoff]; !ok {
+			cutoffs = append(cutoffs, d.Cutoff)
+		}
+		groups[d.Cutoff] = append(groups[d.Cutoff], i)
+	}
+	sort.Slice(cutoffs, func(i, j int) bool { return cutoffs[i].Before(cutoffs[j]) })
+	for _, cutoff := range cutoffs {
+		idx := groups[cutoff]
+		groupIDs := make([]uuid.UUID, len(idx))
+		keys := make([]string, len(idx))
+		for j, i := range idx {
+			groupIDs[j], keys[j] = ids[i], details[i].PaymentID.String()
+		}
+		opts := []process.StartOption{process.WithIDs(groupIDs...), process.WithBusinessKeys(keys...), process.WithDeadline(cutoff)}
+		if batchID != uuid.Nil {
+			opts = append(opts, process.WithBatch(batchID))
+		}
+		if immediate {
+			opts = append(opts, process.Immediate())
+		}
+		var err error
+		switch typ {
+		case TypePaymentStep:
+			states := make([]StepState, len(idx))
+			for j, i := range idx {
+				states[j] = StepState{PaymentDetails: details[i]}
+			}
+			_, err = p.step.StartBatch(ctx, states, opts...)
+		case TypePaymentManager:
+			states := make([]ManagerState, len(idx))
+			for j, i := range idx {
+				states[j] = ManagerState{PaymentDetails: details[i]}
+			}
+			_, err = p.manager.StartBatch(ctx, states, opts...)
+		default:
+			return &commandbus.ValidationError{Field: "processType", Message: fmt.Sprintf("must be %s or %s, got %q", TypePaymentStep, TypePaymentManager, typ)}
+		}
+		// An immediate run that failed after the execution was created still started it.
+		if err != nil && !immediate {
+			return fmt.Errorf("payments: starting %d executions: %w", len(idx), err)
+		}
+		if markErr := p.markStarted(ctx, groupIDs); markErr != nil {
+			return markErr
+		}
+		if err != nil {
+			p.logger.Warn("the payment's first run stopped with an error; runners continue it", "error", err)
+		}
+	}
+	return nil
+}
+
+func (p *Platform) markStarted(ctx context.Context, ids []uuid.UUID) error {
+	for from := 0; from < len(ids); from += 500 {
+		chunk := ids[from:min(from+500, len(ids))]
+		placeholders := make([]string, len(chunk))
+		args := make([]any, len(chunk)+1)
+		args[0] = micros(p.now())
+		for i, id := range chunk {
+			placeholders[i] = fmt.Sprintf("$%d", i+2)
+			args[i+1] = id.String()
+		}
+		if _, err := p.store.db.ExecContext(ctx, p.store.q(`UPDATE {t}payment SET started = 1, updated_at = $1 WHERE execution_id IN (`+
+			strings.Join(placeholders, ", ")+`)`), args...); err != nil {
+			return fmt.Errorf("payments: marking payments started: %w", err)
+		}
+	}
+	return nil
+}
+
+// startUnstarted starts the executions of payments recorded with an execution id that a crash
+// kept from starting (the payment row commits first; its execution id is fixed, so a second
+// start cannot create a second execution).
+func (p *Platform) startUnstarted(ctx context.Context) error {
+	payments, err := p.queryPayments(ctx, `WHERE started = 0 AND execution_id IS NOT NULL ORDER BY created_at LIMIT 1000`)
+	if err != nil {
+		return err
+	}
+	byType := map[string][]int{}
+	for i, pay := range payments {
+		if _, err := p.exec.ExecutionGet(ctx, pay.executionID); err == nil {
+			if err := p.markStarted(ctx, []uuid.UUID{pay.executionID}); err != nil {
+				return err
+			}
+			continue
+		} else if !errors.Is(err, driver.ErrNotFound) {
+			return err
+		}
+		byType[pay.processType] = append(byType[pay.processType], i)
+	}
+	for typ, idx := range byType {
+		details := make([]PaymentDetails, len(idx))
+		ids := make([]uuid.UUID, len(idx))
+		for j, i := range idx {
+			details[j], ids[j] = payments[i].details, payments[i].executionID
+		}
+		p.logger.Warn("starting payments accepted before a crash", "count", len(idx), "process_type", typ)
+		if err := p.startExecutions(ctx, typ, details, ids, payments[idx[0]].batchID, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// paymentRow is a payment as the payments context stores it.
+type paymentRow struct {
+	details        PaymentDetails
+	idempotencyKey string
+	processType    string
+	executionID    uuid.UUID
+	started        bool
+	batchID        uuid.UUID
+	status         string
+	createdAt      time.Time
+	updatedAt      time.Time
+}
+
+const paymentCols = `id, idempotency_key, process_type, execution_id, started, batch_id, debit_account, credit_account, amount,
+	currency, credit_currency, value_date, cutoff, status, behavior, created_at, updated_at`
+
+func (p *Platform) queryPayments(ctx context.Context, where string, args ...any) ([]*paymentRow, error) {
+	rows, err := p.store.db.QueryContext(ctx, p.store.q(`SELECT `+paymentCols+` FROM {t}payment `+where), args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*paymentRow
+	for rows.Next() {
+		var r paymentRow
+		var id, amount string
+		var typ, execID, batchID, behavior sql.NullString
+		var started int
+		var cutoff, created, updated int64
+		if err := rows.Scan(&id, &r.idempotencyKey, &typ, &execID, &started, &batchID, &r.details.DebitAccount, &r.details.CreditAccount,
+			&amount, &r.details.Currency, &r.details.CreditCurrency, &r.details.ValueDate, &cutoff, &r.status, &behavior, &created, &updated); err != nil {
+			return nil, err
+		}
+		r.details.PaymentID = uuid.MustParse(id)
+		if r.details.Amount, err = decimal.NewFromString(amount); err != nil {
+			return nil, err
+		}
+		r.processType, r.started = typ.String, started == 1
+		if execID.Valid {
+			r.executionID = uuid.MustParse(execID.String)
+		}
+		if batchID.Valid {
+			r.batchID = uuid.MustParse(batchID.String)
+		}
+		if behavior.Valid && behavior.String != "" && behavior.String != "null" {
+			r.details.Behavior = &Behavior{}
+			if err := json.Unmarshal([]byte(behavior.String), r.details.Behavior); err != nil {
+				return nil, fmt.Errorf("payment %s: behavior: %w", id, err)
+			}
+			r.details.Seed = r.details.Behavior.Seed
+		}
+		r.details.Cutoff, r.createdAt, r.updatedAt = fromMicros(cutoff), fromMicros(created), fromMicros(updated)
+		out = append(out, &r)
+	}
+	return out, rows.Err()
+}
+
+// overallStatus is the payment's status as the API shows it: the execution's, in a payment's
+// words, or the payments context's own before a process runs.
+func overallStatus(s driver.ExecutionStatus, paymentStatus string) string {
+	switch s {
+	case "":
+		return paymentStatus
+	case driver.ExecutionPending:
+		return "PENDING"
+	case driver.ExecutionExecuting:
+		return "PROCESSING"
+	case driver.ExecutionWaitingForAsync:
+		return "WAITING"
+	case driver.ExecutionWaitingForRetry:
+		return "RETRYING"
+	case driver.ExecutionWaitingForTSQ:
+		return "IN_TSQ"
+	}
+	return string(s)
+}
+
+// executionStatuses maps an API status back to execution statuses.
+func executionStatuses(status string) ([]driver.ExecutionStatus, bool) {
+	for _, s := range []driver.ExecutionStatus{driver.ExecutionPending, driver.ExecutionExecuting, driver.ExecutionWaitingForAsync,
+		driver.ExecutionWaitingForRetry, driver.ExecutionWaitingForTSQ, driver.ExecutionCompensating, driver.ExecutionCompensated,
+		driver.ExecutionCompleted, driver.ExecutionCancelled, driver.ExecutionFailed} {
+		if overallStatus(s, "") == status || string(s) == status {
+			return []driver.ExecutionStatus{s}, true
+		}
+	}
+	return nil, false
+}

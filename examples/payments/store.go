@@ -1,0 +1,301 @@
+package payments
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+
+	"github.com/commandbus/commandbus/driver"
+)
+
+// store is the platform's business database: the bounded contexts' tables, on the same database
+// as commandbus. Statements are portable SQL with $n placeholders; {t} is replaced by the table
+// prefix ("<schema>.pay_" on PostgreSQL, "pay_" on SQLite).
+type store struct {
+	db       *sql.DB
+	postgres bool
+	prefix   string
+	// forUpdate locks the selected rows on PostgreSQL; SQLite's single writer needs no lock.
+	forUpdate string
+	cache     sync.Map // statement -> statement with the prefix
+}
+
+// openStore finds the business database behind a commandbus driver.
+func openStore(drv driver.Driver, override *sql.DB) (*store, error) {
+	type pooled interface{ Pool() *pgxpool.Pool }
+	type single interface{ DB() *sql.DB }
+	s := &store{db: override}
+	switch d := drv.(type) {
+	case pooled:
+		s.postgres = true
+		s.prefix = quoteIdent(drv.Schema()) + ".pay_"
+		s.forUpdate = " FOR UPDATE"
+		if s.db == nil {
+			s.db = stdlib.OpenDBFromPool(d.Pool())
+		}
+	case single:
+		s.prefix = "pay_"
+		if s.db == nil {
+			s.db = d.DB()
+		}
+	default:
+		if override == nil {
+			return nil, fmt.Errorf("payments: driver %T is neither pgdriver nor sqlitedriver; pass Options.DB", drv)
+		}
+		s.postgres = drv.Name() == "postgres"
+		s.prefix = "pay_"
+		if s.postgres {
+			s.prefix = quoteIdent(drv.Schema()) + ".pay_"
+			s.forUpdate = " FOR UPDATE"
+		}
+	}
+	return s, nil
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
+
+// q returns a statement with the table prefix substituted.
+func (s *store) q(stmt string) string {
+	if out, ok := s.cache.Load(stmt); ok {
+		return out.(string)
+	}
+	out := strings.ReplaceAll(stmt, "{t}", s.prefix)
+	s.cache.Store(stmt, out)
+	return out
+}
+
+// tx runs fn in a transaction, committing when it returns nil. On SQLite it holds the single
+// writer: fn must not call the bus.
+func (s *store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// migrate creates the business tables when they do not exist.
+func (s *store) migrate(ctx context.Context) error {
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		if s.postgres {
+			// Instances starting together must not race on CREATE TABLE IF NOT EXISTS.
+			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(7164001)`); err != nil {
+				return err
+			}
+		}
+		for _, stmt := range schema {
+			if _, err := tx.ExecContext(ctx, s.q(stmt)); err != nil {
+				return fmt.Errorf("payments: creating tables: %w\n%s", err, s.q(stmt))
+			}
+		}
+		return nil
+	})
+}
+
+// micros stores times as BIGINT unix microseconds on both databases.
+func micros(t time.Time) int64 { return t.UnixMicro() }
+
+func fromMicros(v int64) time.Time { return time.UnixMicro(v).UTC() }
+
+func nullMicros(v sql.NullInt64) *time.Time {
+	if !v.Valid {
+		return nil
+	}
+	t := fromMicros(v.Int64)
+	return &t
+}
+
+// isUniqueViolation reports a UNIQUE conflict on either database.
+func isUniqueViolation(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "23505") || strings.Contains(msg, "UNIQUE constraint failed")
+}
+
+func notFound(err error) bool { return errors.Is(err, sql.ErrNoRows) }
+
+// schema holds the bounded contexts' tables. Each context owns its tables; the payments context
+// posts the ledger movement in the submission's transaction.
+var schema = []string{
+	// accounts: balances and holds.
+	`CREATE TABLE IF NOT EXISTS {t}account (
+		id              TEXT PRIMARY KEY,
+		name            TEXT NOT NULL,
+		kind            TEXT NOT NULL,
+		currency        TEXT NOT NULL,
+		opening_balance TEXT NOT NULL,
+		balance         TEXT NOT NULL,
+		held            TEXT NOT NULL,
+		daily_limit     TEXT NOT NULL,
+		created_at      BIGINT NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS {t}hold (
+		id              TEXT PRIMARY KEY,
+		idempotency_key TEXT NOT NULL UNIQUE,
+		payment_id      TEXT NOT NULL,
+		account_id      TEXT NOT NULL,
+		amount          TEXT NOT NULL,
+		currency        TEXT NOT NULL,
+		status          TEXT NOT NULL,
+		created_at      BIGINT NOT NULL,
+		updated_at      BIGINT NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS pay_hold_payment_idx ON {t}hold (payment_id)`,
+	// limits: daily usage and its reservations.
+	`CREATE TABLE IF NOT EXISTS {t}limit_usage (
+		account_id TEXT NOT NULL,
+		day        TEXT NOT NULL,
+		used       TEXT NOT NULL,
+		day_limit  TEXT NOT NULL,
+		PRIMARY KEY (account_id, day)
+	)`,
+	`CREATE TABLE IF NOT EXISTS {t}limit_reservation (
+		id              TEXT PRIMARY KEY,
+		idempotency_key TEXT NOT NULL UNIQUE,
+		payment_id      TEXT NOT NULL,
+		account_id      TEXT NOT NULL,
+		day             TEXT NOT NULL,
+		amount          TEXT NOT NULL,
+		status          TEXT NOT NULL,
+		created_at      BIGINT NOT NULL,
+		updated_at      BIGINT NOT NULL
+	)`,
+	// risk: bookings and manual approvals.
+	`CREATE TABLE IF NOT EXISTS {t}risk_booking (
+		reference         TEXT PRIMARY KEY,
+		idempotency_key   TEXT NOT NULL UNIQUE,
+		payment_id        TEXT NOT NULL,
+		amount            TEXT NOT NULL,
+		currency          TEXT NOT NULL,
+		usd_equivalent    TEXT NOT NULL,
+		requires_approval INTEGER NOT NULL,
+		status            TEXT NOT NULL,
+		created_at        BIGINT NOT NULL,
+		updated_at        BIGINT NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS {t}approval (
+		id             TEXT PRIMARY KEY,
+		payment_id     TEXT NOT NULL UNIQUE,
+		execution_id   TEXT NOT NULL,
+		risk_reference TEXT NOT NULL,
+		amount         TEXT NOT NULL,
+		currency       TEXT NOT NULL,
+		status         TEXT NOT NULL,
+		actor          TEXT,
+		reason         TEXT,
+		requested_at   BIGINT NOT NULL,
+		decided_at     BIGINT
+	)`,
+	`CREATE INDEX IF NOT EXISTS pay_approval_status_idx ON {t}approval (status, requested_at)`,
+	// fx: contracts booked with the external FX API.
+	`CREATE TABLE IF NOT EXISTS {t}fx_contract (
+		id              TEXT PRIMARY KEY,
+		idempotency_key TEXT NOT NULL UNIQUE,
+		payment_id      TEXT NOT NULL,
+		sell_currency   TEXT NOT NULL,
+		buy_currency    TEXT NOT NULL,
+		sell_amount     TEXT NOT NULL,
+		buy_amount      TEXT NOT NULL,
+		rate            TEXT NOT NULL,
+		status          TEXT NOT NULL,
+		created_at      BIGINT NOT NULL,
+		updated_at      BIGINT NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS pay_fx_contract_payment_idx ON {t}fx_contract (payment_id)`,
+	// payments: the payment, its submission (one business effect) and the ledger it posts.
+	`CREATE TABLE IF NOT EXISTS {t}payment (
+		id              TEXT PRIMARY KEY,
+		idempotency_key TEXT NOT NULL UNIQUE,
+		process_type    TEXT,
+		execution_id    TEXT,
+		started         INTEGER NOT NULL,
+		batch_id        TEXT,
+		debit_account   TEXT NOT NULL,
+		credit_account  TEXT NOT NULL,
+		amount          TEXT NOT NULL,
+		currency        TEXT NOT NULL,
+		credit_currency TEXT NOT NULL,
+		value_date      TEXT NOT NULL,
+		cutoff          BIGINT NOT NULL,
+		status          TEXT NOT NULL,
+		behavior        TEXT,
+		created_at      BIGINT NOT NULL,
+		updated_at      BIGINT NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS pay_payment_batch_idx ON {t}payment (batch_id)`,
+	`CREATE INDEX IF NOT EXISTS pay_payment_scheduled_idx ON {t}payment (value_date, status)`,
+	`CREATE INDEX IF NOT EXISTS pay_payment_created_idx ON {t}payment (created_at)`,
+	`CREATE TABLE IF NOT EXISTS {t}payment_submission (
+		id              TEXT PRIMARY KEY,
+		payment_id      TEXT NOT NULL,
+		idempotency_key TEXT NOT NULL UNIQUE,
+		reference       TEXT NOT NULL,
+		debit_account   TEXT NOT NULL,
+		credit_account  TEXT NOT NULL,
+		debit_amount    TEXT NOT NULL,
+		debit_currency  TEXT NOT NULL,
+		credit_amount   TEXT NOT NULL,
+		credit_currency TEXT NOT NULL,
+		fx_contract_id  TEXT,
+		status          TEXT NOT NULL,
+		submitted_at    BIGINT NOT NULL,
+		recalled_at     BIGINT
+	)`,
+	// At most one live submission per payment, whichever process or key attempts another.
+	`CREATE UNIQUE INDEX IF NOT EXISTS pay_payment_submission_live_idx ON {t}payment_submission (payment_id) WHERE status = 'SUBMITTED'`,
+	`CREATE INDEX IF NOT EXISTS pay_payment_submission_payment_idx ON {t}payment_submission (payment_id)`,
+	`CREATE TABLE IF NOT EXISTS {t}ledger_entry (
+		id            TEXT PRIMARY KEY,
+		submission_id TEXT NOT NULL,
+		payment_id    TEXT NOT NULL,
+		account_id    TEXT NOT NULL,
+		currency      TEXT NOT NULL,
+		amount        TEXT NOT NULL,
+		kind          TEXT NOT NULL,
+		created_at    BIGINT NOT NULL
+	)`,
+	`CREATE INDEX IF NOT EXISTS pay_ledger_entry_account_idx ON {t}ledger_entry (account_id)`,
+	// network: confirmations the network left pending for an operator.
+	`CREATE TABLE IF NOT EXISTS {t}network_pending (
+		id           TEXT PRIMARY KEY,
+		payment_id   TEXT NOT NULL,
+		execution_id TEXT NOT NULL,
+		level        INTEGER NOT NULL,
+		status       TEXT NOT NULL,
+		answer       TEXT,
+		actor        TEXT,
+		reason       TEXT,
+		created_at   BIGINT NOT NULL,
+		answered_at  BIGINT,
+		UNIQUE (payment_id, level)
+	)`,
+	`CREATE INDEX IF NOT EXISTS pay_network_pending_status_idx ON {t}network_pending (status, created_at)`,
+	// batches (seed 004): a run per day and its items; counts come from the executions.
+	`CREATE TABLE IF NOT EXISTS {t}batch_run (
+		id            TEXT PRIMARY KEY,
+		scheduled_for TEXT NOT NULL,
+		process_type  TEXT NOT NULL,
+		behavior      TEXT,
+		total         INTEGER NOT NULL,
+		created_at    BIGINT NOT NULL
+	)`,
+	`CREATE TABLE IF NOT EXISTS {t}batch_item (
+		batch_id     TEXT NOT NULL,
+		payment_id   TEXT NOT NULL,
+		execution_id TEXT NOT NULL,
+		PRIMARY KEY (batch_id, payment_id)
+	)`,
+}

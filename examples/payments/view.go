@@ -1,0 +1,278 @@
+package payments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+)
+
+// PaymentView is a payment as the API shows it: its facts, where its process is, what risk, FX
+// and the network said, and its error if any.
+type PaymentView struct {
+	ID              uuid.UUID       `json:"id"`
+	IdempotencyKey  string          `json:"idempotencyKey"`
+	ProcessType     string          `json:"processType,omitempty"`
+	ExecutionID     uuid.UUID       `json:"executionId,omitzero"`
+	BatchID         uuid.UUID       `json:"batchId,omitzero"`
+	DebitAccount    string          `json:"debitAccount"`
+	CreditAccount   string          `json:"creditAccount"`
+	Amount          decimal.Decimal `json:"amount"`
+	Currency        string          `json:"currency"`
+	CreditAmount    decimal.Decimal `json:"creditAmount,omitzero"`
+	CreditCurrency  string          `json:"creditCurrency"`
+	ValueDate       string          `json:"valueDate"`
+	Cutoff          time.Time       `json:"cutoff"`
+	Status          string          `json:"status"`
+	BusinessStatus  string          `json:"businessStatus"`
+	ExecutionStatus string          `json:"executionStatus,omitempty"`
+	Step            string          `json:"step,omitempty"`
+	CurrentWait     string          `json:"currentWait,omitempty"`
+	Risk            *RiskView       `json:"risk,omitempty"`
+	Fx              *FxView         `json:"fx,omitempty"`
+	HoldID          string          `json:"holdId,omitempty"`
+	ReservationID   string          `json:"reservationId,omitempty"`
+	SubmissionID    string          `json:"submissionId,omitempty"`
+	SubmissionRef   string          `json:"submissionReference,omitempty"`
+	Network         []LevelView     `json:"network,omitempty"`
+	ErrorCode       string          `json:"errorCode,omitempty"`
+	ErrorMessage    string          `json:"errorMessage,omitempty"`
+	Evidence        string          `json:"evidence,omitempty"`
+	Behavior        string          `json:"behavior,omitempty"`
+	Retries         int             `json:"retries,omitempty"`
+	NextRetryAt     *time.Time      `json:"nextRetryAt,omitempty"`
+	WaitTimeoutAt   *time.Time      `json:"waitTimeoutAt,omitempty"`
+	CreatedAt       time.Time       `json:"createdAt"`
+	UpdatedAt       time.Time       `json:"updatedAt"`
+	CompletedAt     *time.Time      `json:"completedAt,omitempty"`
+}
+
+// RiskView is the risk booking of a step-process payment.
+type RiskView struct {
+	Reference        string `json:"reference,omitempty"`
+	Status           string `json:"status,omitempty"`
+	ApprovalRequired bool   `json:"approvalRequired"`
+	ApprovalID       string `json:"approvalId,omitempty"`
+	Approved         bool   `json:"approved"`
+	Declined         bool   `json:"declined"`
+}
+
+// FxView is the FX side of a payment.
+type FxView struct {
+	Required     bool            `json:"required"`
+	ContractID   string          `json:"contractId,omitempty"`
+	Rate         decimal.Decimal `json:"rate,omitzero"`
+	CreditAmount decimal.Decimal `json:"creditAmount,omitzero"`
+}
+
+// LevelView is one network confirmation level.
+type LevelView struct {
+	Level int `json:"level"`
+	Confirmation
+}
+
+// view builds a payment's view from its row and its execution (nil before it starts).
+func view(pay *paymentRow, row *driver.ExecutionRow) (*PaymentView, error) {
+	d := pay.details
+	v := &PaymentView{
+		ID: d.PaymentID, IdempotencyKey: pay.idempotencyKey, ProcessType: pay.processType, BatchID: pay.batchID,
+		DebitAccount: d.DebitAccount, CreditAccount: d.CreditAccount, Amount: d.Amount, Currency: d.Currency,
+		CreditCurrency: d.CreditCurrency, ValueDate: d.ValueDate, Cutoff: d.Cutoff, BusinessStatus: pay.status,
+		Status: pay.status, CreatedAt: pay.createdAt, UpdatedAt: pay.updatedAt,
+	}
+	if d.Behavior != nil {
+		v.Behavior = d.Behavior.Name
+	}
+	if pay.started || row != nil {
+		v.ExecutionID = pay.executionID
+	}
+	if row == nil {
+		return v, nil
+	}
+	v.ExecutionStatus, v.Status = string(row.Status), overallStatus(row.Status, pay.status)
+	v.Step, v.CurrentWait, v.Retries = row.Step, row.CurrentWait, row.Retries
+	v.ErrorCode, v.ErrorMessage = row.ErrorCode, row.ErrorMessage
+	v.NextRetryAt, v.WaitTimeoutAt, v.CompletedAt = row.NextRetryAt, row.NextWaitTimeoutAt, row.CompletedAt
+	if row.UpdatedAt.After(v.UpdatedAt) {
+		v.UpdatedAt = row.UpdatedAt
+	}
+	switch row.Type {
+	case TypePaymentStep:
+		var s StepState
+		if err := json.Unmarshal(row.State, &s); err != nil {
+			return nil, fmt.Errorf("payment %s: decoding state: %w", d.PaymentID, err)
+		}
+		v.Risk = &RiskView{Reference: s.RiskReference, Status: s.RiskStatus, ApprovalRequired: s.PendingApproval,
+			ApprovalID: s.ApprovalID, Approved: s.RiskApproved, Declined: s.RiskDeclined}
+		v.Fx = &FxView{Required: s.FxRequired(), ContractID: s.FxContractID, Rate: s.FxRate, CreditAmount: s.CreditAmount}
+		v.CreditAmount, v.SubmissionID, v.SubmissionRef, v.Evidence = s.CreditAmount, s.SubmissionID, s.SubmissionRef, s.Evidence
+		for n := 1; n <= 4; n++ {
+			v.Network = append(v.Network, LevelView{Level: n, Confirmation: *s.level(n)})
+		}
+		if v.ErrorCode == "" {
+			v.ErrorCode, v.ErrorMessage = s.ErrorCode, s.ErrorMessage
+		}
+	case TypePaymentManager:
+		var s ManagerState
+		if err := json.Unmarshal(row.State, &s); err != nil {
+			return nil, fmt.Errorf("payment %s: decoding state: %w", d.PaymentID, err)
+		}
+		v.Fx = &FxView{Required: s.PaymentDetails.FxRequired(), ContractID: s.FxContractID, Rate: s.FxRate, CreditAmount: s.CreditAmount}
+		v.CreditAmount, v.HoldID, v.ReservationID = s.CreditAmount, s.HoldID, s.ReservationID
+		v.SubmissionID, v.SubmissionRef, v.Evidence = s.SubmissionID, s.SubmissionRef, s.Evidence
+	}
+	return v, nil
+}
+
+// GetPayment returns a payment with its process's status, risk, FX, L1–L4, error, execution id
+// and timestamps, or commandbus.ErrNotFound.
+func (p *Platform) GetPayment(ctx context.Context, id uuid.UUID) (*PaymentView, error) {
+	pay, err := p.payment(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	var row *driver.ExecutionRow
+	if pay.executionID != uuid.Nil {
+		row, err = p.exec.ExecutionGet(ctx, pay.executionID)
+		if errors.Is(err, driver.ErrNotFound) {
+			row, err = nil, nil // accepted, not started yet
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return view(pay, row)
+}
+
+func (p *Platform) payment(ctx context.Context, id uuid.UUID) (*paymentRow, error) {
+	list, err := p.queryPayments(ctx, `WHERE id = $1`, id.String())
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%w: payment %s", commandbus.ErrNotFound, id)
+	}
+	return list[0], nil
+}
+
+// PaymentFilter narrows ListPayments; zero fields do not filter.
+type PaymentFilter struct {
+	// Status is an API status (COMPLETED, WAITING, IN_TSQ, SCHEDULED, …) or an execution status.
+	Status      string    `json:"status,omitempty"`
+	BatchID     uuid.UUID `json:"batchId,omitzero"`
+	ProcessType string    `json:"processType,omitempty"`
+	// Limit bounds the list; default 50, at most 1000.
+	Limit int `json:"limit,omitempty"`
+}
+
+// ListPayments returns payments newest first.
+func (p *Platform) ListPayments(ctx context.Context, f PaymentFilter) ([]*PaymentView, error) {
+	limit := f.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	limit = min(limit, 1000)
+	if statuses, ok := executionStatuses(f.Status); ok {
+		return p.listByExecution(ctx, f, statuses, limit)
+	}
+	var where []string
+	var args []any
+	if f.Status != "" {
+		args = append(args, f.Status)
+		where = append(where, fmt.Sprintf("status = $%d AND started = 0", len(args)))
+	}
+	if f.BatchID != uuid.Nil {
+		args = append(args, f.BatchID.String())
+		where = append(where, fmt.Sprintf("batch_id = $%d", len(args)))
+	}
+	if f.ProcessType != "" {
+		args = append(args, f.ProcessType)
+		where = append(where, fmt.Sprintf("process_type = $%d", len(args)))
+	}
+	clause := ""
+	if len(where) > 0 {
+		clause = "WHERE " + strings.Join(where, " AND ")
+	}
+	payments, err := p.queryPayments(ctx, clause+fmt.Sprintf(" ORDER BY created_at DESC, id DESC LIMIT %d", limit), args...)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*PaymentView, 0, len(payments))
+	for _, pay := range payments {
+		var row *driver.ExecutionRow
+		if pay.executionID != uuid.Nil {
+			row, err = p.exec.ExecutionGet(ctx, pay.executionID)
+			if errors.Is(err, driver.ErrNotFound) {
+				row, err = nil, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		v, err := view(pay, row)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// listByExecution lists payments whose process is in one of statuses.
+func (p *Platform) listByExecution(ctx context.Context, f PaymentFilter, statuses []driver.ExecutionStatus, limit int) ([]*PaymentView, error) {
+	rows, err := p.exec.ExecutionList(ctx, &driver.ExecutionListParams{Statuses: statuses, Domain: DomainPayments,
+		Type: f.ProcessType, BatchID: f.BatchID, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	byExecution := map[uuid.UUID]*driver.ExecutionRow{}
+	ids := make([]string, 0, len(rows))
+	for _, r := range rows {
+		if r.Type != TypePaymentStep && r.Type != TypePaymentManager {
+			continue
+		}
+		byExecution[r.ID] = r
+		ids = append(ids, r.ID.String())
+	}
+	payments, err := p.paymentsByExecution(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*PaymentView, 0, len(payments))
+	for _, pay := range payments {
+		v, err := view(pay, byExecution[pay.executionID])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ExecutionID.String() > out[j].ExecutionID.String() })
+	return out, nil
+}
+
+func (p *Platform) paymentsByExecution(ctx context.Context, ids []string) ([]*paymentRow, error) {
+	var out []*paymentRow
+	for from := 0; from < len(ids); from += 500 {
+		chunk := ids[from:min(from+500, len(ids))]
+		placeholders := make([]string, len(chunk))
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			placeholders[i], args[i] = fmt.Sprintf("$%d", i+1), id
+		}
+		list, err := p.queryPayments(ctx, `WHERE execution_id IN (`+strings.Join(placeholders, ", ")+`)`, args...)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, list...)
+	}
+	return out, nil
+}

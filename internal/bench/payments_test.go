@@ -1,0 +1,66 @@
+package bench
+
+import (
+	"context"
+	"testing"
+
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/internal/dbtest"
+)
+
+// BenchmarkPayments reports end-to-end payments per second and acceptance-to-completion latency
+// of the reference platform, for both processes.
+// Run: go test -run '^$' -bench Payments ./internal/bench
+func BenchmarkPayments(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		driver   func(testing.TB) driver.Driver
+		payments int
+	}{
+		{"postgres", func(tb testing.TB) driver.Driver { return dbtest.Postgres(tb) }, 5000},
+		{"sqlite", func(tb testing.TB) driver.Driver { return dbtest.SQLite(tb) }, 1000},
+	} {
+		for _, typ := range payments.ProcessTypes {
+			b.Run(tc.name+"/"+typ, func(b *testing.B) {
+				var perS, p50, p99 float64
+				for range b.N {
+					b.StopTimer()
+					drv := tc.driver(b)
+					b.StartTimer()
+					res, err := RunPayments(context.Background(), drv, PaymentsConfig{Payments: tc.payments, ProcessType: typ})
+					if err != nil {
+						b.Fatal(err)
+					}
+					perS, p50, p99 = perS+res.PaymentsPerS, p50+res.P50Ms, p99+res.P99Ms
+				}
+				n := float64(b.N)
+				b.ReportMetric(perS/n, "payments/s")
+				b.ReportMetric(p50/n, "p50_ms")
+				b.ReportMetric(p99/n, "p99_ms")
+			})
+		}
+	}
+}
+
+func TestRunPaymentsSmoke(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		for _, typ := range payments.ProcessTypes {
+			res, err := RunPayments(context.Background(), drv, PaymentsConfig{Payments: 60, ProcessType: typ, Concurrency: 4, Executions: 20})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Completed != 60 || res.PaymentsPerS <= 0 || res.P99Ms < res.P50Ms || res.Duplicates != 0 {
+				t.Fatalf("implausible result: %+v", res)
+			}
+		}
+		res, err := RunPayments(context.Background(), drv, PaymentsConfig{Rate: 40, Duration: 1e9, Instances: 2, Concurrency: 4, Executions: 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Payments != 40 || len(res.Backlog) == 0 && res.ElapsedS > 1.5 {
+			t.Fatalf("implausible rate-mode result: %+v", res)
+		}
+	})
+}
