@@ -162,6 +162,13 @@ type ExecutionAcquireParams struct {
 	Now      *time.Time
 }
 
+// ExecutionLoaded is what a runner reads before it replays: the log, and the responses not yet
+// applied.
+type ExecutionLoaded struct {
+	Log       []*ExecutionLogEntry
+	Responses []*ExecutionResponseRow
+}
+
 // ExecutionCheckpoint is one fenced write of an execution's progress. It applies only while the
 // execution's fence is still Fence: a runner that lost its lease cannot write.
 type ExecutionCheckpoint struct {
@@ -267,6 +274,11 @@ type ExecutionExecutor interface {
 	ExecutionClaim(ctx context.Context, params *ExecutionClaimParams) ([]*ExecutionRow, error)
 	// ExecutionAcquire returns ErrNotFound, or ErrConflict when a live lease holds it.
 	ExecutionAcquire(ctx context.Context, params *ExecutionAcquireParams) (*ExecutionRow, error)
+	// ExecutionAcquireLoad is ExecutionAcquire plus ExecutionLoad of the acquired execution, in
+	// one round trip where the database allows.
+	ExecutionAcquireLoad(ctx context.Context, params *ExecutionAcquireParams) (*ExecutionRow, *ExecutionLoaded, error)
+	// ExecutionLoad reads an execution's log and its responses with a sequence above afterSeq.
+	ExecutionLoad(ctx context.Context, id uuid.UUID, afterSeq int64) (*ExecutionLoaded, error)
 	// ExecutionCheckpointMany returns the ids whose checkpoint applied (fence matched); their log
 	// entries and commands are written in the same transaction.
 	ExecutionCheckpointMany(ctx context.Context, params *ExecutionCheckpointManyParams) ([]uuid.UUID, error)

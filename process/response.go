@@ -60,7 +60,7 @@ func deliver(ctx context.Context, engine *execution.Engine, id uuid.UUID, name s
 	}); err != nil {
 		return fmt.Errorf("recording response for execution %s: %w", id, err)
 	}
-	lease, err := engine.Acquire(ctx, id)
+	lease, err := engine.AcquireLoad(ctx, id)
 	if errors.Is(err, execution.ErrBusy) {
 		return nil // the runner holding it applies the response before letting go
 	}
@@ -89,11 +89,54 @@ func (rt *runtime) handleReply(ctx context.Context, msg *commandbus.ReplyMessage
 	if err != nil {
 		return commandbus.Permanent(commandbus.CodeInvalidData, err)
 	}
-	if err := deliver(ctx, rt.engine, id, replyResponseName, payload, rt.client.Logger()); err != nil {
-		if errors.Is(err, driver.ErrNotFound) {
-			return commandbus.Permanent("EXECUTION_NOT_FOUND", err)
+	// The common case: nobody holds the execution. Take it and hand the reply straight to the
+	// run, without storing it first. The reply message stays RUNNING until the run's
+	// checkpoints (which record the reply's effect) have committed; if the run fails, the error
+	// makes the reply redeliver, so the reply is never lost.
+	lease, err := rt.engine.AcquireLoad(ctx, id)
+	switch {
+	case errors.Is(err, execution.ErrBusy):
+		// A runner holds it: store the reply for that runner, which applies it before letting go.
+		if _, err := rt.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
+			ExecutionID: id, Name: replyResponseName, Payload: payload, Now: rt.engine.Config().Now(),
+		}); err != nil {
+			if errors.Is(err, driver.ErrNotFound) {
+				return commandbus.Permanent("EXECUTION_NOT_FOUND", err)
+			}
+			return err
 		}
+		return nil
+	case errors.Is(err, driver.ErrNotFound):
+		return commandbus.Permanent("EXECUTION_NOT_FOUND", err)
+	case err != nil:
 		return err
+	}
+	runner := rt.replyRunner(lease.Row.Type)
+	if runner == nil {
+		_ = lease.Release(ctx)
+		return commandbus.Permanent("NO_PROCESS_MANAGER", fmt.Errorf("no process manager for type %q on this instance", lease.Row.Type))
+	}
+	return runner.runWithResponse(ctx, lease, &driver.ExecutionResponseRow{ExecutionID: id, Name: replyResponseName, Payload: payload})
+}
+
+// replyRunner runs an execution with a response handed over in memory.
+type replyRunner interface {
+	runWithResponse(ctx context.Context, lease *execution.Lease, r *driver.ExecutionResponseRow) error
+}
+
+func (m *Manager[S]) runWithResponse(ctx context.Context, lease *execution.Lease, r *driver.ExecutionResponseRow) error {
+	return m.run(ctx, lease, nil, []*driver.ExecutionResponseRow{r})
+}
+
+func (rt *runtime) replyRunner(typ string) replyRunner {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	for _, m := range rt.managers {
+		if m.Type() == typ {
+			if r, ok := m.(replyRunner); ok {
+				return r
+			}
+		}
 	}
 	return nil
 }
@@ -101,12 +144,13 @@ func (rt *runtime) handleReply(ctx context.Context, msg *commandbus.ReplyMessage
 // applyResponses applies, in order, the responses that arrived since the last run. Command-step
 // replies become the step's outcome in the log; other responses go through their applier. On a
 // finished execution they only update the state (LATE_ASYNC_RESPONSE).
-func (m *Manager[S]) applyResponses(ctx context.Context, x *Execution[S], from driver.ExecutionStatus) error {
+func (m *Manager[S]) applyResponses(ctx context.Context, x *Execution[S], from driver.ExecutionStatus, injected []*driver.ExecutionResponseRow) error {
 	responses, err := x.lease.Responses(ctx)
 	if err != nil {
 		return fmt.Errorf("reading responses: %w", err)
 	}
-	for _, r := range responses {
+	stored := len(responses)
+	for i, r := range append(responses, injected...) {
 		if r.Name == replyResponseName {
 			m.applyReply(x, r)
 		} else {
@@ -121,7 +165,9 @@ func (m *Manager[S]) applyResponses(ctx context.Context, x *Execution[S], from d
 			}
 			x.log(entry)
 		}
-		x.lease.Row.ResponsesApplied = r.Seq
+		if i < stored {
+			x.lease.Row.ResponsesApplied = r.Seq
+		}
 	}
 	return nil
 }

@@ -14,12 +14,16 @@ import (
 // Run continues a leased execution: it applies the async responses that arrived, then replays
 // Execute. It implements the execution core's Runner; managers call it for immediate work.
 func (m *Manager[S]) Run(ctx context.Context, lease *execution.Lease) error {
-	return m.run(ctx, lease, nil)
+	return m.run(ctx, lease, nil, nil)
 }
 
 // run drives a leased execution; extra log entries (an operator's retry) go into its first
-// checkpoint.
-func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry) error {
+// checkpoint, and injected responses (a command-step reply handed over directly) are applied
+// after the stored ones.
+func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry, injected []*driver.ExecutionResponseRow) error {
+	if err := lease.Load(ctx); err != nil {
+		return m.abandon(ctx, lease, fmt.Errorf("reading log: %w", err))
+	}
 	x, err := m.load(ctx, lease)
 	if err != nil {
 		return m.abandon(ctx, lease, err)
@@ -34,7 +38,7 @@ func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*d
 	if extra != nil {
 		from = driver.ExecutionExecuting
 	}
-	if err := m.applyResponses(ctx, x, from); err != nil {
+	if err := m.applyResponses(ctx, x, from, injected); err != nil {
 		return m.abandon(ctx, lease, err)
 	}
 	switch {

@@ -66,7 +66,7 @@ func (m *Manager[S]) Retry(ctx context.Context, id uuid.UUID, action commandbus.
 		return err
 	}
 	m.audit(ctx, id, entryTSQRetry, action, nil)
-	return m.run(ctx, lease, []*driver.ExecutionLogEntry{{EntryType: entryTSQRetry, Name: "retry", Actor: action.Actor, Reason: action.Reason}})
+	return m.run(ctx, lease, []*driver.ExecutionLogEntry{{EntryType: entryTSQRetry, Name: "retry", Actor: action.Actor, Reason: action.Reason}}, nil)
 }
 
 // CancelOverride cancels an execution that is not running or finished, optionally running the
@@ -174,5 +174,5 @@ func (m *Manager[S]) Skip(ctx context.Context, id uuid.UUID, step string, result
 	return m.run(ctx, lease, []*driver.ExecutionLogEntry{
 		{EntryType: entryTSQRetry, Name: "skip", Actor: action.Actor, Reason: action.Reason, Request: marshalOrNil(map[string]string{"step": step})},
 		{EntryType: entryStep, Name: step, StepStatus: statusCompleted, Response: result, Actor: action.Actor, Reason: "skipped by operator: " + action.Reason},
-	})
+	}, nil)
 }

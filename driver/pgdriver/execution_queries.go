@@ -186,9 +186,12 @@ func (e *executor) ExecutionList(ctx context.Context, params *driver.ExecutionLi
 	return collectExecutions(rows, false)
 }
 
+// executionClaimSQL and executionAcquireSQL take leases. Their commits need not wait for the WAL
+// flush: a lease lost in a crash only rolls the fence back, which fences out its holder's next
+// checkpoint, and any later durable commit flushes it anyway. Checkpoints are fully durable.
 const executionClaimSQL = `
 	WITH n AS (
-		SELECT coalesce($5::timestamptz, now()) AS now
+		SELECT coalesce($5::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
 	), picked AS (
 		SELECT id, status AS claimed_from FROM {schema}.execution, n
 		WHERE %s AND (lease_until IS NULL OR lease_until <= n.now)
@@ -231,33 +234,116 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 	return collectExecutions(rows, true)
 }
 
+const executionAcquireSQL = `
+	WITH n AS (
+		SELECT coalesce($4::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
+	), picked AS (
+		SELECT id, status AS claimed_from FROM {schema}.execution, n
+		WHERE id = $1 AND (lease_until IS NULL OR lease_until <= n.now)
+		FOR UPDATE OF execution
+	)
+	UPDATE {schema}.execution e SET
+		fence = e.fence + 1,
+		lease_until = n.now + $2 * interval '1 microsecond',
+		wake_at = n.now + $2 * interval '1 microsecond',
+		worker_id = $3::text,
+		updated_at = n.now
+	FROM picked, n
+	WHERE e.id = picked.id
+	RETURNING ` + "%s" + `, picked.claimed_from`
+
+const executionLogSQL = `
+	SELECT execution_id, seq, at, entry_type, coalesce(name, ''), coalesce(step_status, ''),
+		coalesce(attempt, 0), coalesce(max_attempts, 0), request, response,
+		coalesce(error_code, ''), coalesce(error_message, ''), coalesce(actor, ''), coalesce(reason, '')
+	FROM {schema}.execution_log WHERE execution_id = $1 ORDER BY seq`
+
+const executionResponsesSQL = `
+	SELECT execution_id, seq, name, payload, received_at FROM {schema}.execution_response
+	WHERE execution_id = $1 AND seq > %s ORDER BY seq`
+
 func (e *executor) ExecutionAcquire(ctx context.Context, params *driver.ExecutionAcquireParams) (*driver.ExecutionRow, error) {
-	row := e.db.QueryRow(ctx, e.d.sql(`
-		WITH n AS (
-			SELECT coalesce($4::timestamptz, now()) AS now
-		), picked AS (
-			SELECT id, status AS claimed_from FROM {schema}.execution, n
-			WHERE id = $1 AND (lease_until IS NULL OR lease_until <= n.now)
-			FOR UPDATE OF execution
-		)
-		UPDATE {schema}.execution e SET
-			fence = e.fence + 1,
-			lease_until = n.now + $2 * interval '1 microsecond',
-			wake_at = n.now + $2 * interval '1 microsecond',
-			worker_id = $3::text,
-			updated_at = n.now
-		FROM picked, n
-		WHERE e.id = picked.id
-		RETURNING `+executionColsE+`, picked.claimed_from`),
+	row := e.db.QueryRow(ctx, e.d.sql(fmt.Sprintf(executionAcquireSQL, executionColsE)),
 		pgUUID(params.ID), params.Lease.Microseconds(), params.WorkerID, params.Now)
+	return e.acquired(ctx, params.ID, row)
+}
+
+// acquired turns an acquire's result into the row, ErrNotFound or ErrConflict.
+func (e *executor) acquired(ctx context.Context, id uuid.UUID, row pgx.Row) (*driver.ExecutionRow, error) {
 	x, err := scanExecution(row, true)
 	if errors.Is(err, pgx.ErrNoRows) {
-		if _, getErr := e.ExecutionGet(ctx, params.ID); errors.Is(getErr, driver.ErrNotFound) {
+		if _, getErr := e.ExecutionGet(ctx, id); errors.Is(getErr, driver.ErrNotFound) {
 			return nil, driver.ErrNotFound
 		}
 		return nil, driver.ErrConflict
 	}
 	return x, err
+}
+
+// ExecutionAcquireLoad sends the acquire and both reads as one pipelined batch: one round trip.
+func (e *executor) ExecutionAcquireLoad(ctx context.Context, params *driver.ExecutionAcquireParams) (*driver.ExecutionRow, *driver.ExecutionLoaded, error) {
+	id := pgUUID(params.ID)
+	batch := &pgx.Batch{}
+	batch.Queue(e.d.sql(fmt.Sprintf(executionAcquireSQL, executionColsE)), id, params.Lease.Microseconds(), params.WorkerID, params.Now)
+	batch.Queue(e.d.sql(executionLogSQL), id)
+	batch.Queue(e.d.sql(fmt.Sprintf(executionResponsesSQL, "(SELECT responses_applied FROM {schema}.execution WHERE id = $1)")), id)
+	results := e.db.SendBatch(ctx, batch)
+	row, acquireErr := e.acquiredBatch(results)
+	loaded, loadErr := readLoaded(results)
+	if err := results.Close(); err != nil && acquireErr == nil && loadErr == nil {
+		return nil, nil, err
+	}
+	if errors.Is(acquireErr, pgx.ErrNoRows) {
+		if _, getErr := e.ExecutionGet(ctx, params.ID); errors.Is(getErr, driver.ErrNotFound) {
+			return nil, nil, driver.ErrNotFound
+		}
+		return nil, nil, driver.ErrConflict
+	}
+	if acquireErr != nil {
+		return nil, nil, acquireErr
+	}
+	if loadErr != nil {
+		return nil, nil, loadErr
+	}
+	return row, loaded, nil
+}
+
+func (e *executor) acquiredBatch(results pgx.BatchResults) (*driver.ExecutionRow, error) {
+	return scanExecution(results.QueryRow(), true)
+}
+
+// ExecutionLoad reads the log and the unapplied responses as one pipelined batch.
+func (e *executor) ExecutionLoad(ctx context.Context, id uuid.UUID, afterSeq int64) (*driver.ExecutionLoaded, error) {
+	batch := &pgx.Batch{}
+	batch.Queue(e.d.sql(executionLogSQL), pgUUID(id))
+	batch.Queue(e.d.sql(fmt.Sprintf(executionResponsesSQL, "$2")), pgUUID(id), afterSeq)
+	results := e.db.SendBatch(ctx, batch)
+	loaded, err := readLoaded(results)
+	if closeErr := results.Close(); err == nil {
+		err = closeErr
+	}
+	return loaded, err
+}
+
+// readLoaded reads the log and responses queued in a batch, in that order.
+func readLoaded(results pgx.BatchResults) (*driver.ExecutionLoaded, error) {
+	rows, err := results.Query()
+	if err != nil {
+		return nil, err
+	}
+	log, err := collectLog(rows)
+	if err != nil {
+		return nil, err
+	}
+	rows, err = results.Query()
+	if err != nil {
+		return nil, err
+	}
+	responses, err := collectResponses(rows)
+	if err != nil {
+		return nil, err
+	}
+	return &driver.ExecutionLoaded{Log: log, Responses: responses}, nil
 }
 
 // executionCheckpointSQL writes fenced checkpoints from parallel arrays, then the log entries and
@@ -374,14 +460,14 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 }
 
 func (e *executor) ExecutionLogList(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionLogEntry, error) {
-	rows, err := e.db.Query(ctx, e.d.sql(`
-		SELECT execution_id, seq, at, entry_type, coalesce(name, ''), coalesce(step_status, ''),
-			coalesce(attempt, 0), coalesce(max_attempts, 0), request, response,
-			coalesce(error_code, ''), coalesce(error_message, ''), coalesce(actor, ''), coalesce(reason, '')
-		FROM {schema}.execution_log WHERE execution_id = $1 ORDER BY seq`), pgUUID(id))
+	rows, err := e.db.Query(ctx, e.d.sql(executionLogSQL), pgUUID(id))
 	if err != nil {
 		return nil, err
 	}
+	return collectLog(rows)
+}
+
+func collectLog(rows pgx.Rows) ([]*driver.ExecutionLogEntry, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.ExecutionLogEntry, error) {
 		var l driver.ExecutionLogEntry
 		var execID pgtype.UUID
@@ -421,12 +507,14 @@ func (e *executor) ExecutionResponseInsert(ctx context.Context, params *driver.E
 }
 
 func (e *executor) ExecutionResponseList(ctx context.Context, id uuid.UUID, afterSeq int64) ([]*driver.ExecutionResponseRow, error) {
-	rows, err := e.db.Query(ctx, e.d.sql(`
-		SELECT execution_id, seq, name, payload, received_at FROM {schema}.execution_response
-		WHERE execution_id = $1 AND seq > $2 ORDER BY seq`), pgUUID(id), afterSeq)
+	rows, err := e.db.Query(ctx, e.d.sql(fmt.Sprintf(executionResponsesSQL, "$2")), pgUUID(id), afterSeq)
 	if err != nil {
 		return nil, err
 	}
+	return collectResponses(rows)
+}
+
+func collectResponses(rows pgx.Rows) ([]*driver.ExecutionResponseRow, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.ExecutionResponseRow, error) {
 		var r driver.ExecutionResponseRow
 		var execID pgtype.UUID

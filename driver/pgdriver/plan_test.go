@@ -69,6 +69,8 @@ func (r *planRecorder) CopyFrom(context.Context, pgx.Identifier, []string, pgx.C
 
 func (r *planRecorder) Begin(context.Context) (pgx.Tx, error) { return nil, errExplained }
 
+func (r *planRecorder) SendBatch(context.Context, *pgx.Batch) pgx.BatchResults { return nil }
+
 type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }

@@ -603,3 +603,31 @@ func rawJSON(s sql.NullString) json.RawMessage {
 	}
 	return json.RawMessage(s.String)
 }
+
+// ExecutionAcquireLoad acquires the execution, then reads its log and unapplied responses. The
+// single writer makes the acquire and the reads consistent without a transaction around them:
+// no other runner can write the execution once it is leased here.
+func (e *executor) ExecutionAcquireLoad(ctx context.Context, params *driver.ExecutionAcquireParams) (*driver.ExecutionRow, *driver.ExecutionLoaded, error) {
+	row, err := e.ExecutionAcquire(ctx, params)
+	if err != nil {
+		return nil, nil, err
+	}
+	loaded, err := e.ExecutionLoad(ctx, row.ID, row.ResponsesApplied)
+	if err != nil {
+		return nil, nil, err
+	}
+	return row, loaded, nil
+}
+
+// ExecutionLoad reads an execution's log and its responses with a sequence above afterSeq.
+func (e *executor) ExecutionLoad(ctx context.Context, id uuid.UUID, afterSeq int64) (*driver.ExecutionLoaded, error) {
+	log, err := e.ExecutionLogList(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	responses, err := e.ExecutionResponseList(ctx, id, afterSeq)
+	if err != nil {
+		return nil, err
+	}
+	return &driver.ExecutionLoaded{Log: log, Responses: responses}, nil
+}

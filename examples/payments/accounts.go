@@ -116,16 +116,20 @@ func (p *Platform) listAccounts(ctx context.Context, q rowsQueryer) ([]*Account,
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
 	var out []*Account
 	for rows.Next() {
 		a, err := scanAccount(rows)
 		if err != nil {
+			rows.Close()
 			return nil, err
 		}
 		out = append(out, a)
 	}
-	return out, rows.Err()
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return out, p.withLedgerBalances(ctx, q, out)
 }
 
 // GetAccount returns one account, or commandbus.ErrNotFound.
@@ -134,7 +138,32 @@ func (p *Platform) GetAccount(ctx context.Context, id string) (*Account, error) 
 	if notFound(err) {
 		return nil, fmt.Errorf("%w: account %s", commandbus.ErrNotFound, id)
 	}
-	return a, err
+	if err != nil {
+		return nil, err
+	}
+	return a, p.withLedgerBalances(ctx, p.store.db, []*Account{a})
+}
+
+// withLedgerBalances completes the balance of ledger-only accounts (the FX desks): their stored
+// balance stays the opening balance and their movements are their ledger entries.
+func (p *Platform) withLedgerBalances(ctx context.Context, q rowsQueryer, accounts []*Account) error {
+	desks := map[string]*Account{}
+	for _, a := range accounts {
+		if a.Kind == AccountFxDesk {
+			desks[a.ID] = a
+		}
+	}
+	if len(desks) == 0 {
+		return nil
+	}
+	sums, err := p.sumBy(ctx, q, `SELECT account_id, amount FROM {t}ledger_entry WHERE account_id IN (SELECT id FROM {t}account WHERE kind = 'FX_DESK')`)
+	if err != nil {
+		return err
+	}
+	for id, a := range desks {
+		a.Balance = a.Balance.Add(sums[id])
+	}
+	return nil
 }
 
 // lockAccounts reads accounts for update in id order (so concurrent transactions never

@@ -129,9 +129,10 @@ func (p *Platform) handleSubmitPayment(ctx context.Context, cmd *commandbus.Comm
 }
 
 // post writes ledger entries and the balances they change. accounts holds the locked accounts
-// (customers, beneficiaries); legs on other accounts (the FX desks) are applied last, in id order,
-// as increments: on PostgreSQL one exact numeric UPDATE each, so a desk's row lock lasts only until
-// the commit.
+// (customers, beneficiaries), whose balance rows are updated. Legs on the FX desks are posted to
+// the ledger only: every cross-currency payment touches a desk, and updating its one balance row
+// would queue all of them behind each other's commits. A desk's balance is its opening balance
+// plus its ledger entries (see withLedgerBalances).
 func (p *Platform) post(ctx context.Context, tx *sql.Tx, accounts map[string]*Account, submissionID, paymentID string, entries []leg, kind string, now time.Time) error {
 	values := make([]string, len(entries))
 	args := []any{submissionID, paymentID, kind, micros(now)}
@@ -164,39 +165,29 @@ func (p *Platform) post(ctx context.Context, tx *sql.Tx, accounts map[string]*Ac
 	if err := p.saveAccounts(ctx, tx, list...); err != nil {
 		return err
 	}
-	sort.Slice(desks, func(i, j int) bool { return desks[i].account < desks[j].account })
-	for _, l := range desks {
-		if err := p.increment(ctx, tx, l); err != nil {
-			return err
-		}
-	}
-	return nil
+	return p.checkDeskLegs(ctx, tx, desks)
 }
 
-// increment adds a leg to an account's balance without reading it first where the database can
-// add exactly (PostgreSQL's numeric); on SQLite the single writer makes read-modify-write safe.
-func (p *Platform) increment(ctx context.Context, tx *sql.Tx, l leg) error {
-	if p.store.postgres {
-		res, err := tx.ExecContext(ctx, p.store.q(`UPDATE {t}account SET balance = (balance::numeric + $2::numeric)::text
-			WHERE id = $1 AND (currency = $3 OR $3 = '')`), l.account, l.amount.String(), l.currency)
+// checkDeskLegs verifies that the accounts of ledger-only legs exist in the leg's currency, so a
+// wrong leg fails the posting instead of unbalancing a currency.
+func (p *Platform) checkDeskLegs(ctx context.Context, tx *sql.Tx, legs []leg) error {
+	for _, l := range legs {
+		var currency, kind string
+		err := tx.QueryRowContext(ctx, p.store.q(`SELECT currency, kind FROM {t}account WHERE id = $1`), l.account).Scan(&currency, &kind)
+		if notFound(err) {
+			return commandbus.Permanent("ACCOUNT_NOT_FOUND", fmt.Errorf("account %s in %s does not exist", l.account, l.currency))
+		}
 		if err != nil {
 			return err
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
-			return commandbus.Permanent("ACCOUNT_NOT_FOUND", fmt.Errorf("account %s in %s does not exist", l.account, l.currency))
+		if kind != AccountFxDesk {
+			return commandbus.Permanent("ACCOUNT_NOT_LEDGER_ONLY", fmt.Errorf("account %s is a %s account; only FX desks are posted to the ledger alone", l.account, kind))
 		}
-		return nil
+		if l.currency != "" && currency != l.currency {
+			return commandbus.Permanent("CURRENCY_MISMATCH", fmt.Errorf("account %s is in %s, its leg in %s", l.account, currency, l.currency))
+		}
 	}
-	accounts, err := p.lockAccounts(ctx, tx, l.account)
-	if err != nil {
-		return err
-	}
-	a := accounts[l.account]
-	if l.currency != "" && a.Currency != l.currency {
-		return commandbus.Permanent("CURRENCY_MISMATCH", fmt.Errorf("account %s is in %s, its leg in %s", a.ID, a.Currency, l.currency))
-	}
-	a.Balance = a.Balance.Add(l.amount)
-	return p.saveAccounts(ctx, tx, a)
+	return nil
 }
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

@@ -201,7 +201,7 @@ func (p *Platform) CheckInvariants(ctx context.Context) error {
 	return errors.New("payments: invariants violated:\n  - " + strings.Join(problems, "\n  - "))
 }
 
-func (p *Platform) sumBy(ctx context.Context, tx *sql.Tx, query string) (map[string]decimal.Decimal, error) {
+func (p *Platform) sumBy(ctx context.Context, tx rowsQueryer, query string) (map[string]decimal.Decimal, error) {
 	rows, err := tx.QueryContext(ctx, p.store.q(query))
 	if err != nil {
 		return nil, err

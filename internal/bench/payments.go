@@ -134,6 +134,10 @@ func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*P
 			DisableSimulator: i > 0, // one network is enough for the cluster
 			SimulatorWorkers: 16,
 			Logger:           logger,
+			// A bank's batch pays from many debtors to many creditors; a handful of accounts
+			// would measure row-lock convoys on them instead of the platform.
+			CustomersPerCurrency:     500,
+			BeneficiariesPerCurrency: 500,
 		})
 		if err != nil {
 			return nil, err

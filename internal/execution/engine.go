@@ -344,6 +344,20 @@ func (e *Engine) Acquire(ctx context.Context, id uuid.UUID) (*Lease, error) {
 	return e.newLease(row), nil
 }
 
+// AcquireLoad is Acquire plus reading the log and unapplied responses, in one round trip.
+func (e *Engine) AcquireLoad(ctx context.Context, id uuid.UUID) (*Lease, error) {
+	row, loaded, err := e.cfg.Exec.ExecutionAcquireLoad(ctx, &driver.ExecutionAcquireParams{ID: id, Lease: e.cfg.Lease, WorkerID: e.cfg.WorkerID, Now: e.cfg.Now()})
+	if errors.Is(err, driver.ErrConflict) {
+		return nil, ErrBusy
+	}
+	if err != nil {
+		return nil, err
+	}
+	lease := e.newLease(row)
+	lease.loaded = loaded
+	return lease, nil
+}
+
 // Insert creates executions. Those with a Lease are returned leased to this instance (immediate
 // start), in input order; pending ones wake the pollers.
 func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInsertParams) ([]*Lease, error) {

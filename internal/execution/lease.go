@@ -17,6 +17,9 @@ type Lease struct {
 	nextSeq int
 	// renewAt is when the next checkpoint should renew the lease.
 	renewAt time.Time
+	// loaded holds the log and responses read together with the acquire, until used.
+	loaded            *driver.ExecutionLoaded
+	logUsed, respUsed bool
 }
 
 func (e *Engine) newLease(row *driver.ExecutionRow) *Lease {
@@ -26,11 +29,30 @@ func (e *Engine) newLease(row *driver.ExecutionRow) *Lease {
 // Engine returns the engine that leased the execution.
 func (l *Lease) Engine() *Engine { return l.engine }
 
-// Log reads the execution's log and remembers where the next entry goes.
-func (l *Lease) Log(ctx context.Context) ([]*driver.ExecutionLogEntry, error) {
-	entries, err := l.engine.cfg.Exec.ExecutionLogList(ctx, l.Row.ID)
+// Load reads the log and the unapplied responses in one round trip, unless they were read with
+// the acquire; Log and Responses then return them without another query.
+func (l *Lease) Load(ctx context.Context) error {
+	if l.loaded != nil {
+		return nil
+	}
+	loaded, err := l.engine.cfg.Exec.ExecutionLoad(ctx, l.Row.ID, l.Row.ResponsesApplied)
 	if err != nil {
-		return nil, err
+		return err
+	}
+	l.loaded, l.logUsed, l.respUsed = loaded, false, false
+	return nil
+}
+
+// Log returns the execution's log (read by Load, or now) and remembers where the next entry goes.
+func (l *Lease) Log(ctx context.Context) ([]*driver.ExecutionLogEntry, error) {
+	var entries []*driver.ExecutionLogEntry
+	if l.loaded != nil && !l.logUsed {
+		entries, l.logUsed = l.loaded.Log, true
+	} else {
+		var err error
+		if entries, err = l.engine.cfg.Exec.ExecutionLogList(ctx, l.Row.ID); err != nil {
+			return nil, err
+		}
 	}
 	l.nextSeq = 1
 	if len(entries) > 0 {
@@ -41,6 +63,10 @@ func (l *Lease) Log(ctx context.Context) ([]*driver.ExecutionLogEntry, error) {
 
 // Responses returns the async responses not yet applied, in order.
 func (l *Lease) Responses(ctx context.Context) ([]*driver.ExecutionResponseRow, error) {
+	if l.loaded != nil && !l.respUsed {
+		l.respUsed = true
+		return l.loaded.Responses, nil
+	}
 	return l.engine.cfg.Exec.ExecutionResponseList(ctx, l.Row.ID, l.Row.ResponsesApplied)
 }
 
