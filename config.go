@@ -34,6 +34,8 @@ type Config struct {
 	Database DatabaseConfig `yaml:"database"`
 	// Server configures the REST API and console of `commandbus serve`.
 	Server ServerConfig `yaml:"server"`
+	// Simulator configures the reference platform's network simulator (seed 000).
+	Simulator SimulatorConfig `yaml:"simulator"`
 	// AMQP is the command broker of domains whose transport is amqp (seed 004's IBM MQ role).
 	AMQP AMQPConfig `yaml:"amqp"`
 	// Kafka is the event log of domains whose events go to kafka.
@@ -234,6 +236,15 @@ type DatabaseConfig struct {
 	URL string `yaml:"url"`
 	// Schema holds commandbus objects on PostgreSQL. Default: commandbus.
 	Schema string `yaml:"schema"`
+}
+
+// SimulatorConfig configures the simulated payment network of the reference platform.
+type SimulatorConfig struct {
+	// Enabled runs the simulator in this instance (answers risk approvals and L1–L4). Default:
+	// false; `commandbus demo` always runs it.
+	Enabled bool `yaml:"enabled"`
+	// PollInterval is how often it scans waiting payments. Default: 1s.
+	PollInterval Duration `yaml:"poll-interval"`
 }
 
 // ServerConfig configures `commandbus serve`.

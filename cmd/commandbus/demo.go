@@ -7,215 +7,282 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
 	"github.com/commandbus/commandbus"
-	"github.com/commandbus/commandbus/examples/busdemo"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/examples/payments"
 )
 
 const demoDatabaseFile = "commandbus-demo.db"
 
+// demoFlags are the demo's options.
+type demoFlags struct {
+	url      string
+	payments int
+	process  string
+	behavior string
+	seed     uint64
+	asJSON   bool
+	serve    string
+	resume   bool
+	verbose  bool
+}
+
 func newDemoCommand() *cobra.Command {
-	var (
-		url      string
-		count    int
-		seed     uint64
-		asJSON   bool
-		behavior busdemo.Behavior
-	)
+	var f demoFlags
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run a command-bus demonstration on embedded SQLite (no setup needed)",
-		Long: "demo sends a batch of FX booking commands to a worker pool whose simulated provider sometimes\n" +
-			"times out (retried), rejects (business failure with a reply) or fails permanently (troubleshooting\n" +
-			"queue). It shows progress while the batch runs and a summary at the end. By default it uses a\n" +
-			"fresh SQLite file, " + demoDatabaseFile + ", in the working directory.",
+		Short: "Run the reference payments platform on embedded SQLite: a batch of payments end to end",
+		Long: "demo runs the reference payments platform in one process — workers for the accounts, limits,\n" +
+			"risk, fx and payments domains, the payment processes, the simulated FX API and payment network —\n" +
+			"and pushes a batch of payments through risk, FX, submission and network confirmations. It shows a\n" +
+			"live progress bar, then a summary: final statuses, throughput, end-to-end latency and what waits\n" +
+			"for an operator. By default it uses a fresh SQLite file, " + demoDatabaseFile + ", in the working\n" +
+			"directory. Interrupt it halfway and run it again with --resume: every payment still reaches a\n" +
+			"definitive outcome, and none is submitted twice.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), url, count, seed, behavior, asJSON)
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
-	cmd.Flags().StringVar(&url, "database", "", "database URL; default: a fresh sqlite://"+demoDatabaseFile)
-	cmd.Flags().IntVar(&count, "commands", 200, "commands to send")
-	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the simulated provider, for reproducible runs")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON summary object")
-	cmd.Flags().Float64Var(&behavior.TransientPct, "transient-pct", 10, "percent of attempts that time out (retried)")
-	cmd.Flags().Float64Var(&behavior.BusinessPct, "business-pct", 3, "percent rejected on a business rule (FAILED with a reply)")
-	cmd.Flags().Float64Var(&behavior.PermanentPct, "permanent-pct", 1, "percent failing permanently (troubleshooting queue)")
-	cmd.Flags().DurationVar(&behavior.MaxDelay, "max-delay", 20*time.Millisecond, "most simulated provider latency")
+	cmd.Flags().StringVar(&f.url, "database", "", "database URL; default: sqlite://"+demoDatabaseFile+" (fresh unless --resume)")
+	cmd.Flags().IntVar(&f.payments, "payments", 200, "payments in the batch")
+	cmd.Flags().StringVar(&f.process, "process", "step", "step (seed 000's step process) or manager (seed 004's process manager)")
+	cmd.Flags().StringVar(&f.behavior, "behavior", payments.PresetRealistic, "a preset (happy, realistic, chaos) or a JSON/YAML file of per-step behaviour")
+	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the simulators and the batch generator, for reproducible runs")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print one JSON summary object")
+	cmd.Flags().StringVar(&f.serve, "serve", "", "serve the REST API and console on ADDR (e.g. 127.0.0.1:8080) while running and afterwards, until interrupted")
+	cmd.Flags().BoolVar(&f.resume, "resume", false, "continue the demo database of an interrupted run instead of starting a new batch")
+	cmd.Flags().BoolVar(&f.verbose, "verbose", false, "log warnings and errors to stderr")
 	return cmd
 }
 
-// demoSummary is what the demo prints at the end.
+// demoSummary is the demo's --json object.
 type demoSummary struct {
-	Commands     int            `json:"commands"`
-	Statuses     map[string]int `json:"statuses"`
-	InTSQ        int            `json:"in_tsq"`
-	Replies      int64          `json:"replies"`
-	ElapsedS     float64        `json:"elapsed_s"`
-	CommandsPerS float64        `json:"commands_per_s"`
-	P50Ms        float64        `json:"p50_ms"`
-	P99Ms        float64        `json:"p99_ms"`
-	Database     string         `json:"database"`
+	Payments             int     `json:"payments"`
+	Completed            int     `json:"completed"`
+	Compensated          int     `json:"compensated"`
+	Failed               int     `json:"failed"`
+	Cancelled            int     `json:"cancelled"`
+	InTSQ                int     `json:"in_tsq"`
+	Waiting              int     `json:"waiting"`
+	DuplicateSubmissions int     `json:"duplicate_submissions"`
+	ElapsedS             float64 `json:"elapsed_s"`
+	PaymentsPerS         float64 `json:"payments_per_s"`
+	P50Ms                float64 `json:"p50_ms"`
+	P99Ms                float64 `json:"p99_ms"`
 }
 
-func runDemo(ctx context.Context, out, errOut io.Writer, url string, count int, seed uint64, behavior busdemo.Behavior, asJSON bool) error {
-	if count < 1 {
-		return fmt.Errorf("--commands must be at least 1")
+func processType(name string) (string, error) {
+	switch strings.ToLower(name) {
+	case "step", strings.ToLower(payments.TypePaymentStep):
+		return payments.TypePaymentStep, nil
+	case "manager", strings.ToLower(payments.TypePaymentManager):
+		return payments.TypePaymentManager, nil
 	}
+	return "", fmt.Errorf("--process must be step or manager, got %q", name)
+}
+
+func loadBehavior(spec string) (*payments.Behavior, error) {
+	if b, err := payments.Preset(spec); err == nil {
+		return b, nil
+	}
+	if _, err := os.Stat(spec); err != nil {
+		return nil, fmt.Errorf("--behavior %q is neither a preset (happy, realistic, chaos) nor a readable file", spec)
+	}
+	return payments.LoadBehavior(spec)
+}
+
+func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
+	if f.payments < 1 && !f.resume {
+		return fmt.Errorf("--payments must be at least 1")
+	}
+	typ, err := processType(f.process)
+	if err != nil {
+		return err
+	}
+	behavior, err := loadBehavior(f.behavior)
+	if err != nil {
+		return err
+	}
+	url := f.url
 	if url == "" {
-		for _, suffix := range []string{"", "-wal", "-shm"} {
-			if err := os.Remove(demoDatabaseFile + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("starting fresh: %w", err)
+		url = "sqlite://" + demoDatabaseFile
+		if !f.resume {
+			for _, suffix := range []string{"", "-wal", "-shm"} {
+				if err := os.Remove(demoDatabaseFile + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+					return fmt.Errorf("starting fresh: %w", err)
+				}
 			}
 		}
-		url = "sqlite://" + demoDatabaseFile
 	}
-	// The summary reports failures; per-command logs would only bury the progress bar.
-	logger := slog.New(slog.DiscardHandler)
-	db, err := openDatabase(ctx, url, "commandbus", 8)
+	level := slog.LevelError + 4 // the summary reports failures; logs would bury the progress bar
+	if f.verbose {
+		level = slog.LevelWarn
+	}
+	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
+	cfg := &commandbus.Config{Database: commandbus.DatabaseConfig{URL: url}}
+	operatorToken, viewerToken := randomToken("operator"), randomToken("viewer")
+	cfg.Server.Tokens = []commandbus.TokenConfig{
+		{Subject: "demo-operator", Token: operatorToken, Role: "operator"},
+		{Subject: "demo-viewer", Token: viewerToken, Role: "viewer"},
+	}
+	cfg.Process.PendingPollInterval = commandbus.Duration(100 * time.Millisecond)
+	cfg.Process.RetryPollInterval = commandbus.Duration(200 * time.Millisecond)
+	cfg.Process.TimeoutCheckInterval = commandbus.Duration(time.Second)
+	cfg.Process.DeadlineCheckInterval = commandbus.Duration(time.Second)
+	cfg.FetchPollInterval = commandbus.Duration(200 * time.Millisecond)
+	s, err := startStack(ctx, stackOptions{Config: cfg, Logger: logger, Migrate: true, Seed: f.seed, Simulator: true, ServeAddr: f.serve, Concurrency: 8})
 	if err != nil {
 		return err
 	}
-	defer db.close()
-	if err := migrateUp(ctx, db, logger); err != nil {
-		return err
+	defer s.stop(context.Background())
+	if s.addr != "" {
+		fmt.Fprintf(errOut, "Console and API: http://%s/   operator token: %s\n                                      viewer token:   %s\n", s.addr, operatorToken, viewerToken)
 	}
-	demo := busdemo.New(behavior, seed)
-	handlers := commandbus.NewHandlers()
-	demo.Register(handlers)
-	noJitter := 0.0
-	client, err := commandbus.NewClient(db, &commandbus.Config{
-		Handlers: handlers,
-		Logger:   logger,
-		Domains: map[string]*commandbus.DomainConfig{
-			"fx": {ConcurrentMessages: 8, MaxAttempts: 4, Retry: commandbus.RetryPolicy{
-				InitialDelay: commandbus.Duration(50 * time.Millisecond), MaxDelay: commandbus.Duration(time.Second), Jitter: &noJitter}},
-			"payments": {ConcurrentMessages: 4},
-		},
-		FetchPollInterval: commandbus.Duration(200 * time.Millisecond),
-	})
-	if err != nil {
-		return err
-	}
-	if !asJSON {
-		fmt.Fprintf(errOut, "commandbus demo: %d FX bookings on %s (worker pool of 8; provider: %.0f%% time-outs, %.0f%% rejections, %.0f%% permanent failures)\n",
-			count, redact(url), behavior.TransientPct, behavior.BusinessPct, behavior.PermanentPct)
-	}
-	start := time.Now()
-	if err := client.Start(ctx); err != nil {
-		return err
-	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = client.Stop(stopCtx)
-	}()
-	commands := make([]commandbus.SendParams, count)
-	for i := range commands {
-		commands[i] = commandbus.SendParams{Domain: "fx", Args: busdemo.BookFx{
-			PaymentID: fmt.Sprintf("PAY-%05d", i+1), Amount: fmt.Sprintf("%d.00", 100+i), From: "EUR", To: "USD",
-		}, Opts: &commandbus.SendOpts{ReplyTo: "payments", IdempotencyKey: fmt.Sprintf("PAY-%05d:bookFx", i+1)}}
-	}
-	batch, err := client.CreateBatch(ctx, commandbus.BatchParams{Name: "demo " + start.Format(time.RFC3339), Commands: commands})
-	if err != nil {
-		return err
-	}
-	bar := newProgressBar(errOut, count)
-	for {
-		batch, err = client.GetBatch(ctx, batch.ID)
+
+	var batchID uuid.UUID
+	if f.resume {
+		batches, err := s.platform.ListBatches(ctx, 1)
 		if err != nil {
 			return err
 		}
-		settled := int(batch.Counts[commandbus.StatusInTSQ])
-		for status, n := range batch.Counts {
-			if status.Terminal() {
-				settled += int(n)
-			}
+		if len(batches) == 0 {
+			return fmt.Errorf("--resume: no batch in %s to continue", redact(url))
 		}
-		if !asJSON {
-			bar.update(settled, formatCounts(batch.Counts))
+		batchID = batches[0].ID
+		if !f.asJSON {
+			fmt.Fprintf(errOut, "commandbus demo: resuming batch %s (%d payments) on %s\n", batchID, batches[0].Total, redact(url))
 		}
-		if settled == count {
-			break
+	} else {
+		if !f.asJSON {
+			fmt.Fprintf(errOut, "commandbus demo: %d payments through the %s process on %s, behaviour %q\n", f.payments, typ, redact(url), behavior.Name)
 		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
+		batch, err := s.platform.CreateBatch(ctx, f.payments, time.Now().Format(time.DateOnly), typ, behavior)
+		if err != nil {
+			return err
 		}
+		batchID = batch.ID
 	}
-	elapsed := time.Since(start)
-	if !asJSON {
-		bar.finish()
-	}
-	summary := demoSummary{Commands: count, Statuses: map[string]int{}, InTSQ: int(batch.Counts[commandbus.StatusInTSQ]),
-		ElapsedS: elapsed.Seconds(), CommandsPerS: float64(count) / elapsed.Seconds(), Database: redact(url)}
-	for status, n := range batch.Counts {
-		summary.Statuses[string(status)] = int(n)
-	}
-	if stats, err := client.CommandStats(ctx, time.Hour); err == nil {
-		for _, s := range stats {
-			if s.Domain == "fx" {
-				summary.P50Ms, summary.P99Ms = float64(s.P50.Microseconds())/1000, float64(s.P99.Microseconds())/1000
-			}
-		}
-	}
-	// Replies are handled asynchronously; give the last ones a moment to land.
-	wantReplies := int64(summary.Statuses[string(commandbus.StatusCompleted)] + summary.Statuses[string(commandbus.StatusFailed)])
-	deadline := time.Now().Add(5 * time.Second)
-	for demo.Replies() < wantReplies && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
-	summary.Replies = demo.Replies()
-	if asJSON {
-		return writeJSON(out, summary)
-	}
-	tsq, err := client.TSQ().List(ctx, commandbus.TSQFilter{BatchID: batch.ID, Limit: 10})
+	start := time.Now()
+	sum, err := waitForBatch(ctx, s.platform, batchID, errOut, !f.asJSON)
 	if err != nil {
 		return err
 	}
-	printDemoSummary(out, summary, tsq, url)
+	elapsed := time.Since(start)
+	result := demoSummary{
+		Payments: sum.Total, Completed: sum.Completed, Compensated: sum.Compensated, Failed: sum.Failed,
+		Cancelled: sum.Cancelled, InTSQ: sum.InTSQ, Waiting: sum.Waiting + sum.InProgress + sum.NotStarted,
+		DuplicateSubmissions: sum.DuplicateSubmissions, ElapsedS: round2(elapsed.Seconds()),
+		PaymentsPerS: round2(float64(sum.Total) / elapsed.Seconds()), P50Ms: round2(sum.LatencyP50Ms), P99Ms: round2(sum.LatencyP99Ms),
+	}
+	if err := s.platform.CheckInvariants(ctx); err != nil {
+		return fmt.Errorf("invariants violated: %w", err)
+	}
+	if f.asJSON {
+		if err := writeJSON(out, result); err != nil {
+			return err
+		}
+	} else if err := printDemoSummary(ctx, out, s, result, url); err != nil {
+		return err
+	}
+	if s.addr != "" {
+		fmt.Fprintf(errOut, "\nStill serving http://%s/ — interrupt (Ctrl-C) to stop.\n", s.addr)
+		<-ctx.Done()
+	}
 	return nil
 }
 
-func formatCounts(counts map[commandbus.Status]int64) string {
-	var parts []string
-	for _, s := range []commandbus.Status{commandbus.StatusPending, commandbus.StatusRunning, commandbus.StatusCompleted, commandbus.StatusFailed, commandbus.StatusInTSQ} {
-		if n := counts[s]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s %d", strings.ToLower(string(s)), n))
+func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
+
+// waitForBatch shows progress until every payment of the batch has settled: terminal, in the
+// troubleshooting queue, or waiting (for an operator, a retry or a network response) with nothing
+// moving for a few seconds.
+func waitForBatch(ctx context.Context, p *payments.Platform, batchID uuid.UUID, errOut io.Writer, show bool) (*payments.Summary, error) {
+	var bar *progressBar
+	var lastKey string
+	lastChange := time.Now()
+	for {
+		sum, err := p.Summary(ctx, batchID)
+		if err != nil {
+			return nil, err
+		}
+		if bar == nil {
+			bar = newProgressBar(errOut, sum.Total)
+		}
+		terminal := sum.Completed + sum.Compensated + sum.Failed + sum.Cancelled
+		settled := terminal + sum.InTSQ
+		key := fmt.Sprint(terminal, sum.InTSQ, sum.Waiting, sum.InProgress, sum.NotStarted)
+		if key != lastKey {
+			lastKey, lastChange = key, time.Now()
+		}
+		if show {
+			bar.update(settled, fmt.Sprintf("completed %d, compensated %d, failed %d, in TSQ %d, waiting %d, running %d",
+				sum.Completed, sum.Compensated, sum.Failed, sum.InTSQ, sum.Waiting, sum.InProgress+sum.NotStarted))
+		}
+		quiet := time.Since(lastChange) > 3*time.Second
+		if settled == sum.Total || (sum.InProgress == 0 && sum.NotStarted == 0 && quiet) {
+			if show {
+				bar.finish()
+			}
+			return sum, nil
+		}
+		select {
+		case <-ctx.Done():
+			if show {
+				bar.finish()
+			}
+			return nil, fmt.Errorf("interrupted; run the demo again with --resume to finish the batch: %w", ctx.Err())
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return strings.Join(parts, ", ")
 }
 
-func printDemoSummary(out io.Writer, s demoSummary, tsq []*commandbus.CommandRow, url string) {
+func printDemoSummary(ctx context.Context, out io.Writer, s *stack, r demoSummary, url string) error {
 	fmt.Fprintln(out)
 	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "STATUS\tCOMMANDS")
-	statuses := make([]string, 0, len(s.Statuses))
-	for status := range s.Statuses {
-		statuses = append(statuses, status)
+	fmt.Fprintln(tw, "OUTCOME\tPAYMENTS")
+	for _, row := range []struct {
+		name string
+		n    int
+	}{{"completed", r.Completed}, {"compensated", r.Compensated}, {"failed", r.Failed}, {"cancelled", r.Cancelled},
+		{"in the troubleshooting queue", r.InTSQ}, {"waiting (operator, network or retry)", r.Waiting}} {
+		fmt.Fprintf(tw, "%s\t%d\n", row.name, row.n)
 	}
-	sort.Strings(statuses)
-	for _, status := range statuses {
-		fmt.Fprintf(tw, "%s\t%d\n", status, s.Statuses[status])
-	}
+	fmt.Fprintf(tw, "total\t%d\n", r.Payments)
 	_ = tw.Flush()
-	fmt.Fprintf(out, "\n%d commands in %.2fs (%.0f/s); handling latency p50 %.1f ms, p99 %.1f ms; %d replies received\n",
-		s.Commands, s.ElapsedS, s.CommandsPerS, s.P50Ms, s.P99Ms, s.Replies)
-	if len(tsq) == 0 {
-		fmt.Fprintln(out, "The troubleshooting queue is empty.")
-		return
+	fmt.Fprintf(out, "\n%d payments in %.1fs (%.1f payments/s); end-to-end latency of completed payments p50 %.0f ms, p99 %.0f ms\n",
+		r.Payments, r.ElapsedS, r.PaymentsPerS, r.P50Ms, r.P99Ms)
+	fmt.Fprintf(out, "duplicate submissions: %d; balances conserved per currency: yes\n", r.DuplicateSubmissions)
+
+	tsq, err := s.client.Driver().Executor().ExecutionList(ctx, &driver.ExecutionListParams{
+		Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Limit: 5})
+	if err != nil {
+		return err
 	}
-	fmt.Fprintf(out, "\n%d in the troubleshooting queue, waiting for an operator:\n", s.InTSQ)
-	for _, r := range tsq {
-		fmt.Fprintf(out, "  %s  %s: %s\n", r.ID, r.ErrorCode, r.ErrorMessage)
+	if len(tsq) > 0 {
+		fmt.Fprintf(out, "\nIn the troubleshooting queue (first %d):\n", len(tsq))
+		for _, x := range tsq {
+			fmt.Fprintf(out, "  %s  %s at %s: %s: %s\n", x.ID, x.Type, x.Step, x.ErrorCode, x.ErrorMessage)
+		}
+		fmt.Fprintf(out, "\nRetry one from a terminal:\n  go run ./cmd/commandbus tsq processes retry %s --database %s --reason \"network confirmed\"\n", tsq[0].ID, redact(url))
 	}
-	fmt.Fprintf(out, "\nFix one with, for example:\n  go run ./cmd/commandbus tsq retry %s --database %s --reason \"provider re-enabled the pair\"\n", tsq[0].ID, redact(url))
+	approvals, err := s.platform.ListApprovals(ctx, "PENDING", 5)
+	if err == nil && len(approvals) > 0 {
+		fmt.Fprintf(out, "\n%d risk approval(s) wait for an operator (console: Approvals).\n", len(approvals))
+	}
+	pending, err := s.platform.ListPendingNetworkResponses(ctx, 5)
+	if err == nil && len(pending) > 0 {
+		fmt.Fprintf(out, "%d network response(s) wait for an operator (console: Pending network responses).\n", len(pending))
+	}
+	if s.addr == "" {
+		fmt.Fprintf(out, "\nSee it all in the console: go run ./cmd/commandbus demo --resume --serve 127.0.0.1:8080\n")
+	}
+	return nil
 }

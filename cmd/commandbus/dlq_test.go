@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -11,8 +12,9 @@ import (
 
 func TestDLQFromTheCommandLine(t *testing.T) {
 	t.Parallel()
-	db := sqliteURL(t, "dlq.db")
-	run(t, "demo", "--json", "--database", db, "--commands", "3", "--permanent-pct", "100")
+	path := filepath.Join(t.TempDir(), "dlq.db")
+	db := "sqlite://" + path
+	parkCommands(t, path, 3)
 
 	var parked []*commandbus.DLQEntry
 	require.NoError(t, json.Unmarshal([]byte(run(t, "dlq", "list", "--json", "--database", db, "--domain", "fx")), &parked))

@@ -54,6 +54,7 @@ func newRootCommand() *cobra.Command {
 		newDLQCommand(),
 		newBenchCommand(),
 		newDemoCommand(),
+		newServeCommand(),
 	)
 	return root
 }

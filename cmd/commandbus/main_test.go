@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,8 +19,8 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver/sqlitedriver"
-	"github.com/commandbus/commandbus/examples/busdemo"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/migrate"
 )
 
 // result is what one in-process run of the binary printed and returned.
@@ -60,44 +63,78 @@ func sqliteURL(t *testing.T, name string) string {
 func TestDemoJSONSummary(t *testing.T) {
 	t.Parallel()
 	db := sqliteURL(t, "d.db")
-	out := run(t, "demo", "--json", "--database", db, "--commands", "60", "--seed", "7")
+	out := run(t, "demo", "--json", "--database", db, "--payments", "30", "--seed", "7", "--behavior", "happy", "--process", "manager")
 
 	var summary demoSummary
 	require.NoError(t, json.Unmarshal([]byte(out), &summary), "the output is one JSON object: %s", out)
-	require.Equal(t, 60, summary.Commands)
-	total := 0
-	for status, n := range summary.Statuses {
-		require.True(t, commandbus.Status(status).Terminal() || status == string(commandbus.StatusInTSQ),
-			"the demo ends when every command is settled, found %s", status)
-		total += n
-	}
-	require.Equal(t, 60, total, "status counts add up to the commands sent: %v", summary.Statuses)
-	require.Equal(t, summary.Statuses[string(commandbus.StatusInTSQ)], summary.InTSQ)
-	wantReplies := summary.Statuses[string(commandbus.StatusCompleted)] + summary.Statuses[string(commandbus.StatusFailed)]
-	require.Equal(t, int64(wantReplies), summary.Replies, "every completed or failed command replied, and only those")
-	require.Positive(t, summary.Statuses[string(commandbus.StatusCompleted)])
+	require.Equal(t, 30, summary.Payments)
+	require.Equal(t, 30, summary.Completed, "with the happy behaviour every payment completes: %+v", summary)
+	require.Zero(t, summary.DuplicateSubmissions)
+	require.Zero(t, summary.InTSQ)
 	require.Positive(t, summary.ElapsedS)
-	require.Positive(t, summary.CommandsPerS)
-	require.Equal(t, db, summary.Database)
+	require.Positive(t, summary.PaymentsPerS)
+	require.GreaterOrEqual(t, summary.P99Ms, summary.P50Ms)
+	for _, field := range []string{"payments", "completed", "compensated", "failed", "cancelled", "in_tsq", "waiting",
+		"duplicate_submissions", "elapsed_s", "payments_per_s", "p50_ms", "p99_ms"} {
+		require.Contains(t, out, `"`+field+`"`)
+	}
 	require.NotContains(t, out, "[", "no progress bar in JSON mode")
 }
 
 func TestDemoHumanSummary(t *testing.T) {
 	t.Parallel()
 	db := sqliteURL(t, "d.db")
-	res := execute(context.Background(), "demo", "--database", db, "--commands", "10", "--permanent-pct", "100")
+	res := execute(context.Background(), "demo", "--database", db, "--payments", "12", "--behavior", "chaos", "--seed", "3")
 	require.NoError(t, res.err, res.stderr)
-	require.Contains(t, res.stderr, "10 FX bookings")
-	require.Contains(t, res.stderr, "10/10", "the progress bar reaches the end")
-	require.Contains(t, res.stdout, "IN_TSQ")
-	require.Contains(t, res.stdout, "10 in the troubleshooting queue")
-	require.Contains(t, res.stdout, "tsq retry ", "the summary shows how to fix a parked command")
+	require.Contains(t, res.stderr, "12 payments through the PaymentStep process")
+	require.Contains(t, res.stderr, "/12", "a progress bar is shown")
+	require.Contains(t, res.stdout, "OUTCOME")
+	require.Contains(t, res.stdout, "total                                 12")
+	require.Contains(t, res.stdout, "duplicate submissions: 0")
 }
 
-func TestDemoRejectsZeroCommands(t *testing.T) {
+func TestDemoRejectsBadFlags(t *testing.T) {
 	t.Parallel()
-	res := fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--commands", "0")
-	require.ErrorContains(t, res.err, "--commands must be at least 1")
+	res := fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--payments", "0")
+	require.ErrorContains(t, res.err, "--payments must be at least 1")
+	res = fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--process", "bogus")
+	require.ErrorContains(t, res.err, "--process must be step or manager")
+	res = fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--behavior", "no-such-preset-or-file")
+	require.ErrorContains(t, res.err, "neither a preset")
+}
+
+// bookFx is a command the TSQ tests park on purpose.
+type bookFx struct {
+	PaymentID string `json:"paymentId"`
+}
+
+func (bookFx) Kind() string { return "BookFx" }
+
+// parkCommands sends n commands whose handler fails permanently, and waits until all are parked.
+func parkCommands(t *testing.T, path string, n int) {
+	t.Helper()
+	drv, err := sqlitedriver.Open(path, nil)
+	require.NoError(t, err)
+	defer drv.Close()
+	_, err = migrate.New(drv, nil).Up(context.Background())
+	require.NoError(t, err)
+	handlers := commandbus.NewHandlers()
+	commandbus.AddHandler(handlers, "fx", commandbus.HandlerFunc[bookFx](func(ctx context.Context, cmd *commandbus.Command[bookFx]) (any, error) {
+		return nil, commandbus.Permanent("CURRENCY_PAIR_SUSPENDED", errors.New("EUR/USD is suspended by the provider"))
+	}))
+	client, err := commandbus.NewClient(drv, &commandbus.Config{Handlers: handlers, Logger: slog.New(slog.DiscardHandler),
+		FetchPollInterval: commandbus.Duration(20 * time.Millisecond)})
+	require.NoError(t, err)
+	for i := range n {
+		_, err := client.Send(context.Background(), "fx", bookFx{PaymentID: fmt.Sprint("PAY-", i)}, &commandbus.SendOpts{ReplyTo: "payments"})
+		require.NoError(t, err)
+	}
+	require.NoError(t, client.Start(context.Background()))
+	defer func() { require.NoError(t, client.Stop(context.Background())) }()
+	require.Eventually(t, func() bool {
+		rows, err := client.TSQ().List(context.Background(), commandbus.TSQFilter{})
+		return err == nil && len(rows) == n
+	}, 15*time.Second, 10*time.Millisecond)
 }
 
 // tsqRow is the part of a listed command the tests read.
@@ -111,12 +148,9 @@ type tsqRow struct {
 
 func TestTSQFromTheCommandLine(t *testing.T) {
 	t.Parallel()
-	db := sqliteURL(t, "d.db")
-	var summary demoSummary
-	require.NoError(t, json.Unmarshal([]byte(run(t, "demo", "--json", "--database", db, "--commands", "4", "--permanent-pct", "100")), &summary))
-	require.Equal(t, map[string]int{string(commandbus.StatusInTSQ): 4}, summary.Statuses)
-	require.Equal(t, 4, summary.InTSQ)
-	require.Zero(t, summary.Replies, "parked commands do not reply")
+	path := filepath.Join(t.TempDir(), "d.db")
+	db := "sqlite://" + path
+	parkCommands(t, path, 4)
 
 	var rows []tsqRow
 	require.NoError(t, json.Unmarshal([]byte(run(t, "tsq", "list", "--json", "--database", db)), &rows))
@@ -203,7 +237,7 @@ func showJSON(t *testing.T, db, id string) *commandbus.CommandRow {
 func TestMigrateStatusOnDemoDatabase(t *testing.T) {
 	t.Parallel()
 	db := sqliteURL(t, "d.db")
-	run(t, "demo", "--json", "--database", db, "--commands", "1")
+	run(t, "demo", "--json", "--database", db, "--payments", "1", "--behavior", "happy")
 	out := run(t, "migrate", "status", "--database", db)
 	require.Regexp(t, regexp.MustCompile(`(?m)^001\s+command_bus\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}Z`), out, "001 is applied:\n%s", out)
 	require.NotContains(t, out, "pending")
@@ -334,7 +368,9 @@ func TestWorkerRunsHandlersAndStopsOnCancel(t *testing.T) {
 	defer drv.Close()
 	sender, err := commandbus.NewClient(drv, nil)
 	require.NoError(t, err)
-	sent, err := sender.Send(context.Background(), "fx", busdemo.BookFx{PaymentID: "PAY-1", Amount: "10.00", From: "EUR", To: "USD"}, nil)
+	// A balance check for an account that does not exist: the accounts domain's handler settles it.
+	sent, err := sender.Send(context.Background(), "accounts", commandbus.RawArgs{Type: "CheckBalance",
+		Data: json.RawMessage(`{"paymentId":"` + uuid.NewString() + `","account":"NO-SUCH-ACCOUNT","amount":"10.00","currency":"EUR"}`)}, nil)
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		select {
@@ -343,7 +379,7 @@ func TestWorkerRunsHandlersAndStopsOnCancel(t *testing.T) {
 		default:
 		}
 		row, err := sender.GetCommand(context.Background(), sent.ID)
-		return err == nil && row.Status == commandbus.StatusCompleted
+		return err == nil && row.Status != commandbus.StatusPending && row.Status != commandbus.StatusRunning
 	}, 20*time.Second, 10*time.Millisecond, "the worker handles a command")
 	select {
 	case <-exited:
@@ -393,4 +429,49 @@ func TestRedactHidesPassword(t *testing.T) {
 	require.Equal(t, "postgres://user:***@db:5432/app", redact("postgres://user:secret@db:5432/app"))
 	require.Equal(t, "postgres://user@db/app", redact("postgres://user@db/app"))
 	require.Equal(t, "sqlite://x.db", redact("sqlite://x.db"))
+}
+
+func TestProcessTSQFromTheCommandLine(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	behavior := filepath.Join(dir, "stuck.yml")
+	require.NoError(t, os.WriteFile(behavior, []byte("name: stuck\nsteps:\n  bookRisk:\n    failPermanentPct: 100\n"), 0o600))
+	db := "sqlite://" + filepath.Join(dir, "p.db")
+	var summary demoSummary
+	require.NoError(t, json.Unmarshal([]byte(run(t, "demo", "--json", "--database", db, "--payments", "3", "--behavior", behavior)), &summary))
+	require.Equal(t, 3, summary.Waiting, "each payment waits for its risk command, parked in the command TSQ: %+v", summary)
+
+	// The operator cancels the parked risk commands; the payments learn it from the CANCELLED
+	// replies when the platform runs again, and park in the process troubleshooting queue.
+	var commands []tsqRow
+	require.NoError(t, json.Unmarshal([]byte(run(t, "tsq", "list", "--json", "--database", db)), &commands))
+	require.Len(t, commands, 3)
+	for _, c := range commands {
+		require.Equal(t, "risk", c.Domain)
+		run(t, "tsq", "cancel", c.ID.String(), "--database", db, "--reason", "risk engine rejects the counterparty")
+	}
+	require.NoError(t, json.Unmarshal([]byte(run(t, "demo", "--json", "--database", db, "--resume")), &summary))
+	require.Equal(t, 3, summary.InTSQ, "%+v", summary)
+
+	var parked []struct {
+		ID   uuid.UUID
+		Type string
+		Step string
+	}
+	require.NoError(t, json.Unmarshal([]byte(run(t, "tsq", "processes", "list", "--json", "--database", db)), &parked))
+	require.Len(t, parked, 3)
+	require.Equal(t, "PaymentStep", parked[0].Type)
+	require.Contains(t, run(t, "tsq", "processes", "list", "--database", db), parked[0].ID.String())
+	shown := run(t, "tsq", "processes", "show", parked[0].ID.String(), "--database", db)
+	require.Contains(t, shown, "status      WAITING_FOR_TSQ")
+	require.Contains(t, shown, "STEP bookRisk")
+
+	res := fail(t, "tsq", "processes", "cancel", parked[0].ID.String(), "--database", db)
+	require.ErrorContains(t, res.err, `"reason" not set`)
+	out := run(t, "tsq", "processes", "cancel", parked[0].ID.String(), "--database", db, "--reason", "customer withdrew", "--compensate", "--actor", "ops:eve")
+	require.Contains(t, out, "is now CANCELLED (by ops:eve: customer withdrew)")
+	out = run(t, "tsq", "processes", "complete", parked[1].ID.String(), "--database", db, "--reason", "settled by phone")
+	require.Contains(t, out, "is now COMPLETED")
+	res = fail(t, "tsq", "processes", "retry", parked[1].ID.String(), "--database", db, "--reason", "again")
+	require.ErrorContains(t, res.err, "is COMPLETED")
 }

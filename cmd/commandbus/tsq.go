@@ -25,7 +25,8 @@ func newTSQCommand() *cobra.Command {
 	cmd.AddCommand(newTSQListCommand(), newTSQShowCommand(),
 		newTSQActionCommand("retry", "Put a command back on its queue with a fresh attempt budget"),
 		newTSQActionCommand("cancel", "Cancel a command; its sender gets a CANCELLED reply"),
-		newTSQActionCommand("complete", "Complete a command with an operator-supplied --result; its sender gets a success reply"))
+		newTSQActionCommand("complete", "Complete a command with an operator-supplied --result; its sender gets a success reply"),
+		newTSQProcessesCommand())
 	return cmd
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandbus/commandbus"
-	"github.com/commandbus/commandbus/examples/busdemo"
 )
 
 func newWorkerCommand() *cobra.Command {
@@ -50,31 +49,22 @@ func newWorkerCommand() *cobra.Command {
 }
 
 func runWorker(ctx context.Context, cfg *commandbus.Config, logger *slog.Logger) error {
-	db, err := openDatabase(ctx, cfg.Database.URL, cfg.WithDefaults().Database.Schema, 0)
+	return runStack(ctx, cfg, logger, "")
+}
+
+// runStack runs the reference platform's workers (and, with addr, the REST API and console) until
+// ctx ends, then shuts down gracefully.
+func runStack(ctx context.Context, cfg *commandbus.Config, logger *slog.Logger, addr string) error {
+	s, err := startStack(ctx, stackOptions{Config: cfg, Logger: logger, Seed: uint64(time.Now().UnixNano()), Simulator: cfg.Simulator.Enabled, ServeAddr: addr})
 	if err != nil {
 		return err
 	}
-	defer db.close()
-	handlers := commandbus.NewHandlers()
-	busdemo.New(busdemo.Behavior{}, uint64(time.Now().UnixNano())).Register(handlers)
-	cfg.Handlers = handlers
-	cfg.Logger = logger
-	client, err := commandbus.NewClient(db, cfg)
-	if err != nil {
-		return err
+	if s.addr != "" {
+		logger.Info("serving the REST API and console", "url", "http://"+s.addr+"/")
 	}
-	closeTransports, err := wireTransports(client, logger)
-	if err != nil {
-		return err
-	}
-	defer closeTransports()
-	if err := client.Start(ctx); err != nil {
-		return err
-	}
-	logger.Info("worker running; interrupt to stop", "driver", db.Name())
+	logger.Info("running; interrupt to stop", "driver", s.db.Name(), "worker_id", s.client.Config().WorkerID)
 	<-ctx.Done()
 	logger.Info("shutting down gracefully")
-	stopCtx, cancel := context.WithTimeout(context.Background(), client.Config().ShutdownTimeout.Std())
-	defer cancel()
-	return client.Stop(stopCtx)
+	s.stop(context.Background())
+	return nil
 }

@@ -1,0 +1,218 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"text/tabwriter"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/process"
+)
+
+// newTSQProcessesCommand is `commandbus tsq processes`: the process troubleshooting queue.
+func newTSQProcessesCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "processes",
+		Short: "Inspect and fix process executions in the troubleshooting queue",
+		Long: "Executions wait in the troubleshooting queue after a permanent step failure, exhausted retries, a\n" +
+			"wait timeout, a deadline or a nondeterministic replay. Every action is audited with --actor and --reason.",
+	}
+	cmd.AddCommand(newTSQProcessesListCommand(), newTSQProcessesShowCommand(),
+		newTSQProcessesActionCommand("retry", "Resume an execution with a fresh attempt budget"),
+		newTSQProcessesActionCommand("cancel", "Cancel an execution (--compensate runs its compensations first)"),
+		newTSQProcessesActionCommand("complete", "Force-complete an execution (--state sets state fields first)"))
+	return cmd
+}
+
+// openProcesses opens the database with the reference platform's process managers registered,
+// so executions of its types can be acted on. It starts no workers.
+func openProcesses(cmd *cobra.Command, db *databaseFlags) (*commandbus.Client, func(), error) {
+	database, err := openDatabase(cmd.Context(), db.url, db.schema, 4)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := commandbus.NewClient(database.Driver, &commandbus.Config{Logger: slog.New(slog.DiscardHandler)})
+	if err == nil {
+		_, err = payments.New(client, payments.Options{DisableSimulator: true})
+	}
+	if err != nil {
+		database.close()
+		return nil, nil, err
+	}
+	return client, database.close, nil
+}
+
+func newTSQProcessesListCommand() *cobra.Command {
+	var db databaseFlags
+	var asJSON bool
+	var typ string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List executions waiting in the troubleshooting queue",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			database, err := openDatabase(cmd.Context(), db.url, db.schema, 2)
+			if err != nil {
+				return err
+			}
+			defer database.close()
+			rows, err := database.Executor().ExecutionList(cmd.Context(), &driver.ExecutionListParams{
+				Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Type: typ, Limit: 200})
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, rows)
+			}
+			if len(rows) == 0 {
+				fmt.Fprintln(out, "the process troubleshooting queue is empty")
+				return nil
+			}
+			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tTYPE\tSTEP\tERROR\tSINCE")
+			for _, x := range rows {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s: %s\t%s\n", x.ID, x.Type, x.Step, x.ErrorCode, truncate(x.ErrorMessage, 60), x.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"))
+			}
+			return tw.Flush()
+		},
+	}
+	db.register(cmd, "")
+	cmd.Flags().StringVar(&typ, "type", "", "only this process type")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newTSQProcessesShowCommand() *cobra.Command {
+	var db databaseFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show an execution with its state and log",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("execution id: %w", err)
+			}
+			database, err := openDatabase(cmd.Context(), db.url, db.schema, 2)
+			if err != nil {
+				return err
+			}
+			defer database.close()
+			exec := database.Executor()
+			row, err := exec.ExecutionGet(cmd.Context(), id)
+			if err != nil {
+				return fmt.Errorf("execution %s: %w", id, err)
+			}
+			log, err := exec.ExecutionLogList(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), process.InstanceJSON{ExecutionRow: row, Log: log})
+			}
+			printExecution(cmd.OutOrStdout(), row, log)
+			return nil
+		},
+	}
+	db.register(cmd, "")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printExecution(out io.Writer, x *driver.ExecutionRow, log []*driver.ExecutionLogEntry) {
+	fmt.Fprintf(out, "execution   %s\ntype        %s (domain %s)\nstatus      %s at %s\n", x.ID, x.Type, x.Domain, x.Status, x.Step)
+	if x.CurrentWait != "" {
+		fmt.Fprintf(out, "waiting on  %s\n", x.CurrentWait)
+	}
+	if x.ErrorCode != "" {
+		fmt.Fprintf(out, "error       %s: %s\n", x.ErrorCode, x.ErrorMessage)
+	}
+	fmt.Fprintf(out, "state       %s\nlog:\n", x.State)
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	for _, e := range log {
+		attempt := ""
+		if e.Attempt > 0 {
+			attempt = fmt.Sprintf("attempt %d", e.Attempt)
+			if e.MaxAttempts > 0 {
+				attempt += fmt.Sprintf(" of %d", e.MaxAttempts)
+			}
+		}
+		fmt.Fprintf(tw, "  %3d\t%s\t%s %s\t%s\t%s\t%s\n", e.Seq, e.At.UTC().Format("15:04:05.000"), e.EntryType, e.Name, e.StepStatus, attempt,
+			joinNonEmpty("  ", joinNonEmpty(": ", e.ErrorCode, e.ErrorMessage), e.Actor, e.Reason))
+	}
+	_ = tw.Flush()
+}
+
+func newTSQProcessesActionCommand(action, short string) *cobra.Command {
+	var db databaseFlags
+	var op commandbus.OperatorAction
+	var compensate bool
+	var state string
+	cmd := &cobra.Command{
+		Use:   action + " ID",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("execution id: %w", err)
+			}
+			var overrides map[string]any
+			if state != "" {
+				if err := json.Unmarshal([]byte(state), &overrides); err != nil {
+					return fmt.Errorf("--state must be a JSON object: %w", err)
+				}
+			}
+			client, closeDB, err := openProcesses(cmd, &db)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			row, err := client.Driver().Executor().ExecutionGet(cmd.Context(), id)
+			if err != nil {
+				return fmt.Errorf("execution %s: %w", id, err)
+			}
+			ops := process.ManagerFor(client, row.Type)
+			if ops == nil {
+				return fmt.Errorf("execution %s is a %q, which this binary has no manager for", id, row.Type)
+			}
+			switch action {
+			case "retry":
+				err = ops.Retry(cmd.Context(), id, op)
+			case "cancel":
+				err = ops.CancelOverride(cmd.Context(), id, compensate, op)
+			case "complete":
+				err = ops.CompleteOverride(cmd.Context(), id, overrides, op)
+			}
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", action, id, err)
+			}
+			after, err := client.Driver().Executor().ExecutionGet(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "execution %s is now %s (by %s: %s)\n", id, after.Status, op.Actor, op.Reason)
+			return nil
+		},
+	}
+	db.register(cmd, "")
+	cmd.Flags().StringVar(&op.Actor, "actor", defaultActor(), "who takes the action (audited)")
+	cmd.Flags().StringVar(&op.Reason, "reason", "", "why (audited; required)")
+	_ = cmd.MarkFlagRequired("reason")
+	switch action {
+	case "cancel":
+		cmd.Flags().BoolVar(&compensate, "compensate", false, "run the compensations of completed steps first")
+	case "complete":
+		cmd.Flags().StringVar(&state, "state", "", "state fields to set first, as a JSON object")
+	}
+	return cmd
+}
