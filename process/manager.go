@@ -25,6 +25,7 @@ const Model = "process"
 // offers the troubleshooting-queue operations. Create managers before starting the client.
 type Manager[S any] struct {
 	client   *commandbus.Client
+	rt       *runtime
 	engine   *execution.Engine
 	process  Process[S]
 	typ      string
@@ -59,6 +60,7 @@ func NewManager[S any](client *commandbus.Client, p Process[S]) (*Manager[S], er
 	}
 	m := &Manager[S]{
 		client:   client,
+		rt:       rt,
 		engine:   rt.engine,
 		process:  p,
 		typ:      p.Type(),

@@ -33,11 +33,13 @@ func responseName(r AsyncResponse) (name string) {
 const replyResponseName = "commandbus.command-reply"
 
 // ProcessAsyncResponse delivers a response to an execution (seed 000's processAsyncResponse).
-// The response is stored durably first; then, if no runner holds the execution, it runs in the
-// caller's goroutine: the registered applier updates the state and Execute replays. If a runner
-// holds it, that runner applies the response before it lets go, so concurrent responses are
-// serialized and each replay sees every earlier one. A response to a finished execution updates
-// its state without replay (LATE_ASYNC_RESPONSE).
+// If no runner holds the execution, it runs in the caller's goroutine: the registered applier
+// updates the state and Execute replays, and the first checkpoint records the response with its
+// effect, so when ProcessAsyncResponse returns nil the response is durable. If a runner holds it,
+// the response is stored first and that runner applies it before it lets go, so concurrent
+// responses are serialized and each replay sees every earlier one. A response to a finished
+// execution updates its state without replay (LATE_ASYNC_RESPONSE). On an error the response may
+// not be recorded: deliver it again.
 func (m *Manager[S]) ProcessAsyncResponse(ctx context.Context, id uuid.UUID, resp AsyncResponse) error {
 	if resp == nil {
 		return &commandbus.ValidationError{Field: "response", Message: "nil"}
@@ -50,28 +52,30 @@ func (m *Manager[S]) ProcessAsyncResponse(ctx context.Context, id uuid.UUID, res
 	if err != nil {
 		return &commandbus.ValidationError{Field: "response", Message: "cannot be encoded as JSON: " + err.Error()}
 	}
-	return deliver(ctx, m.engine, id, name, payload, m.logger)
+	return m.rt.deliver(ctx, id, name, payload)
 }
 
-// deliver stores a response and runs the execution if no runner holds it.
-func deliver(ctx context.Context, engine *execution.Engine, id uuid.UUID, name string, payload json.RawMessage, logger interface{ Warn(string, ...any) }) error {
-	if _, err := engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
-		ExecutionID: id, Name: name, Payload: payload, Now: engine.Config().Now(),
-	}); err != nil {
-		return fmt.Errorf("recording response for execution %s: %w", id, err)
-	}
-	lease, err := engine.AcquireLoad(ctx, id)
-	if errors.Is(err, execution.ErrBusy) {
+// deliver hands a response to an execution: straight into a run when nobody holds it (the run's
+// first checkpoint records it durably), or stored for the runner that holds it.
+func (rt *runtime) deliver(ctx context.Context, id uuid.UUID, name string, payload json.RawMessage) error {
+	lease, err := rt.engine.AcquireLoad(ctx, id)
+	switch {
+	case errors.Is(err, execution.ErrBusy):
+		if _, err := rt.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
+			ExecutionID: id, Name: name, Payload: payload, Now: rt.engine.Config().Now(),
+		}); err != nil {
+			return fmt.Errorf("recording response for execution %s: %w", id, err)
+		}
 		return nil // the runner holding it applies the response before letting go
+	case err != nil:
+		return fmt.Errorf("delivering response to execution %s: %w", id, err)
 	}
-	if err != nil {
-		logger.Warn("response recorded; running the execution now failed, a runner will pick it up", "execution_id", id, "error", err)
-		return nil
+	runner := rt.replyRunner(lease.Row.Type)
+	if runner == nil {
+		_ = lease.Release(ctx)
+		return fmt.Errorf("no process manager for type %q on this instance", lease.Row.Type)
 	}
-	if err := engine.RunLeased(ctx, lease); err != nil && !errors.Is(err, execution.ErrFenced) {
-		logger.Warn("response recorded; the run it started failed", "execution_id", id, "error", err)
-	}
-	return nil
+	return runner.runWithResponse(ctx, lease, &driver.ExecutionResponseRow{ExecutionID: id, Name: name, Payload: payload})
 }
 
 // handleReply receives replies on a process domain's reply queue and resumes the execution that
@@ -89,34 +93,16 @@ func (rt *runtime) handleReply(ctx context.Context, msg *commandbus.ReplyMessage
 	if err != nil {
 		return commandbus.Permanent(commandbus.CodeInvalidData, err)
 	}
-	// The common case: nobody holds the execution. Take it and hand the reply straight to the
-	// run, without storing it first. The reply message stays RUNNING until the run's
-	// checkpoints (which record the reply's effect) have committed; if the run fails, the error
-	// makes the reply redeliver, so the reply is never lost.
-	lease, err := rt.engine.AcquireLoad(ctx, id)
-	switch {
-	case errors.Is(err, execution.ErrBusy):
-		// A runner holds it: store the reply for that runner, which applies it before letting go.
-		if _, err := rt.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
-			ExecutionID: id, Name: replyResponseName, Payload: payload, Now: rt.engine.Config().Now(),
-		}); err != nil {
-			if errors.Is(err, driver.ErrNotFound) {
-				return commandbus.Permanent("EXECUTION_NOT_FOUND", err)
-			}
-			return err
+	// The reply message stays RUNNING until the run's checkpoints (which record the reply's
+	// effect) have committed; if the run fails, the error makes the reply redeliver, so the reply
+	// is never lost.
+	if err := rt.deliver(ctx, id, replyResponseName, payload); err != nil {
+		if errors.Is(err, driver.ErrNotFound) {
+			return commandbus.Permanent("EXECUTION_NOT_FOUND", err)
 		}
-		return nil
-	case errors.Is(err, driver.ErrNotFound):
-		return commandbus.Permanent("EXECUTION_NOT_FOUND", err)
-	case err != nil:
 		return err
 	}
-	runner := rt.replyRunner(lease.Row.Type)
-	if runner == nil {
-		_ = lease.Release(ctx)
-		return commandbus.Permanent("NO_PROCESS_MANAGER", fmt.Errorf("no process manager for type %q on this instance", lease.Row.Type))
-	}
-	return runner.runWithResponse(ctx, lease, &driver.ExecutionResponseRow{ExecutionID: id, Name: replyResponseName, Payload: payload})
+	return nil
 }
 
 // replyRunner runs an execution with a response handed over in memory.

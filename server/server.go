@@ -31,16 +31,21 @@ type Config struct {
 	Gatherer prometheus.Gatherer
 	// Logger receives request errors. Default: discards.
 	Logger *slog.Logger
+	// ConsoleSampleInterval is how often the operator console samples throughput, queue depth and
+	// the troubleshooting queues for its 15-minute charts. Default: 5s.
+	ConsoleSampleInterval time.Duration
 }
 
 // Server is the HTTP handler.
 type Server struct {
-	cfg    Config
-	mux    *http.ServeMux
-	tokens map[string]principal
+	cfg     Config
+	mux     *http.ServeMux
+	tokens  map[string]principal
+	console *console
 }
 
-// New returns the server; it validates the tokens.
+// New returns the server; it validates the tokens and starts the console's sampler, which Close
+// stops.
 func New(cfg Config) (*Server, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("server: Client is required")
@@ -81,6 +86,7 @@ func (s *Server) routes() {
 		api := &PaymentsAPI{Platform: s.cfg.Platform, s: s}
 		api.Routes(s.mux, s.viewer, s.operator)
 	}
+	s.console = s.routeConsole()
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {

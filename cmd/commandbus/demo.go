@@ -273,11 +273,11 @@ func printDemoSummary(ctx context.Context, out io.Writer, s *stack, r demoSummar
 		}
 		fmt.Fprintf(out, "\nRetry one from a terminal:\n  go run ./cmd/commandbus tsq processes retry %s --database %s --reason \"network confirmed\"\n", tsq[0].ID, redact(url))
 	}
-	approvals, err := s.platform.ListApprovals(ctx, "PENDING", 5)
+	approvals, err := s.platform.ListApprovals(ctx, "PENDING", 1000)
 	if err == nil && len(approvals) > 0 {
 		fmt.Fprintf(out, "\n%d risk approval(s) wait for an operator (console: Approvals).\n", len(approvals))
 	}
-	pending, err := s.platform.ListPendingNetworkResponses(ctx, 5)
+	pending, err := s.platform.ListPendingNetworkResponses(ctx, 1000)
 	if err == nil && len(pending) > 0 {
 		fmt.Fprintf(out, "%d network response(s) wait for an operator (console: Pending network responses).\n", len(pending))
 	}

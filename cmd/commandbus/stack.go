@@ -126,6 +126,9 @@ func (s *stack) stop(ctx context.Context) {
 		_ = s.http.Shutdown(shutdownCtx)
 		cancel()
 	}
+	if s.server != nil {
+		s.server.Close() // stops the console's sampler
+	}
 	if s.client != nil {
 		stopCtx, cancel := context.WithTimeout(ctx, s.client.Config().ShutdownTimeout.Std())
 		if err := s.client.Stop(stopCtx); err != nil {

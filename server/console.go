@@ -1,0 +1,434 @@
+package server
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"html/template"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/examples/payments"
+)
+
+// The operator console: server-rendered pages (html/template) over the same client and platform
+// as the REST API, with its templates and assets embedded. Pages read completely without
+// JavaScript; console.js only refreshes the regions of a page marked live.
+
+//go:embed console/templates/*.html console/static/*
+var consoleFiles embed.FS
+
+// consoleWindow is how far back the overview's charts reach.
+const consoleWindow = 15 * time.Minute
+
+// liveRefresh is how often console.js asks for fresh numbers.
+const liveRefresh = 3 * time.Second
+
+const (
+	flashCookie = "commandbus_flash"
+	loginCookie = "commandbus_login"
+)
+
+// console serves the operator console's pages.
+type console struct {
+	s        *Server
+	client   *commandbus.Client
+	platform *payments.Platform
+	logger   *slog.Logger
+	pages    map[string]*template.Template
+	assets   map[string]string // file name → URL with a content hash, for long caching
+	static   http.Handler
+	// key signs the CSRF tokens, the sign-in form and flash messages. It is generated at start:
+	// a restart invalidates open forms, never sessions (the session cookie is the token).
+	key     []byte
+	origin  *http.CrossOriginProtection
+	sampler *sampler
+
+	// The overview is shared by everyone watching it: it is read at most once per interval.
+	overviewMu   sync.Mutex
+	overviewAt   time.Time
+	overviewLast *overviewData
+}
+
+// routeConsole builds the console, registers its routes and starts its sampler; Close stops it.
+func (s *Server) routeConsole() *console {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	c := &console{
+		s: s, client: s.cfg.Client, platform: s.cfg.Platform, logger: s.cfg.Logger.With("component", "console"),
+		pages: consoleTemplates.pages, assets: consoleTemplates.assets, key: key,
+		origin:  http.NewCrossOriginProtection(),
+		sampler: newSampler(s.cfg.Client, s.cfg.Gatherer, s.cfg.ConsoleSampleInterval, s.cfg.Logger),
+	}
+	static, _ := fs.Sub(consoleFiles, "console/static")
+	files := http.FileServerFS(static)
+	c.static = http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Asset URLs carry a content hash, so a browser may keep them.
+		w.Header().Set("Cache-Control", "public, max-age=86400")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		files.ServeHTTP(w, r)
+	}))
+	c.routes(s.mux)
+	c.sampler.start()
+	return c
+}
+
+// Close stops the console's sampler. The handler still answers afterwards, with charts that no
+// longer move; call Close when the HTTP server has shut down.
+func (s *Server) Close() error {
+	if s.console != nil {
+		s.console.sampler.stop()
+	}
+	return nil
+}
+
+func (c *console) routes(mux *http.ServeMux) {
+	mux.Handle("GET /static/", c.static)
+	mux.HandleFunc("GET /login", c.headers(c.loginPage))
+	mux.HandleFunc("POST /login", c.headers(c.login))
+	mux.HandleFunc("POST /logout", c.viewer(c.logout))
+
+	mux.HandleFunc("GET /{$}", c.viewer(c.overview))
+	mux.HandleFunc("GET /live/overview", c.live(c.overviewLive))
+
+	mux.HandleFunc("GET /tsq", c.viewer(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/tsq/commands", http.StatusSeeOther)
+	}))
+	mux.HandleFunc("GET /tsq/commands", c.viewer(c.commandTSQ))
+	mux.HandleFunc("GET /tsq/processes", c.viewer(c.processTSQ))
+	mux.HandleFunc("GET /tsq/commands/{id}/{action}", c.operator(c.commandAction))
+	mux.HandleFunc("POST /tsq/commands/{id}/{action}", c.operator(c.commandAction))
+	mux.HandleFunc("GET /tsq/processes/{id}/{action}", c.operator(c.processAction))
+	mux.HandleFunc("POST /tsq/processes/{id}/{action}", c.operator(c.processAction))
+	mux.HandleFunc("GET /commands/{id}", c.viewer(c.commandPage))
+	mux.HandleFunc("GET /processes/{id}", c.viewer(c.processPage))
+	mux.HandleFunc("GET /live/processes/{id}", c.live(c.processLive))
+
+	if c.platform != nil {
+		mux.HandleFunc("GET /batches", c.viewer(c.batches))
+		mux.HandleFunc("GET /live/batches", c.live(c.batchesLive))
+		mux.HandleFunc("GET /batches/new", c.operator(c.newBatchForm))
+		mux.HandleFunc("POST /batches/new", c.operator(c.createBatch))
+		mux.HandleFunc("GET /batches/{id}", c.viewer(c.batch))
+		mux.HandleFunc("GET /live/batches/{id}", c.live(c.batchLive))
+		mux.HandleFunc("GET /payments", c.viewer(c.payments))
+		mux.HandleFunc("GET /payments/{id}", c.viewer(c.payment))
+		mux.HandleFunc("GET /live/payments/{id}", c.live(c.paymentLive))
+		mux.HandleFunc("GET /approvals", c.viewer(c.approvals))
+		mux.HandleFunc("GET /approvals/{id}/{decision}", c.operator(c.approvalAction))
+		mux.HandleFunc("POST /approvals/{id}/{decision}", c.operator(c.approvalAction))
+		mux.HandleFunc("GET /network", c.viewer(c.network))
+		mux.HandleFunc("GET /network/{id}/{answer}", c.operator(c.networkAction))
+		mux.HandleFunc("POST /network/{id}/{answer}", c.operator(c.networkAction))
+	}
+	mux.HandleFunc("GET /", c.notFound)
+}
+
+// headers sets the console's security headers: nothing runs but our own script and style, no
+// page may frame the console, and nothing is cached.
+func (c *console) headers(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
+			"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("Cache-Control", "no-store")
+		next(w, r)
+	}
+}
+
+// viewer lets any signed-in principal in and sends everyone else to the sign-in page.
+func (c *console) viewer(next http.HandlerFunc) http.HandlerFunc {
+	return c.headers(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := c.s.authenticate(r)
+		if !ok {
+			target := "/login"
+			if r.Method == http.MethodGet && r.URL.Path != "/" {
+				target += "?next=" + url.QueryEscape(r.URL.RequestURI())
+			}
+			http.Redirect(w, r, target, http.StatusSeeOther)
+			return
+		}
+		r = r.WithContext(withPrincipal(r.Context(), p))
+		if r.Method == http.MethodPost {
+			if err := c.checkForm(r); err != nil {
+				c.errorPage(w, r, http.StatusForbidden, "Request refused", err.Error())
+				return
+			}
+		}
+		next(w, r)
+	})
+}
+
+// operator is viewer plus the operator role. A viewer is refused here, whatever the templates
+// show: the handler is where the rule lives.
+func (c *console) operator(next http.HandlerFunc) http.HandlerFunc {
+	return c.headers(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := c.s.authenticate(r)
+		if !ok {
+			c.viewer(next)(w, r) // redirects to the sign-in page
+			return
+		}
+		if p.Role != RoleOperator {
+			r = r.WithContext(withPrincipal(r.Context(), p))
+			c.errorPage(w, r, http.StatusForbidden, "Operators only",
+				fmt.Sprintf("You are signed in as %s with the %s role, which can look but not act. Sign in with an operator token to act.", p.Subject, p.Role))
+			return
+		}
+		c.viewer(next)(w, r)
+	})
+}
+
+// live guards the JSON endpoints console.js polls: no redirects, a 401 it can show.
+func (c *console) live(next http.HandlerFunc) http.HandlerFunc {
+	return c.headers(func(w http.ResponseWriter, r *http.Request) {
+		p, ok := c.s.authenticate(r)
+		if !ok {
+			writeProblem(w, http.StatusUnauthorized, "UNAUTHENTICATED", "Sign in again.", "")
+			return
+		}
+		next(w, r.WithContext(withPrincipal(r.Context(), p)))
+	})
+}
+
+// checkForm refuses a POST that did not come from a console page of this origin: the browser's
+// Sec-Fetch-Site/Origin must say same-origin, and the form must carry the session's CSRF token.
+func (c *console) checkForm(r *http.Request) error {
+	if err := c.origin.Check(r); err != nil {
+		return errors.New("the request came from another site; use the console's own forms")
+	}
+	r.Body = http.MaxBytesReader(nil, r.Body, 1<<20)
+	if err := r.ParseForm(); err != nil {
+		return errors.New("the form could not be read")
+	}
+	want := c.csrfToken(r)
+	if want == "" || !hmac.Equal([]byte(r.PostFormValue("csrf")), []byte(want)) {
+		return errors.New("the form has expired or did not come from this console; go back, reload the page and try again")
+	}
+	return nil
+}
+
+// sessionToken is the bearer token a request authenticates with: the session cookie's, or the
+// Authorization header's.
+func sessionToken(r *http.Request) string {
+	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
+		return strings.TrimPrefix(h, "Bearer ")
+	}
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		return ck.Value
+	}
+	return ""
+}
+
+func (c *console) mac(parts ...string) string {
+	m := hmac.New(sha256.New, c.key)
+	for _, p := range parts {
+		m.Write([]byte(p))
+		m.Write([]byte{0})
+	}
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// csrfToken is bound to the session, so a token taken from one session is useless in another.
+func (c *console) csrfToken(r *http.Request) string {
+	token := sessionToken(r)
+	if token == "" {
+		return ""
+	}
+	return c.mac("csrf", token)
+}
+
+// page is what every template receives.
+type page struct {
+	Title    string
+	Nav      string
+	User     *principal
+	CanAct   bool
+	CSRF     string
+	Flash    *flash
+	LiveURL  string
+	Live     int // refresh interval in milliseconds
+	Payments bool
+	Data     any
+}
+
+// flash is a message carried across a redirect (post/redirect/get).
+type flash struct {
+	Kind    string // "success" or "error"
+	Message string
+}
+
+func (c *console) newPage(w http.ResponseWriter, r *http.Request, title, nav string) *page {
+	p := &page{Title: title, Nav: nav, Payments: c.platform != nil, Live: int(liveRefresh / time.Millisecond)}
+	if pr, ok := principalFrom(r.Context()); ok {
+		p.User, p.CanAct, p.CSRF = &pr, pr.Role == RoleOperator, c.csrfToken(r)
+	}
+	if !strings.HasPrefix(r.URL.Path, "/live/") { // a poll must not eat the next page's message
+		p.Flash = c.takeFlash(w, r)
+	}
+	return p
+}
+
+func (c *console) render(w http.ResponseWriter, r *http.Request, status int, name string, p *page) {
+	t, ok := c.pages[name]
+	if !ok {
+		c.logger.Error("console: no such template", "template", name)
+		http.Error(w, "no such page template", http.StatusInternalServerError)
+		return
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, "layout", p); err != nil {
+		c.logger.Error("console: rendering failed", "template", name, "path", r.URL.Path, "error", err)
+		http.Error(w, "the page could not be rendered", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// renderRegions answers console.js with the named regions of a page, rendered by the same
+// templates as the full page.
+func (c *console) renderRegions(w http.ResponseWriter, r *http.Request, name string, p *page, regions ...string) {
+	t := c.pages[name]
+	out := map[string]string{}
+	for _, region := range regions {
+		var buf bytes.Buffer
+		if err := t.ExecuteTemplate(&buf, region, p); err != nil {
+			c.logger.Error("console: rendering a live region failed", "template", name, "region", region, "error", err)
+			writeProblem(w, http.StatusInternalServerError, "INTERNAL", "The page could not be rendered.", "")
+			return
+		}
+		out[region] = buf.String()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"regions": out, "at": time.Now().UTC()})
+}
+
+// errorPage renders a page that says what went wrong and what to do.
+func (c *console) errorPage(w http.ResponseWriter, r *http.Request, status int, title, message string) {
+	p := c.newPage(w, r, title, "")
+	p.Data = map[string]any{"Status": status, "Message": message}
+	c.render(w, r, status, "error.html", p)
+}
+
+// failed renders an unexpected error as a 500 page and logs it.
+func (c *console) failed(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(err, commandbus.ErrNotFound) {
+		c.errorPage(w, r, http.StatusNotFound, "Not found", err.Error())
+		return
+	}
+	c.logger.Error("console: request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	c.errorPage(w, r, http.StatusInternalServerError, "Something went wrong",
+		"The server could not complete the request: "+err.Error())
+}
+
+func (c *console) notFound(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/api/") {
+		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "No such resource.", "")
+		return
+	}
+	c.headers(func(w http.ResponseWriter, r *http.Request) {
+		if p, ok := c.s.authenticate(r); ok {
+			r = r.WithContext(withPrincipal(r.Context(), p))
+		}
+		c.errorPage(w, r, http.StatusNotFound, "Page not found", "There is no console page at "+r.URL.Path+".")
+	})(w, r)
+}
+
+// setFlash keeps a message for the next page, signed so nobody else can plant one.
+func (c *console) setFlash(w http.ResponseWriter, kind, message string) {
+	value := base64.RawURLEncoding.EncodeToString([]byte(kind + "\n" + message))
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: value + "." + c.mac("flash", value), Path: "/",
+		MaxAge: 120, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+}
+
+func (c *console) takeFlash(w http.ResponseWriter, r *http.Request) *flash {
+	ck, err := r.Cookie(flashCookie)
+	if err != nil {
+		return nil
+	}
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	value, sig, ok := strings.Cut(ck.Value, ".")
+	if !ok || !hmac.Equal([]byte(sig), []byte(c.mac("flash", value))) {
+		return nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(value)
+	if err != nil {
+		return nil
+	}
+	kind, message, _ := strings.Cut(string(raw), "\n")
+	return &flash{Kind: kind, Message: message}
+}
+
+// redirectWith sends the browser on with a flash message (post/redirect/get).
+func (c *console) redirectWith(w http.ResponseWriter, r *http.Request, to, kind, message string) {
+	c.setFlash(w, kind, message)
+	http.Redirect(w, r, to, http.StatusSeeOther)
+}
+
+// localPath returns target when it is a path on this site, else fallback: redirects never leave
+// the console.
+func localPath(target, fallback string) string {
+	if target == "" || !strings.HasPrefix(target, "/") || strings.HasPrefix(target, "//") || strings.ContainsAny(target, "\\\r\n") {
+		return fallback
+	}
+	u, err := url.Parse(target)
+	if err != nil || u.Host != "" || u.Scheme != "" {
+		return fallback
+	}
+	return target
+}
+
+// consoleTemplates are parsed once: each page with the layout and the shared partials.
+var consoleTemplates = mustParseConsole()
+
+type parsedConsole struct {
+	pages  map[string]*template.Template
+	assets map[string]string
+}
+
+func mustParseConsole() *parsedConsole {
+	out := &parsedConsole{pages: map[string]*template.Template{}, assets: map[string]string{}}
+	statics, err := fs.ReadDir(consoleFiles, "console/static")
+	if err != nil {
+		panic(err)
+	}
+	for _, e := range statics {
+		data, err := consoleFiles.ReadFile("console/static/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		sum := sha256.Sum256(data)
+		out.assets[e.Name()] = "/static/" + e.Name() + "?v=" + hex.EncodeToString(sum[:6])
+	}
+	funcs := consoleFuncs(out.assets)
+	names, err := fs.Glob(consoleFiles, "console/templates/*.html")
+	if err != nil {
+		panic(err)
+	}
+	for _, name := range names {
+		base := path.Base(name)
+		if base == "layout.html" || base == "partials.html" {
+			continue
+		}
+		t := template.Must(template.New(base).Funcs(funcs).ParseFS(consoleFiles,
+			"console/templates/layout.html", "console/templates/partials.html", name))
+		out.pages[base] = t
+	}
+	return out
+}

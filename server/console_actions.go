@@ -1,0 +1,198 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/process"
+)
+
+// Every operator action goes through one flow: a GET shows a confirmation page that says what
+// the action does, to what, and asks for a reason; its POST (with the session's CSRF token) runs
+// the action audited with the session's subject and redirects back with a flash message. Invalid
+// input re-renders the page with each error next to its field.
+
+// formField is one input of a confirmation form besides the reason.
+type formField struct {
+	Name        string
+	Label       string
+	Hint        string
+	Kind        string // "text", "textarea" or "hidden"
+	Value       string
+	Placeholder string
+	Required    bool
+}
+
+// fact is one line of what the action applies to.
+type fact struct {
+	Label string
+	Value string
+	Href  string
+}
+
+// actionSpec describes one action on one item.
+type actionSpec struct {
+	Nav         string
+	Title       string
+	Description string
+	Submit      string
+	Danger      bool
+	Facts       []fact
+	Fields      []formField
+	// Unavailable, when set, says why the action cannot apply now; no form is shown.
+	Unavailable string
+	// Return is where the operator goes back to, and lands after the action.
+	Return string
+	// Done is the flash message after the action succeeded.
+	Done string
+	run  func(ctx context.Context, op commandbus.OperatorAction, form url.Values) error
+}
+
+// fieldError is an error shown next to its field and listed in the summary above the form.
+type fieldError struct {
+	Field   string
+	Message string
+}
+
+type confirmData struct {
+	*actionSpec
+	Action    string
+	Reason    string
+	Errors    map[string]string
+	Summary   []fieldError
+	FormError string
+}
+
+func (d *confirmData) addError(field, message string) {
+	if _, dup := d.Errors[field]; !dup {
+		d.Errors[field] = message
+		d.Summary = append(d.Summary, fieldError{Field: field, Message: message})
+	}
+}
+
+// returnTo is the page to go back to: the form's or the link's "return", if it is a console
+// path, else fallback.
+func returnTo(r *http.Request, fallback string) string {
+	v := r.URL.Query().Get("return")
+	if r.Method == http.MethodPost {
+		v = r.PostFormValue("return")
+	}
+	return localPath(v, fallback)
+}
+
+// act runs the confirmation flow of spec.
+func (c *console) act(w http.ResponseWriter, r *http.Request, spec *actionSpec) {
+	data := &confirmData{actionSpec: spec, Action: r.URL.Path, Errors: map[string]string{}}
+	if r.Method != http.MethodPost {
+		c.renderConfirm(w, r, http.StatusOK, data)
+		return
+	}
+	if spec.Unavailable != "" {
+		c.renderConfirm(w, r, http.StatusConflict, data)
+		return
+	}
+	form := r.PostForm
+	data.Reason = strings.TrimSpace(form.Get("reason"))
+	for i := range spec.Fields {
+		spec.Fields[i].Value = form.Get(spec.Fields[i].Name)
+	}
+	if data.Reason == "" {
+		data.addError("reason", "Say why you take this action: it is recorded in the audit log.")
+	} else if len(data.Reason) > 500 {
+		data.addError("reason", "Keep the reason under 500 characters.")
+	}
+	for _, f := range spec.Fields {
+		if f.Required && strings.TrimSpace(f.Value) == "" {
+			data.addError(f.Name, f.Label+" is required.")
+		}
+	}
+	if len(data.Errors) > 0 {
+		c.renderConfirm(w, r, http.StatusUnprocessableEntity, data)
+		return
+	}
+	err := spec.run(r.Context(), commandbus.OperatorAction{Actor: subject(r), Reason: data.Reason}, form)
+	if err == nil {
+		c.redirectWith(w, r, spec.Return, "success", spec.Done)
+		return
+	}
+	c.renderConfirm(w, r, c.actionError(r, err, data), data)
+}
+
+// actionError puts an action's error on the form and returns the status to answer with.
+func (c *console) actionError(r *http.Request, err error, data *confirmData) int {
+	known := map[string]bool{"reason": true}
+	for _, f := range data.Fields {
+		known[f.Name] = true
+	}
+	fields := 0
+	for _, e := range flatten(err) {
+		var v *commandbus.ValidationError
+		if !errors.As(e, &v) {
+			continue
+		}
+		fields++
+		name, _, _ := strings.Cut(v.Field, ".")
+		if known[name] {
+			data.addError(name, v.Message)
+		} else {
+			data.FormError = strings.TrimSpace(data.FormError + " " + v.Field + ": " + v.Message)
+		}
+	}
+	switch {
+	case fields > 0:
+		return http.StatusUnprocessableEntity
+	case errors.Is(err, process.ErrBusy):
+		data.FormError = "A runner is working on this right now. Wait a moment and submit again."
+		return http.StatusConflict
+	case errors.Is(err, commandbus.ErrInvalidState):
+		data.FormError = "This action no longer applies: " + err.Error() + ". Someone may have handled it already; go back to the list."
+		return http.StatusConflict
+	case errors.Is(err, commandbus.ErrNotFound):
+		data.FormError = "Not found: " + err.Error()
+		return http.StatusNotFound
+	}
+	c.logger.Error("console: action failed", "path", r.URL.Path, "actor", subject(r), "error", err)
+	data.FormError = "The action failed: " + err.Error()
+	return http.StatusInternalServerError
+}
+
+func (c *console) renderConfirm(w http.ResponseWriter, r *http.Request, status int, data *confirmData) {
+	p := c.newPage(w, r, data.Title, data.Nav)
+	p.Data = data
+	c.render(w, r, status, "confirm.html", p)
+}
+
+// jsonField reads an optional JSON form field.
+func jsonField(form url.Values, name string) (json.RawMessage, error) {
+	v := strings.TrimSpace(form.Get(name))
+	if v == "" {
+		return nil, nil
+	}
+	if !json.Valid([]byte(v)) {
+		return nil, &commandbus.ValidationError{Field: name, Message: "This is not valid JSON. Check quotes, commas and brackets."}
+	}
+	return json.RawMessage(v), nil
+}
+
+// whileBusy retries an action for a few seconds while a runner holds the execution: a poller or
+// a response may be working on it for a moment.
+func whileBusy(ctx context.Context, action func() error) error {
+	deadline := time.Now().Add(5 * time.Second)
+	for delay := 20 * time.Millisecond; ; delay = min(2*delay, 250*time.Millisecond) {
+		err := action()
+		if !errors.Is(err, process.ErrBusy) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(delay):
+		}
+	}
+}

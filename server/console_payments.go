@@ -1,0 +1,297 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/examples/payments"
+)
+
+// paymentStatuses are the statuses the payments list filters on.
+var paymentStatuses = []string{"SCHEDULED", "ACCEPTED", "PENDING", "PROCESSING", "WAITING", "RETRYING", "IN_TSQ",
+	"COMPENSATING", "COMPLETED", "COMPENSATED", "CANCELLED", "FAILED"}
+
+type paymentFilterForm struct {
+	Status      string
+	ProcessType string
+	Batch       string
+	Limit       int
+}
+
+type paymentsData struct {
+	Filter       paymentFilterForm
+	Errors       map[string]string
+	Items        []*payments.PaymentView
+	Statuses     []string
+	ProcessTypes []string
+	Limits       []int
+}
+
+func (c *console) payments(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	d := paymentsData{Filter: paymentFilterForm{Status: q.Get("status"), ProcessType: q.Get("processType"),
+		Batch: strings.TrimSpace(q.Get("batch")), Limit: queryInt(r, "limit", 50)},
+		Errors: map[string]string{}, Statuses: paymentStatuses, ProcessTypes: payments.ProcessTypes, Limits: []int{50, 100, 200, 500}}
+	filter := payments.PaymentFilter{Status: d.Filter.Status, ProcessType: d.Filter.ProcessType, Limit: min(d.Filter.Limit, 1000)}
+	if d.Filter.Batch != "" {
+		id, err := uuid.Parse(d.Filter.Batch)
+		if err != nil {
+			d.Errors["batch"] = "Enter a batch id (a UUID), or leave it empty."
+		}
+		filter.BatchID = id
+	}
+	status := http.StatusOK
+	if len(d.Errors) == 0 {
+		items, err := c.platform.ListPayments(r.Context(), filter)
+		if err != nil {
+			c.failed(w, r, err)
+			return
+		}
+		d.Items = items
+	} else {
+		status = http.StatusUnprocessableEntity
+	}
+	p := c.newPage(w, r, "Payments", "payments")
+	p.Data = d
+	c.render(w, r, status, "payments.html", p)
+}
+
+type paymentData struct {
+	Payment  *payments.PaymentView
+	Process  *processPageData
+	Approval *payments.Approval
+	Pending  []*payments.PendingNetworkResponse
+	Audit    []*commandbus.AuditLogEntry
+}
+
+func (c *console) paymentPage(w http.ResponseWriter, r *http.Request) (*page, error) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q is not a payment id", commandbus.ErrNotFound, r.PathValue("id"))
+	}
+	ctx := r.Context()
+	v, err := c.platform.GetPayment(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &paymentData{Payment: v}
+	if v.ExecutionID != uuid.Nil {
+		d.Process, err = c.loadProcess(ctx, v.ExecutionID, "/payments/"+id.String())
+		if err != nil && !isNotFound(err) {
+			return nil, err
+		}
+		if d.Process != nil {
+			d.Audit = d.Process.Audit
+		}
+	}
+	if v.Risk != nil && v.Risk.ApprovalID != "" {
+		if aid, err := uuid.Parse(v.Risk.ApprovalID); err == nil {
+			if d.Approval, err = c.platform.GetApproval(ctx, aid); err != nil && !isNotFound(err) {
+				return nil, err
+			}
+			entries, err := c.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "approval", EntityID: aid.String(), Limit: 50})
+			if err != nil {
+				return nil, err
+			}
+			d.Audit = append(d.Audit, entries...)
+		}
+	}
+	if d.Pending, err = c.pendingFor(ctx, id); err != nil {
+		return nil, err
+	}
+	// Answers to the network are audited by the pending response's id; their details name the
+	// payment. Recent ones are enough for the page.
+	answers, err := c.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "network-response", Limit: 500})
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range answers {
+		var details struct {
+			PaymentID uuid.UUID `json:"paymentId"`
+		}
+		if json.Unmarshal(e.Details, &details) == nil && details.PaymentID == id {
+			d.Audit = append(d.Audit, e)
+		}
+	}
+	sort.SliceStable(d.Audit, func(i, j int) bool { return d.Audit[i].At.After(d.Audit[j].At) })
+	p := c.newPage(w, r, "Payment "+shortID(id), "payments")
+	p.Data, p.LiveURL = d, "/live/payments/"+id.String()
+	return p, nil
+}
+
+// pendingFor lists the network confirmations waiting for an operator on one payment.
+func (c *console) pendingFor(ctx context.Context, paymentID uuid.UUID) ([]*payments.PendingNetworkResponse, error) {
+	all, err := c.platform.ListPendingNetworkResponses(ctx, 1000)
+	if err != nil {
+		return nil, err
+	}
+	var out []*payments.PendingNetworkResponse
+	for _, n := range all {
+		if n.PaymentID == paymentID {
+			out = append(out, n)
+		}
+	}
+	return out, nil
+}
+
+func isNotFound(err error) bool {
+	return err != nil && (errors.Is(err, commandbus.ErrNotFound) || errors.Is(err, driver.ErrNotFound))
+}
+
+func (c *console) payment(w http.ResponseWriter, r *http.Request) {
+	p, err := c.paymentPage(w, r)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "payment.html", p)
+}
+
+func (c *console) paymentLive(w http.ResponseWriter, r *http.Request) {
+	p, err := c.paymentPage(w, r)
+	if err != nil {
+		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "The payment could not be read.", err.Error())
+		return
+	}
+	c.renderRegions(w, r, "payment.html", p, "payment-status", "payment-timeline")
+}
+
+type approvalsData struct {
+	Items []*payments.Approval
+}
+
+func (c *console) approvals(w http.ResponseWriter, r *http.Request) {
+	list, err := c.platform.ListApprovals(r.Context(), payments.ApprovalPending, 500)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	p := c.newPage(w, r, "Risk approvals", "approvals")
+	p.Data = approvalsData{Items: list}
+	c.render(w, r, http.StatusOK, "approvals.html", p)
+}
+
+func (c *console) approvalAction(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not an approval id.")
+		return
+	}
+	a, err := c.platform.GetApproval(r.Context(), id)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	short := shortID(id)
+	spec := &actionSpec{Nav: "approvals", Return: returnTo(r, "/approvals"), Facts: []fact{
+		{Label: "Payment", Value: a.PaymentID.String(), Href: "/payments/" + a.PaymentID.String()},
+		{Label: "Amount", Value: a.Amount.String() + " " + a.Currency},
+		{Label: "Risk reference", Value: a.RiskReference},
+		{Label: "Requested", Value: formatTime(a.RequestedAt)},
+		{Label: "Status", Value: a.Status},
+	}}
+	switch r.PathValue("decision") {
+	case "approve":
+		spec.Title, spec.Submit = "Approve payment "+shortID(a.PaymentID), "Approve"
+		spec.Description = "The payment passes its risk check and continues: FX if needed, submission, then the network's confirmations."
+		spec.Done = "Approval " + short + " approved; the payment continues."
+		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+			return c.platform.Approve(ctx, id, op.Actor, op.Reason)
+		}
+	case "reject":
+		spec.Title, spec.Submit, spec.Danger = "Reject payment "+shortID(a.PaymentID), "Reject", true
+		spec.Description = "The payment fails its risk check: it compensates (its risk booking is unwound) and ends COMPENSATED."
+		spec.Done = "Approval " + short + " rejected; the payment compensates."
+		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+			return c.platform.Reject(ctx, id, op.Actor, op.Reason)
+		}
+	default:
+		c.errorPage(w, r, http.StatusNotFound, "Not found", "An approval can be approved or rejected.")
+		return
+	}
+	if a.Status != payments.ApprovalPending {
+		spec.Unavailable = fmt.Sprintf("This approval is %s already, so there is nothing to decide.", a.Status)
+		if a.Actor != "" {
+			spec.Unavailable = fmt.Sprintf("This approval was %s by %s already, so there is nothing to decide.", strings.ToLower(a.Status), a.Actor)
+		}
+	}
+	c.act(w, r, spec)
+}
+
+type networkData struct {
+	Items []*payments.PendingNetworkResponse
+}
+
+func (c *console) network(w http.ResponseWriter, r *http.Request) {
+	list, err := c.platform.ListPendingNetworkResponses(r.Context(), 500)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	p := c.newPage(w, r, "Pending network responses", "network")
+	p.Data = networkData{Items: list}
+	c.render(w, r, http.StatusOK, "network.html", p)
+}
+
+func (c *console) networkAction(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not a pending response id.")
+		return
+	}
+	all, err := c.platform.ListPendingNetworkResponses(r.Context(), 1000)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	var n *payments.PendingNetworkResponse
+	for _, x := range all {
+		if x.ID == id {
+			n = x
+		}
+	}
+	spec := &actionSpec{Nav: "network", Return: returnTo(r, "/network")}
+	if n != nil {
+		spec.Facts = []fact{
+			{Label: "Payment", Value: n.PaymentID.String(), Href: "/payments/" + n.PaymentID.String()},
+			{Label: "Confirmation level", Value: fmt.Sprintf("L%d", n.Level)},
+			{Label: "Waiting since", Value: formatTime(n.CreatedAt)},
+		}
+	} else {
+		spec.Unavailable = "This response is not pending any more: it was answered already."
+	}
+	answer := ""
+	switch r.PathValue("answer") {
+	case "accept":
+		answer = payments.AnswerAccept
+		spec.Title, spec.Submit = "Answer success", "Answer success"
+		spec.Description = "The network confirms this level for the payment, which goes on to the next level."
+		spec.Done = "Answered success; the payment continues."
+	case "reject":
+		answer = payments.AnswerReject
+		spec.Title, spec.Submit, spec.Danger = "Answer failure", "Answer failure", true
+		spec.Description = "The network rejects the payment at this level: it compensates (the submission is recalled, FX " +
+			"cancelled, risk unwound) and ends COMPENSATED."
+		spec.Done = "Answered failure; the payment compensates."
+	default:
+		c.errorPage(w, r, http.StatusNotFound, "Not found", "A pending response is answered with success (accept) or failure (reject).")
+		return
+	}
+	if n != nil {
+		spec.Title += fmt.Sprintf(" to L%d of payment %s", n.Level, shortID(n.PaymentID))
+	}
+	spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+		return c.platform.RespondNetwork(ctx, id, answer, op.Actor, op.Reason)
+	}
+	c.act(w, r, spec)
+}

@@ -1,0 +1,417 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/process"
+)
+
+// tsqFilter is the troubleshooting queue pages' filter form.
+type tsqFilter struct {
+	Domain string
+	Type   string
+}
+
+type commandTSQData struct {
+	Filter tsqFilter
+	Rows   []*commandbus.CommandRow
+	Counts tsqCounts
+}
+
+type processTSQData struct {
+	Filter tsqFilter
+	Rows   []*processRow
+	Counts tsqCounts
+}
+
+// tsqCounts label the two tabs.
+type tsqCounts struct {
+	Commands  int
+	Processes int
+}
+
+// processRow is an execution in the process troubleshooting queue with where to read it.
+type processRow struct {
+	*driver.ExecutionRow
+	Href string
+}
+
+const tsqLimit = 200
+
+func filterOf(r *http.Request) tsqFilter {
+	q := r.URL.Query()
+	return tsqFilter{Domain: strings.TrimSpace(q.Get("domain")), Type: strings.TrimSpace(q.Get("type"))}
+}
+
+func (c *console) tsqCounts(ctx context.Context) (tsqCounts, error) {
+	var n tsqCounts
+	cmds, err := c.client.TSQ().List(ctx, commandbus.TSQFilter{Limit: tsqLimit})
+	if err != nil {
+		return n, err
+	}
+	procs, err := c.client.Driver().Executor().ExecutionList(ctx, &driver.ExecutionListParams{
+		Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Limit: tsqLimit})
+	if err != nil {
+		return n, err
+	}
+	return tsqCounts{Commands: len(cmds), Processes: len(procs)}, nil
+}
+
+func (c *console) commandTSQ(w http.ResponseWriter, r *http.Request) {
+	f := filterOf(r)
+	rows, err := c.client.TSQ().List(r.Context(), commandbus.TSQFilter{Domain: f.Domain, Type: f.Type, Limit: tsqLimit})
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	counts, err := c.tsqCounts(r.Context())
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	p := c.newPage(w, r, "Troubleshooting queue: commands", "tsq")
+	p.Data = commandTSQData{Filter: f, Rows: rows, Counts: counts}
+	c.render(w, r, http.StatusOK, "tsq_commands.html", p)
+}
+
+// executionHref is where an execution reads best: its payment's page for a payment.
+func (c *console) executionHref(row *driver.ExecutionRow) string {
+	if c.platform != nil && (row.Type == payments.TypePaymentStep || row.Type == payments.TypePaymentManager) {
+		if id, err := uuid.Parse(row.BusinessKey); err == nil {
+			return "/payments/" + id.String()
+		}
+	}
+	return "/processes/" + row.ID.String()
+}
+
+func (c *console) processTSQ(w http.ResponseWriter, r *http.Request) {
+	f := filterOf(r)
+	rows, err := c.client.Driver().Executor().ExecutionList(r.Context(), &driver.ExecutionListParams{
+		Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Domain: f.Domain, Type: f.Type, Limit: tsqLimit})
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	counts, err := c.tsqCounts(r.Context())
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	data := processTSQData{Filter: f, Counts: counts}
+	for _, row := range rows {
+		data.Rows = append(data.Rows, &processRow{ExecutionRow: row, Href: c.executionHref(row)})
+	}
+	p := c.newPage(w, r, "Troubleshooting queue: processes", "tsq")
+	p.Data = data
+	c.render(w, r, http.StatusOK, "tsq_processes.html", p)
+}
+
+type commandPageData struct {
+	Row     *commandbus.CommandRow
+	Data    string
+	Result  string
+	Headers []fact
+	Process string
+	Return  string
+	Audit   []*commandbus.AuditLogEntry
+	Parked  bool
+}
+
+func (c *console) commandPage(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not a command id.")
+		return
+	}
+	row, err := c.client.GetCommand(r.Context(), id)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	audit, err := c.client.AuditLog(r.Context(), &driver.AuditLogListParams{EntityType: "command", EntityID: id.String(), Limit: 100})
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	d := commandPageData{Row: row, Data: prettyJSON(row.Data), Result: prettyJSON(row.Result), Audit: audit,
+		Parked: row.Status == commandbus.StatusInTSQ, Return: r.URL.Path}
+	for k, v := range row.Headers {
+		d.Headers = append(d.Headers, fact{Label: k, Value: v})
+	}
+	if row.CorrelationID != uuid.Nil {
+		if exec, err := c.client.Driver().Executor().ExecutionGet(r.Context(), row.CorrelationID); err == nil {
+			d.Process = c.executionHref(exec)
+		}
+	}
+	p := c.newPage(w, r, "Command "+row.Type, "tsq")
+	p.Data = d
+	c.render(w, r, http.StatusOK, "command.html", p)
+}
+
+type processPageData struct {
+	Row      *driver.ExecutionRow
+	State    string
+	Timeline []*timelineStep
+	Audit    []*commandbus.AuditLogEntry
+	Actions  []processAction
+	Payment  string
+}
+
+var processRegions = []string{"process-status", "process-timeline"}
+
+func (c *console) loadProcess(ctx context.Context, id uuid.UUID, ret string) (*processPageData, error) {
+	row, err := c.client.Driver().Executor().ExecutionGet(ctx, id)
+	if err != nil {
+		if errors.Is(err, driver.ErrNotFound) {
+			return nil, fmt.Errorf("%w: execution %s", commandbus.ErrNotFound, id)
+		}
+		return nil, err
+	}
+	log, err := c.client.Driver().Executor().ExecutionLogList(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	audit, err := c.executionAudit(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	d := &processPageData{Row: row, State: prettyJSON(row.State), Timeline: c.buildTimeline(ctx, row, log), Audit: audit,
+		Actions: processActions(row, ret)}
+	if href := c.executionHref(row); strings.HasPrefix(href, "/payments/") {
+		d.Payment = href
+	}
+	return d, nil
+}
+
+func (c *console) processPageOf(w http.ResponseWriter, r *http.Request) (*page, error) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %q is not an execution id", commandbus.ErrNotFound, r.PathValue("id"))
+	}
+	d, err := c.loadProcess(r.Context(), id, "/processes/"+id.String())
+	if err != nil {
+		return nil, err
+	}
+	p := c.newPage(w, r, "Process "+d.Row.Type, "tsq")
+	p.Data, p.LiveURL = d, "/live/processes/"+id.String()
+	return p, nil
+}
+
+func (c *console) processPage(w http.ResponseWriter, r *http.Request) {
+	p, err := c.processPageOf(w, r)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	c.render(w, r, http.StatusOK, "process.html", p)
+}
+
+func (c *console) processLive(w http.ResponseWriter, r *http.Request) {
+	p, err := c.processPageOf(w, r)
+	if err != nil {
+		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "No such execution.", err.Error())
+		return
+	}
+	c.renderRegions(w, r, "process.html", p, processRegions...)
+}
+
+func commandFacts(row *commandbus.CommandRow) []fact {
+	facts := []fact{
+		{Label: "Command", Value: row.ID.String(), Href: "/commands/" + row.ID.String()},
+		{Label: "Domain and type", Value: row.Domain + " / " + row.Type},
+		{Label: "Status", Value: string(row.Status)},
+		{Label: "Attempts", Value: fmt.Sprintf("%d of %d", row.Attempt, row.MaxAttempts)},
+	}
+	if row.ErrorCode != "" || row.ErrorMessage != "" {
+		facts = append(facts, fact{Label: "Error", Value: row.ErrorCode + ": " + row.ErrorMessage})
+	}
+	if row.CorrelationID != uuid.Nil {
+		facts = append(facts, fact{Label: "Correlation (process)", Value: row.CorrelationID.String(), Href: "/processes/" + row.CorrelationID.String()})
+	}
+	return facts
+}
+
+func (c *console) commandAction(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not a command id.")
+		return
+	}
+	row, err := c.client.GetCommand(r.Context(), id)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	tsq := c.client.TSQ()
+	spec := &actionSpec{Nav: "tsq", Facts: commandFacts(row), Return: returnTo(r, "/tsq/commands")}
+	short := shortID(id)
+	switch r.PathValue("action") {
+	case "retry":
+		spec.Title, spec.Submit = "Retry command "+short, "Retry command"
+		spec.Description = "The command goes back on its queue with a fresh attempt budget, and its handler runs it again " +
+			"with the same idempotency key, so work it did already is not done twice."
+		spec.Done = "Command " + short + " is back on its queue."
+		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+			_, err := tsq.Retry(ctx, id, op)
+			return err
+		}
+	case "cancel":
+		spec.Title, spec.Submit, spec.Danger = "Cancel command "+short, "Cancel command", true
+		spec.Description = "The command ends CANCELLED and is not run again. Its sender (a waiting process, if any) gets a " +
+			"CANCELLED reply and treats it as a failure of the step."
+		spec.Done = "Command " + short + " was cancelled."
+		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+			_, err := tsq.Cancel(ctx, id, op)
+			return err
+		}
+	case "complete":
+		spec.Title, spec.Submit = "Complete command "+short, "Complete command"
+		spec.Description = "The command ends COMPLETED with the result you give, and its sender gets the success reply as if " +
+			"the handler had returned that result. Do this only when you know the work was done elsewhere."
+		spec.Fields = []formField{{Name: "result", Label: "Result (JSON)", Kind: "textarea",
+			Hint: "The handler's result, shaped as its reply. Leave it empty for none.", Placeholder: `{"reference": "…"}`}}
+		spec.Done = "Command " + short + " was completed."
+		spec.run = func(ctx context.Context, op commandbus.OperatorAction, form url.Values) error {
+			result, err := jsonField(form, "result")
+			if err != nil {
+				return err
+			}
+			_, err = tsq.Complete(ctx, id, result, op)
+			return err
+		}
+	default:
+		c.errorPage(w, r, http.StatusNotFound, "Not found", "Commands can be retried, cancelled or completed.")
+		return
+	}
+	if row.Status != commandbus.StatusInTSQ {
+		spec.Unavailable = fmt.Sprintf("This command is %s, not in the troubleshooting queue, so there is nothing to do.", row.Status)
+	}
+	c.act(w, r, spec)
+}
+
+func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not an execution id.")
+		return
+	}
+	row, err := c.client.Driver().Executor().ExecutionGet(r.Context(), id)
+	if err != nil {
+		if errors.Is(err, driver.ErrNotFound) {
+			err = fmt.Errorf("%w: execution %s", commandbus.ErrNotFound, id)
+		}
+		c.failed(w, r, err)
+		return
+	}
+	ops := process.ManagerFor(c.client, row.Type)
+	short := shortID(id)
+	spec := &actionSpec{Nav: "tsq", Return: returnTo(r, "/tsq/processes"), Facts: []fact{
+		{Label: "Execution", Value: id.String(), Href: c.executionHref(row)},
+		{Label: "Process type", Value: row.Type},
+		{Label: "Status", Value: string(row.Status)},
+		{Label: "Step", Value: row.Step},
+	}}
+	if row.ErrorCode != "" {
+		spec.Facts = append(spec.Facts, fact{Label: "Error", Value: row.ErrorCode + ": " + row.ErrorMessage})
+	}
+	allowed := !row.Status.Terminal() && row.Status != driver.ExecutionCompensating
+	switch r.PathValue("action") {
+	case "retry":
+		spec.Title, spec.Submit = "Retry process "+short, "Retry process"
+		spec.Description = "The process runs again from the top: completed steps return their recorded results and the step " +
+			"it stopped at gets a fresh attempt budget. A command step sends its command again with the same step key."
+		spec.Done = "Process " + short + " was retried."
+		allowed = row.Status == driver.ExecutionWaitingForTSQ
+		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+			return whileBusy(ctx, func() error { return ops.Retry(ctx, id, op) })
+		}
+	case "cancel", "compensate":
+		compensate := r.PathValue("action") == "compensate"
+		spec.Danger = true
+		if compensate {
+			spec.Title, spec.Submit = "Compensate and cancel process "+short, "Compensate and cancel"
+			spec.Description = "The compensations of the steps it completed run in reverse order (released holds, cancelled " +
+				"contracts, recalled submissions), then the process ends CANCELLED."
+			spec.Done = "Process " + short + " is compensating and will end CANCELLED."
+		} else {
+			spec.Title, spec.Submit = "Cancel process "+short+" without compensation", "Cancel without compensation"
+			spec.Description = "The process ends CANCELLED at once. Nothing it did is undone: no compensation runs. Use " +
+				"\"Compensate and cancel\" instead if its completed steps must be reversed."
+			spec.Done = "Process " + short + " was cancelled without compensation."
+		}
+		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+			return whileBusy(ctx, func() error { return ops.CancelOverride(ctx, id, compensate, op) })
+		}
+	case "complete":
+		spec.Title, spec.Submit = "Complete process "+short, "Complete process"
+		spec.Description = "The process ends COMPLETED now, with the state fields you give set first (for example the " +
+			"evidence that the payment was made). Steps it did not reach are not run."
+		// A payment is force-completed on external evidence (seed 004), so the evidence is required.
+		isPayment := row.Type == payments.TypePaymentStep || row.Type == payments.TypePaymentManager
+		field := formField{Name: "stateOverrides", Label: "State overrides (JSON object)", Kind: "textarea",
+			Hint: "A JSON object of top-level state fields to set. Leave it empty to set none.", Placeholder: `{"evidence": "…"}`}
+		if isPayment {
+			field.Required = true
+			field.Hint = `A JSON object of top-level state fields to set. A payment needs the evidence that it was made, such as {"evidence": "SWIFT gpi tracker shows ACSC"}.`
+		}
+		spec.Fields = []formField{field}
+		spec.Done = "Process " + short + " was completed."
+		spec.run = func(ctx context.Context, op commandbus.OperatorAction, form url.Values) error {
+			raw, err := jsonField(form, "stateOverrides")
+			if err != nil {
+				return err
+			}
+			var overrides map[string]any
+			if raw != nil {
+				if err := json.Unmarshal(raw, &overrides); err != nil {
+					return &commandbus.ValidationError{Field: "stateOverrides", Message: "Give a JSON object, such as {\"evidence\": \"…\"}."}
+				}
+			}
+			if evidence, _ := overrides["evidence"].(string); isPayment && strings.TrimSpace(evidence) == "" {
+				return &commandbus.ValidationError{Field: "stateOverrides", Message: "Say what shows the payment was made: {\"evidence\": \"…\"}."}
+			}
+			return whileBusy(ctx, func() error { return ops.CompleteOverride(ctx, id, overrides, op) })
+		}
+	case "skip":
+		spec.Title, spec.Submit = "Skip the step of process "+short, "Skip step"
+		spec.Description = "The step the process is at completes with the result you give, as if it had run, and the " +
+			"process continues with the next step. Do this only when the step's work was done another way."
+		spec.Fields = []formField{
+			{Name: "step", Label: "Step", Kind: "text", Value: row.Step, Required: true,
+				Hint: "The step the process is at; it must match."},
+			{Name: "result", Label: "Step result (JSON)", Kind: "textarea", Hint: "Shaped as the step's result. Leave it empty for none."},
+		}
+		spec.Done = "Process " + short + " skipped its step and continues."
+		allowed = row.Status == driver.ExecutionWaitingForTSQ || row.Status == driver.ExecutionWaitingForAsync ||
+			row.Status == driver.ExecutionWaitingForRetry
+		spec.run = func(ctx context.Context, op commandbus.OperatorAction, form url.Values) error {
+			result, err := jsonField(form, "result")
+			if err != nil {
+				return err
+			}
+			step := strings.TrimSpace(form.Get("step"))
+			return whileBusy(ctx, func() error { return ops.Skip(ctx, id, step, result, op) })
+		}
+	default:
+		c.errorPage(w, r, http.StatusNotFound, "Not found", "Processes can be retried, cancelled, compensated, completed or skipped.")
+		return
+	}
+	switch {
+	case ops == nil:
+		spec.Unavailable = "No manager for process type " + row.Type + " runs in this server, so it cannot act on it."
+	case !allowed:
+		spec.Unavailable = fmt.Sprintf("This process is %s; the action does not apply to it now.", row.Status)
+	}
+	c.act(w, r, spec)
+}
