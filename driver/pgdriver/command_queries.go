@@ -269,51 +269,21 @@ func (e *executor) CommandGetByIdempotencyKey(ctx context.Context, domain, key s
 }
 
 func (e *executor) CommandList(ctx context.Context, params *driver.CommandListParams) ([]*driver.CommandRow, error) {
-	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
+	var f filter
+	anyOf(&f, "status", params.Statuses)
+	if len(params.Statuses) == 1 && params.Statuses[0] == driver.CommandStatusInTSQ {
+		f.cond("parked_at IS NOT NULL") // lets the troubleshooting-queue index serve it
 	}
-	if len(params.Statuses) > 0 {
-		statuses := make([]string, len(params.Statuses))
-		for i, s := range params.Statuses {
-			statuses[i] = string(s)
-		}
-		where = append(where, "status = ANY("+arg(statuses)+"::text[])")
-		if len(statuses) == 1 && params.Statuses[0] == driver.CommandStatusInTSQ {
-			where = append(where, "parked_at IS NOT NULL") // lets the troubleshooting-queue index serve it
-		}
-	}
-	if params.Kind != "" {
-		where = append(where, "kind = "+arg(string(params.Kind)))
-	}
-	if params.Domain != "" {
-		where = append(where, "domain = "+arg(params.Domain))
-	}
-	if params.Queue != "" {
-		where = append(where, "queue = "+arg(params.Queue))
-	}
-	if params.Type != "" {
-		where = append(where, "command_type = "+arg(params.Type))
-	}
-	if params.TenantID != "" {
-		where = append(where, "tenant_id = "+arg(params.TenantID))
-	}
-	if params.BatchID != uuid.Nil {
-		where = append(where, "batch_id = "+arg(pgUUID(params.BatchID)))
-	}
-	if params.CorrelationID != uuid.Nil {
-		where = append(where, "correlation_id = "+arg(pgUUID(params.CorrelationID)))
-	}
-	if params.BeforeID != uuid.Nil {
-		where = append(where, "id < "+arg(pgUUID(params.BeforeID)))
-	}
-	query := `SELECT ` + commandCols + ` FROM {schema}.command`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY id DESC LIMIT " + arg(limitOrDefault(params.Limit))
+	f.equal("kind", string(params.Kind))
+	f.equal("domain", params.Domain)
+	f.equal("queue", params.Queue)
+	f.equal("command_type", params.Type)
+	f.equal("tenant_id", params.TenantID)
+	f.equalID("batch_id", params.BatchID)
+	f.equalID("correlation_id", params.CorrelationID)
+	f.beforeID(params.BeforeID)
+	query := f.query(`SELECT `+commandCols+` FROM {schema}.command`, params.Limit)
+	args := f.args
 	rows, err := e.db.Query(ctx, e.d.sql(query), args...)
 	if err != nil {
 		return nil, err

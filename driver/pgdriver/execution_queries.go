@@ -149,36 +149,17 @@ func (e *executor) ExecutionGet(ctx context.Context, id uuid.UUID) (*driver.Exec
 }
 
 func (e *executor) ExecutionList(ctx context.Context, params *driver.ExecutionListParams) ([]*driver.ExecutionRow, error) {
-	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	if len(params.Statuses) > 0 {
-		statuses := make([]string, len(params.Statuses))
-		for i, s := range params.Statuses {
-			statuses[i] = string(s)
-		}
-		where = append(where, "status = ANY("+arg(statuses)+"::text[])")
-	}
-	for column, value := range map[string]string{"model": params.Model, "type": params.Type,
-		"domain": params.Domain, "tenant_id": params.TenantID, "business_key": params.BusinessKey} {
-		if value != "" {
-			where = append(where, column+" = "+arg(value))
-		}
-	}
-	if params.BatchID != uuid.Nil {
-		where = append(where, "batch_id = "+arg(pgUUID(params.BatchID)))
-	}
-	if params.BeforeID != uuid.Nil {
-		where = append(where, "id < "+arg(pgUUID(params.BeforeID)))
-	}
-	query := `SELECT ` + executionCols + ` FROM {schema}.execution`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY id DESC LIMIT " + arg(limitOrDefault(params.Limit))
+	var f filter
+	anyOf(&f, "status", params.Statuses)
+	f.equal("model", params.Model)
+	f.equal("type", params.Type)
+	f.equal("domain", params.Domain)
+	f.equal("tenant_id", params.TenantID)
+	f.equal("business_key", params.BusinessKey)
+	f.equalID("batch_id", params.BatchID)
+	f.beforeID(params.BeforeID)
+	query := f.query(`SELECT `+executionCols+` FROM {schema}.execution`, params.Limit)
+	args := f.args
 	rows, err := e.db.Query(ctx, e.d.sql(query), args...)
 	if err != nil {
 		return nil, err

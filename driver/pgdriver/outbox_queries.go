@@ -181,30 +181,12 @@ func (e *executor) OutboxMarkFailed(ctx context.Context, params *driver.OutboxMa
 }
 
 func (e *executor) OutboxList(ctx context.Context, params *driver.OutboxListParams) ([]*driver.OutboxRow, error) {
-	var where []string
-	var args []any
-	arg := func(v any) string {
-		args = append(args, v)
-		return fmt.Sprintf("$%d", len(args))
-	}
-	if len(params.Statuses) > 0 {
-		statuses := make([]string, len(params.Statuses))
-		for i, s := range params.Statuses {
-			statuses[i] = string(s)
-		}
-		where = append(where, "status = ANY("+arg(statuses)+"::text[])")
-	}
-	if params.Transport != "" {
-		where = append(where, "transport = "+arg(params.Transport))
-	}
-	if params.Topic != "" {
-		where = append(where, "topic = "+arg(params.Topic))
-	}
-	query := `SELECT ` + outboxColumns + ` FROM {schema}.outbox`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY id DESC LIMIT " + arg(limitOrDefault(params.Limit))
+	var f filter
+	anyOf(&f, "status", params.Statuses)
+	f.equal("transport", params.Transport)
+	f.equal("topic", params.Topic)
+	query := f.query(`SELECT `+outboxColumns+` FROM {schema}.outbox`, params.Limit)
+	args := f.args
 	rows, err := e.db.Query(ctx, e.d.sql(query), args...)
 	if err != nil {
 		return nil, err
