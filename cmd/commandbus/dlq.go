@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/google/uuid"
@@ -41,21 +40,11 @@ func newDLQListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return writeJSON(out, rows)
-			}
-			if len(rows) == 0 {
-				fmt.Fprintln(out, "the dead-letter queue is empty")
-				return nil
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tDOMAIN\tTYPE\tATTEMPTS\tERROR\tPARKED\tBY")
-			for _, r := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", r.CommandID, r.Command.Domain, r.Command.Type, r.Attempts,
-					truncate(r.Error, 60), r.ParkedAt.UTC().Format(time.RFC3339), r.ParkedBy)
-			}
-			return tw.Flush()
+			return writeList(cmd.OutOrStdout(), asJSON, rows, "the dead-letter queue is empty",
+				"ID\tDOMAIN\tTYPE\tATTEMPTS\tERROR\tPARKED\tBY", func(r *commandbus.DLQEntry) string {
+					return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s", r.CommandID, r.Command.Domain, r.Command.Type, r.Attempts,
+						truncate(r.Error, 60), r.ParkedAt.UTC().Format(time.RFC3339), r.ParkedBy)
+				})
 		},
 	}
 	db.register(cmd, "")

@@ -70,24 +70,14 @@ func newTSQListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return writeJSON(out, rows)
-			}
-			if len(rows) == 0 {
-				fmt.Fprintln(out, "the troubleshooting queue is empty")
-				return nil
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tDOMAIN\tTYPE\tATTEMPTS\tERROR\tPARKED")
-			for _, r := range rows {
-				parked := ""
-				if r.ParkedAt != nil {
-					parked = r.ParkedAt.UTC().Format(time.RFC3339)
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s: %s\t%s\n", r.ID, r.Domain, r.Type, r.Attempt, r.MaxAttempts, r.ErrorCode, truncate(r.ErrorMessage, 60), parked)
-			}
-			return tw.Flush()
+			return writeList(cmd.OutOrStdout(), asJSON, rows, "the troubleshooting queue is empty",
+				"ID\tDOMAIN\tTYPE\tATTEMPTS\tERROR\tPARKED", func(r *commandbus.CommandRow) string {
+					parked := ""
+					if r.ParkedAt != nil {
+						parked = r.ParkedAt.UTC().Format(time.RFC3339)
+					}
+					return fmt.Sprintf("%s\t%s\t%s\t%d/%d\t%s: %s\t%s", r.ID, r.Domain, r.Type, r.Attempt, r.MaxAttempts, r.ErrorCode, truncate(r.ErrorMessage, 60), parked)
+				})
 		},
 	}
 	db.register(cmd, "")
@@ -216,6 +206,24 @@ func defaultActor() string {
 		return "cli:" + u.Username
 	}
 	return "cli"
+}
+
+// writeList prints rows as JSON, as a note when there are none, or as a
+// table: header is tab-separated and line formats one row the same way.
+func writeList[T any](out io.Writer, asJSON bool, rows []T, empty, header string, line func(T) string) error {
+	if asJSON {
+		return writeJSON(out, rows)
+	}
+	if len(rows) == 0 {
+		fmt.Fprintln(out, empty)
+		return nil
+	}
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		fmt.Fprintln(tw, line(r))
+	}
+	return tw.Flush()
 }
 
 func writeJSON(out io.Writer, v any) error {

@@ -68,20 +68,10 @@ func newTSQProcessesListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if asJSON {
-				return writeJSON(out, rows)
-			}
-			if len(rows) == 0 {
-				fmt.Fprintln(out, "the process troubleshooting queue is empty")
-				return nil
-			}
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tTYPE\tSTEP\tERROR\tSINCE")
-			for _, x := range rows {
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s: %s\t%s\n", x.ID, x.Type, x.Step, x.ErrorCode, truncate(x.ErrorMessage, 60), x.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"))
-			}
-			return tw.Flush()
+			return writeList(cmd.OutOrStdout(), asJSON, rows, "the process troubleshooting queue is empty",
+				"ID\tTYPE\tSTEP\tERROR\tSINCE", func(x *driver.ExecutionRow) string {
+					return fmt.Sprintf("%s\t%s\t%s\t%s: %s\t%s", x.ID, x.Type, x.Step, x.ErrorCode, truncate(x.ErrorMessage, 60), x.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"))
+				})
 		},
 	}
 	db.register(cmd, "")
