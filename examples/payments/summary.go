@@ -31,6 +31,8 @@ type Summary struct {
 	DuplicateSubmissions int       `json:"duplicateSubmissions"`
 	LatencyP50Ms         float64   `json:"latencyP50Ms"`
 	LatencyP99Ms         float64   `json:"latencyP99Ms"`
+	// LastCompletedAt is when the most recent payment of the summary completed.
+	LastCompletedAt time.Time `json:"lastCompletedAt,omitzero"`
 }
 
 // Summary summarises one batch, or every payment when batchID is uuid.Nil.
@@ -43,6 +45,9 @@ func (p *Platform) Summary(ctx context.Context, batchID uuid.UUID) (*Summary, er
 		s.Total++
 		if row.Status == driver.ExecutionCompleted && row.CompletedAt != nil {
 			latencies = append(latencies, row.CompletedAt.Sub(row.CreatedAt))
+			if row.CompletedAt.After(s.LastCompletedAt) {
+				s.LastCompletedAt = *row.CompletedAt
+			}
 		}
 		return nil
 	})

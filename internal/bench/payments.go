@@ -200,13 +200,16 @@ func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*P
 			if cfg.Rate > 0 {
 				samples = append(samples, BacklogSample{AtS: round(time.Since(start).Seconds(), 1), Submitted: submitted.Load(), Terminal: terminal, Backlog: submitted.Load() - terminal})
 			}
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(completionPoll):
 		}
 	}
 	elapsed := time.Since(start)
 	sum, err := p.Summary(ctx, batchID)
 	if err != nil {
 		return nil, err
+	}
+	if sum.LastCompletedAt.After(start) {
+		elapsed = sum.LastCompletedAt.Sub(start)
 	}
 	if batchID == uuid.Nil {
 		sum.Completed -= int(baseline) // rate mode counts every payment in the database
