@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +24,31 @@ func newBenchCommand() *cobra.Command {
 		Long: "bench runs end-to-end benchmarks against the database given by --database. On PostgreSQL\n" +
 			"each run uses a fresh schema that is dropped afterwards (--keep to keep it); on SQLite, a\n" +
 			"fresh file in a temporary directory unless --database names one.",
+	}
+	var cpuProfile string
+	var profileFile *os.File
+	cmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (not of the database) to this file, for go tool pprof")
+	cmd.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if cpuProfile == "" {
+			return nil
+		}
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		profileFile = f
+		return nil
+	}
+	cmd.PersistentPostRunE = func(cmd *cobra.Command, args []string) error {
+		if profileFile == nil {
+			return nil
+		}
+		pprof.StopCPUProfile()
+		return profileFile.Close()
 	}
 	cmd.AddCommand(newBenchBusCommand(), newBenchProcessCommand(), newBenchResumeCommand(), newBenchPaymentsCommand(), newBenchRelayCommand())
 	return cmd
