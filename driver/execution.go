@@ -162,6 +162,28 @@ type ExecutionAcquireParams struct {
 	Now      *time.Time
 }
 
+// ExecutionAcquireManyParams leases each of several executions that no live lease holds.
+type ExecutionAcquireManyParams struct {
+	IDs      []uuid.UUID
+	Lease    time.Duration
+	WorkerID string
+	Now      *time.Time
+}
+
+// ExecutionAcquired is an execution leased by ExecutionAcquireLoadMany, with its log and the
+// responses it has not applied.
+type ExecutionAcquired struct {
+	Row    *ExecutionRow
+	Loaded *ExecutionLoaded
+}
+
+// ExecutionLoadManyParams names the executions whose logs and responses to read. AfterSeq[i] is
+// the last response sequence IDs[i] has applied: only later responses are read.
+type ExecutionLoadManyParams struct {
+	IDs      []uuid.UUID
+	AfterSeq []int64
+}
+
 // ExecutionLoaded is what a runner reads before it replays: the log, and the responses not yet
 // applied.
 type ExecutionLoaded struct {
@@ -274,11 +296,14 @@ type ExecutionExecutor interface {
 	ExecutionClaim(ctx context.Context, params *ExecutionClaimParams) ([]*ExecutionRow, error)
 	// ExecutionAcquire returns ErrNotFound, or ErrConflict when a live lease holds it.
 	ExecutionAcquire(ctx context.Context, params *ExecutionAcquireParams) (*ExecutionRow, error)
-	// ExecutionAcquireLoad is ExecutionAcquire plus ExecutionLoad of the acquired execution, in
-	// one round trip where the database allows.
-	ExecutionAcquireLoad(ctx context.Context, params *ExecutionAcquireParams) (*ExecutionRow, *ExecutionLoaded, error)
-	// ExecutionLoad reads an execution's log and its responses with a sequence above afterSeq.
-	ExecutionLoad(ctx context.Context, id uuid.UUID, afterSeq int64) (*ExecutionLoaded, error)
+	// ExecutionAcquireLoadMany is ExecutionAcquire of many executions plus the log and unapplied
+	// responses of those it acquired, in one round trip where the database allows. It returns
+	// only the acquired ones, in no particular order; an id that is absent is held by a live lease
+	// or does not exist. Ids must be distinct.
+	ExecutionAcquireLoadMany(ctx context.Context, params *ExecutionAcquireManyParams) ([]*ExecutionAcquired, error)
+	// ExecutionLoadMany reads the logs and unapplied responses of many executions in one round
+	// trip where the database allows. Every id gets an entry, empty for an unknown id.
+	ExecutionLoadMany(ctx context.Context, params *ExecutionLoadManyParams) (map[uuid.UUID]*ExecutionLoaded, error)
 	// ExecutionCheckpointMany returns the ids whose checkpoint applied (fence matched); their log
 	// entries and commands are written in the same transaction.
 	ExecutionCheckpointMany(ctx context.Context, params *ExecutionCheckpointManyParams) ([]uuid.UUID, error)

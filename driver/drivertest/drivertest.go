@@ -58,6 +58,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"ExecutionList", exerciseExecutionList},
 		{"ExecutionClaim", exerciseExecutionClaim},
 		{"ExecutionAcquire", exerciseExecutionAcquire},
+		{"ExecutionAcquireLoadMany", exerciseExecutionAcquireLoadMany},
 		{"ExecutionCheckpointMany", exerciseExecutionCheckpointMany},
 		{"ExecutionLog", exerciseExecutionLog},
 		{"ExecutionResponses", exerciseExecutionResponses},

@@ -647,3 +647,119 @@ func exerciseExecutionResponses(t *testing.T, setup setupFunc) {
 		require.Empty(t, rows, "nothing is stored for a missing execution")
 	})
 }
+
+func exerciseExecutionAcquireLoadMany(t *testing.T, setup setupFunc) {
+	ctx := context.Background()
+	// loaded flattens what was read for an execution, for comparison.
+	loaded := func(l *driver.ExecutionLoaded) (seqs []int, responses []int64) {
+		for _, e := range l.Log {
+			seqs = append(seqs, e.Seq)
+		}
+		for _, r := range l.Responses {
+			responses = append(responses, r.Seq)
+		}
+		return seqs, responses
+	}
+	// prepare inserts: free (a log of two entries, two responses of which one is applied), held
+	// (leased for an hour) and empty (no log, no responses).
+	prepare := func(t *testing.T, exec driver.Executor) (free, held, empty *driver.ExecutionInsertParams) {
+		t.Helper()
+		free, held, empty = newExecution("Pay"), newLeasedExecution("Pay", time.Hour), newExecution("Pay")
+		free.Log = []*driver.ExecutionLogEntry{{Seq: 1, EntryType: "STEP", Name: "a"}, {Seq: 2, EntryType: "STEP", Name: "b"}}
+		held.Log = []*driver.ExecutionLogEntry{{Seq: 1, EntryType: "STEP", Name: "x"}}
+		insertExecutions(t, exec, &t0, free, held, empty)
+		for i := 0; i < 2; i++ {
+			_, err := exec.ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{ExecutionID: free.ID, Name: "r", Now: &t0})
+			require.NoError(t, err)
+		}
+		// Apply the first response: acquire, then release with responses_applied 1.
+		row, err := exec.ExecutionAcquire(ctx, &driver.ExecutionAcquireParams{ID: free.ID, Lease: time.Minute, WorkerID: "w", Now: &t0})
+		require.NoError(t, err)
+		require.Len(t, checkpoint(t, exec, t0, &driver.ExecutionCheckpoint{
+			ID: free.ID, Fence: row.Fence, Status: driver.ExecutionWaitingForAsync, ResponsesApplied: 1, Release: true,
+		}), 1)
+		return free, held, empty
+	}
+
+	t.Run("AcquiresFreeOnesWithTheirLogs", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		free, held, empty := prepare(t, b.exec)
+		t1 := t0.Add(time.Second)
+		got, err := b.exec.ExecutionAcquireLoadMany(ctx, &driver.ExecutionAcquireManyParams{
+			IDs: []uuid.UUID{held.ID, free.ID, uuid.New(), empty.ID}, Lease: time.Minute, WorkerID: "runner-b", Now: &t1,
+		})
+		require.NoError(t, err)
+		byID := map[uuid.UUID]*driver.ExecutionAcquired{}
+		for _, x := range got {
+			byID[x.Row.ID] = x
+		}
+		require.Len(t, byID, 2, "the held and the unknown execution are not acquired")
+		require.Contains(t, byID, free.ID)
+		require.Contains(t, byID, empty.ID)
+
+		f := byID[free.ID]
+		require.Equal(t, "runner-b", f.Row.WorkerID)
+		require.Equal(t, int64(2), f.Row.Fence)
+		require.Equal(t, driver.ExecutionWaitingForAsync, f.Row.ClaimedFrom)
+		requireTimePtr(t, t1.Add(time.Minute), f.Row.LeaseUntil, "lease_until")
+		seqs, responses := loaded(f.Loaded)
+		require.Equal(t, []int{1, 2}, seqs)
+		require.Equal(t, []int64{2}, responses, "only the response not yet applied")
+		require.Equal(t, free.ID, f.Loaded.Responses[0].ExecutionID)
+
+		seqs, responses = loaded(byID[empty.ID].Loaded)
+		require.Empty(t, seqs)
+		require.Empty(t, responses)
+		require.Equal(t, int64(1), byID[empty.ID].Row.Fence)
+
+		h := getExecution(t, b.exec, held.ID)
+		require.Equal(t, runner, h.WorkerID, "the held execution keeps its runner")
+		require.Equal(t, int64(1), h.Fence)
+
+		// Now both are leased: a second attempt gets nothing.
+		again, err := b.exec.ExecutionAcquireLoadMany(ctx, &driver.ExecutionAcquireManyParams{
+			IDs: []uuid.UUID{free.ID, empty.ID}, Lease: time.Minute, WorkerID: "runner-c", Now: &t1,
+		})
+		require.NoError(t, err)
+		require.Empty(t, again)
+	})
+
+	t.Run("Empty", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		got, err := b.exec.ExecutionAcquireLoadMany(ctx, &driver.ExecutionAcquireManyParams{Lease: time.Minute, WorkerID: "w", Now: &t0})
+		require.NoError(t, err)
+		require.Empty(t, got)
+	})
+
+	t.Run("LoadMany", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		free, held, empty := prepare(t, b.exec)
+		unknown := uuid.New()
+		got, err := b.exec.ExecutionLoadMany(ctx, &driver.ExecutionLoadManyParams{
+			IDs: []uuid.UUID{free.ID, held.ID, empty.ID, unknown}, AfterSeq: []int64{0, 0, 0, 0},
+		})
+		require.NoError(t, err)
+		require.Len(t, got, 4, "every id gets an entry")
+		seqs, responses := loaded(got[free.ID])
+		require.Equal(t, []int{1, 2}, seqs)
+		require.Equal(t, []int64{1, 2}, responses, "after sequence 0: both responses")
+		seqs, _ = loaded(got[held.ID])
+		require.Equal(t, []int{1}, seqs)
+		for _, id := range []uuid.UUID{empty.ID, unknown} {
+			seqs, responses = loaded(got[id])
+			require.Empty(t, seqs)
+			require.Empty(t, responses)
+		}
+
+		got, err = b.exec.ExecutionLoadMany(ctx, &driver.ExecutionLoadManyParams{IDs: []uuid.UUID{free.ID}, AfterSeq: []int64{1}})
+		require.NoError(t, err)
+		_, responses = loaded(got[free.ID])
+		require.Equal(t, []int64{2}, responses)
+
+		_, err = b.exec.ExecutionLoadMany(ctx, &driver.ExecutionLoadManyParams{IDs: []uuid.UUID{free.ID}})
+		require.Error(t, err, "ids and sequences must pair up")
+	})
+}

@@ -261,53 +261,127 @@ func (e *executor) acquired(ctx context.Context, id uuid.UUID, row pgx.Row) (*dr
 	return x, err
 }
 
-// ExecutionAcquireLoad sends the acquire and both reads as one pipelined batch: one round trip.
-func (e *executor) ExecutionAcquireLoad(ctx context.Context, params *driver.ExecutionAcquireParams) (*driver.ExecutionRow, *driver.ExecutionLoaded, error) {
-	id := pgUUID(params.ID)
-	batch := &pgx.Batch{}
-	batch.Queue(e.d.sql(fmt.Sprintf(executionAcquireSQL, executionColsE)), id, params.Lease.Microseconds(), params.WorkerID, params.Now)
-	batch.Queue(e.d.sql(executionLogSQL), id)
-	batch.Queue(e.d.sql(fmt.Sprintf(executionResponsesSQL, "(SELECT responses_applied FROM {schema}.execution WHERE id = $1)")), id)
-	results := e.db.SendBatch(ctx, batch)
-	row, acquireErr := e.acquiredBatch(results)
-	loaded, loadErr := readLoaded(results)
-	if err := results.Close(); err != nil && acquireErr == nil && loadErr == nil {
-		return nil, nil, err
-	}
-	if errors.Is(acquireErr, pgx.ErrNoRows) {
-		if _, getErr := e.ExecutionGet(ctx, params.ID); errors.Is(getErr, driver.ErrNotFound) {
-			return nil, nil, driver.ErrNotFound
-		}
-		return nil, nil, driver.ErrConflict
-	}
-	if acquireErr != nil {
-		return nil, nil, acquireErr
-	}
-	if loadErr != nil {
-		return nil, nil, loadErr
-	}
-	return row, loaded, nil
-}
+// executionAcquireManySQL is executionAcquireSQL for many ids. The rows are locked in id order,
+// so two concurrent batches cannot deadlock on each other.
+const executionAcquireManySQL = `
+	WITH n AS (
+		SELECT coalesce($4::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
+	), picked AS (
+		SELECT id, status AS claimed_from FROM {schema}.execution, n
+		WHERE id = ANY($1::uuid[]) AND (lease_until IS NULL OR lease_until <= n.now)
+		ORDER BY id
+		FOR UPDATE OF execution
+	)
+	UPDATE {schema}.execution e SET
+		fence = e.fence + 1,
+		lease_until = n.now + $2 * interval '1 microsecond',
+		wake_at = n.now + $2 * interval '1 microsecond',
+		worker_id = $3::text,
+		updated_at = n.now
+	FROM picked, n
+	WHERE e.id = picked.id
+	RETURNING ` + "%s" + `, picked.claimed_from`
 
-func (e *executor) acquiredBatch(results pgx.BatchResults) (*driver.ExecutionRow, error) {
-	return scanExecution(results.QueryRow(), true)
-}
+const executionLogManySQL = `
+	SELECT execution_id, seq, at, entry_type, coalesce(name, ''), coalesce(step_status, ''),
+		coalesce(attempt, 0), coalesce(max_attempts, 0), request, response,
+		coalesce(error_code, ''), coalesce(error_message, ''), coalesce(actor, ''), coalesce(reason, '')
+	FROM {schema}.execution_log WHERE execution_id = ANY($1::uuid[]) ORDER BY execution_id, seq`
 
-// ExecutionLoad reads the log and the unapplied responses as one pipelined batch.
-func (e *executor) ExecutionLoad(ctx context.Context, id uuid.UUID, afterSeq int64) (*driver.ExecutionLoaded, error) {
+// ExecutionAcquireLoadMany sends the acquire and both reads as one pipelined batch: one round
+// trip and one implicit transaction, so the reads see the acquire. Logs and responses of ids it
+// did not acquire are read too and dropped; that is the rare case.
+func (e *executor) ExecutionAcquireLoadMany(ctx context.Context, params *driver.ExecutionAcquireManyParams) ([]*driver.ExecutionAcquired, error) {
+	if len(params.IDs) == 0 {
+		return nil, nil
+	}
+	ids := pgUUIDs(params.IDs)
 	batch := &pgx.Batch{}
-	batch.Queue(e.d.sql(executionLogSQL), pgUUID(id))
-	batch.Queue(e.d.sql(fmt.Sprintf(executionResponsesSQL, "$2")), pgUUID(id), afterSeq)
+	batch.Queue(e.d.sql(fmt.Sprintf(executionAcquireManySQL, executionColsE)), ids, params.Lease.Microseconds(), params.WorkerID, params.Now)
+	batch.Queue(e.d.sql(executionLogManySQL), ids)
+	batch.Queue(e.d.sql(`
+		SELECT r.execution_id, r.seq, r.name, r.payload, r.received_at
+		FROM {schema}.execution_response r JOIN {schema}.execution x ON x.id = r.execution_id
+		WHERE r.execution_id = ANY($1::uuid[]) AND r.seq > x.responses_applied
+		ORDER BY r.execution_id, r.seq`), ids)
 	results := e.db.SendBatch(ctx, batch)
-	loaded, err := readLoaded(results)
+	acquired, err := e.readAcquired(results)
 	if closeErr := results.Close(); err == nil {
 		err = closeErr
 	}
-	return loaded, err
+	return acquired, err
 }
 
-// readLoaded reads the log and responses queued in a batch, in that order.
-func readLoaded(results pgx.BatchResults) (*driver.ExecutionLoaded, error) {
+func (e *executor) readAcquired(results pgx.BatchResults) ([]*driver.ExecutionAcquired, error) {
+	rows, err := results.Query()
+	if err != nil {
+		return nil, err
+	}
+	xs, err := collectExecutions(rows, true)
+	if err != nil {
+		return nil, err
+	}
+	loaded, err := readLoadedMany(results)
+	if err != nil {
+		return nil, err
+	}
+	acquired := make([]*driver.ExecutionAcquired, len(xs))
+	for i, x := range xs {
+		acquired[i] = &driver.ExecutionAcquired{Row: x, Loaded: loaded.get(x.ID)}
+	}
+	return acquired, nil
+}
+
+// ExecutionLoadMany reads the logs and unapplied responses as one pipelined batch.
+func (e *executor) ExecutionLoadMany(ctx context.Context, params *driver.ExecutionLoadManyParams) (map[uuid.UUID]*driver.ExecutionLoaded, error) {
+	if len(params.IDs) != len(params.AfterSeq) {
+		return nil, fmt.Errorf("ExecutionLoadMany: %d ids but %d sequences", len(params.IDs), len(params.AfterSeq))
+	}
+	ids := pgUUIDs(params.IDs)
+	batch := &pgx.Batch{}
+	batch.Queue(e.d.sql(executionLogManySQL), ids)
+	batch.Queue(e.d.sql(`
+		SELECT r.execution_id, r.seq, r.name, r.payload, r.received_at
+		FROM unnest($1::uuid[], $2::bigint[]) AS t(id, after_seq)
+		JOIN {schema}.execution_response r ON r.execution_id = t.id AND r.seq > t.after_seq
+		ORDER BY r.execution_id, r.seq`), ids, params.AfterSeq)
+	results := e.db.SendBatch(ctx, batch)
+	loaded, err := readLoadedMany(results)
+	if closeErr := results.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[uuid.UUID]*driver.ExecutionLoaded, len(params.IDs))
+	for _, id := range params.IDs {
+		out[id] = loaded.get(id)
+	}
+	return out, nil
+}
+
+// loadedByID groups logs and responses read for many executions.
+type loadedByID map[uuid.UUID]*driver.ExecutionLoaded
+
+func (l loadedByID) get(id uuid.UUID) *driver.ExecutionLoaded {
+	if x := l[id]; x != nil {
+		return x
+	}
+	return &driver.ExecutionLoaded{}
+}
+
+func (l loadedByID) at(id uuid.UUID) *driver.ExecutionLoaded {
+	x := l[id]
+	if x == nil {
+		x = &driver.ExecutionLoaded{}
+		l[id] = x
+	}
+	return x
+}
+
+// readLoadedMany reads the logs and responses queued in a batch, in that order, grouped by
+// execution.
+func readLoadedMany(results pgx.BatchResults) (loadedByID, error) {
 	rows, err := results.Query()
 	if err != nil {
 		return nil, err
@@ -324,7 +398,16 @@ func readLoaded(results pgx.BatchResults) (*driver.ExecutionLoaded, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &driver.ExecutionLoaded{Log: log, Responses: responses}, nil
+	out := loadedByID{}
+	for _, entry := range log {
+		x := out.at(entry.ExecutionID)
+		x.Log = append(x.Log, entry)
+	}
+	for _, r := range responses {
+		x := out.at(r.ExecutionID)
+		x.Responses = append(x.Responses, r)
+	}
+	return out, nil
 }
 
 // executionCheckpointSQL writes fenced checkpoints from parallel arrays, then the log entries and

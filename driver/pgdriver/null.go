@@ -71,3 +71,12 @@ func nullJSONText(b []byte) *string {
 func sortClaimed[T any](s []T, less func(a, b T) bool) {
 	sort.Slice(s, func(i, j int) bool { return less(s[i], s[j]) })
 }
+
+// pgUUIDs converts ids for a uuid[] parameter.
+func pgUUIDs(ids []uuid.UUID) []pgtype.UUID {
+	out := make([]pgtype.UUID, len(ids))
+	for i, id := range ids {
+		out[i] = pgUUID(id)
+	}
+	return out
+}

@@ -604,23 +604,46 @@ func rawJSON(s sql.NullString) json.RawMessage {
 	return json.RawMessage(s.String)
 }
 
-// ExecutionAcquireLoad acquires the execution, then reads its log and unapplied responses. The
-// single writer makes the acquire and the reads consistent without a transaction around them:
-// no other runner can write the execution once it is leased here.
-func (e *executor) ExecutionAcquireLoad(ctx context.Context, params *driver.ExecutionAcquireParams) (*driver.ExecutionRow, *driver.ExecutionLoaded, error) {
-	row, err := e.ExecutionAcquire(ctx, params)
-	if err != nil {
-		return nil, nil, err
+// ExecutionAcquireLoadMany acquires each execution, then reads its log and unapplied responses.
+// The single writer makes the acquire and the reads consistent without a transaction around
+// them: no other runner can write an execution once it is leased here.
+func (e *executor) ExecutionAcquireLoadMany(ctx context.Context, params *driver.ExecutionAcquireManyParams) ([]*driver.ExecutionAcquired, error) {
+	var acquired []*driver.ExecutionAcquired
+	for _, id := range params.IDs {
+		row, err := e.ExecutionAcquire(ctx, &driver.ExecutionAcquireParams{ID: id, Lease: params.Lease, WorkerID: params.WorkerID, Now: params.Now})
+		if errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		loaded, err := e.executionLoad(ctx, row.ID, row.ResponsesApplied)
+		if err != nil {
+			return nil, err
+		}
+		acquired = append(acquired, &driver.ExecutionAcquired{Row: row, Loaded: loaded})
 	}
-	loaded, err := e.ExecutionLoad(ctx, row.ID, row.ResponsesApplied)
-	if err != nil {
-		return nil, nil, err
-	}
-	return row, loaded, nil
+	return acquired, nil
 }
 
-// ExecutionLoad reads an execution's log and its responses with a sequence above afterSeq.
-func (e *executor) ExecutionLoad(ctx context.Context, id uuid.UUID, afterSeq int64) (*driver.ExecutionLoaded, error) {
+// ExecutionLoadMany reads each execution's log and unapplied responses.
+func (e *executor) ExecutionLoadMany(ctx context.Context, params *driver.ExecutionLoadManyParams) (map[uuid.UUID]*driver.ExecutionLoaded, error) {
+	if len(params.IDs) != len(params.AfterSeq) {
+		return nil, fmt.Errorf("ExecutionLoadMany: %d ids but %d sequences", len(params.IDs), len(params.AfterSeq))
+	}
+	out := make(map[uuid.UUID]*driver.ExecutionLoaded, len(params.IDs))
+	for i, id := range params.IDs {
+		loaded, err := e.executionLoad(ctx, id, params.AfterSeq[i])
+		if err != nil {
+			return nil, err
+		}
+		out[id] = loaded
+	}
+	return out, nil
+}
+
+// executionLoad reads an execution's log and its responses with a sequence above afterSeq.
+func (e *executor) executionLoad(ctx context.Context, id uuid.UUID, afterSeq int64) (*driver.ExecutionLoaded, error) {
 	log, err := e.ExecutionLogList(ctx, id)
 	if err != nil {
 		return nil, err

@@ -3,8 +3,6 @@ package execution
 import (
 	"context"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,13 +19,7 @@ type checkpointer struct {
 	now    func() *time.Time
 	logger *slog.Logger
 	notify func(ctx context.Context, topics []string)
-
-	in      chan *checkpointRequest
-	sem     chan struct{}
-	wg      sync.WaitGroup
-	done    chan struct{}
-	once    sync.Once
-	running atomic.Bool
+	group  *group[*checkpointRequest]
 }
 
 type checkpointRequest struct {
@@ -41,82 +33,23 @@ const (
 )
 
 func newCheckpointer(exec driver.Executor, now func() *time.Time, logger *slog.Logger, notify func(context.Context, []string)) *checkpointer {
-	return &checkpointer{
-		exec: exec, now: now, logger: logger, notify: notify,
-		in:   make(chan *checkpointRequest, maxCheckpointBatch*4),
-		sem:  make(chan struct{}, maxConcurrentCheckpoint),
-		done: make(chan struct{}),
-	}
-}
-
-func (c *checkpointer) start() {
-	c.running.Store(true)
-	go c.loop()
+	c := &checkpointer{exec: exec, now: now, logger: logger, notify: notify}
+	c.group = newGroup(maxCheckpointBatch, maxConcurrentCheckpoint, c.flush)
+	return c
 }
 
 // write queues a checkpoint and waits until it is committed (nil), fenced (ErrFenced) or failed.
-// Before start or after stop it writes directly.
+// Before the engine starts or after it stops (an immediate run on a client that runs no
+// pollers), it writes the checkpoint alone.
 func (c *checkpointer) write(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
 	req := &checkpointRequest{cp: cp, done: make(chan error, 1)}
-	if !c.running.Load() {
-		// Not started (an immediate run on a client that runs no pollers) or stopping: write it
-		// alone.
-		c.flush([]*checkpointRequest{req})
-	} else {
-		select {
-		case c.in <- req:
-		case <-c.done:
-			c.flush([]*checkpointRequest{req})
-		}
-	}
+	c.group.submit(req)
 	select {
 	case err := <-req.done:
 		return err
 	case <-ctx.Done():
 		// The write may still commit; the caller treats its lease as lost either way.
 		return ctx.Err()
-	}
-}
-
-func (c *checkpointer) loop() {
-	for {
-		var first *checkpointRequest
-		select {
-		case first = <-c.in:
-		case <-c.done:
-			return
-		}
-		c.sem <- struct{}{} // wait for a flush slot; requests pile up meanwhile
-		batch := []*checkpointRequest{first}
-	drain:
-		for len(batch) < maxCheckpointBatch {
-			select {
-			case req := <-c.in:
-				batch = append(batch, req)
-			default:
-				break drain
-			}
-		}
-		c.wg.Add(1)
-		go func() {
-			defer func() { <-c.sem; c.wg.Done() }()
-			c.flush(batch)
-		}()
-	}
-}
-
-// stopAndFlush stops the loop; later writes go straight to the database.
-func (c *checkpointer) stopAndFlush() {
-	c.running.Store(false)
-	c.once.Do(func() { close(c.done) })
-	c.wg.Wait()
-	for {
-		select {
-		case req := <-c.in:
-			c.flush([]*checkpointRequest{req})
-		default:
-			return
-		}
 	}
 }
 

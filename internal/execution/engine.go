@@ -71,6 +71,7 @@ const WakeTopic = "executions"
 type Engine struct {
 	cfg          Config
 	checkpointer *checkpointer
+	acquirer     *acquirer
 
 	mu      sync.RWMutex
 	runners map[string]Runner
@@ -109,6 +110,7 @@ func New(cfg Config) *Engine {
 		cancel:  cancel,
 	}
 	e.checkpointer = newCheckpointer(cfg.Exec, cfg.Now, cfg.Logger, cfg.Notify)
+	e.acquirer = newAcquirer(e)
 	return e
 }
 
@@ -154,7 +156,8 @@ func (e *Engine) Start(context.Context) error {
 		return nil
 	}
 	e.started = true
-	e.checkpointer.start()
+	e.checkpointer.group.start()
+	e.acquirer.group.start()
 	pollers := []struct {
 		name     string
 		interval time.Duration
@@ -193,7 +196,8 @@ func (e *Engine) Stop(ctx context.Context) error {
 		<-done
 	}
 	e.cancel()
-	e.checkpointer.stopAndFlush()
+	e.acquirer.group.stop()
+	e.checkpointer.group.stop()
 	return nil
 }
 
@@ -239,15 +243,40 @@ func (e *Engine) claimAndRun(ctx context.Context, kind driver.ExecutionClaimKind
 		}
 		return false
 	}
-	for _, row := range rows {
+	for _, lease := range e.preload(ctx, rows) {
 		e.slots <- struct{}{}
 		e.wg.Add(1)
 		go func() {
 			defer func() { <-e.slots; e.wg.Done() }()
-			e.run(ctx, e.newLease(row))
+			e.run(ctx, lease)
 		}()
 	}
 	return len(rows) == want
+}
+
+// preload reads the logs and unapplied responses of claimed executions in one round trip, so
+// their runners need not read them one by one. If it fails, each runner reads its own.
+func (e *Engine) preload(ctx context.Context, rows []*driver.ExecutionRow) []*Lease {
+	leases := make([]*Lease, len(rows))
+	params := &driver.ExecutionLoadManyParams{IDs: make([]uuid.UUID, len(rows)), AfterSeq: make([]int64, len(rows))}
+	for i, row := range rows {
+		leases[i] = e.newLease(row)
+		params.IDs[i], params.AfterSeq[i] = row.ID, row.ResponsesApplied
+	}
+	if len(rows) == 0 {
+		return leases
+	}
+	loaded, err := e.cfg.Exec.ExecutionLoadMany(ctx, params)
+	if err != nil {
+		if ctx.Err() == nil {
+			e.cfg.Logger.Warn("reading the logs of claimed executions failed; each runner reads its own", "executions", len(rows), "error", err)
+		}
+		return leases
+	}
+	for _, lease := range leases {
+		lease.loaded = loaded[lease.Row.ID]
+	}
+	return leases
 }
 
 // run hands a leased execution to its runner.
@@ -344,18 +373,10 @@ func (e *Engine) Acquire(ctx context.Context, id uuid.UUID) (*Lease, error) {
 	return e.newLease(row), nil
 }
 
-// AcquireLoad is Acquire plus reading the log and unapplied responses, in one round trip.
+// AcquireLoad is Acquire plus reading the log and unapplied responses. Concurrent calls share one
+// round trip: under load, the replies that resume executions are acquired in batches.
 func (e *Engine) AcquireLoad(ctx context.Context, id uuid.UUID) (*Lease, error) {
-	row, loaded, err := e.cfg.Exec.ExecutionAcquireLoad(ctx, &driver.ExecutionAcquireParams{ID: id, Lease: e.cfg.Lease, WorkerID: e.cfg.WorkerID, Now: e.cfg.Now()})
-	if errors.Is(err, driver.ErrConflict) {
-		return nil, ErrBusy
-	}
-	if err != nil {
-		return nil, err
-	}
-	lease := e.newLease(row)
-	lease.loaded = loaded
-	return lease, nil
+	return e.acquirer.acquire(ctx, id)
 }
 
 // Insert creates executions. Those with a Lease are returned leased to this instance (immediate

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/commandbus/commandbus/driver"
 )
 
@@ -35,11 +37,13 @@ func (l *Lease) Load(ctx context.Context) error {
 	if l.loaded != nil {
 		return nil
 	}
-	loaded, err := l.engine.cfg.Exec.ExecutionLoad(ctx, l.Row.ID, l.Row.ResponsesApplied)
+	loaded, err := l.engine.cfg.Exec.ExecutionLoadMany(ctx, &driver.ExecutionLoadManyParams{
+		IDs: []uuid.UUID{l.Row.ID}, AfterSeq: []int64{l.Row.ResponsesApplied},
+	})
 	if err != nil {
 		return err
 	}
-	l.loaded, l.logUsed, l.respUsed = loaded, false, false
+	l.loaded, l.logUsed, l.respUsed = loaded[l.Row.ID], false, false
 	return nil
 }
 
