@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -164,10 +165,21 @@ type ExecutionAcquireParams struct {
 
 // ExecutionAcquireManyParams leases each of several executions that no live lease holds.
 type ExecutionAcquireManyParams struct {
-	IDs      []uuid.UUID
-	Lease    time.Duration
-	WorkerID string
-	Now      *time.Time
+	IDs []uuid.UUID
+	// LogAfterSeq, when set, pairs with IDs: only log entries above LogAfterSeq[i] are read for
+	// IDs[i] (the caller holds the earlier ones; the log is append-only). Nil reads whole logs.
+	LogAfterSeq []int64
+	Lease       time.Duration
+	WorkerID    string
+	Now         *time.Time
+}
+
+// Validate checks that the parallel slices pair up.
+func (p *ExecutionAcquireManyParams) Validate() error {
+	if p.LogAfterSeq != nil && len(p.LogAfterSeq) != len(p.IDs) {
+		return fmt.Errorf("ExecutionAcquireLoadMany: %d ids but %d log sequences", len(p.IDs), len(p.LogAfterSeq))
+	}
+	return nil
 }
 
 // ExecutionAcquired is an execution leased by ExecutionAcquireLoadMany, with its log and the
@@ -182,6 +194,24 @@ type ExecutionAcquired struct {
 type ExecutionLoadManyParams struct {
 	IDs      []uuid.UUID
 	AfterSeq []int64
+	// LogAfterSeq, when set, pairs with IDs: only log entries above LogAfterSeq[i] are read.
+	LogAfterSeq []int64
+}
+
+// Validate checks that the parallel slices pair up.
+func (p *ExecutionLoadManyParams) Validate() error {
+	if len(p.AfterSeq) != len(p.IDs) || p.LogAfterSeq != nil && len(p.LogAfterSeq) != len(p.IDs) {
+		return fmt.Errorf("ExecutionLoadMany: %d ids but %d response and %d log sequences", len(p.IDs), len(p.AfterSeq), len(p.LogAfterSeq))
+	}
+	return nil
+}
+
+// LogAfter returns logAfterSeq[i], or 0 (the whole log) when logAfterSeq is nil.
+func LogAfter(logAfterSeq []int64, i int) int64 {
+	if logAfterSeq == nil {
+		return 0
+	}
+	return logAfterSeq[i]
 }
 
 // ExecutionLoaded is what a runner reads before it replays: the log, and the responses not yet

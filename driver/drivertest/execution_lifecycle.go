@@ -725,6 +725,38 @@ func exerciseExecutionAcquireLoadMany(t *testing.T, setup setupFunc) {
 		require.Empty(t, again)
 	})
 
+	t.Run("LogAfterSeq", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		free, _, empty := prepare(t, b.exec)
+		t1 := t0.Add(time.Second)
+		got, err := b.exec.ExecutionAcquireLoadMany(ctx, &driver.ExecutionAcquireManyParams{
+			IDs: []uuid.UUID{free.ID, empty.ID}, LogAfterSeq: []int64{1, 0}, Lease: time.Minute, WorkerID: "runner-b", Now: &t1,
+		})
+		require.NoError(t, err)
+		require.Len(t, got, 2)
+		for _, x := range got {
+			seqs, _ := loaded(x.Loaded)
+			if x.Row.ID == free.ID {
+				require.Equal(t, []int{2}, seqs, "only the entries after the one the caller holds")
+			} else {
+				require.Empty(t, seqs)
+			}
+		}
+		loadedMany, err := b.exec.ExecutionLoadMany(ctx, &driver.ExecutionLoadManyParams{
+			IDs: []uuid.UUID{free.ID}, AfterSeq: []int64{0}, LogAfterSeq: []int64{2},
+		})
+		require.NoError(t, err)
+		seqs, responses := loaded(loadedMany[free.ID])
+		require.Empty(t, seqs)
+		require.Equal(t, []int64{1, 2}, responses)
+
+		_, err = b.exec.ExecutionAcquireLoadMany(ctx, &driver.ExecutionAcquireManyParams{
+			IDs: []uuid.UUID{free.ID}, LogAfterSeq: []int64{}, Lease: time.Minute, WorkerID: "runner-b", Now: &t1,
+		})
+		require.Error(t, err, "ids and log sequences must pair up")
+	})
+
 	t.Run("Empty", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

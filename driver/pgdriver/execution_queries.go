@@ -282,23 +282,44 @@ const executionAcquireManySQL = `
 	WHERE e.id = picked.id
 	RETURNING ` + "%s" + `, picked.claimed_from`
 
+// executionLogManySQL reads the log entries of executions $1 above sequences $2. The lateral
+// subquery keeps the plan to one primary-key range scan per execution: a plain join of unnest
+// with the log lets the planner, which cannot see how short the array is, hash-join a sequential
+// scan of the whole log.
 const executionLogManySQL = `
-	SELECT execution_id, seq, at, entry_type, coalesce(name, ''), coalesce(step_status, ''),
-		coalesce(attempt, 0), coalesce(max_attempts, 0), request, response,
-		coalesce(error_code, ''), coalesce(error_message, ''), coalesce(actor, ''), coalesce(reason, '')
-	FROM {schema}.execution_log WHERE execution_id = ANY($1::uuid[]) ORDER BY execution_id, seq`
+	SELECT l.execution_id, l.seq, l.at, l.entry_type, coalesce(l.name, ''), coalesce(l.step_status, ''),
+		coalesce(l.attempt, 0), coalesce(l.max_attempts, 0), l.request, l.response,
+		coalesce(l.error_code, ''), coalesce(l.error_message, ''), coalesce(l.actor, ''), coalesce(l.reason, '')
+	FROM unnest($1::uuid[], $2::int[]) AS t(id, after_seq)
+	CROSS JOIN LATERAL (
+		SELECT * FROM {schema}.execution_log
+		WHERE execution_id = t.id AND seq > t.after_seq
+		ORDER BY seq
+	) l
+	ORDER BY l.execution_id, l.seq`
+
+// logAfterSeqs returns the log sequences to read after, zeros (whole logs) when none are given.
+func logAfterSeqs(logAfterSeq []int64, n int) []int64 {
+	if logAfterSeq != nil {
+		return logAfterSeq
+	}
+	return make([]int64, n)
+}
 
 // ExecutionAcquireLoadMany sends the acquire and both reads as one pipelined batch: one round
 // trip and one implicit transaction, so the reads see the acquire. Logs and responses of ids it
 // did not acquire are read too and dropped; that is the rare case.
 func (e *executor) ExecutionAcquireLoadMany(ctx context.Context, params *driver.ExecutionAcquireManyParams) ([]*driver.ExecutionAcquired, error) {
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
 	if len(params.IDs) == 0 {
 		return nil, nil
 	}
 	ids := pgUUIDs(params.IDs)
 	batch := &pgx.Batch{}
 	batch.Queue(e.d.sql(fmt.Sprintf(executionAcquireManySQL, executionColsE)), ids, params.Lease.Microseconds(), params.WorkerID, params.Now)
-	batch.Queue(e.d.sql(executionLogManySQL), ids)
+	batch.Queue(e.d.sql(executionLogManySQL), ids, logAfterSeqs(params.LogAfterSeq, len(ids)))
 	batch.Queue(e.d.sql(`
 		SELECT r.execution_id, r.seq, r.name, r.payload, r.received_at
 		FROM {schema}.execution_response r JOIN {schema}.execution x ON x.id = r.execution_id
@@ -334,16 +355,20 @@ func (e *executor) readAcquired(results pgx.BatchResults) ([]*driver.ExecutionAc
 
 // ExecutionLoadMany reads the logs and unapplied responses as one pipelined batch.
 func (e *executor) ExecutionLoadMany(ctx context.Context, params *driver.ExecutionLoadManyParams) (map[uuid.UUID]*driver.ExecutionLoaded, error) {
-	if len(params.IDs) != len(params.AfterSeq) {
-		return nil, fmt.Errorf("ExecutionLoadMany: %d ids but %d sequences", len(params.IDs), len(params.AfterSeq))
+	if err := params.Validate(); err != nil {
+		return nil, err
 	}
 	ids := pgUUIDs(params.IDs)
 	batch := &pgx.Batch{}
-	batch.Queue(e.d.sql(executionLogManySQL), ids)
+	batch.Queue(e.d.sql(executionLogManySQL), ids, logAfterSeqs(params.LogAfterSeq, len(ids)))
 	batch.Queue(e.d.sql(`
 		SELECT r.execution_id, r.seq, r.name, r.payload, r.received_at
 		FROM unnest($1::uuid[], $2::bigint[]) AS t(id, after_seq)
-		JOIN {schema}.execution_response r ON r.execution_id = t.id AND r.seq > t.after_seq
+		CROSS JOIN LATERAL (
+			SELECT * FROM {schema}.execution_response
+			WHERE execution_id = t.id AND seq > t.after_seq
+			ORDER BY seq
+		) r
 		ORDER BY r.execution_id, r.seq`), ids, params.AfterSeq)
 	results := e.db.SendBatch(ctx, batch)
 	loaded, err := readLoadedMany(results)

@@ -393,11 +393,16 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 }
 
 func (e *executor) ExecutionLogList(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionLogEntry, error) {
+	return e.executionLogAfter(ctx, id, 0)
+}
+
+// executionLogAfter reads the log entries of an execution with a sequence above afterSeq.
+func (e *executor) executionLogAfter(ctx context.Context, id uuid.UUID, afterSeq int64) ([]*driver.ExecutionLogEntry, error) {
 	rows, err := e.read.QueryContext(ctx, e.d.sql(`
 		SELECT execution_id, seq, at, entry_type, coalesce(name, ''), coalesce(step_status, ''),
 			coalesce(attempt, 0), coalesce(max_attempts, 0), request, response,
 			coalesce(error_code, ''), coalesce(error_message, ''), coalesce(actor, ''), coalesce(reason, '')
-		FROM {schema}.execution_log WHERE execution_id = ? ORDER BY seq`), id.String())
+		FROM {schema}.execution_log WHERE execution_id = ? AND seq > ? ORDER BY seq`), id.String(), afterSeq)
 	if err != nil {
 		return nil, err
 	}
@@ -608,8 +613,11 @@ func rawJSON(s sql.NullString) json.RawMessage {
 // The single writer makes the acquire and the reads consistent without a transaction around
 // them: no other runner can write an execution once it is leased here.
 func (e *executor) ExecutionAcquireLoadMany(ctx context.Context, params *driver.ExecutionAcquireManyParams) ([]*driver.ExecutionAcquired, error) {
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
 	var acquired []*driver.ExecutionAcquired
-	for _, id := range params.IDs {
+	for i, id := range params.IDs {
 		row, err := e.ExecutionAcquire(ctx, &driver.ExecutionAcquireParams{ID: id, Lease: params.Lease, WorkerID: params.WorkerID, Now: params.Now})
 		if errors.Is(err, driver.ErrConflict) || errors.Is(err, driver.ErrNotFound) {
 			continue
@@ -617,7 +625,7 @@ func (e *executor) ExecutionAcquireLoadMany(ctx context.Context, params *driver.
 		if err != nil {
 			return nil, err
 		}
-		loaded, err := e.executionLoad(ctx, row.ID, row.ResponsesApplied)
+		loaded, err := e.executionLoad(ctx, row.ID, row.ResponsesApplied, driver.LogAfter(params.LogAfterSeq, i))
 		if err != nil {
 			return nil, err
 		}
@@ -628,12 +636,12 @@ func (e *executor) ExecutionAcquireLoadMany(ctx context.Context, params *driver.
 
 // ExecutionLoadMany reads each execution's log and unapplied responses.
 func (e *executor) ExecutionLoadMany(ctx context.Context, params *driver.ExecutionLoadManyParams) (map[uuid.UUID]*driver.ExecutionLoaded, error) {
-	if len(params.IDs) != len(params.AfterSeq) {
-		return nil, fmt.Errorf("ExecutionLoadMany: %d ids but %d sequences", len(params.IDs), len(params.AfterSeq))
+	if err := params.Validate(); err != nil {
+		return nil, err
 	}
 	out := make(map[uuid.UUID]*driver.ExecutionLoaded, len(params.IDs))
 	for i, id := range params.IDs {
-		loaded, err := e.executionLoad(ctx, id, params.AfterSeq[i])
+		loaded, err := e.executionLoad(ctx, id, params.AfterSeq[i], driver.LogAfter(params.LogAfterSeq, i))
 		if err != nil {
 			return nil, err
 		}
@@ -642,9 +650,10 @@ func (e *executor) ExecutionLoadMany(ctx context.Context, params *driver.Executi
 	return out, nil
 }
 
-// executionLoad reads an execution's log and its responses with a sequence above afterSeq.
-func (e *executor) executionLoad(ctx context.Context, id uuid.UUID, afterSeq int64) (*driver.ExecutionLoaded, error) {
-	log, err := e.ExecutionLogList(ctx, id)
+// executionLoad reads an execution's log entries above logAfterSeq and its responses with a
+// sequence above afterSeq.
+func (e *executor) executionLoad(ctx context.Context, id uuid.UUID, afterSeq, logAfterSeq int64) (*driver.ExecutionLoaded, error) {
+	log, err := e.executionLogAfter(ctx, id, logAfterSeq)
 	if err != nil {
 		return nil, err
 	}

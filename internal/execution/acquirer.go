@@ -74,8 +74,9 @@ func (a *acquirer) flush(batch []*acquireRequest) {
 	e := a.engine
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	cached, logAfter := e.logs.logAfterSeqs(ids)
 	acquired, err := e.cfg.Exec.ExecutionAcquireLoadMany(ctx, &driver.ExecutionAcquireManyParams{
-		IDs: ids, Lease: e.cfg.Lease, WorkerID: e.cfg.WorkerID, Now: e.cfg.Now(),
+		IDs: ids, LogAfterSeq: logAfter, Lease: e.cfg.Lease, WorkerID: e.cfg.WorkerID, Now: e.cfg.Now(),
 	})
 	if err != nil {
 		if len(ids) > 1 {
@@ -90,11 +91,18 @@ func (a *acquirer) flush(batch []*acquireRequest) {
 		}
 		return
 	}
+	cachedByID := make(map[uuid.UUID][]*driver.ExecutionLogEntry, len(ids))
+	for i, id := range ids {
+		cachedByID[id] = cached[i]
+	}
 	for _, x := range acquired {
 		reqs := byID[x.Row.ID]
 		delete(byID, x.Row.ID)
 		lease := e.newLease(x.Row)
-		lease.loaded = x.Loaded
+		var ok bool
+		if x.Loaded.Log, ok = e.logs.join(x.Row.ID, cachedByID[x.Row.ID], x.Loaded.Log); ok {
+			lease.loaded = x.Loaded // else the runner reads the whole log
+		}
 		reqs[0].done <- acquireResult{lease: lease}
 		for _, req := range reqs[1:] {
 			req.done <- acquireResult{err: ErrBusy}

@@ -94,3 +94,69 @@ func TestAcquireLoadGroups(t *testing.T) {
 		}
 	})
 }
+
+// TestLogCache resumes an execution whose log this engine cached when it let go: the log it
+// reads is the cached prefix (the same entries, not read again) followed by what another
+// instance appended meanwhile, exactly the log in the database.
+func TestLogCache(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		newEngine := func(worker string) *Engine {
+			return New(Config{Exec: drv.Executor(), WorkerID: worker, Lease: time.Minute})
+		}
+		a, b := newEngine("a"), newEngine("b")
+		id := uuid.Must(uuid.NewV7())
+		leases, err := a.Insert(ctx, []*driver.ExecutionInsertParams{{
+			ID: id, Model: "process", Type: "T", Domain: "d", State: json.RawMessage(`{}`), Lease: time.Minute, WorkerID: "a",
+		}})
+		require.NoError(t, err)
+		first := &driver.ExecutionLogEntry{EntryType: "STEP", Name: "one", StepStatus: "COMPLETED", Response: json.RawMessage(`{"n":1}`)}
+		cp := leases[0].Base()
+		cp.Status, cp.Release, cp.Log = driver.ExecutionWaitingForAsync, true, []*driver.ExecutionLogEntry{first}
+		require.NoError(t, leases[0].Checkpoint(ctx, cp))
+
+		// Another instance appends an entry.
+		lb, err := b.AcquireLoad(ctx, id)
+		require.NoError(t, err)
+		_, err = lb.Log(ctx)
+		require.NoError(t, err)
+		cp = lb.Base()
+		cp.Release, cp.Log = true, []*driver.ExecutionLogEntry{{EntryType: "STEP", Name: "two", StepStatus: "COMPLETED"}}
+		require.NoError(t, lb.Checkpoint(ctx, cp))
+
+		for _, acquire := range []func() (*Lease, error){
+			func() (*Lease, error) { return a.AcquireLoad(ctx, id) },
+			func() (*Lease, error) { // the pollers' path: claim, then Load
+				row, err := drv.Executor().ExecutionAcquire(ctx, &driver.ExecutionAcquireParams{ID: id, Lease: time.Minute, WorkerID: "a"})
+				if err != nil {
+					return nil, err
+				}
+				l := a.newLease(row)
+				return l, l.Load(ctx)
+			},
+		} {
+			la, err := acquire()
+			require.NoError(t, err)
+			log, err := la.Log(ctx)
+			require.NoError(t, err)
+			stored, err := drv.Executor().ExecutionLogList(ctx, id)
+			require.NoError(t, err)
+			require.Len(t, log, 2)
+			require.Same(t, first, log[0], "the cached entry is reused, not read again")
+			require.Equal(t, stored[1], log[1])
+			require.Equal(t, []string{"one", "two"}, []string{log[0].Name, log[1].Name})
+			// Releasing caches the longer log; a terminal checkpoint forgets it.
+			require.NoError(t, la.Release(ctx))
+			cached, after := a.logs.get(id)
+			require.Len(t, cached, 2)
+			require.Equal(t, int64(2), after)
+		}
+		la, err := a.AcquireLoad(ctx, id)
+		require.NoError(t, err)
+		cp = la.Base()
+		cp.Status, cp.Release = driver.ExecutionCompleted, true
+		require.NoError(t, la.Checkpoint(ctx, cp))
+		cached, _ := a.logs.get(id)
+		require.Nil(t, cached)
+	})
+}

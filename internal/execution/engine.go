@@ -62,6 +62,9 @@ type Config struct {
 	Wake <-chan struct{}
 	// Notify sends wake-up topics after a checkpoint committed (command queues).
 	Notify func(ctx context.Context, topics []string)
+	// LogCache is how many waiting executions' logs the engine keeps in memory, so resuming one
+	// reads only the entries added since it let go. 0 means DefaultLogCache; negative disables.
+	LogCache int
 }
 
 // WakeTopic is the notification topic that wakes the pending poller.
@@ -72,6 +75,7 @@ type Engine struct {
 	cfg          Config
 	checkpointer *checkpointer
 	acquirer     *acquirer
+	logs         *logCache
 
 	mu      sync.RWMutex
 	runners map[string]Runner
@@ -111,6 +115,7 @@ func New(cfg Config) *Engine {
 	}
 	e.checkpointer = newCheckpointer(cfg.Exec, cfg.Now, cfg.Logger, cfg.Notify)
 	e.acquirer = newAcquirer(e)
+	e.logs = newLogCache(cfg.LogCache)
 	return e
 }
 
@@ -266,6 +271,8 @@ func (e *Engine) preload(ctx context.Context, rows []*driver.ExecutionRow) []*Le
 	if len(rows) == 0 {
 		return leases
 	}
+	var cached [][]*driver.ExecutionLogEntry
+	cached, params.LogAfterSeq = e.logs.logAfterSeqs(params.IDs)
 	loaded, err := e.cfg.Exec.ExecutionLoadMany(ctx, params)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -273,8 +280,12 @@ func (e *Engine) preload(ctx context.Context, rows []*driver.ExecutionRow) []*Le
 		}
 		return leases
 	}
-	for _, lease := range leases {
-		lease.loaded = loaded[lease.Row.ID]
+	for i, lease := range leases {
+		x := loaded[lease.Row.ID]
+		var ok bool
+		if x.Log, ok = e.logs.join(lease.Row.ID, cached[i], x.Log); ok {
+			lease.loaded = x
+		}
 	}
 	return leases
 }
@@ -401,6 +412,7 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 			CreatedAt: created, UpdatedAt: created, ClaimedFrom: driver.ExecutionPending,
 		})
 		leases[i].nextSeq = len(x.Log) + 1
+		leases[i].logKnown = len(x.Log) == 0 // a new execution's log is empty
 	}
 	if pending {
 		e.Wake(ctx)

@@ -22,6 +22,10 @@ type Lease struct {
 	// loaded holds the log and responses read together with the acquire, until used.
 	loaded            *driver.ExecutionLoaded
 	logUsed, respUsed bool
+	// log is the whole log as this lease knows it (read, then appended to by its checkpoints),
+	// once logKnown; it is cached when the lease is released.
+	log      []*driver.ExecutionLogEntry
+	logKnown bool
 }
 
 func (e *Engine) newLease(row *driver.ExecutionRow) *Lease {
@@ -32,18 +36,26 @@ func (e *Engine) newLease(row *driver.ExecutionRow) *Lease {
 func (l *Lease) Engine() *Engine { return l.engine }
 
 // Load reads the log and the unapplied responses in one round trip, unless they were read with
-// the acquire; Log and Responses then return them without another query.
+// the acquire; Log and Responses then return them without another query. A log this instance
+// cached when it last released the execution is completed with the entries added since.
 func (l *Lease) Load(ctx context.Context) error {
 	if l.loaded != nil {
 		return nil
 	}
+	id := l.Row.ID
+	cached, after := l.engine.logs.get(id)
 	loaded, err := l.engine.cfg.Exec.ExecutionLoadMany(ctx, &driver.ExecutionLoadManyParams{
-		IDs: []uuid.UUID{l.Row.ID}, AfterSeq: []int64{l.Row.ResponsesApplied},
+		IDs: []uuid.UUID{id}, AfterSeq: []int64{l.Row.ResponsesApplied}, LogAfterSeq: []int64{after},
 	})
 	if err != nil {
 		return err
 	}
-	l.loaded, l.logUsed, l.respUsed = loaded[l.Row.ID], false, false
+	x := loaded[id]
+	var ok bool
+	if x.Log, ok = l.engine.logs.join(id, cached, x.Log); !ok {
+		return l.Load(ctx) // the cached log is forgotten: read the whole log
+	}
+	l.loaded, l.logUsed, l.respUsed = x, false, false
 	return nil
 }
 
@@ -58,6 +70,7 @@ func (l *Lease) Log(ctx context.Context) ([]*driver.ExecutionLogEntry, error) {
 			return nil, err
 		}
 	}
+	l.log, l.logKnown = entries, true
 	l.nextSeq = 1
 	if len(entries) > 0 {
 		l.nextSeq = entries[len(entries)-1].Seq + 1
@@ -110,7 +123,28 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 		l.renewAt = now.Add(cp.Lease / 2)
 	}
 	l.apply(cp, now)
+	l.rememberLog(cp, now)
 	return nil
+}
+
+// rememberLog extends the known log with a committed checkpoint's entries and caches it when the
+// execution is released to wait; a finished execution's log is dropped from the cache.
+func (l *Lease) rememberLog(cp *driver.ExecutionCheckpoint, now time.Time) {
+	cache := l.engine.logs
+	if cp.Status.Terminal() || !l.logKnown {
+		cache.forget(l.Row.ID)
+		return
+	}
+	for _, entry := range cp.Log {
+		entry.ExecutionID = l.Row.ID
+		if entry.At.IsZero() {
+			entry.At = now
+		}
+	}
+	l.log = append(l.log, cp.Log...)
+	if cp.Release {
+		cache.remember(l.Row.ID, l.log)
+	}
 }
 
 // apply mirrors a committed checkpoint into Row.
