@@ -182,8 +182,7 @@ func (p *ExecutionAcquireManyParams) Validate() error {
 	return nil
 }
 
-// ExecutionAcquired is an execution leased by ExecutionAcquireLoadMany, with its log and the
-// responses it has not applied.
+// ExecutionAcquired is an execution leased by ExecutionAcquireLoadMany, with its log.
 type ExecutionAcquired struct {
 	Row    *ExecutionRow
 	Loaded *ExecutionLoaded
@@ -326,10 +325,12 @@ type ExecutionExecutor interface {
 	ExecutionClaim(ctx context.Context, params *ExecutionClaimParams) ([]*ExecutionRow, error)
 	// ExecutionAcquire returns ErrNotFound, or ErrConflict when a live lease holds it.
 	ExecutionAcquire(ctx context.Context, params *ExecutionAcquireParams) (*ExecutionRow, error)
-	// ExecutionAcquireLoadMany is ExecutionAcquire of many executions plus the log and unapplied
-	// responses of those it acquired, in one round trip where the database allows. It returns
-	// only the acquired ones, in no particular order; an id that is absent is held by a live lease
-	// or does not exist. Ids must be distinct.
+	// ExecutionAcquireLoadMany is ExecutionAcquire of many executions plus the logs of those it
+	// acquired, in one round trip where the database allows. It returns only the acquired ones,
+	// in no particular order; an id that is absent is held by a live lease or does not exist. Ids
+	// must be distinct. Unapplied responses are not read (Loaded.Responses is empty): the row's
+	// ResponsesReceived and ResponsesApplied tell whether there are any, and
+	// ExecutionResponseList reads them.
 	ExecutionAcquireLoadMany(ctx context.Context, params *ExecutionAcquireManyParams) ([]*ExecutionAcquired, error)
 	// ExecutionLoadMany reads the logs and unapplied responses of many executions in one round
 	// trip where the database allows. Every id gets an entry, empty for an unknown id.

@@ -215,36 +215,12 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 	return collectExecutions(rows, true)
 }
 
-const executionAcquireSQL = `
-	WITH n AS (
-		SELECT coalesce($4::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
-	), picked AS (
-		SELECT id, status AS claimed_from FROM {schema}.execution, n
-		WHERE id = $1 AND (lease_until IS NULL OR lease_until <= n.now)
-		FOR UPDATE OF execution
-	)
-	UPDATE {schema}.execution e SET
-		fence = e.fence + 1,
-		lease_until = n.now + $2 * interval '1 microsecond',
-		wake_at = n.now + $2 * interval '1 microsecond',
-		worker_id = $3::text,
-		updated_at = n.now
-	FROM picked, n
-	WHERE e.id = picked.id
-	RETURNING ` + "%s" + `, picked.claimed_from`
-
-const executionLogSQL = `
-	SELECT execution_id, seq, at, entry_type, coalesce(name, ''), coalesce(step_status, ''),
-		coalesce(attempt, 0), coalesce(max_attempts, 0), request, response,
-		coalesce(error_code, ''), coalesce(error_message, ''), coalesce(actor, ''), coalesce(reason, '')
-	FROM {schema}.execution_log WHERE execution_id = $1 ORDER BY seq`
-
 const executionResponsesSQL = `
 	SELECT execution_id, seq, name, payload, received_at FROM {schema}.execution_response
-	WHERE execution_id = $1 AND seq > %s ORDER BY seq`
+	WHERE execution_id = $1 AND seq > $2 ORDER BY seq`
 
 func (e *executor) ExecutionAcquire(ctx context.Context, params *driver.ExecutionAcquireParams) (*driver.ExecutionRow, error) {
-	row := e.db.QueryRow(ctx, e.d.sql(fmt.Sprintf(executionAcquireSQL, executionColsE)),
+	row := e.db.QueryRow(ctx, e.d.sql(executionAcquireOneSQL),
 		pgUUID(params.ID), params.Lease.Microseconds(), params.WorkerID, params.Now)
 	return e.acquired(ctx, params.ID, row)
 }
@@ -261,15 +237,18 @@ func (e *executor) acquired(ctx context.Context, id uuid.UUID, row pgx.Row) (*dr
 	return x, err
 }
 
-// executionAcquireManySQL is executionAcquireSQL for many ids. The rows are locked in id order,
-// so two concurrent batches cannot deadlock on each other.
-const executionAcquireManySQL = `
+// executionAcquireSQL leases the executions matched by %[1]s that no live lease holds; the rows
+// are locked in the order %[2]s gives, so two concurrent batches cannot deadlock on each other.
+// One id and a batch get statements of their own: a prepared statement on one id soon runs on a
+// cached generic plan, while one on an array is planned again on every call, which costs more
+// than the acquire itself when a reply arrives on an idle system.
+const executionAcquireSQL = `
 	WITH n AS (
 		SELECT coalesce($4::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
 	), picked AS (
 		SELECT id, status AS claimed_from FROM {schema}.execution, n
-		WHERE id = ANY($1::uuid[]) AND (lease_until IS NULL OR lease_until <= n.now)
-		ORDER BY id
+		WHERE %[1]s AND (lease_until IS NULL OR lease_until <= n.now)
+		%[2]s
 		FOR UPDATE OF execution
 	)
 	UPDATE {schema}.execution e SET
@@ -280,7 +259,12 @@ const executionAcquireManySQL = `
 		updated_at = n.now
 	FROM picked, n
 	WHERE e.id = picked.id
-	RETURNING ` + "%s" + `, picked.claimed_from`
+	RETURNING %[3]s, picked.claimed_from`
+
+var (
+	executionAcquireOneSQL  = fmt.Sprintf(executionAcquireSQL, "id = $1", "", executionColsE)
+	executionAcquireManySQL = fmt.Sprintf(executionAcquireSQL, "id = ANY($1::uuid[])", "ORDER BY id", executionColsE)
+)
 
 // executionLogManySQL reads the log entries of executions $1 above sequences $2. The lateral
 // subquery keeps the plan to one primary-key range scan per execution: a plain join of unnest
@@ -298,6 +282,13 @@ const executionLogManySQL = `
 	) l
 	ORDER BY l.execution_id, l.seq`
 
+// executionLogOneSQL is executionLogManySQL for one execution (see executionAcquireSQL).
+const executionLogOneSQL = `
+	SELECT execution_id, seq, at, entry_type, coalesce(name, ''), coalesce(step_status, ''),
+		coalesce(attempt, 0), coalesce(max_attempts, 0), request, response,
+		coalesce(error_code, ''), coalesce(error_message, ''), coalesce(actor, ''), coalesce(reason, '')
+	FROM {schema}.execution_log WHERE execution_id = $1 AND seq > $2 ORDER BY seq`
+
 // logAfterSeqs returns the log sequences to read after, zeros (whole logs) when none are given.
 func logAfterSeqs(logAfterSeq []int64, n int) []int64 {
 	if logAfterSeq != nil {
@@ -306,9 +297,9 @@ func logAfterSeqs(logAfterSeq []int64, n int) []int64 {
 	return make([]int64, n)
 }
 
-// ExecutionAcquireLoadMany sends the acquire and both reads as one pipelined batch: one round
-// trip and one implicit transaction, so the reads see the acquire. Logs and responses of ids it
-// did not acquire are read too and dropped; that is the rare case.
+// ExecutionAcquireLoadMany sends the acquire and the log read as one pipelined batch: one round
+// trip and one implicit transaction, so the read sees the acquire. Logs of ids it did not acquire
+// are read too and dropped; that is the rare case.
 func (e *executor) ExecutionAcquireLoadMany(ctx context.Context, params *driver.ExecutionAcquireManyParams) ([]*driver.ExecutionAcquired, error) {
 	if err := params.Validate(); err != nil {
 		return nil, err
@@ -318,13 +309,13 @@ func (e *executor) ExecutionAcquireLoadMany(ctx context.Context, params *driver.
 	}
 	ids := pgUUIDs(params.IDs)
 	batch := &pgx.Batch{}
-	batch.Queue(e.d.sql(fmt.Sprintf(executionAcquireManySQL, executionColsE)), ids, params.Lease.Microseconds(), params.WorkerID, params.Now)
-	batch.Queue(e.d.sql(executionLogManySQL), ids, logAfterSeqs(params.LogAfterSeq, len(ids)))
-	batch.Queue(e.d.sql(`
-		SELECT r.execution_id, r.seq, r.name, r.payload, r.received_at
-		FROM {schema}.execution_response r JOIN {schema}.execution x ON x.id = r.execution_id
-		WHERE r.execution_id = ANY($1::uuid[]) AND r.seq > x.responses_applied
-		ORDER BY r.execution_id, r.seq`), ids)
+	if len(ids) == 1 {
+		batch.Queue(e.d.sql(executionAcquireOneSQL), ids[0], params.Lease.Microseconds(), params.WorkerID, params.Now)
+		batch.Queue(e.d.sql(executionLogOneSQL), ids[0], logAfterSeqs(params.LogAfterSeq, 1)[0])
+	} else {
+		batch.Queue(e.d.sql(executionAcquireManySQL), ids, params.Lease.Microseconds(), params.WorkerID, params.Now)
+		batch.Queue(e.d.sql(executionLogManySQL), ids, logAfterSeqs(params.LogAfterSeq, len(ids)))
+	}
 	results := e.db.SendBatch(ctx, batch)
 	acquired, err := e.readAcquired(results)
 	if closeErr := results.Close(); err == nil {
@@ -342,13 +333,23 @@ func (e *executor) readAcquired(results pgx.BatchResults) ([]*driver.ExecutionAc
 	if err != nil {
 		return nil, err
 	}
-	loaded, err := readLoadedMany(results)
+	if rows, err = results.Query(); err != nil {
+		return nil, err
+	}
+	log, err := collectLog(rows)
 	if err != nil {
 		return nil, err
 	}
+	byID := make(map[uuid.UUID]*driver.ExecutionAcquired, len(xs))
 	acquired := make([]*driver.ExecutionAcquired, len(xs))
 	for i, x := range xs {
-		acquired[i] = &driver.ExecutionAcquired{Row: x, Loaded: loaded.get(x.ID)}
+		acquired[i] = &driver.ExecutionAcquired{Row: x, Loaded: &driver.ExecutionLoaded{}}
+		byID[x.ID] = acquired[i]
+	}
+	for _, entry := range log {
+		if x := byID[entry.ExecutionID]; x != nil {
+			x.Loaded.Log = append(x.Loaded.Log, entry)
+		}
 	}
 	return acquired, nil
 }
@@ -549,7 +550,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 }
 
 func (e *executor) ExecutionLogList(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionLogEntry, error) {
-	rows, err := e.db.Query(ctx, e.d.sql(executionLogSQL), pgUUID(id))
+	rows, err := e.db.Query(ctx, e.d.sql(executionLogOneSQL), pgUUID(id), 0)
 	if err != nil {
 		return nil, err
 	}
@@ -596,7 +597,7 @@ func (e *executor) ExecutionResponseInsert(ctx context.Context, params *driver.E
 }
 
 func (e *executor) ExecutionResponseList(ctx context.Context, id uuid.UUID, afterSeq int64) ([]*driver.ExecutionResponseRow, error) {
-	rows, err := e.db.Query(ctx, e.d.sql(fmt.Sprintf(executionResponsesSQL, "$2")), pgUUID(id), afterSeq)
+	rows, err := e.db.Query(ctx, e.d.sql(executionResponsesSQL), pgUUID(id), afterSeq)
 	if err != nil {
 		return nil, err
 	}

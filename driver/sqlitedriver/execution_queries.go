@@ -609,7 +609,7 @@ func rawJSON(s sql.NullString) json.RawMessage {
 	return json.RawMessage(s.String)
 }
 
-// ExecutionAcquireLoadMany acquires each execution, then reads its log and unapplied responses.
+// ExecutionAcquireLoadMany acquires each execution, then reads its log.
 // The single writer makes the acquire and the reads consistent without a transaction around
 // them: no other runner can write an execution once it is leased here.
 func (e *executor) ExecutionAcquireLoadMany(ctx context.Context, params *driver.ExecutionAcquireManyParams) ([]*driver.ExecutionAcquired, error) {
@@ -625,11 +625,11 @@ func (e *executor) ExecutionAcquireLoadMany(ctx context.Context, params *driver.
 		if err != nil {
 			return nil, err
 		}
-		loaded, err := e.executionLoad(ctx, row.ID, row.ResponsesApplied, driver.LogAfter(params.LogAfterSeq, i))
+		log, err := e.executionLogAfter(ctx, row.ID, driver.LogAfter(params.LogAfterSeq, i))
 		if err != nil {
 			return nil, err
 		}
-		acquired = append(acquired, &driver.ExecutionAcquired{Row: row, Loaded: loaded})
+		acquired = append(acquired, &driver.ExecutionAcquired{Row: row, Loaded: &driver.ExecutionLoaded{Log: log}})
 	}
 	return acquired, nil
 }

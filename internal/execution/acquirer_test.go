@@ -160,3 +160,38 @@ func TestLogCache(t *testing.T) {
 		require.Nil(t, cached)
 	})
 }
+
+// TestAcquiredLeaseReadsStoredResponses: an acquire does not read responses, so a lease whose
+// row shows unapplied ones reads them when asked, and one whose row shows none does not query.
+func TestAcquiredLeaseReadsStoredResponses(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		exec := drv.Executor()
+		e := New(Config{Exec: exec, WorkerID: "w1", Lease: time.Minute})
+		quiet, answered := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
+		var params []*driver.ExecutionInsertParams
+		for _, id := range []uuid.UUID{quiet, answered} {
+			params = append(params, &driver.ExecutionInsertParams{ID: id, Model: "process", Type: "T", Domain: "d", State: json.RawMessage(`{}`)})
+		}
+		_, err := e.Insert(ctx, params)
+		require.NoError(t, err)
+		for _, name := range []string{"first", "second"} {
+			_, err := exec.ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{ExecutionID: answered, Name: name, Payload: json.RawMessage(`{}`)})
+			require.NoError(t, err)
+		}
+
+		lease, err := e.AcquireLoad(ctx, answered)
+		require.NoError(t, err)
+		responses, err := lease.Responses(ctx)
+		require.NoError(t, err)
+		require.Len(t, responses, 2)
+		require.Equal(t, "first", responses[0].Name)
+		require.Equal(t, "second", responses[1].Name)
+
+		lease, err = e.AcquireLoad(ctx, quiet)
+		require.NoError(t, err)
+		responses, err = lease.Responses(ctx)
+		require.NoError(t, err)
+		require.Empty(t, responses)
+	})
+}

@@ -39,8 +39,6 @@ func newCheckpointer(exec driver.Executor, now func() *time.Time, logger *slog.L
 }
 
 // write queues a checkpoint and waits until it is committed (nil), fenced (ErrFenced) or failed.
-// Before the engine starts or after it stops (an immediate run on a client that runs no
-// pollers), it writes the checkpoint alone.
 func (c *checkpointer) write(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
 	req := &checkpointRequest{cp: cp, done: make(chan error, 1)}
 	c.group.submit(req)

@@ -161,8 +161,6 @@ func (e *Engine) Start(context.Context) error {
 		return nil
 	}
 	e.started = true
-	e.checkpointer.group.start()
-	e.acquirer.group.start()
 	pollers := []struct {
 		name     string
 		interval time.Duration
@@ -201,8 +199,8 @@ func (e *Engine) Stop(ctx context.Context) error {
 		<-done
 	}
 	e.cancel()
-	e.acquirer.group.stop()
-	e.checkpointer.group.stop()
+	e.acquirer.group.wait()
+	e.checkpointer.group.wait()
 	return nil
 }
 

@@ -2,91 +2,80 @@ package execution
 
 import (
 	"sync"
-	"sync/atomic"
 )
 
 // group gathers requests and hands them to flush in batches. Batches form on their own: while
-// flushes are in flight the next requests queue up, and the next flush takes all of them (up to
-// max); there is no artificial delay. At most concurrent flushes run at once. Before start and
-// after stop, each request is flushed alone in the caller's goroutine.
+// concurrent flushes are in flight, new requests wait in a queue, and the next flush takes all of
+// them (up to max); there is no timer. When a flush slot is free, the request is flushed at once
+// in the caller's goroutine, so an idle system pays no hand-off between goroutines. A flush that
+// finds requests queued behind it continues on a new goroutine, so its caller returns as soon as
+// its own batch is written.
 type group[R any] struct {
-	flush func(batch []R)
-	max   int
+	flush      func(batch []R)
+	max        int
+	concurrent int
 
-	in      chan R
-	sem     chan struct{}
-	wg      sync.WaitGroup
-	done    chan struct{}
-	once    sync.Once
-	running atomic.Bool
+	mu       sync.Mutex
+	pending  []R
+	inflight int
+	idle     *sync.Cond // signalled when inflight drops to zero
 }
 
 func newGroup[R any](max, concurrent int, flush func(batch []R)) *group[R] {
-	return &group[R]{
-		flush: flush, max: max,
-		in:   make(chan R, max*4),
-		sem:  make(chan struct{}, concurrent),
-		done: make(chan struct{}),
-	}
+	g := &group[R]{flush: flush, max: max, concurrent: concurrent}
+	g.idle = sync.NewCond(&g.mu)
+	return g
 }
 
-func (g *group[R]) start() {
-	g.running.Store(true)
-	go g.loop()
-}
-
-// submit queues req for the next batch, or flushes it alone when the group is not running.
+// submit queues req, and flushes it (with whatever else is queued) in the caller's goroutine when
+// a flush slot is free. Otherwise a flush in flight takes it when it finishes.
 func (g *group[R]) submit(req R) {
-	if !g.running.Load() {
-		g.flush([]R{req})
+	g.mu.Lock()
+	g.pending = append(g.pending, req)
+	if g.inflight >= g.concurrent {
+		g.mu.Unlock()
 		return
 	}
-	select {
-	case g.in <- req:
-	case <-g.done:
-		g.flush([]R{req})
-	}
+	g.inflight++
+	batch := g.take()
+	g.mu.Unlock()
+	g.run(batch)
 }
 
-func (g *group[R]) loop() {
-	for {
-		var first R
-		select {
-		case first = <-g.in:
-		case <-g.done:
-			return
-		}
-		g.sem <- struct{}{} // wait for a flush slot; requests pile up meanwhile
-		batch := []R{first}
-	drain:
-		for len(batch) < g.max {
-			select {
-			case req := <-g.in:
-				batch = append(batch, req)
-			default:
-				break drain
-			}
-		}
-		g.wg.Add(1)
-		go func() {
-			defer func() { <-g.sem; g.wg.Done() }()
-			g.flush(batch)
-		}()
-	}
+// take removes up to max queued requests; g.mu is held.
+func (g *group[R]) take() []R {
+	n := min(len(g.pending), g.max)
+	batch := make([]R, n)
+	copy(batch, g.pending)
+	rest := copy(g.pending, g.pending[n:])
+	clear(g.pending[rest:])
+	g.pending = g.pending[:rest]
+	return batch
 }
 
-// stop ends the loop, waits for the flushes in flight and flushes what is still queued; later
-// requests are flushed alone.
-func (g *group[R]) stop() {
-	g.running.Store(false)
-	g.once.Do(func() { close(g.done) })
-	g.wg.Wait()
-	for {
-		select {
-		case req := <-g.in:
-			g.flush([]R{req})
-		default:
-			return
+// run flushes batch, then hands what queued up meanwhile to a new goroutine, or gives the flush
+// slot back.
+func (g *group[R]) run(batch []R) {
+	g.flush(batch)
+	g.mu.Lock()
+	if len(g.pending) == 0 {
+		g.inflight--
+		if g.inflight == 0 {
+			g.idle.Broadcast()
 		}
+		g.mu.Unlock()
+		return
 	}
+	next := g.take()
+	g.mu.Unlock()
+	go g.run(next)
+}
+
+// wait returns when no flush is in flight and nothing is queued.
+func (g *group[R]) wait() {
+	g.mu.Lock()
+	for g.inflight > 0 {
+		g.idle.Wait()
+	}
+	g.mu.Unlock()
 }

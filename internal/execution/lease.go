@@ -78,11 +78,16 @@ func (l *Lease) Log(ctx context.Context) ([]*driver.ExecutionLogEntry, error) {
 	return entries, nil
 }
 
-// Responses returns the async responses not yet applied, in order.
+// Responses returns the async responses not yet applied, in order: those read by Load, or none
+// without a query when the row shows that every response received was applied (an acquire does
+// not read them), or those read now.
 func (l *Lease) Responses(ctx context.Context) ([]*driver.ExecutionResponseRow, error) {
-	if l.loaded != nil && !l.respUsed {
+	if l.loaded != nil && !l.respUsed && l.loaded.Responses != nil {
 		l.respUsed = true
 		return l.loaded.Responses, nil
+	}
+	if l.Row.ResponsesReceived <= l.Row.ResponsesApplied {
+		return nil, nil
 	}
 	return l.engine.cfg.Exec.ExecutionResponseList(ctx, l.Row.ID, l.Row.ResponsesApplied)
 }
