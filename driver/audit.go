@@ -10,14 +10,14 @@ import (
 // entity. Command transitions are also kept on the command row itself; this log answers "who did
 // what" across the whole system.
 type AuditLogRow struct {
-	ID         int64
-	At         time.Time
-	EntityType string // "command", "execution", "batch", ...
-	EntityID   string
-	Action     string
-	Actor      string
-	Reason     string
-	Details    json.RawMessage
+	ID         int64           `json:"id"`
+	At         time.Time       `json:"at"`
+	EntityType string          `json:"entityType,omitempty"` // "command", "execution", "batch", ...
+	EntityID   string          `json:"entityId,omitempty"`
+	Action     string          `json:"action,omitempty"`
+	Actor      string          `json:"actor,omitempty"`
+	Reason     string          `json:"reason,omitempty"`
+	Details    json.RawMessage `json:"details,omitempty"`
 }
 
 // AuditLogInsertParams appends to the audit log.

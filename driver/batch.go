@@ -10,14 +10,14 @@ import (
 // BatchRow groups commands sent together. Counts are computed from the commands themselves when
 // the batch is read, so they are always current.
 type BatchRow struct {
-	ID          uuid.UUID
-	Name        string
-	Domain      string
-	TenantID    string
-	Total       int64
-	Counts      map[CommandStatus]int64
-	CreatedAt   time.Time
-	CompletedAt *time.Time // set the first time every item was seen terminal
+	ID          uuid.UUID               `json:"id"`
+	Name        string                  `json:"name,omitempty"`
+	Domain      string                  `json:"domain,omitempty"`
+	TenantID    string                  `json:"tenantId,omitempty"`
+	Total       int64                   `json:"total"`
+	Counts      map[CommandStatus]int64 `json:"counts,omitempty"`
+	CreatedAt   time.Time               `json:"createdAt"`
+	CompletedAt *time.Time              `json:"completedAt,omitempty"` // set the first time every item was seen terminal
 }
 
 // Complete reports whether every command of the batch is terminal.

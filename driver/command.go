@@ -65,41 +65,41 @@ const (
 
 // CommandRow is a command (or reply) as stored.
 type CommandRow struct {
-	ID             uuid.UUID
-	Kind           CommandKind
-	Domain         string
-	Queue          string
-	Type           string
-	Data           json.RawMessage
-	CorrelationID  uuid.UUID // uuid.Nil when absent
-	CausationID    uuid.UUID // uuid.Nil when absent
-	ReplyTo        string
-	Status         CommandStatus
-	Attempt        int
-	MaxAttempts    int
-	TenantID       string
-	BatchID        uuid.UUID // uuid.Nil when absent
-	Headers        map[string]string
-	IdempotencyKey string
-	SentBy         string     // who sent the command (the SENT audit entry's actor)
-	VisibleAt      time.Time  // when a PENDING command may next be claimed
-	LeaseUntil     *time.Time // while RUNNING: when the claim expires and the command is claimable again
-	Fence          int64      // grows on every claim
-	WorkerID       string
-	Result         json.RawMessage
-	ErrorCode      string
-	ErrorMessage   string
-	DeadlineAt     *time.Time
-	ParkedAt       *time.Time // while IN_TSQ: since when
-	CreatedAt      time.Time
-	UpdatedAt      time.Time
-	StartedAt      *time.Time
-	CompletedAt    *time.Time
+	ID             uuid.UUID         `json:"id"`
+	Kind           CommandKind       `json:"kind"`
+	Domain         string            `json:"domain,omitempty"`
+	Queue          string            `json:"queue,omitempty"`
+	Type           string            `json:"type,omitempty"`
+	Data           json.RawMessage   `json:"data,omitempty"`
+	CorrelationID  uuid.UUID         `json:"correlationId,omitzero"` // uuid.Nil when absent
+	CausationID    uuid.UUID         `json:"causationId,omitzero"`   // uuid.Nil when absent
+	ReplyTo        string            `json:"replyTo,omitempty"`
+	Status         CommandStatus     `json:"status"`
+	Attempt        int               `json:"attempt"`
+	MaxAttempts    int               `json:"maxAttempts"`
+	TenantID       string            `json:"tenantId,omitempty"`
+	BatchID        uuid.UUID         `json:"batchId,omitzero"` // uuid.Nil when absent
+	Headers        map[string]string `json:"headers,omitempty"`
+	IdempotencyKey string            `json:"idempotencyKey,omitempty"`
+	SentBy         string            `json:"sentBy,omitempty"`     // who sent the command (the SENT audit entry's actor)
+	VisibleAt      time.Time         `json:"visibleAt"`            // when a PENDING command may next be claimed
+	LeaseUntil     *time.Time        `json:"leaseUntil,omitempty"` // while RUNNING: when the claim expires and the command is claimable again
+	Fence          int64             `json:"fence"`                // grows on every claim
+	WorkerID       string            `json:"workerId,omitempty"`
+	Result         json.RawMessage   `json:"result,omitempty"`
+	ErrorCode      string            `json:"errorCode,omitempty"`
+	ErrorMessage   string            `json:"errorMessage,omitempty"`
+	DeadlineAt     *time.Time        `json:"deadlineAt,omitempty"`
+	ParkedAt       *time.Time        `json:"parkedAt,omitempty"` // while IN_TSQ: since when
+	CreatedAt      time.Time         `json:"createdAt"`
+	UpdatedAt      time.Time         `json:"updatedAt"`
+	StartedAt      *time.Time        `json:"startedAt,omitempty"`
+	CompletedAt    *time.Time        `json:"completedAt,omitempty"`
 	// Audit is the command's transition history, oldest first. It is only loaded by
 	// CommandGetByID; list and claim queries leave it nil. A claim is recorded by the statement
 	// that ends it (so that claiming stays a small HOT update); while a command is RUNNING its
 	// current claim is appended from StartedAt/WorkerID/Attempt when read (see CurrentAudit).
-	Audit []AuditEntry
+	Audit []AuditEntry `json:"audit,omitempty"`
 }
 
 // AuditEntry is one transition of a command, stored with the row so it commits atomically with
@@ -112,8 +112,35 @@ type AuditEntry struct {
 	Attempt      int           `json:"attempt,omitempty"`
 	Actor        string        `json:"actor,omitempty"`
 	Reason       string        `json:"reason,omitempty"`
-	ErrorCode    string        `json:"error_code,omitempty"`
-	ErrorMessage string        `json:"error_message,omitempty"`
+	ErrorCode    string        `json:"errorCode,omitempty"`
+	ErrorMessage string        `json:"errorMessage,omitempty"`
+}
+
+// storedAuditEntry is an AuditEntry as the drivers keep it in the command row's audit column
+// (the statements that change a command append it, with snake_case keys).
+type storedAuditEntry struct {
+	At           time.Time     `json:"at"`
+	Event        string        `json:"event"`
+	From         CommandStatus `json:"from"`
+	To           CommandStatus `json:"to"`
+	Attempt      int           `json:"attempt"`
+	Actor        string        `json:"actor"`
+	Reason       string        `json:"reason"`
+	ErrorCode    string        `json:"error_code"`
+	ErrorMessage string        `json:"error_message"`
+}
+
+// DecodeStoredAudit decodes a command row's audit column.
+func DecodeStoredAudit(data []byte) ([]AuditEntry, error) {
+	var stored []storedAuditEntry
+	if err := json.Unmarshal(data, &stored); err != nil {
+		return nil, err
+	}
+	out := make([]AuditEntry, len(stored))
+	for i, e := range stored {
+		out[i] = AuditEntry(e)
+	}
+	return out, nil
 }
 
 // CommandInsertParams is one command to insert. ID must be set by the caller.
@@ -229,13 +256,13 @@ type CommandOperatorParams struct {
 
 // QueueDepth counts a queue's commands by state.
 type QueueDepth struct {
-	Queue     string
-	Domain    string
-	Kind      CommandKind
-	Ready     int64 // PENDING and visible now
-	Scheduled int64 // PENDING, visible later (retry backoff)
-	Running   int64
-	InTSQ     int64
+	Queue     string      `json:"queue,omitempty"`
+	Domain    string      `json:"domain,omitempty"`
+	Kind      CommandKind `json:"kind"`
+	Ready     int64       `json:"ready"`     // PENDING and visible now
+	Scheduled int64       `json:"scheduled"` // PENDING, visible later (retry backoff)
+	Running   int64       `json:"running"`
+	InTSQ     int64       `json:"inTsq"`
 }
 
 // CommandStatsParams restricts statistics to commands created since Since.

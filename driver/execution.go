@@ -57,57 +57,57 @@ func (s ExecutionStatus) Valid() bool {
 // ExecutionRow is an execution as stored: seed 000's process table with its step-manager
 // extensions and seed 004's saga_instance in one row.
 type ExecutionRow struct {
-	ID                uuid.UUID
-	Model             string // "process" (seed 000), "saga", "tcc", "workflow", ...
-	Type              string // the process type, e.g. "PaymentStep"
-	Domain            string
-	TenantID          string
-	BusinessKey       string
-	BatchID           uuid.UUID
-	Status            ExecutionStatus
-	State             json.RawMessage // the user's state
-	Step              string          // the step the execution is at (seed 004's saga step)
-	CurrentWait       string          // the wait or command step it is blocked on
-	NextRetryAt       *time.Time
-	NextWaitTimeoutAt *time.Time
-	DeadlineAt        *time.Time
-	Retries           int // retries scheduled so far (seed 004's saga retries)
-	LeaseUntil        *time.Time
-	Fence             int64
-	WorkerID          string
-	WakeAt            *time.Time // when a runner should take it up (pending, response arrived)
+	ID                uuid.UUID       `json:"id"`
+	Model             string          `json:"model,omitempty"` // "process" (seed 000), "saga", "tcc", "workflow", ...
+	Type              string          `json:"type,omitempty"`  // the process type, e.g. "PaymentStep"
+	Domain            string          `json:"domain,omitempty"`
+	TenantID          string          `json:"tenantId,omitempty"`
+	BusinessKey       string          `json:"businessKey,omitempty"`
+	BatchID           uuid.UUID       `json:"batchId,omitzero"`
+	Status            ExecutionStatus `json:"status"`
+	State             json.RawMessage `json:"state,omitempty"`       // the user's state
+	Step              string          `json:"step,omitempty"`        // the step the execution is at (seed 004's saga step)
+	CurrentWait       string          `json:"currentWait,omitempty"` // the wait or command step it is blocked on
+	NextRetryAt       *time.Time      `json:"nextRetryAt,omitempty"`
+	NextWaitTimeoutAt *time.Time      `json:"nextWaitTimeoutAt,omitempty"`
+	DeadlineAt        *time.Time      `json:"deadlineAt,omitempty"`
+	Retries           int             `json:"retries"` // retries scheduled so far (seed 004's saga retries)
+	LeaseUntil        *time.Time      `json:"leaseUntil,omitempty"`
+	Fence             int64           `json:"fence"`
+	WorkerID          string          `json:"workerId,omitempty"`
+	WakeAt            *time.Time      `json:"wakeAt,omitempty"` // when a runner should take it up (pending, response arrived)
 	// ResponsesReceived counts async responses recorded; ResponsesApplied those a runner has
 	// applied. A runner that finishes while they differ leaves the execution to be woken again.
-	ResponsesReceived int64
-	ResponsesApplied  int64
-	ErrorCode         string
-	ErrorMessage      string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	CompletedAt       *time.Time
+	ResponsesReceived int64      `json:"responsesReceived"`
+	ResponsesApplied  int64      `json:"responsesApplied"`
+	ErrorCode         string     `json:"errorCode,omitempty"`
+	ErrorMessage      string     `json:"errorMessage,omitempty"`
+	CreatedAt         time.Time  `json:"createdAt"`
+	UpdatedAt         time.Time  `json:"updatedAt"`
+	CompletedAt       *time.Time `json:"completedAt,omitempty"`
 	// ClaimedFrom is the status the execution had when a claim or acquire took it (those queries
 	// only).
-	ClaimedFrom ExecutionStatus
+	ClaimedFrom ExecutionStatus `json:"claimedFrom"`
 }
 
 // ExecutionLogEntry is one entry of an execution's append-only log. Entry types: STEP, WAIT,
 // SIDE_EFFECT, COMMAND (a command step's command sent), ASYNC_RESPONSE, COMPENSATION, LIFECYCLE
 // and TSQ_* (operator actions).
 type ExecutionLogEntry struct {
-	ExecutionID  uuid.UUID
-	Seq          int
-	At           time.Time
-	EntryType    string
-	Name         string
-	StepStatus   string // STARTED, COMPLETED, FAILED, WAITING_RETRY, SATISFIED, PENDING, TIMED_OUT, ...
-	Attempt      int
-	MaxAttempts  int
-	Request      json.RawMessage
-	Response     json.RawMessage
-	ErrorCode    string
-	ErrorMessage string
-	Actor        string
-	Reason       string
+	ExecutionID  uuid.UUID       `json:"executionId,omitzero"`
+	Seq          int             `json:"seq"`
+	At           time.Time       `json:"at"`
+	EntryType    string          `json:"entryType,omitempty"`
+	Name         string          `json:"name,omitempty"`
+	StepStatus   string          `json:"stepStatus,omitempty"` // STARTED, COMPLETED, FAILED, WAITING_RETRY, SATISFIED, PENDING, TIMED_OUT, ...
+	Attempt      int             `json:"attempt"`
+	MaxAttempts  int             `json:"maxAttempts"`
+	Request      json.RawMessage `json:"request,omitempty"`
+	Response     json.RawMessage `json:"response,omitempty"`
+	ErrorCode    string          `json:"errorCode,omitempty"`
+	ErrorMessage string          `json:"errorMessage,omitempty"`
+	Actor        string          `json:"actor,omitempty"`
+	Reason       string          `json:"reason,omitempty"`
 }
 
 // ExecutionInsertParams creates an execution. When Lease is set the execution is created
@@ -262,11 +262,11 @@ type ExecutionCheckpointManyParams struct {
 
 // ExecutionResponseRow is an async response recorded for an execution.
 type ExecutionResponseRow struct {
-	ExecutionID uuid.UUID
-	Seq         int64
-	Name        string
-	Payload     json.RawMessage
-	ReceivedAt  time.Time
+	ExecutionID uuid.UUID       `json:"executionId,omitzero"`
+	Seq         int64           `json:"seq"`
+	Name        string          `json:"name,omitempty"`
+	Payload     json.RawMessage `json:"payload,omitempty"`
+	ReceivedAt  time.Time       `json:"receivedAt"`
 }
 
 // ExecutionResponseInsertParams records an async response and wakes the execution.

@@ -177,12 +177,12 @@ type InboxExecutor interface {
 // DLQRow is a command parked in the troubleshooting queue, as seed 004's command_dlq records it,
 // with the command itself.
 type DLQRow struct {
-	CommandID uuid.UUID
-	ParkedAt  time.Time
-	ParkedBy  string
-	Attempts  int
-	Error     string
-	Command   *CommandRow
+	CommandID uuid.UUID   `json:"commandId,omitzero"`
+	ParkedAt  time.Time   `json:"parkedAt"`
+	ParkedBy  string      `json:"parkedBy,omitempty"`
+	Attempts  int         `json:"attempts"`
+	Error     string      `json:"error,omitempty"`
+	Command   *CommandRow `json:"command,omitempty"`
 }
 
 // DLQListParams filters the dead-letter listing, most recently parked first; zero fields do not
@@ -196,8 +196,8 @@ type DLQListParams struct {
 
 // DLQDepth counts the parked commands of one domain.
 type DLQDepth struct {
-	Domain string
-	Count  int64
+	Domain string `json:"domain,omitempty"`
+	Count  int64  `json:"count"`
 }
 
 // DLQExecutor holds the dead-letter queries. Rows are written and removed by the command

@@ -110,7 +110,16 @@ func TestAuthRolesAndProblems(t *testing.T) {
 
 		resp, body = f.do(t, "GET", "/api/tsq/commands", viewerToken, nil)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
-		require.Contains(t, string(body), id.String())
+		var listed struct {
+			Items []map[string]any `json:"items"`
+		}
+		require.NoError(t, json.Unmarshal(body, &listed))
+		require.Len(t, listed.Items, 1)
+		// Fields are camelCase, as in the payments API.
+		require.Equal(t, id.String(), listed.Items[0]["id"])
+		require.Equal(t, "IN_TSQ", listed.Items[0]["status"])
+		require.Contains(t, listed.Items[0], "errorCode")
+		require.NotContains(t, listed.Items[0], "Status")
 
 		resp, body = f.do(t, "POST", "/api/tsq/commands/"+id.String()+"/cancel", viewerToken, map[string]string{"reason": "no"})
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, "a viewer is refused an action")

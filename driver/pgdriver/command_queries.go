@@ -250,8 +250,8 @@ func (e *executor) CommandGetByID(ctx context.Context, id uuid.UUID) (*driver.Co
 	if err != nil {
 		return nil, err
 	}
-	var stored []driver.AuditEntry
-	if err := json.Unmarshal(audit, &stored); err != nil {
+	stored, err := driver.DecodeStoredAudit(audit)
+	if err != nil {
 		return nil, fmt.Errorf("decoding audit of command %s: %w", id, err)
 	}
 	cmd.Audit = driver.CurrentAudit(cmd, stored)
