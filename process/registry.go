@@ -27,7 +27,7 @@ type Operations interface {
 // InstanceJSON is an execution with its state left as JSON.
 type InstanceJSON struct {
 	*driver.ExecutionRow
-	Log []*driver.ExecutionLogEntry
+	Log []*driver.ExecutionLogEntry `json:"log"`
 }
 
 // GetJSON implements Operations.

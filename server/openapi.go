@@ -1,6 +1,12 @@
 package server
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/process"
+)
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, openAPIDocument(s.cfg.Platform != nil))
@@ -18,6 +24,11 @@ type op struct {
 }
 
 func ref(name string) object { return object{"$ref": "#/components/schemas/" + name} }
+
+// itemsOf is a list response: {"items": [schema...]}.
+func itemsOf(schema object) object {
+	return object{"type": "object", "properties": object{"items": object{"type": "array", "items": schema}}}
+}
 
 func jsonBody(schema object) object {
 	return object{"required": true, "content": object{"application/json": object{"schema": schema}}}
@@ -51,14 +62,14 @@ func openAPIDocument(withPayments bool) object {
 		{method: "get", path: "/metrics", summary: "Prometheus metrics", tag: "operations",
 			responses: object{"200": object{"description": "Prometheus text exposition.", "content": object{"text/plain": object{"schema": object{"type": "string"}}}}}},
 		{method: "get", path: "/api/openapi.json", summary: "This document", tag: "operations", responses: object{"200": jsonResponse("OpenAPI 3 document.", anyObject)}},
-		{method: "get", path: "/api/queues", summary: "Queue depths", tag: "commands", responses: object{"200": jsonResponse("Depth per queue.", anyObject)}},
+		{method: "get", path: "/api/queues", summary: "Queue depths", tag: "commands", responses: object{"200": jsonResponse("Depth per queue.", object{"type": "object", "properties": object{"queues": object{"type": "array", "items": schemaOf[commandbus.QueueDepth]()}}})}},
 		{method: "get", path: "/api/commands/{id}", summary: "A command with its audit trail", tag: "commands", params: []object{id},
 			responses: object{"200": jsonResponse("The command.", ref("Command")), "404": problem("No such command.")}},
 		{method: "get", path: "/api/processes/{id}", summary: "An execution with its state and log", tag: "processes", params: []object{id},
 			responses: object{"200": jsonResponse("The execution.", ref("Execution")), "404": problem("No such execution.")}},
 		{method: "get", path: "/api/tsq/commands", summary: "Commands in the troubleshooting queue", tag: "tsq",
 			params:    []object{queryParam("domain", "only this domain", "string"), queryParam("type", "only this command type", "string"), queryParam("tenant", "only this tenant", "string"), queryParam("batch", "only this batch", "string"), queryParam("limit", "most items", "integer")},
-			responses: object{"200": jsonResponse("Commands waiting for an operator.", object{"type": "object", "properties": object{"items": object{"type": "array", "items": ref("Command")}}})}},
+			responses: object{"200": jsonResponse("Commands waiting for an operator.", itemsOf(ref("Command")))}},
 	}
 	for _, action := range []string{"retry", "cancel", "complete"} {
 		ops = append(ops, op{method: "post", path: "/api/tsq/commands/{id}/" + action, summary: action + " a command in the troubleshooting queue (audited)", tag: "tsq", operator: true,
@@ -67,7 +78,7 @@ func openAPIDocument(withPayments bool) object {
 	}
 	ops = append(ops, op{method: "get", path: "/api/tsq/processes", summary: "Executions in the troubleshooting queue", tag: "tsq",
 		params:    []object{queryParam("domain", "only this domain", "string"), queryParam("type", "only this process type", "string"), queryParam("limit", "most items", "integer")},
-		responses: object{"200": jsonResponse("Executions waiting for an operator.", object{"type": "object", "properties": object{"items": object{"type": "array", "items": ref("Execution")}}})}})
+		responses: object{"200": jsonResponse("Executions waiting for an operator.", itemsOf(ref("Execution")))}})
 	for _, action := range []string{"retry", "cancel", "complete", "skip"} {
 		ops = append(ops, op{method: "post", path: "/api/tsq/processes/{id}/" + action, summary: action + " an execution (audited)", tag: "tsq", operator: true,
 			params: []object{id}, body: ref("ProcessAction"),
@@ -125,8 +136,8 @@ func schemas() object {
 			"type": str, "title": str, "status": object{"type": "integer"}, "code": str, "detail": str, "existingId": str,
 			"errors": object{"type": "array", "items": object{"type": "object", "properties": object{"field": str, "message": str}}},
 		}},
-		"Command":       anyObject,
-		"Execution":     anyObject,
+		"Command":       schemaOf[commandbus.CommandRow](),
+		"Execution":     schemaOf[process.InstanceJSON](),
 		"CommandAction": object{"type": "object", "required": []string{"reason"}, "properties": object{"reason": str, "result": anyObject}},
 		"ProcessAction": object{"type": "object", "required": []string{"reason"}, "properties": object{
 			"reason": str, "runCompensations": object{"type": "boolean"}, "stateOverrides": anyObject, "step": str, "result": anyObject,
@@ -136,11 +147,12 @@ func schemas() object {
 			"currency": object{"type": "string", "description": "ISO 4217 code of the amount"}, "creditCurrency": object{"type": "string", "description": "ISO 4217; differs from currency for a cross-currency payment"},
 			"valueDate": object{"type": "string", "format": "date"}, "idempotencyKey": str, "processType": object{"type": "string", "enum": []string{"step", "manager"}},
 		}},
-		"Payment":        anyObject,
+		"Payment":        schemaOf[payments.PaymentView](),
+		"PaymentResult":  schemaOf[payments.PaymentResult](),
 		"BatchRequest":   object{"type": "object", "required": []string{"count"}, "properties": object{"count": object{"type": "integer"}, "day": object{"type": "string", "format": "date"}, "processType": object{"type": "string", "enum": []string{"step", "manager"}}, "behavior": anyObject}},
-		"Batch":          anyObject,
-		"Approval":       anyObject,
-		"NetworkPending": anyObject,
+		"Batch":          schemaOf[payments.BatchView](),
+		"Approval":       schemaOf[payments.Approval](),
+		"NetworkPending": schemaOf[payments.PendingNetworkResponse](),
 		"NetworkAnswer":  object{"type": "object", "properties": object{"success": object{"type": "boolean"}, "errorCode": str, "errorMessage": str, "reason": str}},
 		"DecisionBody":   object{"type": "object", "properties": object{"reason": str}},
 	}
@@ -150,24 +162,24 @@ func paymentOperations() []op {
 	id := pathParam("id", "resource id")
 	return []op{
 		{method: "post", path: "/api/payments", summary: "Submit a payment", tag: "payments", operator: true, body: ref("PaymentRequest"),
-			responses: object{"200": jsonResponse("Completed at once.", ref("Payment")), "202": jsonResponse("Accepted; the process runs on.", ref("Payment")),
+			responses: object{"200": jsonResponse("Completed at once.", ref("PaymentResult")), "202": jsonResponse("Accepted; the process runs on.", ref("PaymentResult")),
 				"400": problem("A bad amount, currency, account or value date; nothing was created."), "409": problem("Duplicate idempotency key; existingId names the original.")}},
 		{method: "get", path: "/api/payments", summary: "List payments", tag: "payments",
 			params:    []object{queryParam("status", "only this status", "string"), queryParam("batch", "only this batch", "string"), queryParam("limit", "most items", "integer")},
-			responses: object{"200": jsonResponse("Payments.", object{"type": "object", "properties": object{"items": object{"type": "array", "items": ref("Payment")}}})}},
+			responses: object{"200": jsonResponse("Payments.", itemsOf(ref("Payment")))}},
 		{method: "get", path: "/api/payments/{id}", summary: "A payment: status, risk, FX, L1–L4, error", tag: "payments", params: []object{id},
 			responses: object{"200": jsonResponse("The payment.", ref("Payment")), "404": problem("No such payment.")}},
 		{method: "post", path: "/api/batches", summary: "Create and run a batch of payments", tag: "batches", operator: true, body: ref("BatchRequest"),
 			responses: object{"201": jsonResponse("The batch.", ref("Batch")), "400": problem("Invalid input.")}},
-		{method: "get", path: "/api/batches", summary: "List batches", tag: "batches", responses: object{"200": jsonResponse("Batches.", anyObject)}},
+		{method: "get", path: "/api/batches", summary: "List batches", tag: "batches", responses: object{"200": jsonResponse("Batches.", itemsOf(ref("Batch")))}},
 		{method: "get", path: "/api/batches/{id}", summary: "A batch with its counts", tag: "batches", params: []object{id},
 			responses: object{"200": jsonResponse("The batch.", ref("Batch")), "404": problem("No such batch.")}},
-		{method: "get", path: "/api/approvals", summary: "Pending risk approvals", tag: "approvals", responses: object{"200": jsonResponse("Approvals.", anyObject)}},
+		{method: "get", path: "/api/approvals", summary: "Pending risk approvals", tag: "approvals", responses: object{"200": jsonResponse("Approvals.", itemsOf(ref("Approval")))}},
 		{method: "post", path: "/api/approvals/{id}/approve", summary: "Approve (audited)", tag: "approvals", operator: true, params: []object{id}, body: ref("DecisionBody"),
 			responses: object{"200": jsonResponse("Approved.", ref("Approval")), "404": problem("No such approval."), "409": problem("Already decided.")}},
 		{method: "post", path: "/api/approvals/{id}/reject", summary: "Reject (audited)", tag: "approvals", operator: true, params: []object{id}, body: ref("DecisionBody"),
 			responses: object{"200": jsonResponse("Rejected.", ref("Approval")), "404": problem("No such approval."), "409": problem("Already decided.")}},
-		{method: "get", path: "/api/network/pending", summary: "Network responses waiting for an operator", tag: "network", responses: object{"200": jsonResponse("Pending responses.", anyObject)}},
+		{method: "get", path: "/api/network/pending", summary: "Network responses waiting for an operator", tag: "network", responses: object{"200": jsonResponse("Pending responses.", itemsOf(ref("NetworkPending")))}},
 		{method: "post", path: "/api/network/pending/{id}/respond", summary: "Answer a pending network response (audited)", tag: "network", operator: true, params: []object{id}, body: ref("NetworkAnswer"),
 			responses: object{"200": jsonResponse("Answered.", ref("NetworkPending")), "404": problem("No such pending response."), "409": problem("Already answered.")}},
 	}

@@ -179,5 +179,18 @@ func TestOperationsEndpoints(t *testing.T) {
 			require.Contains(t, paths, p)
 		}
 		require.True(t, strings.Contains(string(body), `"x-required-role": "operator"`))
+		// Response schemas follow the Go types and their JSON tags.
+		schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+		property := func(schema, name string) map[string]any {
+			t.Helper()
+			props := schemas[schema].(map[string]any)["properties"].(map[string]any)
+			require.Contains(t, props, name, "schema %s", schema)
+			return props[name].(map[string]any)
+		}
+		require.Equal(t, "uuid", property("Command", "correlationId")["format"])
+		require.Equal(t, "date-time", property("Command", "createdAt")["format"])
+		require.Equal(t, "array", property("Command", "audit")["type"])
+		require.Equal(t, "string", property("Execution", "status")["type"], "the embedded row's fields are flattened")
+		require.Equal(t, "integer", property("Execution", "log")["items"].(map[string]any)["properties"].(map[string]any)["seq"].(map[string]any)["type"])
 	})
 }
