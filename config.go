@@ -218,6 +218,10 @@ type ProcessConfig struct {
 	ExecutionLease Duration `yaml:"execution-lease"`
 	// ConcurrentExecutions is how many executions one instance runs at once. Default: 50.
 	ConcurrentExecutions int `yaml:"concurrent-executions"`
+	// LogCache is how many waiting executions' logs one instance keeps in memory, so that
+	// resuming one reads only the log entries added since it let go. Default (0): 10,000; -1
+	// turns the cache off.
+	LogCache int `yaml:"log-cache"`
 	// Types holds overrides per process type.
 	Types map[string]*ProcessTypeConfig `yaml:"types"`
 }
@@ -550,6 +554,9 @@ func (c *Config) Validate() error {
 	}
 	if p.ConcurrentExecutions < 1 {
 		add("process.concurrent-executions: must be at least 1, got %d", p.ConcurrentExecutions)
+	}
+	if p.LogCache < -1 {
+		add("process.log-cache: must be -1 (off), 0 (the default) or a number of executions, got %d", p.LogCache)
 	}
 	for _, name := range sortedKeys(p.Types) {
 		t := p.Types[name]

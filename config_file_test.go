@@ -399,6 +399,11 @@ func TestParseConfigFileProblems(t *testing.T) {
 			yaml:    "command-steps:\n  bookFx:\n    timeout: 30s\n",
 			wantErr: "command-steps.bookFx.domain: required",
 		},
+		{
+			name:    "negative log cache",
+			yaml:    "process:\n  log-cache: -5\n",
+			wantErr: "process.log-cache: must be -1 (off), 0 (the default) or a number of executions, got -5",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

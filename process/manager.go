@@ -116,6 +116,7 @@ func runtimeFor(client *commandbus.Client, domain string) (*runtime, error) {
 			Clock:                 clockNow,
 			Lease:                 cfg.Process.ExecutionLease.Std(),
 			Concurrency:           cfg.Process.ConcurrentExecutions,
+			LogCache:              cfg.Process.LogCache,
 			PendingPollInterval:   cfg.Process.PendingPollInterval.Std(),
 			RetryPollInterval:     cfg.Process.RetryPollInterval.Std(),
 			TimeoutCheckInterval:  cfg.Process.TimeoutCheckInterval.Std(),

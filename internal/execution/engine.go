@@ -63,7 +63,7 @@ type Config struct {
 	// Notify sends wake-up topics after a checkpoint committed (command queues).
 	Notify func(ctx context.Context, topics []string)
 	// LogCache is how many waiting executions' logs the engine keeps in memory, so resuming one
-	// reads only the entries added since it let go. 0 means DefaultLogCache; negative disables.
+	// reads only the entries added since it let go. 0 means DefaultLogCache; negative turns it off.
 	LogCache int
 }
 
