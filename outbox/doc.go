@@ -13,6 +13,12 @@
 // next_at. A relay that dies between publishing and marking publishes again after its lease:
 // delivery is at least once, and consumers dedupe.
 //
+// On PostgreSQL the relay takes only rows written by transactions older than every writing
+// transaction still running (pg_snapshot_xmin): a transaction that commits after a later one can
+// never be overtaken or skipped. The price: one long writing transaction anywhere in the cluster
+// holds publishing back until it ends (read-only transactions do not count). Keep batch jobs'
+// writing transactions short, or give them their own cluster.
+//
 // # Exactly once at the business level
 //
 // Consumers record each message in the inbox, keyed by (message id, handler), in the transaction
