@@ -39,8 +39,9 @@ func newAcquirer(e *Engine) *acquirer {
 	return a
 }
 
-// acquire leases the execution and reads its log and unapplied responses. It returns ErrBusy
-// when a live lease holds it and driver.ErrNotFound when it does not exist.
+// acquire leases the execution and reads its log (the part this instance has not cached); the
+// lease reads stored responses later, only if its row shows some. It returns ErrBusy when a live
+// lease holds the execution and driver.ErrNotFound when it does not exist.
 func (a *acquirer) acquire(ctx context.Context, id uuid.UUID) (*Lease, error) {
 	req := &acquireRequest{id: id, done: make(chan acquireResult, 1)}
 	a.group.submit(req)

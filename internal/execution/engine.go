@@ -382,8 +382,8 @@ func (e *Engine) Acquire(ctx context.Context, id uuid.UUID) (*Lease, error) {
 	return e.newLease(row), nil
 }
 
-// AcquireLoad is Acquire plus reading the log and unapplied responses. Concurrent calls share one
-// round trip: under load, the replies that resume executions are acquired in batches.
+// AcquireLoad is Acquire plus reading the log. Concurrent calls share one round trip: under load,
+// the replies that resume executions are acquired in batches.
 func (e *Engine) AcquireLoad(ctx context.Context, id uuid.UUID) (*Lease, error) {
 	return e.acquirer.acquire(ctx, id)
 }
