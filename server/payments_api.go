@@ -30,6 +30,15 @@ func (a *PaymentsAPI) Routes(mux *http.ServeMux, viewer, operator func(http.Hand
 	mux.HandleFunc("POST /api/network/pending/{id}/respond", operator(a.respondNetwork))
 }
 
+// reply writes v as JSON with status, or err as a problem.
+func (a *PaymentsAPI) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
 func (a *PaymentsAPI) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var dup *payments.DuplicatePaymentError
 	if errors.As(err, &dup) {
@@ -65,11 +74,7 @@ func (a *PaymentsAPI) getPayment(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	view, err := a.Platform.GetPayment(r.Context(), id)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, view)
+	a.reply(w, r, http.StatusOK, view, err)
 }
 
 func (a *PaymentsAPI) listPayments(w http.ResponseWriter, r *http.Request) {
@@ -84,11 +89,7 @@ func (a *PaymentsAPI) listPayments(w http.ResponseWriter, r *http.Request) {
 		filter.BatchID = id
 	}
 	list, err := a.Platform.ListPayments(r.Context(), filter)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": list})
+	a.reply(w, r, http.StatusOK, items(list), err)
 }
 
 // batchRequest is the body of POST /api/batches.
@@ -116,11 +117,7 @@ func (a *PaymentsAPI) createBatch(w http.ResponseWriter, r *http.Request) {
 		behavior = preset
 	}
 	batch, err := a.Platform.CreateBatch(r.Context(), req.Count, req.Day, req.ProcessType, behavior)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, batch)
+	a.reply(w, r, http.StatusCreated, batch, err)
 }
 
 func (a *PaymentsAPI) getBatch(w http.ResponseWriter, r *http.Request) {
@@ -130,29 +127,17 @@ func (a *PaymentsAPI) getBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	batch, err := a.Platform.GetBatch(r.Context(), id)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, batch)
+	a.reply(w, r, http.StatusOK, batch, err)
 }
 
 func (a *PaymentsAPI) listBatches(w http.ResponseWriter, r *http.Request) {
 	list, err := a.Platform.ListBatches(r.Context(), queryInt(r, "limit", 50))
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": list})
+	a.reply(w, r, http.StatusOK, items(list), err)
 }
 
 func (a *PaymentsAPI) listApprovals(w http.ResponseWriter, r *http.Request) {
 	list, err := a.Platform.ListApprovals(r.Context(), r.URL.Query().Get("status"), queryInt(r, "limit", 100))
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": list})
+	a.reply(w, r, http.StatusOK, items(list), err)
 }
 
 // reasonRequest is the body of an approval decision or a network answer.
@@ -189,20 +174,12 @@ func (a *PaymentsAPI) decideApproval(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	approval, err := a.Platform.GetApproval(r.Context(), id)
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, approval)
+	a.reply(w, r, http.StatusOK, approval, err)
 }
 
 func (a *PaymentsAPI) listPendingNetwork(w http.ResponseWriter, r *http.Request) {
 	list, err := a.Platform.ListPendingNetworkResponses(r.Context(), queryInt(r, "limit", 100))
-	if err != nil {
-		a.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": list})
+	a.reply(w, r, http.StatusOK, items(list), err)
 }
 
 func (a *PaymentsAPI) respondNetwork(w http.ResponseWriter, r *http.Request) {

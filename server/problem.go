@@ -28,6 +28,9 @@ type FieldProblem struct {
 	Message string `json:"message"`
 }
 
+// items is a list response: {"items": list}.
+func items(list any) map[string]any { return map[string]any{"items": list} }
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)

@@ -29,6 +29,15 @@ func pathID(r *http.Request) (uuid.UUID, error) {
 	return id, nil
 }
 
+// reply writes v as JSON with status, or err as a problem.
+func (s *Server) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	writeJSON(w, status, v)
+}
+
 func queryInt(r *http.Request, name string, def int) int {
 	if v, err := strconv.Atoi(r.URL.Query().Get(name)); err == nil && v > 0 {
 		return v
@@ -48,11 +57,7 @@ func (s *Server) listCommandTSQ(w http.ResponseWriter, r *http.Request) {
 		filter.BatchID = id
 	}
 	rows, err := s.cfg.Client.TSQ().List(r.Context(), filter)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": rows})
+	s.reply(w, r, http.StatusOK, items(rows), err)
 }
 
 func (s *Server) actOnCommand(w http.ResponseWriter, r *http.Request) {
@@ -80,11 +85,7 @@ func (s *Server) actOnCommand(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "Unknown action; use retry, cancel or complete.", "")
 		return
 	}
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, row)
+	s.reply(w, r, http.StatusOK, row, err)
 }
 
 func (s *Server) listProcessTSQ(w http.ResponseWriter, r *http.Request) {
@@ -92,11 +93,7 @@ func (s *Server) listProcessTSQ(w http.ResponseWriter, r *http.Request) {
 		Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ},
 		Domain:   r.URL.Query().Get("domain"), Type: r.URL.Query().Get("type"), Limit: queryInt(r, "limit", 100),
 	})
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"items": rows})
+	s.reply(w, r, http.StatusOK, items(rows), err)
 }
 
 // operations finds the manager of an execution's process type.
@@ -147,11 +144,7 @@ func (s *Server) actOnProcess(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inst, err := ops.GetJSON(r.Context(), id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, inst)
+	s.reply(w, r, http.StatusOK, inst, err)
 }
 
 func (s *Server) getCommand(w http.ResponseWriter, r *http.Request) {
@@ -161,11 +154,7 @@ func (s *Server) getCommand(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	row, err := s.cfg.Client.GetCommand(r.Context(), id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, row)
+	s.reply(w, r, http.StatusOK, row, err)
 }
 
 func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) {
@@ -180,18 +169,10 @@ func (s *Server) getProcess(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	inst, err := ops.GetJSON(r.Context(), id)
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, inst)
+	s.reply(w, r, http.StatusOK, inst, err)
 }
 
 func (s *Server) queueDepths(w http.ResponseWriter, r *http.Request) {
 	depths, err := s.cfg.Client.QueueDepths(r.Context())
-	if err != nil {
-		s.writeError(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"queues": depths})
+	s.reply(w, r, http.StatusOK, map[string]any{"queues": depths}, err)
 }
