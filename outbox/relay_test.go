@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -75,10 +77,33 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	deadline := time.Now().Add(20 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out waiting for %s%s", what, writersRunning())
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// writersRunning lists the PostgreSQL transactions that hold an xid, oldest first: on PostgreSQL
+// the relay waits for every one of them (its horizon), so when a relay test times out they are
+// the first suspects. Empty without a reachable server.
+func writersRunning() string {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dbtest.DatabaseURL())
+	if err != nil {
+		return ""
+	}
+	defer conn.Close(ctx)
+	rows, err := conn.Query(ctx, `SELECT format('pid %s, %s, %s old, xid %s: %s', pid, state, now() - xact_start, backend_xid, left(query, 200))
+		FROM pg_stat_activity WHERE backend_xid IS NOT NULL ORDER BY xact_start`)
+	if err != nil {
+		return ""
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(lines) == 0 {
+		return ""
+	}
+	return "; writing transactions running on the server, oldest first:\n\t" + strings.Join(lines, "\n\t")
 }
 
 func envelope(key string) *outbox.Envelope {
