@@ -178,56 +178,21 @@ func (e *executor) CommandGetByIdempotencyKey(ctx context.Context, domain, key s
 }
 
 func (e *executor) CommandList(ctx context.Context, params *driver.CommandListParams) ([]*driver.CommandRow, error) {
-	var where []string
-	var args []any
-	if len(params.Statuses) > 0 {
-		statuses, err := json.Marshal(params.Statuses)
-		if err != nil {
-			return nil, err
-		}
-		where = append(where, "status IN (SELECT value FROM json_each(?))")
-		args = append(args, string(statuses))
-		if len(params.Statuses) == 1 && params.Statuses[0] == driver.CommandStatusInTSQ {
-			where = append(where, "parked_at IS NOT NULL") // lets the troubleshooting-queue index serve it
-		}
+	var f filter
+	anyOf(&f, "status", params.Statuses)
+	if len(params.Statuses) == 1 && params.Statuses[0] == driver.CommandStatusInTSQ {
+		f.cond("parked_at IS NOT NULL") // lets the troubleshooting-queue index serve it
 	}
-	filter := func(column string, value any) {
-		where = append(where, column+" = ?")
-		args = append(args, value)
-	}
-	if params.Kind != "" {
-		filter("kind", string(params.Kind))
-	}
-	if params.Domain != "" {
-		filter("domain", params.Domain)
-	}
-	if params.Queue != "" {
-		filter("queue", params.Queue)
-	}
-	if params.Type != "" {
-		filter("command_type", params.Type)
-	}
-	if params.TenantID != "" {
-		filter("tenant_id", params.TenantID)
-	}
-	if params.BatchID != uuid.Nil {
-		filter("batch_id", params.BatchID.String())
-	}
-	if params.CorrelationID != uuid.Nil {
-		filter("correlation_id", params.CorrelationID.String())
-	}
-	if params.BeforeID != uuid.Nil {
-		// Canonical lower-case UUID text sorts like the UUID's bytes, as on PostgreSQL.
-		where = append(where, "id < ?")
-		args = append(args, params.BeforeID.String())
-	}
-	query := `SELECT ` + commandCols + ` FROM {schema}.command`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY id DESC LIMIT ?"
-	args = append(args, driver.LimitOrDefault(params.Limit))
-	rows, err := e.read.QueryContext(ctx, e.d.sql(query), args...)
+	f.equal("kind", string(params.Kind))
+	f.equal("domain", params.Domain)
+	f.equal("queue", params.Queue)
+	f.equal("command_type", params.Type)
+	f.equal("tenant_id", params.TenantID)
+	f.equalID("batch_id", params.BatchID)
+	f.equalID("correlation_id", params.CorrelationID)
+	f.beforeID(params.BeforeID)
+	query := f.query(`SELECT `+commandCols+` FROM {schema}.command`, params.Limit)
+	rows, err := e.read.QueryContext(ctx, e.d.sql(query), f.args...)
 	if err != nil {
 		return nil, err
 	}

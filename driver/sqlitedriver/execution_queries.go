@@ -101,41 +101,17 @@ func (e *executor) ExecutionGet(ctx context.Context, id uuid.UUID) (*driver.Exec
 }
 
 func (e *executor) ExecutionList(ctx context.Context, params *driver.ExecutionListParams) ([]*driver.ExecutionRow, error) {
-	var where []string
-	var args []any
-	if len(params.Statuses) > 0 {
-		statuses, err := json.Marshal(params.Statuses)
-		if err != nil {
-			return nil, err
-		}
-		where = append(where, "status IN (SELECT value FROM json_each(?))")
-		args = append(args, string(statuses))
-	}
-	for _, f := range []struct{ column, value string }{
-		{"model", params.Model}, {"type", params.Type}, {"domain", params.Domain},
-		{"tenant_id", params.TenantID}, {"business_key", params.BusinessKey},
-	} {
-		if f.value != "" {
-			where = append(where, f.column+" = ?")
-			args = append(args, f.value)
-		}
-	}
-	if params.BatchID != uuid.Nil {
-		where = append(where, "batch_id = ?")
-		args = append(args, params.BatchID.String())
-	}
-	if params.BeforeID != uuid.Nil {
-		// Canonical lower-case UUID text sorts like the UUID's bytes, as on PostgreSQL.
-		where = append(where, "id < ?")
-		args = append(args, params.BeforeID.String())
-	}
-	query := `SELECT ` + executionCols + ` FROM {schema}.execution`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY id DESC LIMIT ?"
-	args = append(args, driver.LimitOrDefault(params.Limit))
-	rows, err := e.read.QueryContext(ctx, e.d.sql(query), args...)
+	var f filter
+	anyOf(&f, "status", params.Statuses)
+	f.equal("model", params.Model)
+	f.equal("type", params.Type)
+	f.equal("domain", params.Domain)
+	f.equal("tenant_id", params.TenantID)
+	f.equal("business_key", params.BusinessKey)
+	f.equalID("batch_id", params.BatchID)
+	f.beforeID(params.BeforeID)
+	query := f.query(`SELECT `+executionCols+` FROM {schema}.execution`, params.Limit)
+	rows, err := e.read.QueryContext(ctx, e.d.sql(query), f.args...)
 	if err != nil {
 		return nil, err
 	}

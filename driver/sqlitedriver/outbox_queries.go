@@ -153,31 +153,12 @@ func (e *executor) OutboxMarkFailed(ctx context.Context, params *driver.OutboxMa
 }
 
 func (e *executor) OutboxList(ctx context.Context, params *driver.OutboxListParams) ([]*driver.OutboxRow, error) {
-	var where []string
-	var args []any
-	if len(params.Statuses) > 0 {
-		statuses, err := json.Marshal(params.Statuses)
-		if err != nil {
-			return nil, err
-		}
-		where = append(where, "status IN (SELECT value FROM json_each(?))")
-		args = append(args, string(statuses))
-	}
-	if params.Transport != "" {
-		where = append(where, "transport = ?")
-		args = append(args, params.Transport)
-	}
-	if params.Topic != "" {
-		where = append(where, "topic = ?")
-		args = append(args, params.Topic)
-	}
-	query := `SELECT ` + outboxColumns + ` FROM {schema}.outbox`
-	if len(where) > 0 {
-		query += " WHERE " + strings.Join(where, " AND ")
-	}
-	query += " ORDER BY id DESC LIMIT ?"
-	args = append(args, driver.LimitOrDefault(params.Limit))
-	rows, err := e.read.QueryContext(ctx, e.d.sql(query), args...)
+	var f filter
+	anyOf(&f, "status", params.Statuses)
+	f.equal("transport", params.Transport)
+	f.equal("topic", params.Topic)
+	query := f.query(`SELECT `+outboxColumns+` FROM {schema}.outbox`, params.Limit)
+	rows, err := e.read.QueryContext(ctx, e.d.sql(query), f.args...)
 	if err != nil {
 		return nil, err
 	}
