@@ -3,12 +3,14 @@ package commandbus
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/input"
 	"github.com/commandbus/commandbus/outbox"
 )
 
@@ -22,20 +24,32 @@ type TSQ struct {
 // TSQ returns the troubleshooting queue operations.
 func (c *Client) TSQ() *TSQ { return &TSQ{c: c} }
 
+// MaxReasonLength is the most characters an operator action's reason may have. A reason is
+// stored in the audit log and may be copied into an execution's error message, so it is kept to
+// a sentence or two.
+const MaxReasonLength = 500
+
 // OperatorAction says who acts and why. Both are required.
 type OperatorAction struct {
 	Actor  string
 	Reason string
 }
 
-func (a OperatorAction) validate() error {
+// Validate returns every problem of the action at once: the actor and the reason are required,
+// printable (the reason may span lines) and the reason has at most MaxReasonLength characters.
+func (a OperatorAction) Validate() error {
+	var errs []error
 	if strings.TrimSpace(a.Actor) == "" {
-		return &ValidationError{Field: "actor", Message: "required: every operator action is audited with who took it"}
+		errs = append(errs, &ValidationError{Field: "actor", Message: "required: every operator action is audited with who took it"})
+	} else if msg := input.Identifier.Check(a.Actor); msg != "" {
+		errs = append(errs, &ValidationError{Field: "actor", Message: msg})
 	}
 	if strings.TrimSpace(a.Reason) == "" {
-		return &ValidationError{Field: "reason", Message: "required: every operator action is audited with why it was taken"}
+		errs = append(errs, &ValidationError{Field: "reason", Message: "required: every operator action is audited with why it was taken"})
+	} else if msg := (input.Text{Max: MaxReasonLength, Multiline: true}).Check(a.Reason); msg != "" {
+		errs = append(errs, &ValidationError{Field: "reason", Message: msg})
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // TSQFilter narrows a TSQ listing. Zero fields do not filter.
@@ -76,7 +90,7 @@ func (t *TSQ) Complete(ctx context.Context, id uuid.UUID, result json.RawMessage
 }
 
 func (c *Client) operatorAction(ctx context.Context, id uuid.UUID, action OperatorAction, event string, to driver.CommandStatus, result json.RawMessage, outcome Outcome) (*CommandRow, error) {
-	if err := action.validate(); err != nil {
+	if err := action.Validate(); err != nil {
 		return nil, err
 	}
 	var updated *CommandRow

@@ -169,6 +169,7 @@ type startOptions struct {
 	tenantID    string
 	batchID     uuid.UUID
 	deadline    *time.Time
+	tx          any
 }
 
 // Deferred creates the execution PENDING for a runner to pick up, instead of running it in the
@@ -235,6 +236,12 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 	if o.deferred != nil {
 		deferred = *o.deferred
 	}
+	if o.tx != nil {
+		if !deferred && o.deferred != nil {
+			return nil, errors.New("process: Immediate cannot run an execution inside the caller's transaction; call Resume after the commit")
+		}
+		deferred = true
+	}
 	if o.ids != nil && len(o.ids) != len(states) {
 		return nil, fmt.Errorf("process: WithIDs has %d ids for %d states", len(o.ids), len(states))
 	}
@@ -268,6 +275,9 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 		if !deferred {
 			params[i].Lease = m.engine.Config().Lease
 		}
+	}
+	if o.tx != nil {
+		return ids, m.insertInTx(ctx, o.tx, params)
 	}
 	leases, err := m.engine.Insert(ctx, params)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -18,15 +17,7 @@ import (
 // in a moment.
 var ErrBusy = execution.ErrBusy
 
-func validateAction(a commandbus.OperatorAction) error {
-	if strings.TrimSpace(a.Actor) == "" {
-		return &commandbus.ValidationError{Field: "actor", Message: "required: every operator action is audited with who took it"}
-	}
-	if strings.TrimSpace(a.Reason) == "" {
-		return &commandbus.ValidationError{Field: "reason", Message: "required: every operator action is audited with why it was taken"}
-	}
-	return nil
-}
+func validateAction(a commandbus.OperatorAction) error { return a.Validate() }
 
 // acquireFor leases an execution of this type for an operator action, checking its status.
 func (m *Manager[S]) acquireFor(ctx context.Context, id uuid.UUID, action commandbus.OperatorAction, allowed func(driver.ExecutionStatus) bool) (*execution.Lease, error) {

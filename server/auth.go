@@ -37,14 +37,19 @@ func indexTokens(tokens []commandbus.TokenConfig) (map[string]principal, error) 
 	return out, nil
 }
 
-// authenticate finds the principal of a request's bearer token (or its session cookie).
-func (s *Server) authenticate(r *http.Request) (principal, bool) {
-	token := ""
-	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
-		token = strings.TrimPrefix(h, "Bearer ")
-	} else if c, err := r.Cookie(sessionCookie); err == nil {
-		token = c.Value
+// bearerToken returns the token of an "Authorization: Bearer <token>" header. The scheme is
+// case-insensitive (RFC 7235), so "bearer" and "BEARER" work as "Bearer" does.
+func bearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
 	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// lookup finds the principal of a token.
+func (s *Server) lookup(token string) (principal, bool) {
 	if token == "" {
 		return principal{}, false
 	}
@@ -57,14 +62,37 @@ func (s *Server) authenticate(r *http.Request) (principal, bool) {
 	return principal{}, false
 }
 
+// authenticate finds the principal of a console request: its bearer token, or the session
+// cookie the console's sign-in set. Console pages check the Origin and a CSRF token on every
+// form they accept, which is what makes a cookie safe there.
+func (s *Server) authenticate(r *http.Request) (principal, bool) {
+	if token, ok := bearerToken(r); ok {
+		return s.lookup(token)
+	}
+	if c, err := r.Cookie(sessionCookie); err == nil {
+		return s.lookup(c.Value)
+	}
+	return principal{}, false
+}
+
 const sessionCookie = "commandbus_session"
 
+// require guards a REST route: it takes the bearer token only. A browser attaches the console's
+// session cookie to any request for this origin, a cross-site one included, so accepting the
+// cookie here would let another site act with an operator's session.
 func (s *Server) require(role string, next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		p, ok := s.authenticate(r)
-		if !ok {
+		token, ok := bearerToken(r)
+		p, known := s.lookup(token)
+		if !ok || !known {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="commandbus"`)
-			writeProblem(w, http.StatusUnauthorized, "UNAUTHENTICATED", "A valid bearer token is required.", "")
+			detail := "Send the header Authorization: Bearer <token> with a token from server.tokens."
+			if ok {
+				detail = "The bearer token is not one of server.tokens."
+			} else if _, err := r.Cookie(sessionCookie); err == nil {
+				detail = "The REST API takes a bearer token in the Authorization header; the console's session cookie is not accepted here."
+			}
+			writeProblem(w, http.StatusUnauthorized, "UNAUTHENTICATED", "A valid bearer token is required.", detail)
 			return
 		}
 		if role == RoleOperator && p.Role != RoleOperator {

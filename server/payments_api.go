@@ -3,11 +3,13 @@ package server
 import (
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/internal/input"
 )
 
 // PaymentsAPI serves the reference payments platform's REST routes.
@@ -21,6 +23,7 @@ func (a *PaymentsAPI) Routes(mux *http.ServeMux, viewer, operator func(http.Hand
 	mux.HandleFunc("POST /api/payments", operator(a.submitPayment))
 	mux.HandleFunc("GET /api/payments", viewer(a.listPayments))
 	mux.HandleFunc("GET /api/payments/{id}", viewer(a.getPayment))
+	mux.HandleFunc("GET /api/payments/{processId}/status", viewer(a.getPaymentStatus))
 	mux.HandleFunc("POST /api/batches", operator(a.createBatch))
 	mux.HandleFunc("GET /api/batches", viewer(a.listBatches))
 	mux.HandleFunc("GET /api/batches/{id}", viewer(a.getBatch))
@@ -29,6 +32,9 @@ func (a *PaymentsAPI) Routes(mux *http.ServeMux, viewer, operator func(http.Hand
 	mux.HandleFunc("GET /api/network/pending", viewer(a.listPendingNetwork))
 	mux.HandleFunc("POST /api/network/pending/{id}/respond", operator(a.respondNetwork))
 }
+
+// maxBatchListLimit is the most batches one listing returns (each is counted when read).
+const maxBatchListLimit = 200
 
 // reply writes v as JSON with status, or err as a problem.
 func (a *PaymentsAPI) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
@@ -49,9 +55,16 @@ func (a *PaymentsAPI) writeError(w http.ResponseWriter, r *http.Request, err err
 	a.s.writeError(w, r, err)
 }
 
+// noQuery refuses query parameters on a route that takes none.
+func noQuery(r *http.Request) error { return parseQuery(r).err() }
+
 func (a *PaymentsAPI) submitPayment(w http.ResponseWriter, r *http.Request) {
 	var req payments.PaymentRequest
-	if err := decodeBody(r, &req); err != nil {
+	err := decodeBody(w, r, &req)
+	if err == nil {
+		err = noQuery(r)
+	}
+	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
@@ -69,6 +82,9 @@ func (a *PaymentsAPI) submitPayment(w http.ResponseWriter, r *http.Request) {
 
 func (a *PaymentsAPI) getPayment(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
+	if err == nil {
+		err = noQuery(r)
+	}
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -77,16 +93,30 @@ func (a *PaymentsAPI) getPayment(w http.ResponseWriter, r *http.Request) {
 	a.reply(w, r, http.StatusOK, view, err)
 }
 
+// getPaymentStatus answers the short status of a payment's process, addressed by the process
+// (execution) id that submitting the payment returned.
+func (a *PaymentsAPI) getPaymentStatus(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("processId"))
+	if err != nil {
+		err = &commandbus.ValidationError{Field: "processId", Message: "must be a UUID, got " + input.Quote(r.PathValue("processId"))}
+	} else {
+		err = noQuery(r)
+	}
+	if err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	status, err := a.Platform.GetPaymentStatus(r.Context(), id)
+	a.reply(w, r, http.StatusOK, status, err)
+}
+
 func (a *PaymentsAPI) listPayments(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	filter := payments.PaymentFilter{Status: q.Get("status"), ProcessType: q.Get("processType"), Limit: queryInt(r, "limit", 50)}
-	if b := q.Get("batch"); b != "" {
-		id, err := uuid.Parse(b)
-		if err != nil {
-			a.writeError(w, r, &commandbus.ValidationError{Field: "batch", Message: "not a UUID"})
-			return
-		}
-		filter.BatchID = id
+	q := parseQuery(r, "status", "processType", "batch", "limit")
+	filter := payments.PaymentFilter{Status: q.oneOf("status", payments.PaymentStatuses()), ProcessType: q.oneOf("processType", payments.ProcessTypes),
+		BatchID: q.uuid("batch"), Limit: q.limit(50, maxListLimit)}
+	if err := q.err(); err != nil {
+		a.writeError(w, r, err)
+		return
 	}
 	list, err := a.Platform.ListPayments(r.Context(), filter)
 	a.reply(w, r, http.StatusOK, items(list), err)
@@ -94,24 +124,35 @@ func (a *PaymentsAPI) listPayments(w http.ResponseWriter, r *http.Request) {
 
 // batchRequest is the body of POST /api/batches.
 type batchRequest struct {
-	Count          int                `json:"count"`
-	Day            string             `json:"day"`
-	ProcessType    string             `json:"processType"`
+	Count int `json:"count"`
+	// Day is the value date of the batch's payments, YYYY-MM-DD; default today.
+	Day string `json:"day,omitempty"`
+	// ProcessType is PaymentStep (default) or PaymentManager.
+	ProcessType string `json:"processType,omitempty"`
+	// Behavior, or the name of a preset, shapes the simulators for the batch; default happy.
 	Behavior       *payments.Behavior `json:"behavior,omitempty"`
 	BehaviorPreset string             `json:"behaviorPreset,omitempty"`
 }
 
 func (a *PaymentsAPI) createBatch(w http.ResponseWriter, r *http.Request) {
 	var req batchRequest
-	if err := decodeBody(r, &req); err != nil {
+	err := decodeBody(w, r, &req)
+	if err == nil {
+		err = noQuery(r)
+	}
+	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
 	behavior := req.Behavior
-	if behavior == nil && req.BehaviorPreset != "" {
+	if req.BehaviorPreset != "" {
+		if behavior != nil {
+			a.writeError(w, r, &commandbus.ValidationError{Field: "behaviorPreset", Message: "give a behavior or a preset, not both"})
+			return
+		}
 		preset, err := payments.Preset(req.BehaviorPreset)
 		if err != nil {
-			a.writeError(w, r, &commandbus.ValidationError{Field: "behaviorPreset", Message: err.Error()})
+			a.writeError(w, r, &commandbus.ValidationError{Field: "behaviorPreset", Message: "unknown preset " + input.Quote(req.BehaviorPreset) + " (happy, realistic, chaos)"})
 			return
 		}
 		behavior = preset
@@ -122,6 +163,9 @@ func (a *PaymentsAPI) createBatch(w http.ResponseWriter, r *http.Request) {
 
 func (a *PaymentsAPI) getBatch(w http.ResponseWriter, r *http.Request) {
 	id, err := pathID(r)
+	if err == nil {
+		err = noQuery(r)
+	}
 	if err != nil {
 		a.writeError(w, r, err)
 		return
@@ -131,43 +175,59 @@ func (a *PaymentsAPI) getBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *PaymentsAPI) listBatches(w http.ResponseWriter, r *http.Request) {
-	list, err := a.Platform.ListBatches(r.Context(), queryInt(r, "limit", 50))
+	q := parseQuery(r, "limit")
+	limit := q.limit(50, maxBatchListLimit)
+	if err := q.err(); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	list, err := a.Platform.ListBatches(r.Context(), limit)
 	a.reply(w, r, http.StatusOK, items(list), err)
 }
 
 func (a *PaymentsAPI) listApprovals(w http.ResponseWriter, r *http.Request) {
-	list, err := a.Platform.ListApprovals(r.Context(), r.URL.Query().Get("status"), queryInt(r, "limit", 100))
+	q := parseQuery(r, "status", "limit")
+	status, limit := q.oneOf("status", payments.ApprovalStatuses), q.limit(defaultListLimit, maxListLimit)
+	if err := q.err(); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	list, err := a.Platform.ListApprovals(r.Context(), status, limit)
 	a.reply(w, r, http.StatusOK, items(list), err)
 }
 
-// reasonRequest is the body of an approval decision or a network answer.
-type reasonRequest struct {
-	Reason       string `json:"reason"`
-	Success      *bool  `json:"success,omitempty"`
-	Answer       string `json:"answer,omitempty"`
-	ErrorCode    string `json:"errorCode,omitempty"`
-	ErrorMessage string `json:"errorMessage,omitempty"`
+// decisionRequest is the body of an approval decision.
+type decisionRequest struct {
+	Reason string `json:"reason"`
 }
 
+// approvalDecisions are the decisions on a pending approval.
+var approvalDecisions = []string{"approve", "reject"}
+
 func (a *PaymentsAPI) decideApproval(w http.ResponseWriter, r *http.Request) {
+	decision := r.PathValue("decision")
+	if !slices.Contains(approvalDecisions, decision) {
+		unknownAction(w, r, approvalDecisions)
+		return
+	}
 	id, err := pathID(r)
 	if err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	var req reasonRequest
-	if err := decodeBody(r, &req); err != nil {
+	var req decisionRequest
+	err = decodeBody(w, r, &req)
+	if err == nil {
+		err = noQuery(r)
+	}
+	if err = errors.Join(err, commandbus.OperatorAction{Actor: subject(r), Reason: req.Reason}.Validate()); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	switch r.PathValue("decision") {
-	case "approve":
+	if decision == "approve" {
 		err = a.Platform.Approve(r.Context(), id, subject(r), req.Reason)
-	case "reject":
+	} else {
 		err = a.Platform.Reject(r.Context(), id, subject(r), req.Reason)
-	default:
-		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "Unknown decision; use approve or reject.", "")
-		return
 	}
 	if err != nil {
 		a.writeError(w, r, err)
@@ -178,8 +238,41 @@ func (a *PaymentsAPI) decideApproval(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *PaymentsAPI) listPendingNetwork(w http.ResponseWriter, r *http.Request) {
-	list, err := a.Platform.ListPendingNetworkResponses(r.Context(), queryInt(r, "limit", 100))
+	q := parseQuery(r, "limit")
+	limit := q.limit(defaultListLimit, maxListLimit)
+	if err := q.err(); err != nil {
+		a.writeError(w, r, err)
+		return
+	}
+	list, err := a.Platform.ListPendingNetworkResponses(r.Context(), limit)
 	a.reply(w, r, http.StatusOK, items(list), err)
+}
+
+// respondRequest is the body of an operator's answer to a pending network confirmation.
+type respondRequest struct {
+	// Answer is ACCEPT (the level is confirmed) or REJECT (the payment fails and compensates).
+	Answer string `json:"answer,omitempty"`
+	// Success is the older form of Answer: true for ACCEPT, false for REJECT. Give one of them.
+	Success *bool  `json:"success,omitempty"`
+	Reason  string `json:"reason"`
+}
+
+// answer is the request's answer, from Answer or Success.
+func (req respondRequest) answer() (string, error) {
+	if req.Success == nil {
+		if req.Answer == "" {
+			return "", &commandbus.ValidationError{Field: "answer", Message: "required: ACCEPT or REJECT"}
+		}
+		return req.Answer, nil
+	}
+	fromSuccess := payments.AnswerReject
+	if *req.Success {
+		fromSuccess = payments.AnswerAccept
+	}
+	if req.Answer != "" && req.Answer != fromSuccess {
+		return "", &commandbus.ValidationError{Field: "success", Message: "contradicts answer; give one of them"}
+	}
+	return fromSuccess, nil
 }
 
 func (a *PaymentsAPI) respondNetwork(w http.ResponseWriter, r *http.Request) {
@@ -188,21 +281,23 @@ func (a *PaymentsAPI) respondNetwork(w http.ResponseWriter, r *http.Request) {
 		a.writeError(w, r, err)
 		return
 	}
-	var req reasonRequest
-	if err := decodeBody(r, &req); err != nil {
+	var req respondRequest
+	err = decodeBody(w, r, &req)
+	if err == nil {
+		err = noQuery(r)
+	}
+	answer := ""
+	if err == nil {
+		answer, err = req.answer()
+	}
+	if err = errors.Join(err, commandbus.OperatorAction{Actor: subject(r), Reason: req.Reason}.Validate()); err != nil {
 		a.writeError(w, r, err)
 		return
-	}
-	answer := req.Answer
-	if answer == "" && req.Success != nil {
-		answer = payments.AnswerReject
-		if *req.Success {
-			answer = payments.AnswerAccept
-		}
 	}
 	if err := a.Platform.RespondNetwork(r.Context(), id, answer, subject(r), req.Reason); err != nil {
 		a.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"id": id, "answer": answer, "by": subject(r)})
+	pending, err := a.Platform.GetPendingNetworkResponse(r.Context(), id)
+	a.reply(w, r, http.StatusOK, pending, err)
 }

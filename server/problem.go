@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/google/uuid"
+
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/process"
 )
@@ -28,8 +30,13 @@ type FieldProblem struct {
 	Message string `json:"message"`
 }
 
-// items is a list response: {"items": list}.
-func items(list any) map[string]any { return map[string]any{"items": list} }
+// items is a list response: {"items": list}. A nil slice is sent as [], never null.
+func items[T any](list []T) map[string]any {
+	if list == nil {
+		list = []T{}
+	}
+	return map[string]any{"items": list}
+}
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
@@ -60,7 +67,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 			fields = append(fields, FieldProblem{Field: v.Field, Message: v.Message})
 		}
 	}
+	var reqErr *requestError
 	switch {
+	case errors.As(err, &reqErr):
+		writeProblem(w, reqErr.status, reqErr.code, reqErr.title, reqErr.detail)
 	case len(fields) > 0:
 		writeProblemDoc(w, Problem{Status: http.StatusBadRequest, Code: "VALIDATION_FAILED", Title: "The request is invalid; nothing was changed.", Errors: fields})
 	case errors.Is(err, commandbus.ErrNotFound):
@@ -70,8 +80,12 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, commandbus.ErrInvalidState):
 		writeProblem(w, http.StatusConflict, "INVALID_STATE", "The action does not apply in the current state.", err.Error())
 	default:
-		s.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "error", err)
-		writeProblem(w, http.StatusInternalServerError, "INTERNAL", "The server failed to handle the request.", err.Error())
+		// The cause stays in the log: database errors name tables, constraints and SQLSTATEs that
+		// are none of the client's business. The id ties the answer to the log entry.
+		errorID := uuid.NewString()
+		s.cfg.Logger.Error("request failed", "error_id", errorID, "method", r.Method, "path", r.URL.Path, "error", err)
+		writeProblem(w, http.StatusInternalServerError, "INTERNAL", "The server failed to handle the request.",
+			"The cause was logged with error id "+errorID+".")
 	}
 }
 
@@ -88,17 +102,4 @@ func flatten(err error) []error {
 		return out
 	}
 	return []error{err}
-}
-
-// decodeBody decodes a JSON body strictly; an empty body decodes to the zero value.
-func decodeBody(r *http.Request, v any) error {
-	if r.ContentLength == 0 {
-		return nil
-	}
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return &commandbus.ValidationError{Field: "body", Message: err.Error()}
-	}
-	return nil
 }

@@ -7,8 +7,10 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/internal/input"
 )
 
 // Config configures the server.
@@ -65,8 +68,41 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. A request no route takes gets a problem document: 404 for a
+// path no route has, 405 with an Allow header for a method the path's routes do not take.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	_, pattern := s.mux.Handler(r)
+	if pattern != "" && !isCatchAll(pattern) {
+		s.mux.ServeHTTP(w, r) // it sets the path values, which Handler does not
+		return
+	}
+	allowed := s.allowedMethods(r)
+	switch {
+	case len(allowed) > 0:
+		w.Header().Set("Allow", strings.Join(allowed, ", "))
+		writeProblem(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "This route does not take the method.",
+			fmt.Sprintf("%s %s takes %s.", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
+	case pattern != "" && !strings.HasPrefix(r.URL.Path, "/api/"):
+		s.mux.ServeHTTP(w, r) // the console's page-not-found
+	default:
+		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "No such route.", "Nothing is served at "+input.Quote(r.URL.Path)+"; see /api/openapi.json.")
+	}
+}
+
+// isCatchAll reports the console's catch-all page route, which answers every unknown path.
+func isCatchAll(pattern string) bool { return pattern == "GET /" }
+
+// allowedMethods lists the methods some route other than the catch-all takes on r's path.
+func (s *Server) allowedMethods(r *http.Request) []string {
+	var out []string
+	for _, method := range []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		probe := &http.Request{Method: method, URL: r.URL, Host: r.Host, Header: http.Header{}}
+		if _, pattern := s.mux.Handler(probe); pattern != "" && !isCatchAll(pattern) {
+			out = append(out, method)
+		}
+	}
+	return out
+}
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("GET /healthz", s.healthz)
@@ -98,7 +134,8 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
 	if _, err := s.cfg.Client.QueueDepths(ctx); err != nil {
-		writeProblem(w, http.StatusServiceUnavailable, "DATABASE_UNAVAILABLE", "The database does not answer.", err.Error())
+		s.cfg.Logger.Warn("readiness: the database does not answer", "error", err)
+		writeProblem(w, http.StatusServiceUnavailable, "DATABASE_UNAVAILABLE", "The database does not answer.", "")
 		return
 	}
 	if !s.cfg.Client.Started() {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/input"
 )
 
 // Batch statuses (seed 004), derived from the executions whenever a batch is read.
@@ -97,14 +98,14 @@ func batchStatus(total int, c BatchCounts) string {
 
 func validDay(day string) error {
 	if _, err := time.Parse(time.DateOnly, day); err != nil {
-		return &commandbus.ValidationError{Field: "day", Message: fmt.Sprintf("must be a date as YYYY-MM-DD, got %q", day)}
+		return &commandbus.ValidationError{Field: "day", Message: fmt.Sprintf("must be a date as YYYY-MM-DD, got %s", input.Quote(day))}
 	}
 	return nil
 }
 
 func validProcessType(typ string) error {
 	if typ != TypePaymentStep && typ != TypePaymentManager {
-		return &commandbus.ValidationError{Field: "processType", Message: fmt.Sprintf("must be %s or %s, got %q", TypePaymentStep, TypePaymentManager, typ)}
+		return &commandbus.ValidationError{Field: "processType", Message: fmt.Sprintf("must be %s or %s, got %s", TypePaymentStep, TypePaymentManager, input.Quote(typ))}
 	}
 	return nil
 }
@@ -193,7 +194,7 @@ func (p *Platform) RunScheduledPaymentsForDay(ctx context.Context, day, processT
 		for i, pay := range chunk {
 			details[i], ids[i] = pay.details, pay.executionID
 		}
-		if err := p.startExecutions(ctx, processType, details, ids, batchID, false); err != nil {
+		if err := p.startExecutions(ctx, processType, details, ids, batchID); err != nil {
 			return nil, err
 		}
 	}
@@ -253,15 +254,29 @@ func (p *Platform) insertScheduled(ctx context.Context, requests []PaymentReques
 	return ids, nil
 }
 
+// MaxBatchCount is the most payments CreateBatch generates in one batch.
+const MaxBatchCount = 1_000_000
+
 // CreateBatch schedules count generated payments for day (random valid accounts, amounts and
 // currencies drawn from the platform's seeded source: about 30% cross-currency, about 5% above
-// the approval threshold) and runs them as RunScheduledPaymentsForDay does.
+// the approval threshold) and runs them as RunScheduledPaymentsForDay does. day follows the
+// payments' value-date rule: not in the past, at most a year ahead; "" is today. processType ""
+// is PaymentStep.
 func (p *Platform) CreateBatch(ctx context.Context, count int, day, processType string, behavior *Behavior) (*BatchView, error) {
-	var errs []error
-	if count < 1 || count > 1_000_000 {
-		errs = append(errs, &commandbus.ValidationError{Field: "count", Message: fmt.Sprintf("must be between 1 and 1000000, got %d", count)})
+	if day == "" {
+		day = p.now().UTC().Format(time.DateOnly)
 	}
-	if err := errors.Join(append(errs, validDay(day), validProcessType(processType), behavior.Validate())...); err != nil {
+	if processType == "" {
+		processType = TypePaymentStep
+	}
+	var errs []error
+	if count < 1 || count > MaxBatchCount {
+		errs = append(errs, &commandbus.ValidationError{Field: "count", Message: fmt.Sprintf("must be between 1 and %d, got %d", MaxBatchCount, count)})
+	}
+	if err := p.checkValueDate(day); err != nil {
+		errs = append(errs, &commandbus.ValidationError{Field: "day", Message: err.Error()})
+	}
+	if err := errors.Join(append(errs, validProcessType(processType), behavior.Validate())...); err != nil {
 		return nil, err
 	}
 	requests, details := p.generate(count, day, behavior)

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/internal/input"
 )
 
 // The steps a behavior can shape. The first group are calls to simulated externals made by the
@@ -117,12 +118,20 @@ func (b *Behavior) Step(name string) StepBehavior {
 	return b.Steps[name]
 }
 
-// Validate returns every problem at once.
+// MaxStepDurationMs bounds a simulated step's delay: one hour.
+const MaxStepDurationMs = 3_600_000
+
+// Validate returns every problem at once: a printable name of at most 100 characters, known
+// steps, percentages between 0 and 100 that add up to at most 100, and delays between 0 and
+// MaxStepDurationMs.
 func (b *Behavior) Validate() error {
 	if b == nil {
 		return nil
 	}
 	var errs []error
+	if msg := (input.Text{Max: 100}).Check(b.Name); msg != "" {
+		errs = append(errs, &commandbus.ValidationError{Field: "behavior.name", Message: msg})
+	}
 	known := map[string]bool{}
 	for _, s := range BehaviorSteps {
 		known[s] = true
@@ -136,7 +145,12 @@ func (b *Behavior) Validate() error {
 		s := b.Steps[name]
 		field := "behavior.steps." + name
 		if !known[name] {
-			errs = append(errs, &commandbus.ValidationError{Field: field, Message: "unknown step; known: " + strings.Join(BehaviorSteps, ", ")})
+			// The field names the step only when it is a short printable name; the message then
+			// never repeats an oversized or binary key.
+			if input.Identifier.Check(name) != "" || len(name) > 40 {
+				field = "behavior.steps"
+			}
+			errs = append(errs, &commandbus.ValidationError{Field: field, Message: "unknown step " + input.Quote(name) + "; known: " + strings.Join(BehaviorSteps, ", ")})
 			continue
 		}
 		total := 0.0
@@ -151,6 +165,9 @@ func (b *Behavior) Validate() error {
 		}
 		if s.MinDurationMs < 0 || s.MaxDurationMs < 0 {
 			errs = append(errs, &commandbus.ValidationError{Field: field, Message: "durations must not be negative"})
+		}
+		if s.MinDurationMs > MaxStepDurationMs || s.MaxDurationMs > MaxStepDurationMs {
+			errs = append(errs, &commandbus.ValidationError{Field: field, Message: fmt.Sprintf("durations must be at most %d ms (one hour)", MaxStepDurationMs)})
 		}
 		if s.MaxDurationMs != 0 && s.MaxDurationMs < s.MinDurationMs {
 			errs = append(errs, &commandbus.ValidationError{Field: field, Message: fmt.Sprintf("maxDurationMs %d is below minDurationMs %d", s.MaxDurationMs, s.MinDurationMs)})
@@ -193,7 +210,7 @@ func Preset(name string) (*Behavior, error) {
 		}
 		return &Behavior{Name: PresetChaos, Steps: steps}, nil
 	}
-	return nil, &commandbus.ValidationError{Field: "behavior", Message: fmt.Sprintf("unknown preset %q (happy, realistic, chaos)", name)}
+	return nil, &commandbus.ValidationError{Field: "behavior", Message: fmt.Sprintf("unknown preset %s (happy, realistic, chaos)", input.Quote(name))}
 }
 
 // LoadBehavior reads a behavior from a JSON or YAML file (YAML is a superset of JSON) and

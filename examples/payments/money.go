@@ -1,11 +1,15 @@
 package payments
 
 import (
+	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/shopspring/decimal"
 	"golang.org/x/text/currency"
+
+	"github.com/commandbus/commandbus/internal/input"
 )
 
 // Currencies are the ISO 4217 currencies the reference platform keeps accounts in.
@@ -25,9 +29,12 @@ var referenceRates = map[string]decimal.Decimal{
 // ParseCurrency checks an ISO 4217 code and that the platform supports it, returning the code
 // in upper case.
 func ParseCurrency(code string) (string, error) {
-	unit, err := currency.ParseISO(strings.TrimSpace(code))
+	if msg := input.Identifier.Check(code); msg != "" {
+		return "", errors.New(msg)
+	}
+	unit, err := currency.ParseISO(code)
 	if err != nil {
-		return "", fmt.Errorf("%q is not an ISO 4217 currency code", code)
+		return "", fmt.Errorf("%s is not an ISO 4217 currency code", input.Quote(code))
 	}
 	iso := unit.String()
 	if _, ok := referenceRates[iso]; !ok {
@@ -46,19 +53,62 @@ func MinorUnits(code string) int32 {
 	return int32(scale)
 }
 
-// ParseAmount parses a positive decimal amount with at most the currency's minor units.
+// plainDecimal is an amount as the API takes it: digits, optionally a point and more digits. No
+// sign, exponent, spaces or thousands separators; at most 18 digits before the point.
+var plainDecimal = regexp.MustCompile(`^[0-9]{1,18}(\.[0-9]{1,18})?$`)
+
+// ParseAmount parses a positive plain decimal ("1250.50") with at most the currency's minor
+// units of decimal places ("10.5" is refused in JPY, "10.123" in USD). Exponents ("1e30"),
+// signs and spaces are refused.
 func ParseAmount(text, code string) (decimal.Decimal, error) {
-	amount, err := decimal.NewFromString(strings.TrimSpace(text))
+	if strings.HasPrefix(text, "-") && plainDecimal.MatchString(text[1:]) {
+		return decimal.Decimal{}, fmt.Errorf("must be positive, got %s", input.Quote(text))
+	}
+	if !plainDecimal.MatchString(text) {
+		return decimal.Decimal{}, fmt.Errorf("%s is not a plain decimal number such as 1250.50 (digits and an optional decimal point; no sign, exponent or separators)", input.Quote(text))
+	}
+	amount, err := decimal.NewFromString(text)
 	if err != nil {
-		return decimal.Decimal{}, fmt.Errorf("%q is not a decimal number", text)
+		return decimal.Decimal{}, fmt.Errorf("%s is not a decimal number", input.Quote(text))
 	}
 	if !amount.IsPositive() {
-		return decimal.Decimal{}, fmt.Errorf("must be positive, got %s", amount)
+		return decimal.Decimal{}, fmt.Errorf("must be positive, got %s", text)
 	}
-	if code != "" && -amount.Exponent() > MinorUnits(code) && !amount.Equal(amount.Round(MinorUnits(code))) {
-		return decimal.Decimal{}, fmt.Errorf("%s has at most %d decimal places, got %s", code, MinorUnits(code), amount)
+	if _, fraction, ok := strings.Cut(text, "."); ok && code != "" && int32(len(fraction)) > MinorUnits(code) {
+		return decimal.Decimal{}, fmt.Errorf("%s has at most %d decimal places, got %s", code, MinorUnits(code), input.Quote(text))
 	}
 	return amount, nil
+}
+
+// DefaultMaxAmounts bound one payment per currency when Options.MaxAmounts says nothing for
+// it: about ten million US dollars in each currency.
+var DefaultMaxAmounts = map[string]decimal.Decimal{
+	"USD": decimal.NewFromInt(10_000_000),
+	"EUR": decimal.NewFromInt(10_000_000),
+	"GBP": decimal.NewFromInt(10_000_000),
+	"CHF": decimal.NewFromInt(10_000_000),
+	"JPY": decimal.NewFromInt(1_500_000_000),
+}
+
+// maxAmount is the largest amount one payment may have in a currency.
+func (o Options) maxAmount(code string) (decimal.Decimal, bool) {
+	if m, ok := o.MaxAmounts[code]; ok {
+		return m, true
+	}
+	m, ok := DefaultMaxAmounts[code]
+	return m, ok
+}
+
+func (o Options) checkMaxAmounts() error {
+	var errs []error
+	for code, m := range o.MaxAmounts {
+		if _, ok := referenceRates[code]; !ok {
+			errs = append(errs, fmt.Errorf("payments: MaxAmounts has %s, which the platform does not support (supported: %s)", code, strings.Join(Currencies, ", ")))
+		} else if !m.IsPositive() {
+			errs = append(errs, fmt.Errorf("payments: MaxAmounts[%s] must be positive, got %s", code, m))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // roundTo rounds an amount to a currency's minor units.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -13,18 +14,14 @@ import (
 	"github.com/shopspring/decimal"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/internal/input"
 	"github.com/commandbus/commandbus/process"
 )
 
+// validateActor applies the rule of every operator action: who and why are required, printable
+// and the reason has at most commandbus.MaxReasonLength characters.
 func validateActor(actor, reason string) error {
-	var errs []error
-	if strings.TrimSpace(actor) == "" {
-		errs = append(errs, &commandbus.ValidationError{Field: "actor", Message: "required: every operator action is audited with who took it"})
-	}
-	if strings.TrimSpace(reason) == "" {
-		errs = append(errs, &commandbus.ValidationError{Field: "reason", Message: "required: every operator action is audited with why it was taken"})
-	}
-	return errors.Join(errs...)
+	return commandbus.OperatorAction{Actor: actor, Reason: reason}.Validate()
 }
 
 // Approval statuses.
@@ -50,10 +47,17 @@ type Approval struct {
 	DecidedAt     *time.Time      `json:"decidedAt,omitempty"`
 }
 
-// ListApprovals returns approval requests in a status (default PENDING), oldest first.
+// ApprovalStatuses lists the statuses an approval can have.
+var ApprovalStatuses = []string{ApprovalPending, ApprovalApproved, ApprovalRejected, ApprovalWithdrawn}
+
+// ListApprovals returns approval requests in a status (default PENDING), oldest first. An
+// unknown status is a validation error on status.
 func (p *Platform) ListApprovals(ctx context.Context, status string, limit int) ([]*Approval, error) {
 	if status == "" {
 		status = ApprovalPending
+	}
+	if !slices.Contains(ApprovalStatuses, status) {
+		return nil, &commandbus.ValidationError{Field: "status", Message: fmt.Sprintf("must be one of %s, got %s", strings.Join(ApprovalStatuses, ", "), input.Quote(status))}
 	}
 	if limit <= 0 || limit > 1000 {
 		limit = 100
@@ -168,7 +172,19 @@ func (p *Platform) ReceiveNetworkResponse(ctx context.Context, r NetworkResponse
 	switch r.Outcome {
 	case NetworkAccepted, NetworkRejected, NetworkError, NetworkTransient, NetworkPending:
 	default:
-		errs = append(errs, &commandbus.ValidationError{Field: "outcome", Message: fmt.Sprintf("must be ACCEPTED, REJECTED, ERROR, TRANSIENT or PENDING, got %q", r.Outcome)})
+		errs = append(errs, &commandbus.ValidationError{Field: "outcome", Message: fmt.Sprintf("must be ACCEPTED, REJECTED, ERROR, TRANSIENT or PENDING, got %s", input.Quote(r.Outcome))})
+	}
+	for _, f := range []struct {
+		field, value string
+		rule         input.Text
+	}{
+		{"reference", r.Reference, input.Identifier},
+		{"errorCode", r.ErrorCode, input.Identifier},
+		{"errorMessage", r.ErrorMessage, input.Text{Max: 1000, Multiline: true}},
+	} {
+		if msg := f.rule.Check(f.value); msg != "" {
+			errs = append(errs, &commandbus.ValidationError{Field: f.field, Message: msg})
+		}
 	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
@@ -268,6 +284,17 @@ func scanPending(row rowScanner) (*PendingNetworkResponse, error) {
 	return &r, nil
 }
 
+// GetPendingNetworkResponse returns one confirmation the network left for an operator, answered
+// or not, or commandbus.ErrNotFound.
+func (p *Platform) GetPendingNetworkResponse(ctx context.Context, id uuid.UUID) (*PendingNetworkResponse, error) {
+	r, err := scanPending(p.store.db.QueryRowContext(ctx, p.store.q(`SELECT id, payment_id, execution_id, level, status, answer, actor, reason,
+		created_at, answered_at FROM {t}network_pending WHERE id = $1`), id.String()))
+	if notFound(err) {
+		return nil, fmt.Errorf("%w: pending network response %s", commandbus.ErrNotFound, id)
+	}
+	return r, err
+}
+
 // Operator answers to a pending network confirmation.
 const (
 	AnswerAccept = "ACCEPT"
@@ -279,16 +306,12 @@ const (
 func (p *Platform) RespondNetwork(ctx context.Context, id uuid.UUID, answer, actor, reason string) error {
 	errs := []error{validateActor(actor, reason)}
 	if answer != AnswerAccept && answer != AnswerReject {
-		errs = append(errs, &commandbus.ValidationError{Field: "answer", Message: fmt.Sprintf("must be ACCEPT or REJECT, got %q", answer)})
+		errs = append(errs, &commandbus.ValidationError{Field: "answer", Message: fmt.Sprintf("must be ACCEPT or REJECT, got %s", input.Quote(answer))})
 	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
-	r, err := scanPending(p.store.db.QueryRowContext(ctx, p.store.q(`SELECT id, payment_id, execution_id, level, status, answer, actor, reason,
-		created_at, answered_at FROM {t}network_pending WHERE id = $1`), id.String()))
-	if notFound(err) {
-		return fmt.Errorf("%w: pending network response %s", commandbus.ErrNotFound, id)
-	}
+	r, err := p.GetPendingNetworkResponse(ctx, id)
 	if err != nil {
 		return err
 	}
@@ -376,11 +399,40 @@ func (p *Platform) CompensateAndAbort(ctx context.Context, paymentID uuid.UUID, 
 	})
 }
 
+// MaxEvidenceLength is the most characters of the evidence a payment is force-completed on.
+const MaxEvidenceLength = 1000
+
+// IsPaymentProcess reports whether a process type runs payments.
+func IsPaymentProcess(processType string) bool {
+	return processType == TypePaymentStep || processType == TypePaymentManager
+}
+
+// CheckCompletion applies the rule for completing an execution by hand to the state fields an
+// operator sets: a payment is completed only on external evidence, so its overrides must carry
+// "evidence", a printable text of at most MaxEvidenceLength characters. Executions of other
+// process types need none. The error's field is stateOverrides.evidence.
+func CheckCompletion(processType string, stateOverrides map[string]any) error {
+	if !IsPaymentProcess(processType) {
+		return nil
+	}
+	evidence, _ := stateOverrides["evidence"].(string)
+	if strings.TrimSpace(evidence) == "" {
+		return &commandbus.ValidationError{Field: "stateOverrides.evidence", Message: "Say what shows the payment was made: {\"evidence\": \"…\"}."}
+	}
+	if msg := (input.Text{Max: MaxEvidenceLength, Multiline: true}).Check(evidence); msg != "" {
+		return &commandbus.ValidationError{Field: "stateOverrides.evidence", Message: msg}
+	}
+	return nil
+}
+
 // ForceComplete completes a payment on external evidence (seed 004's "force-complete"): the
 // evidence is stored in the payment's state and the execution log.
 func (p *Platform) ForceComplete(ctx context.Context, paymentID uuid.UUID, evidence, actor, reason string) error {
 	if strings.TrimSpace(evidence) == "" {
 		return &commandbus.ValidationError{Field: "evidence", Message: "required: what shows the payment was made"}
+	}
+	if msg := (input.Text{Max: MaxEvidenceLength, Multiline: true}).Check(evidence); msg != "" {
+		return &commandbus.ValidationError{Field: "evidence", Message: msg}
 	}
 	ops, execID, err := p.operations(ctx, paymentID)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/input"
 	"github.com/commandbus/commandbus/process"
 )
 
@@ -81,16 +82,26 @@ const (
 	paymentAccepted  = "ACCEPTED"
 )
 
-// validate checks a request and returns the payment's details, or every problem at once.
+// validate checks a request and returns the payment's details, or every problem at once. Text
+// is checked before anything reads the database, and no message repeats a whole oversized
+// value.
 func (p *Platform) validate(ctx context.Context, req PaymentRequest) (*PaymentDetails, string, error) {
 	var errs []error
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, &commandbus.ValidationError{Field: field, Message: fmt.Sprintf(format, args...)})
 	}
+	// text reports whether a text field is printable and short enough, reporting it if not.
+	text := func(field, value string) bool {
+		if msg := input.Identifier.Check(value); msg != "" {
+			bad(field, "%s", msg)
+			return false
+		}
+		return true
+	}
 	if strings.TrimSpace(req.IdempotencyKey) == "" {
 		bad("idempotencyKey", "required: it is how a retried request is recognised")
-	} else if len(req.IdempotencyKey) > 200 {
-		bad("idempotencyKey", "must be at most 200 characters")
+	} else {
+		text("idempotencyKey", req.IdempotencyKey)
 	}
 	d := &PaymentDetails{PaymentID: uuid.Must(uuid.NewV7()), DebitAccount: req.DebitAccount, CreditAccount: req.CreditAccount}
 	var err error
@@ -105,15 +116,20 @@ func (p *Platform) validate(ctx context.Context, req PaymentRequest) (*PaymentDe
 	}
 	if d.Amount, err = ParseAmount(req.Amount, d.Currency); err != nil {
 		bad("amount", "%s", err.Error())
+	} else if limit, ok := p.opts.maxAmount(d.Currency); ok && d.Amount.GreaterThan(limit) {
+		bad("amount", "%s %s is above the largest payment allowed, %s %s", d.Amount, d.Currency, limit, d.Currency)
 	}
 	check := func(field, id, currency string, kinds ...string) {
 		if strings.TrimSpace(id) == "" {
 			bad(field, "required")
 			return
 		}
+		if !text(field, id) {
+			return
+		}
 		a, err := p.GetAccount(ctx, id)
 		if errors.Is(err, commandbus.ErrNotFound) {
-			bad(field, "account %s does not exist", id)
+			bad(field, "account %s does not exist", input.Quote(id))
 			return
 		}
 		if err != nil {
@@ -137,36 +153,34 @@ func (p *Platform) validate(ctx context.Context, req PaymentRequest) (*PaymentDe
 		bad("creditAccount", "must differ from the debit account")
 	}
 	now := p.now().UTC()
-	today := now.Format(time.DateOnly)
 	d.ValueDate = req.ValueDate
 	if d.ValueDate == "" {
-		d.ValueDate = today
-	} else if vd, err := time.Parse(time.DateOnly, req.ValueDate); err != nil {
-		bad("valueDate", "must be a date as YYYY-MM-DD, got %q", req.ValueDate)
-	} else if vd.Format(time.DateOnly) < today {
-		bad("valueDate", "%s is in the past", req.ValueDate)
-	} else if vd.After(now.AddDate(1, 0, 0)) {
-		bad("valueDate", "%s is more than a year ahead", req.ValueDate)
+		d.ValueDate = now.Format(time.DateOnly)
+	} else if err := p.checkValueDate(req.ValueDate); err != nil {
+		bad("valueDate", "%s", err.Error())
 	}
 	d.Cutoff = now.Add(p.opts.DefaultCutoff).Truncate(time.Microsecond)
 	if req.Cutoff != nil {
-		if !req.Cutoff.After(now) {
-			bad("cutoff", "%s has passed", req.Cutoff.Format(time.RFC3339))
+		switch {
+		case !req.Cutoff.After(now):
+			bad("cutoff", "%s has passed", req.Cutoff.UTC().Format(time.RFC3339))
+		case req.Cutoff.After(now.AddDate(1, 0, 7)):
+			bad("cutoff", "%s is more than a year ahead", req.Cutoff.UTC().Format(time.RFC3339))
 		}
 		d.Cutoff = req.Cutoff.UTC().Truncate(time.Microsecond)
 	}
 	typ := req.ProcessType
 	if typ == "" {
 		typ = TypePaymentStep
-	} else if typ != TypePaymentStep && typ != TypePaymentManager {
-		bad("processType", "must be %s or %s, got %q", TypePaymentStep, TypePaymentManager, typ)
+	} else if err := validProcessType(typ); err != nil {
+		errs = append(errs, err)
 	}
 	d.Behavior = req.Behavior
 	if req.BehaviorPreset != "" {
 		if req.Behavior != nil {
 			bad("behaviorPreset", "give a behavior or a preset, not both")
 		} else if d.Behavior, err = Preset(req.BehaviorPreset); err != nil {
-			errs = append(errs, err)
+			bad("behaviorPreset", "unknown preset %s (happy, realistic, chaos)", input.Quote(req.BehaviorPreset))
 		}
 	}
 	if err := d.Behavior.Validate(); err != nil {
@@ -181,33 +195,45 @@ func (p *Platform) validate(ctx context.Context, req PaymentRequest) (*PaymentDe
 	return d, typ, nil
 }
 
+// checkValueDate applies the value-date rule of payments and batches: a date as YYYY-MM-DD, not
+// in the past and at most a year ahead.
+func (p *Platform) checkValueDate(day string) error {
+	now := p.now().UTC()
+	vd, err := time.Parse(time.DateOnly, day)
+	switch {
+	case err != nil:
+		return fmt.Errorf("must be a date as YYYY-MM-DD, got %s", input.Quote(day))
+	case vd.Format(time.DateOnly) < now.Format(time.DateOnly):
+		return fmt.Errorf("%s is in the past", day)
+	case vd.After(now.AddDate(1, 0, 0)):
+		return fmt.Errorf("%s is more than a year ahead", day)
+	}
+	return nil
+}
+
 // SubmitPayment validates a payment request, records the payment (its idempotency key is
-// UNIQUE), and starts the chosen process at once in the caller's goroutine, which runs it until
-// it completes, waits for a reply or a confirmation, or schedules a retry (seed 000's API
-// controller). Bad input returns *commandbus.ValidationError values joined with errors.Join and
-// changes nothing; a reused idempotency key returns *DuplicatePaymentError.
+// UNIQUE) and creates its process's execution in the same transaction, so a payment never exists
+// without the execution that works on it. After the commit it runs the process at once in the
+// caller's goroutine, until it completes, waits for a reply or a confirmation, or schedules a
+// retry (seed 000's API controller). Bad input returns *commandbus.ValidationError values joined
+// with errors.Join and changes nothing; a reused idempotency key returns *DuplicatePaymentError.
 func (p *Platform) SubmitPayment(ctx context.Context, req PaymentRequest) (*PaymentResult, error) {
 	d, typ, err := p.validate(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	execID := uuid.Must(uuid.NewV7())
-	now := micros(p.now())
-	behavior, _ := json.Marshal(d.Behavior)
-	res, err := p.store.db.ExecContext(ctx, p.store.q(`INSERT INTO {t}payment
-		(id, idempotency_key, process_type, execution_id, started, batch_id, debit_account, credit_account, amount, currency,
-		 credit_currency, value_date, cutoff, status, behavior, created_at, updated_at)
-		VALUES ($1, $2, $3, $4, 0, NULL, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14) ON CONFLICT (idempotency_key) DO NOTHING`),
-		d.PaymentID.String(), req.IdempotencyKey, typ, execID.String(), d.DebitAccount, d.CreditAccount, d.Amount.String(),
-		d.Currency, d.CreditCurrency, d.ValueDate, micros(d.Cutoff), paymentAccepted, string(behavior), now)
+	created, err := p.recordPayment(ctx, req.IdempotencyKey, typ, d, execID)
 	if err != nil {
-		return nil, fmt.Errorf("payments: recording the payment: %w", err)
+		return nil, err
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
+	if !created {
 		return nil, p.duplicate(ctx, req.IdempotencyKey)
 	}
-	if err := p.startExecutions(ctx, typ, []PaymentDetails{*d}, []uuid.UUID{execID}, uuid.Nil, true); err != nil {
-		return nil, err
+	// A runner may have taken the execution already; then Resume leaves it to that runner. An
+	// error of the first run leaves the execution to the runners too: it exists whatever happens.
+	if err := p.resumer(typ).Resume(ctx, execID); err != nil {
+		p.logger.Warn("the payment's first run stopped with an error; runners continue it", "payment_id", d.PaymentID, "execution_id", execID, "error", err)
 	}
 	result := &PaymentResult{PaymentID: d.PaymentID, ExecutionID: execID, ProcessType: typ}
 	row, err := p.exec.ExecutionGet(ctx, execID)
@@ -229,6 +255,75 @@ func (p *Platform) SubmitPayment(ctx context.Context, req PaymentRequest) (*Paym
 	return result, nil
 }
 
+// resumer returns the manager of a payment process type, to run an execution now.
+func (p *Platform) resumer(typ string) interface {
+	Resume(ctx context.Context, id uuid.UUID) error
+} {
+	if typ == TypePaymentManager {
+		return p.manager
+	}
+	return p.step
+}
+
+// insertPayment records an accepted payment; $15 is the started flag.
+const insertPayment = `INSERT INTO {t}payment
+	(id, idempotency_key, process_type, execution_id, started, batch_id, debit_account, credit_account, amount, currency,
+	 credit_currency, value_date, cutoff, status, behavior, created_at, updated_at)
+	VALUES ($1, $2, $3, $4, $15, NULL, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14) ON CONFLICT (idempotency_key) DO NOTHING`
+
+// recordPayment writes an accepted payment and its PENDING execution in one transaction; created
+// is false when the idempotency key exists already (then nothing was written). When Options.DB
+// is another database than the bus's no transaction can span both: the payment is written
+// unstarted first and deleted again if its execution cannot be created (a crash in between
+// leaves it for startUnstarted, which creates the execution on the next start).
+func (p *Platform) recordPayment(ctx context.Context, key, typ string, d *PaymentDetails, execID uuid.UUID) (created bool, err error) {
+	behavior, _ := json.Marshal(d.Behavior)
+	args := []any{d.PaymentID.String(), key, typ, execID.String(), d.DebitAccount, d.CreditAccount, d.Amount.String(),
+		d.Currency, d.CreditCurrency, d.ValueDate, micros(d.Cutoff), paymentAccepted, string(behavior), micros(p.now())}
+	start := func(opts ...process.StartOption) error {
+		opts = append(opts, process.WithIDs(execID), process.WithBusinessKeys(d.PaymentID.String()), process.WithDeadline(d.Cutoff))
+		var err error
+		if typ == TypePaymentManager {
+			_, err = p.manager.StartBatch(ctx, []ManagerState{{PaymentDetails: *d}}, opts...)
+		} else {
+			_, err = p.step.StartBatch(ctx, []StepState{{PaymentDetails: *d}}, opts...)
+		}
+		return err
+	}
+	err = p.store.busTx(ctx, func(exec execFunc, tx any) error {
+		n, err := exec(ctx, insertPayment, append(args, 1)...)
+		if err != nil {
+			return fmt.Errorf("payments: recording the payment: %w", err)
+		}
+		if n == 0 {
+			return nil
+		}
+		created = true
+		return start(process.InTx(tx))
+	})
+	if !errors.Is(err, errNotShared) {
+		if err != nil {
+			return false, err
+		}
+		return created, nil
+	}
+	res, err := p.store.db.ExecContext(ctx, p.store.q(insertPayment), append(args, 0)...)
+	if err != nil {
+		return false, fmt.Errorf("payments: recording the payment: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return false, nil
+	}
+	if err := start(); err != nil {
+		if _, delErr := p.store.db.ExecContext(ctx, p.store.q(`DELETE FROM {t}payment WHERE id = $1 AND started = 0`), d.PaymentID.String()); delErr != nil {
+			p.logger.Error("removing a payment whose execution could not be created failed; startUnstarted retries it",
+				"payment_id", d.PaymentID, "error", delErr)
+		}
+		return false, err
+	}
+	return true, p.markStarted(ctx, []uuid.UUID{execID})
+}
+
 func (p *Platform) duplicate(ctx context.Context, key string) error {
 	var id, status string
 	var execID sql.NullString
@@ -246,10 +341,10 @@ func (p *Platform) duplicate(ctx context.Context, key string) error {
 	return dup
 }
 
-// startExecutions creates the executions of payments whose rows carry their execution ids, then
-// marks them started. Immediate runs them in the caller's goroutine (one payment from the API);
-// otherwise runners pick them up (batches). Payments are grouped by cutoff, the deadline.
-func (p *Platform) startExecutions(ctx context.Context, typ string, details []PaymentDetails, ids []uuid.UUID, batchID uuid.UUID, immediate bool) error {
+// startExecutions creates the PENDING executions of payments whose rows carry their execution
+// ids (batches, and payments a crash kept from starting), then marks them started; runners pick
+// them up. Payments are grouped by cutoff, the deadline.
+func (p *Platform) startExecutions(ctx context.Context, typ string, details []PaymentDetails, ids []uuid.UUID, batchID uuid.UUID) error {
 	groups := map[time.Time][]int{}
 	var cutoffs []time.Time
 	for i, d := range details {
@@ -270,9 +365,6 @@ func (p *Platform) startExecutions(ctx context.Context, typ string, details []Pa
 		if batchID != uuid.Nil {
 			opts = append(opts, process.WithBatch(batchID))
 		}
-		if immediate {
-			opts = append(opts, process.Immediate())
-		}
 		var err error
 		switch typ {
 		case TypePaymentStep:
@@ -288,17 +380,13 @@ func (p *Platform) startExecutions(ctx context.Context, typ string, details []Pa
 			}
 			_, err = p.manager.StartBatch(ctx, states, opts...)
 		default:
-			return &commandbus.ValidationError{Field: "processType", Message: fmt.Sprintf("must be %s or %s, got %q", TypePaymentStep, TypePaymentManager, typ)}
-		}
-		// An immediate run that failed after the execution was created still started it.
-		if err != nil && !immediate {
-			return fmt.Errorf("payments: starting %d executions: %w", len(idx), err)
-		}
-		if markErr := p.markStarted(ctx, groupIDs); markErr != nil {
-			return markErr
+			return validProcessType(typ)
 		}
 		if err != nil {
-			p.logger.Warn("the payment's first run stopped with an error; runners continue it", "error", err)
+			return fmt.Errorf("payments: starting %d executions: %w", len(idx), err)
+		}
+		if err := p.markStarted(ctx, groupIDs); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -349,7 +437,7 @@ func (p *Platform) startUnstarted(ctx context.Context) error {
 			details[j], ids[j] = payments[i].details, payments[i].executionID
 		}
 		p.logger.Warn("starting payments accepted before a crash", "count", len(idx), "process_type", typ)
-		if err := p.startExecutions(ctx, typ, details, ids, payments[idx[0]].batchID, false); err != nil {
+		if err := p.startExecutions(ctx, typ, details, ids, payments[idx[0]].batchID); err != nil {
 			return err
 		}
 	}
@@ -433,11 +521,14 @@ func overallStatus(s driver.ExecutionStatus, paymentStatus string) string {
 	return string(s)
 }
 
+// paymentExecutionStatuses are the execution statuses a payment's process can have.
+var paymentExecutionStatuses = []driver.ExecutionStatus{driver.ExecutionPending, driver.ExecutionExecuting, driver.ExecutionWaitingForAsync,
+	driver.ExecutionWaitingForRetry, driver.ExecutionWaitingForTSQ, driver.ExecutionCompensating, driver.ExecutionCompensated,
+	driver.ExecutionCompleted, driver.ExecutionCancelled, driver.ExecutionFailed}
+
 // executionStatuses maps an API status back to execution statuses.
 func executionStatuses(status string) ([]driver.ExecutionStatus, bool) {
-	for _, s := range []driver.ExecutionStatus{driver.ExecutionPending, driver.ExecutionExecuting, driver.ExecutionWaitingForAsync,
-		driver.ExecutionWaitingForRetry, driver.ExecutionWaitingForTSQ, driver.ExecutionCompensating, driver.ExecutionCompensated,
-		driver.ExecutionCompleted, driver.ExecutionCancelled, driver.ExecutionFailed} {
+	for _, s := range paymentExecutionStatuses {
 		if overallStatus(s, "") == status || string(s) == status {
 			return []driver.ExecutionStatus{s}, true
 		}

@@ -29,6 +29,10 @@ type Options struct {
 	// ApprovalThresholdUSD is the payment size (in US dollars) above which risk asks for a manual
 	// approval. Default: 50,000.
 	ApprovalThresholdUSD decimal.Decimal
+	// MaxAmounts bounds the amount of one payment per debit currency; a larger one is refused
+	// with a validation error on amount. Currencies it leaves out use DefaultMaxAmounts (about
+	// ten million US dollars each).
+	MaxAmounts map[string]decimal.Decimal
 	// CustomersPerCurrency and BeneficiariesPerCurrency size the chart of accounts created at New.
 	// Defaults: 20 and 20.
 	CustomersPerCurrency     int
@@ -123,6 +127,9 @@ func New(client *commandbus.Client, opts Options) (*Platform, error) {
 		return nil, errors.New("payments: create the platform before starting the client (its handlers start with the client)")
 	}
 	opts = opts.withDefaults()
+	if err := opts.checkMaxAmounts(); err != nil {
+		return nil, err
+	}
 	st, err := openStore(client.Driver(), opts.DB)
 	if err != nil {
 		return nil, err

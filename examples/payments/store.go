@@ -25,6 +25,11 @@ type store struct {
 	// forUpdate locks the selected rows on PostgreSQL; SQLite's single writer needs no lock.
 	forUpdate string
 	cache     sync.Map // statement -> statement with the prefix
+	// pool is the driver's pgx pool when the business tables live in the bus's PostgreSQL
+	// database; shared says the business database is the bus's (either driver), so one
+	// transaction can hold business rows and executions together.
+	pool   *pgxpool.Pool
+	shared bool
 }
 
 // openStore finds the business database behind a commandbus driver.
@@ -39,11 +44,13 @@ func openStore(drv driver.Driver, override *sql.DB) (*store, error) {
 		s.forUpdate = " FOR UPDATE"
 		if s.db == nil {
 			s.db = stdlib.OpenDBFromPool(d.Pool())
+			s.pool, s.shared = d.Pool(), true
 		}
 	case single:
 		s.prefix = "pay_"
 		if s.db == nil {
 			s.db = d.DB()
+			s.shared = true
 		}
 	default:
 		if override == nil {
@@ -83,6 +90,47 @@ func (s *store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 		return err
 	}
 	return tx.Commit()
+}
+
+// execFunc runs one statement and returns the rows it affected.
+type execFunc func(ctx context.Context, stmt string, args ...any) (int64, error)
+
+// errNotShared is returned by busTx when the business database is not the bus's.
+var errNotShared = errors.New("payments: the business database is not the commandbus database")
+
+// busTx runs fn in one transaction that business writes (through exec) and commandbus writes
+// (through tx, for driver.UnwrapTx or process.InTx) share, committing when fn returns nil. It
+// returns errNotShared when Options.DB points elsewhere. On SQLite it holds the single writer:
+// fn must write only through exec and tx.
+func (s *store) busTx(ctx context.Context, fn func(exec execFunc, tx any) error) error {
+	if !s.shared {
+		return errNotShared
+	}
+	if s.pool != nil {
+		tx, err := s.pool.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		exec := func(ctx context.Context, stmt string, args ...any) (int64, error) {
+			tag, err := tx.Exec(ctx, s.q(stmt), args...)
+			return tag.RowsAffected(), err
+		}
+		if err := fn(exec, tx); err != nil {
+			_ = tx.Rollback(ctx)
+			return err
+		}
+		return tx.Commit(ctx)
+	}
+	return s.tx(ctx, func(tx *sql.Tx) error {
+		exec := func(ctx context.Context, stmt string, args ...any) (int64, error) {
+			res, err := tx.ExecContext(ctx, s.q(stmt), args...)
+			if err != nil {
+				return 0, err
+			}
+			return res.RowsAffected()
+		}
+		return fn(exec, tx)
+	})
 }
 
 // migrate creates the business tables when they do not exist.

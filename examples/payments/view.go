@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/input"
 )
 
 // PaymentView is a payment as the API shows it: its facts, where its process is, what risk, FX
@@ -174,8 +176,35 @@ type PaymentFilter struct {
 	Limit int `json:"limit,omitempty"`
 }
 
-// ListPayments returns payments newest first.
+// PaymentStatuses lists the statuses ListPayments filters on: where a payment's process is, as
+// GetPayment reports it (COMPLETED, WAITING, IN_TSQ, …), the execution's own status
+// (WAITING_FOR_ASYNC, …), or, before a process runs, SCHEDULED or ACCEPTED.
+func PaymentStatuses() []string {
+	out := []string{paymentScheduled, paymentAccepted}
+	for _, s := range paymentExecutionStatuses {
+		for _, name := range []string{overallStatus(s, ""), string(s)} {
+			if !slices.Contains(out, name) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}
+
+// ListPayments returns payments newest first. An unknown status or process type is a validation
+// error naming the field.
 func (p *Platform) ListPayments(ctx context.Context, f PaymentFilter) ([]*PaymentView, error) {
+	var errs []error
+	if f.Status != "" && !slices.Contains(PaymentStatuses(), f.Status) {
+		errs = append(errs, &commandbus.ValidationError{Field: "status", Message: fmt.Sprintf("must be one of %s, got %s",
+			strings.Join(PaymentStatuses(), ", "), input.Quote(f.Status))})
+	}
+	if f.ProcessType != "" {
+		errs = append(errs, validProcessType(f.ProcessType))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
 	limit := f.Limit
 	if limit <= 0 {
 		limit = 50
@@ -206,10 +235,16 @@ func (p *Platform) ListPayments(ctx context.Context, f PaymentFilter) ([]*Paymen
 	if err != nil {
 		return nil, err
 	}
+	return p.views(ctx, payments)
+}
+
+// views builds the views of stored payments with their executions' progress.
+func (p *Platform) views(ctx context.Context, payments []*paymentRow) ([]*PaymentView, error) {
 	out := make([]*PaymentView, 0, len(payments))
 	for _, pay := range payments {
 		var row *driver.ExecutionRow
 		if pay.executionID != uuid.Nil {
+			var err error
 			row, err = p.exec.ExecutionGet(ctx, pay.executionID)
 			if errors.Is(err, driver.ErrNotFound) {
 				row, err = nil, nil
@@ -223,6 +258,54 @@ func (p *Platform) ListPayments(ctx context.Context, f PaymentFilter) ([]*Paymen
 			return nil, err
 		}
 		out = append(out, v)
+	}
+	return out, nil
+}
+
+// SearchPayments returns the payments whose id, execution id, idempotency key, debit account or
+// credit account is text exactly (surrounding spaces ignored), newest first, with their
+// processes' progress as ListPayments shows it. limit defaults to 50 and is at most 1000. Empty
+// text finds nothing.
+func (p *Platform) SearchPayments(ctx context.Context, text string, limit int) ([]*PaymentView, error) {
+	text = strings.TrimSpace(text)
+	if text == "" {
+		return []*PaymentView{}, nil
+	}
+	if limit <= 0 {
+		limit = 50
+	}
+	payments, err := p.queryPayments(ctx, fmt.Sprintf(`WHERE id = $1 OR execution_id = $1 OR idempotency_key = $1
+		OR debit_account = $1 OR credit_account = $1 ORDER BY created_at DESC, id DESC LIMIT %d`, min(limit, 1000)), text)
+	if err != nil {
+		return nil, err
+	}
+	return p.views(ctx, payments)
+}
+
+// PaymentFacts returns the stored facts of the payments with these ids, keyed by payment id:
+// reference (idempotency key), parties, amounts, batch, execution id and creation time. It does
+// not read their processes, so Status is the payment's stored status and the process fields are
+// empty: it is what a queue row says about the payment an item belongs to. Ids that name no
+// payment are absent.
+func (p *Platform) PaymentFacts(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*PaymentView, error) {
+	out := make(map[uuid.UUID]*PaymentView, len(ids))
+	keys := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !slices.Contains(keys, id.String()) {
+			keys = append(keys, id.String())
+		}
+	}
+	rows, err := p.paymentsWhereIn(ctx, "id", keys)
+	if err != nil {
+		return nil, err
+	}
+	for _, pay := range rows {
+		v, err := view(pay, nil)
+		if err != nil {
+			return nil, err
+		}
+		v.ExecutionID = pay.executionID
+		out[v.ID] = v
 	}
 	return out, nil
 }
@@ -260,6 +343,11 @@ func (p *Platform) listByExecution(ctx context.Context, f PaymentFilter, statuse
 }
 
 func (p *Platform) paymentsByExecution(ctx context.Context, ids []string) ([]*paymentRow, error) {
+	return p.paymentsWhereIn(ctx, "execution_id", ids)
+}
+
+// paymentsWhereIn reads the payments whose column (id or execution_id) is one of values.
+func (p *Platform) paymentsWhereIn(ctx context.Context, column string, ids []string) ([]*paymentRow, error) {
 	var out []*paymentRow
 	for from := 0; from < len(ids); from += 500 {
 		chunk := ids[from:min(from+500, len(ids))]
@@ -268,7 +356,7 @@ func (p *Platform) paymentsByExecution(ctx context.Context, ids []string) ([]*pa
 		for i, id := range chunk {
 			placeholders[i], args[i] = fmt.Sprintf("$%d", i+1), id
 		}
-		list, err := p.queryPayments(ctx, `WHERE execution_id IN (`+strings.Join(placeholders, ", ")+`)`, args...)
+		list, err := p.queryPayments(ctx, `WHERE `+column+` IN (`+strings.Join(placeholders, ", ")+`)`, args...)
 		if err != nil {
 			return nil, err
 		}

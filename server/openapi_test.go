@@ -1,0 +1,222 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers"
+	"github.com/getkin/kin-openapi/routers/gorillamux"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/internal/dbtest"
+)
+
+// apiDoc is the server's own OpenAPI document, loaded and validated by kin-openapi, with a
+// router to find the operation of a request.
+type apiDoc struct {
+	doc    *openapi3.T
+	router routers.Router
+}
+
+// loadAPIDoc fetches /api/openapi.json from the server at base and checks it is a valid
+// OpenAPI 3 document.
+func loadAPIDoc(t *testing.T, base string) *apiDoc {
+	t.Helper()
+	resp, err := http.Get(base + "/api/openapi.json")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	doc, err := openapi3.NewLoader().LoadFromData(data)
+	require.NoError(t, err)
+	require.NoError(t, doc.Validate(context.Background()), "the document is valid OpenAPI 3")
+	router, err := gorillamux.NewRouter(doc)
+	require.NoError(t, err)
+	return &apiDoc{doc: doc, router: router}
+}
+
+// checkResponse validates an answer against the document: its status is documented for the
+// operation, its content type and body match the documented response. It returns false when the
+// document has no operation for the request (an unknown route).
+func (d *apiDoc) checkResponse(t *testing.T, x *exchange) bool {
+	t.Helper()
+	route, params, err := d.router.FindRoute(x.req)
+	if err != nil {
+		return false
+	}
+	input := &openapi3filter.RequestValidationInput{Request: x.req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
+	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: input, Status: x.resp.StatusCode, Header: x.resp.Header,
+		Options: &openapi3filter.Options{IncludeResponseStatus: true}}
+	out.SetBodyBytes(x.respBody)
+	require.NoError(t, openapi3filter.ValidateResponse(context.Background(), out),
+		"%s %s answered %d %s: %s", x.req.Method, x.req.URL, x.resp.StatusCode, x.resp.Header.Get("Content-Type"), x.respBody)
+	return true
+}
+
+// checkRequest validates a request against the document.
+func (d *apiDoc) checkRequest(t *testing.T, x *exchange) {
+	t.Helper()
+	req := x.req.Clone(context.Background())
+	if x.reqBody != nil {
+		req.Body = io.NopCloser(bytes.NewReader(x.reqBody))
+	}
+	route, params, err := d.router.FindRoute(req)
+	require.NoError(t, err, "%s %s", req.Method, req.URL)
+	require.NoError(t, openapi3filter.ValidateRequest(context.Background(), &openapi3filter.RequestValidationInput{Request: req, PathParams: params, Route: route,
+		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}), "%s %s %s", req.Method, req.URL, x.reqBody)
+}
+
+// documentedOperation is one operation of the document.
+type documentedOperation struct {
+	method, path string
+	op           *openapi3.Operation
+}
+
+func (d *apiDoc) operations() []documentedOperation {
+	var out []documentedOperation
+	for path, item := range d.doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			out = append(out, documentedOperation{method: method, path: path, op: op})
+		}
+	}
+	// Reads first, so they see the data the actions are about; then actions in a stable order.
+	sort.Slice(out, func(i, j int) bool {
+		if (out[i].method == http.MethodGet) != (out[j].method == http.MethodGet) {
+			return out[i].method == http.MethodGet
+		}
+		return out[i].op.OperationID < out[j].op.OperationID
+	})
+	return out
+}
+
+// Every documented operation, sent with its documented example (body, query parameters) to the
+// real server on both drivers: the request conforms to the document, and the answer (status,
+// content type, body) is one the document describes. A new route without an example here, or a
+// handler that drifts from its document, fails this test.
+func TestOpenAPIDocumentMatchesServer(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		f := setupConsole(t, drv)
+		doc := loadAPIDoc(t, f.http.URL)
+		ctx := context.Background()
+
+		// The items the operations act on, one per action.
+		settled := f.submit(domesticPayment(payments.TypePaymentManager))
+		f.waitPayment(settled.PaymentID, "COMPLETED")
+		batch, err := f.platform.CreateBatch(ctx, 3, "", payments.TypePaymentManager, nil)
+		require.NoError(t, err)
+		_, retryCommand := f.parkRiskCommand()
+		_, cancelCommand := f.parkRiskCommand()
+		_, completeCommand := f.parkRiskCommand()
+		parked := map[string]uuid.UUID{}
+		for _, action := range processTSQActions {
+			parked[action] = f.parkManagerPayment().ExecutionID
+		}
+		approve, reject := f.submit(bigPayment()), f.submit(bigPayment())
+		approveID, rejectID := f.waitApproval(approve.PaymentID).ID, f.waitApproval(reject.PaymentID).ID
+		pendingPayment := f.submit(pendingL2Payment())
+		var pendingID uuid.UUID
+		eventually(t, 30*time.Second, "a pending L2 confirmation", func() bool {
+			list, err := f.platform.ListPendingNetworkResponses(ctx, 0)
+			require.NoError(t, err)
+			for _, p := range list {
+				if p.PaymentID == pendingPayment.PaymentID {
+					pendingID = p.ID
+				}
+			}
+			return pendingID != uuid.Nil
+		})
+		pathIDs := map[string]uuid.UUID{
+			"getCommand": retryCommand.ID, "getProcess": settled.ExecutionID, "getPayment": settled.PaymentID,
+			"getPaymentStatus": settled.ExecutionID, "getBatch": batch.ID,
+			"retryCommand": retryCommand.ID, "cancelCommand": cancelCommand.ID, "completeCommand": completeCommand.ID,
+			"retryProcess": parked["retry"], "cancelProcess": parked["cancel"], "completeProcess": parked["complete"], "skipProcess": parked["skip"],
+			"approveApproval": approveID, "rejectApproval": rejectID, "respondToNetworkResponse": pendingID,
+		}
+
+		seen := map[string]bool{}
+		for _, o := range doc.operations() {
+			id := o.op.OperationID
+			require.NotEmpty(t, id, "%s %s has an operationId", o.method, o.path)
+			require.False(t, seen[id], "operationId %s is unique", id)
+			seen[id] = true
+			t.Run(id, func(t *testing.T) {
+				path := o.path
+				for _, p := range o.op.Parameters {
+					if p.Value.In == "path" {
+						itemID, ok := pathIDs[id]
+						require.True(t, ok, "the test has no item for %s; add one", id)
+						path = strings.ReplaceAll(path, "{"+p.Value.Name+"}", itemID.String())
+					}
+				}
+				query := url.Values{}
+				for _, p := range o.op.Parameters {
+					if p.Value.In == "query" && p.Value.Example != nil {
+						query.Set(p.Value.Name, strings.Trim(string(mustJSON(t, p.Value.Example)), `"`))
+					}
+				}
+				target := f.http.URL + path
+				if len(query) > 0 {
+					target += "?" + query.Encode()
+				}
+				var body []byte
+				if o.op.RequestBody != nil {
+					example := o.op.RequestBody.Value.Content.Get("application/json").Example
+					require.NotNil(t, example, "%s documents an example body", id)
+					body = mustJSON(t, example)
+				}
+				x := send(t, o.method, target, body, bearer(operatorToken))
+				doc.checkRequest(t, x)
+				require.True(t, doc.checkResponse(t, x))
+				require.Less(t, x.resp.StatusCode, 300, "%s answered %d: %s", id, x.resp.StatusCode, x.respBody)
+				var list struct {
+					Items *[]any `json:"items"`
+				}
+				if json.Unmarshal(x.respBody, &list) == nil && list.Items != nil {
+					require.NotEmpty(t, *list.Items, "%s lists something, so its items were checked against the document", id)
+				}
+			})
+		}
+		for _, id := range []string{"submitPayment", "createBatch", "getPaymentStatus", "respondToNetworkResponse", "completeProcess", "listQueueDepths"} {
+			require.True(t, seen[id], "%s is documented", id)
+		}
+
+		// What the examples did is in the database, not only in the answers.
+		a, err := f.platform.GetApproval(ctx, approveID)
+		require.NoError(t, err)
+		require.Equal(t, payments.ApprovalApproved, a.Status)
+		p, err := f.platform.GetPendingNetworkResponse(ctx, pendingID)
+		require.NoError(t, err)
+		require.Equal(t, payments.AnswerAccept, p.Answer)
+		completed, err := f.client.Driver().Executor().ExecutionGet(ctx, parked["complete"])
+		require.NoError(t, err)
+		require.Equal(t, driver.ExecutionCompleted, completed.Status)
+		list, err := f.platform.ListPayments(ctx, payments.PaymentFilter{Limit: 1000})
+		require.NoError(t, err)
+		require.True(t, slices.ContainsFunc(list, func(v *payments.PaymentView) bool { return v.IdempotencyKey == "invoice-2026-0001" }),
+			"the documented payment was recorded")
+	})
+}
+
+func mustJSON(t *testing.T, v any) []byte {
+	t.Helper()
+	data, err := json.Marshal(v)
+	require.NoError(t, err)
+	return data
+}
