@@ -113,6 +113,14 @@ func (c *console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /tsq/commands/{id}/{action}", c.operator(c.commandAction))
 	mux.HandleFunc("GET /tsq/processes/{id}/{action}", c.operator(c.processAction))
 	mux.HandleFunc("POST /tsq/processes/{id}/{action}", c.operator(c.processAction))
+	mux.HandleFunc("GET /tsq/commands/bulk", c.operator(c.bulk(c.commandBulkQueue)))
+	mux.HandleFunc("POST /tsq/commands/bulk", c.operator(c.bulk(c.commandBulkQueue)))
+	mux.HandleFunc("GET /tsq/processes/bulk", c.operator(c.bulk(c.processBulkQueue)))
+	mux.HandleFunc("POST /tsq/processes/bulk", c.operator(c.bulk(c.processBulkQueue)))
+	mux.HandleFunc("GET /dlq", c.viewer(c.dlq))
+	mux.HandleFunc("GET /dlq/{id}/resubmit", c.operator(c.dlqResubmit))
+	mux.HandleFunc("POST /dlq/{id}/resubmit", c.operator(c.dlqResubmit))
+	mux.HandleFunc("GET /search", c.viewer(c.search))
 	mux.HandleFunc("GET /commands/{id}", c.viewer(c.commandPage))
 	mux.HandleFunc("GET /processes/{id}", c.viewer(c.processPage))
 	mux.HandleFunc("GET /live/processes/{id}", c.live(c.processLive))
@@ -264,7 +272,9 @@ type page struct {
 	LiveURL  string
 	Live     int // refresh interval in milliseconds
 	Payments bool
-	Data     any
+	// Now is the server's clock, for the ages in queue rows.
+	Now  time.Time
+	Data any
 }
 
 // flash is a message carried across a redirect (post/redirect/get).
@@ -274,7 +284,7 @@ type flash struct {
 }
 
 func (c *console) newPage(w http.ResponseWriter, r *http.Request, title, nav string) *page {
-	p := &page{Title: title, Nav: nav, Payments: c.platform != nil, Live: int(liveRefresh / time.Millisecond)}
+	p := &page{Title: title, Nav: nav, Payments: c.platform != nil, Live: int(liveRefresh / time.Millisecond), Now: c.client.Now()}
 	if pr, ok := principalFrom(r.Context()); ok {
 		p.User, p.CanAct, p.CSRF = &pr, pr.Role == RoleOperator, c.csrfToken(r)
 	}
@@ -330,6 +340,11 @@ func (c *console) errorPage(w http.ResponseWriter, r *http.Request, status int, 
 func (c *console) failed(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, commandbus.ErrNotFound) {
 		c.errorPage(w, r, http.StatusNotFound, "Not found", err.Error())
+		return
+	}
+	var invalid *commandbus.ValidationError
+	if errors.As(err, &invalid) {
+		c.errorPage(w, r, http.StatusBadRequest, "Invalid request", err.Error())
 		return
 	}
 	c.logger.Error("console: request failed", "method", r.Method, "path", r.URL.Path, "error", err)

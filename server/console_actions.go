@@ -4,12 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/process"
 )
 
@@ -150,6 +154,11 @@ func (c *console) actionError(r *http.Request, err error, data *confirmData) int
 	case errors.Is(err, process.ErrBusy):
 		data.FormError = "A runner is working on this right now. Wait a moment and submit again."
 		return http.StatusConflict
+	case errors.Is(err, errNotApplied):
+		c.logger.Error("console: an action was accepted but did not take effect", "path", r.URL.Path, "actor", subject(r), "error", err)
+		data.FormError = "The action did not take effect: " + strings.TrimPrefix(err.Error(), errNotApplied.Error()+": ") +
+			". Look at the process's log before trying again."
+		return http.StatusConflict
 	case errors.Is(err, commandbus.ErrInvalidState):
 		data.FormError = "This action no longer applies: " + err.Error() + ". Someone may have handled it already; go back to the list."
 		return http.StatusConflict
@@ -166,6 +175,28 @@ func (c *console) renderConfirm(w http.ResponseWriter, r *http.Request, status i
 	p := c.newPage(w, r, data.Title, data.Nav)
 	p.Data = data
 	c.render(w, r, status, "confirm.html", p)
+}
+
+// errNotApplied says an action the engine accepted did not leave the state it promises: the
+// console reports it as a failure, never as done.
+var errNotApplied = errors.New("the action did not take effect")
+
+// checkCancelled reads a process back after a cancellation: it must be CANCELLED, or
+// COMPENSATING on its way there.
+func (c *console) checkCancelled(ctx context.Context, id uuid.UUID) error {
+	row, err := c.client.Driver().Executor().ExecutionGet(ctx, id)
+	if err != nil {
+		return err
+	}
+	switch row.Status {
+	case driver.ExecutionCancelled, driver.ExecutionCompensating:
+		return nil
+	}
+	why := ""
+	if row.ErrorCode != "" {
+		why = " (" + row.ErrorCode + ": " + row.ErrorMessage + ")"
+	}
+	return fmt.Errorf("%w: process %s is still %s after the cancellation%s", errNotApplied, id, row.Status, why)
 }
 
 // jsonField reads an optional JSON form field.

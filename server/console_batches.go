@@ -30,6 +30,9 @@ func (c *console) batchesPage(w http.ResponseWriter, r *http.Request) (*page, er
 	if err != nil {
 		return nil, err
 	}
+	if err := c.markOperatorWaits(r.Context(), list); err != nil {
+		return nil, err
+	}
 	p := c.newPage(w, r, "Batches", "batches")
 	p.Data, p.LiveURL = batchesData{Batches: list}, "/live/batches"
 	return p, nil
@@ -61,7 +64,9 @@ type countRow struct {
 }
 
 type batchData struct {
-	Batch    *payments.BatchView
+	Batch *payments.BatchView
+	// Waiting says what the batch waits for when only operators can move it on.
+	Waiting  *operatorWait
 	Summary  *payments.Summary
 	Counts   []countRow
 	Terminal int
@@ -95,6 +100,13 @@ func (c *console) batchPage(w http.ResponseWriter, r *http.Request) (*page, erro
 	if err != nil {
 		return nil, err
 	}
+	waiting, err := c.batchOperatorWait(ctx, b, &operatorLookups{})
+	if err != nil {
+		return nil, err
+	}
+	if waiting != nil {
+		b.Status = batchWaitingForOperators
+	}
 	status := r.URL.Query().Get("status")
 	limit := queryInt(r, "limit", 100)
 	items, err := c.platform.ListPayments(ctx, payments.PaymentFilter{BatchID: id, Status: status, Limit: min(limit, 1000)})
@@ -106,7 +118,7 @@ func (c *console) batchPage(w http.ResponseWriter, r *http.Request) (*page, erro
 		q.Set("status", status)
 	}
 	p := c.newPage(w, r, "Batch "+shortID(id), "batches")
-	p.Data = batchData{Batch: b, Summary: sum, Counts: batchCountRows(b.Counts), Terminal: b.Counts.Terminal(), Items: items,
+	p.Data = batchData{Batch: b, Waiting: waiting, Summary: sum, Counts: batchCountRows(b.Counts), Terminal: b.Counts.Terminal(), Items: items,
 		Status: status, Statuses: paymentStatuses, Limit: limit}
 	p.LiveURL = "/live/batches/" + id.String() + "?" + q.Encode()
 	return p, nil

@@ -235,6 +235,14 @@ func (tb *tab) text(sel string) string {
 	return s
 }
 
+// textContent reads an element's text, shown or not (inside a closed <details>, say).
+func (tb *tab) textContent(sel string) string {
+	tb.t.Helper()
+	s, err := chromedp.Run(tb.ctx, chromedp.TextContent(chromedp.CSS(sel)))
+	require.NoError(tb.t, err, "reading %s", sel)
+	return s
+}
+
 func jsString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
@@ -279,6 +287,11 @@ func TestConsoleInBrowser(t *testing.T) {
 		t.Run("fix a payment stuck in the troubleshooting queues", func(t *testing.T) { browserTSQ(t, f, browser) })
 		t.Run("approve a risk approval", func(t *testing.T) { browserApproval(t, f, browser) })
 		t.Run("answer a pending network response", func(t *testing.T) { browserNetwork(t, f, browser) })
+		t.Run("compensate and cancel a payment parked by a network error", func(t *testing.T) { browserCompensateNetworkError(t, f, browser) })
+		t.Run("retry parked commands in bulk", func(t *testing.T) { browserBulkRetry(t, f, browser) })
+		t.Run("search from the header", func(t *testing.T) { browserSearch(t, f, browser) })
+		t.Run("resubmit from the dead-letter page", func(t *testing.T) { browserDLQ(t, f, browser) })
+		t.Run("the error column shows at 1366 px", func(t *testing.T) { browserErrorColumn(t, f, browser) })
 		t.Run("a viewer sees no actions and is refused", func(t *testing.T) { browserViewer(t, f, browser) })
 		if drv.Name() == "sqlite" {
 			t.Run("screenshots of every page", func(t *testing.T) { browserScreenshots(t, f, browser) })
@@ -361,7 +374,145 @@ func browserTSQ(t *testing.T, f *consoleFixture, browser context.Context) {
 	tb.visit("/payments/" + stuck.PaymentID.String())
 	tb.waitText("#payment-state", "COMPLETED")
 	require.Contains(t, tb.text("#payment-status"), "payment confirmed by the beneficiary bank")
-	require.Contains(t, tb.text("#payment-timeline"), "TSQ_COMPLETE")
+	require.Contains(t, tb.textContent("#payment-timeline"), "TSQ_COMPLETE", "the engineering timeline, collapsed, has the action")
+}
+
+// browserCompensateNetworkError compensates and cancels a payment whose L1 answer was a
+// permanent network error, from the process TSQ: it ends CANCELLED with its submission recalled
+// and its risk booking unwound.
+func browserCompensateNetworkError(t *testing.T, f *consoleFixture, browser context.Context) {
+	res := f.networkErrorPayment()
+	tb := f.openTab(t, browser, operatorToken)
+	tb.visit("/tsq/processes")
+	row := fmt.Sprintf(`tr[data-id="%s"]`, res.ExecutionID)
+	require.Contains(t, tb.text(row), "NETWORK_ERROR")
+	require.Contains(t, tb.text(row), "250.50 GBP")
+	tb.submit(row + ` a[href$="/compensate"]`)
+	require.Contains(t, tb.text("h1"), "Compensate and cancel process")
+	tb.confirmAction("beneficiary bank cannot take it; customer informed")
+	if tb.count("#form-error") > 0 {
+		t.Fatalf("compensate and cancel was refused: %q; the execution is %s in the database",
+			tb.text("#form-error"), f.execution(res.ExecutionID).Status)
+	}
+	tb.waitText(".flash-success", "Process")
+	f.requireCompensated(res.ExecutionID, map[string]string{"recallPayment": "RecallPayment", "unwindRisk": "UnwindRisk"})
+	tb.visit("/payments/" + res.PaymentID.String())
+	tb.waitText("#payment-state", "CANCELLED")
+	audit := f.audit("execution", res.ExecutionID)
+	require.Equal(t, "TSQ_CANCEL", audit[0].Action)
+	require.Equal(t, "beneficiary bank cannot take it; customer informed", audit[0].Reason)
+}
+
+// browserBulkRetry ticks two parked commands, retries them with one reason, and reads the
+// summary; both payments complete and each command's audit has the action.
+func browserBulkRetry(t *testing.T, f *consoleFixture, browser context.Context) {
+	pays, cmds := f.parkRiskCommands(2)
+	tb := f.openTab(t, browser, operatorToken)
+	tb.visit("/tsq/commands")
+	all := tb.count(`input[name="id"]`)
+	require.GreaterOrEqual(t, all, 2)
+	tb.do("ticking every row", chromedp.Click(chromedp.CSS("input.select-all")))
+	require.Equal(t, all, tb.count(`input[name="id"]:checked`), "the box in the header ticks every row")
+	tb.do("unticking every row", chromedp.Click(chromedp.CSS("input.select-all")))
+	require.Zero(t, tb.count(`input[name="id"]:checked`))
+	for _, c := range cmds {
+		tb.do("ticking a row", chromedp.Click(chromedp.CSS(fmt.Sprintf(`tr[data-id="%s"] input[name="id"]`, c.ID))))
+	}
+	tb.submit("#bulk-retry")
+	require.Contains(t, tb.text("h1"), "Retry 2 commands")
+	require.Equal(t, 2, tb.count("#bulk-items tbody tr"))
+	tb.confirmAction("risk engine back after the outage")
+	require.Contains(t, tb.text("#bulk-summary"), "2 commands retried, 0 refused")
+	for i, c := range cmds {
+		f.waitPayment(pays[i].PaymentID, "COMPLETED")
+		audit := f.audit("command", c.ID)
+		require.Equal(t, "TSQ_RETRY", audit[0].Action)
+		require.Equal(t, "alice@ops", audit[0].Actor)
+		require.Equal(t, "risk engine back after the outage", audit[0].Reason)
+	}
+}
+
+// browserSearch searches from the header by idempotency key, execution id, command id and
+// account, and for something that does not exist.
+func browserSearch(t *testing.T, f *consoleFixture, browser context.Context) {
+	parked, cmd := f.parkRiskCommand()
+	v, err := f.platform.GetPayment(context.Background(), parked.PaymentID)
+	require.NoError(t, err)
+	tb := f.openTab(t, browser, operatorToken)
+	search := func(q string) {
+		t.Helper()
+		tb.visit("/")
+		tb.fill("#site-search", q)
+		tb.submit(".site-search button")
+	}
+	for _, q := range []string{v.IdempotencyKey, parked.ExecutionID.String(), parked.PaymentID.String()} {
+		search(q)
+		require.Contains(t, tb.text("h1"), "Payment "+shortID(parked.PaymentID), q)
+		require.Contains(t, tb.text("#payment-why"), "Waiting on parked command BookRisk: EXTERNAL_PERMANENT_FAILURE")
+	}
+	search(cmd.ID.String())
+	require.Contains(t, tb.text("h1"), "Command BookRisk")
+	search("cust-gbp-001")
+	require.Contains(t, tb.text("#account-title"), "Account CUST-GBP-001")
+	require.Equal(t, 1, tb.count(fmt.Sprintf(`tr[data-id="%s"]`, parked.PaymentID)))
+	search("PAY-does-not-exist")
+	require.Contains(t, tb.text("#search-nothing"), "Nothing found for “PAY-does-not-exist”.")
+	// Leave nothing parked for the next scenario.
+	_, err = f.client.TSQ().Retry(context.Background(), cmd.ID, commandbus.OperatorAction{Actor: "test", Reason: "clean up"})
+	require.NoError(t, err)
+	f.waitPayment(parked.PaymentID, "COMPLETED")
+}
+
+// browserDLQ goes from the overview's DLQ card to the dead-letter page and resubmits a command.
+func browserDLQ(t *testing.T, f *consoleFixture, browser context.Context) {
+	parked, cmd := f.parkRiskCommand()
+	entry, err := f.client.DLQ().Get(context.Background(), cmd.ID)
+	require.NoError(t, err)
+	tb := f.openTab(t, browser, operatorToken)
+	tb.visit("/")
+	tb.submit("#dlq-link")
+	require.Contains(t, tb.text("h1"), "Dead-letter queue")
+	row := fmt.Sprintf(`tr[data-id="%s"]`, cmd.ID)
+	text := tb.text(row)
+	for _, want := range []string{"BookRisk", entry.ParkedBy, "EXTERNAL_PERMANENT_FAILURE", "250.50 GBP"} {
+		require.Contains(t, text, want)
+	}
+	tb.submit(row + ` a[href$="/resubmit"]`)
+	require.Contains(t, tb.text("h1"), "Resubmit command")
+	tb.confirmAction("risk engine fixed")
+	tb.waitText(".flash-success", "resubmitted")
+	require.Zero(t, tb.count(row))
+	_, err = f.client.DLQ().Get(context.Background(), cmd.ID)
+	require.ErrorIs(t, err, commandbus.ErrNotFound, "the dead-letter record is gone")
+	require.Equal(t, "DLQ_RESUBMIT", f.audit("command", cmd.ID)[0].Action)
+	f.waitPayment(parked.PaymentID, "COMPLETED")
+}
+
+// browserErrorColumn checks at a 1366 px wide window that every table with an Error column
+// shows it without scrolling, and that no page scrolls sideways.
+func browserErrorColumn(t *testing.T, f *consoleFixture, browser context.Context) {
+	f.parkManagerPayment()
+	parked, _ := f.parkRiskCommand()
+	tb := f.openTab(t, browser, operatorToken)
+	tb.viewport(1366, 900)
+	for _, path := range []string{"/tsq/commands", "/tsq/processes", "/dlq", "/payments", "/payments?status=IN_TSQ",
+		"/search?q=CUST-GBP-001", "/tsq/commands/bulk?action=retry&all=1", "/payments/" + parked.PaymentID.String()} {
+		tb.visit(path)
+		problems, err := chromedp.Run(tb.ctx, chromedp.Evaluate[[]string](`(function(){
+			var out = [], width = document.documentElement.clientWidth, seen = 0;
+			if (document.documentElement.scrollWidth > width) { out.push('the page scrolls sideways: ' + document.documentElement.scrollWidth + ' > ' + width); }
+			document.querySelectorAll('main table th').forEach(function(th){
+				if (th.textContent.trim() !== 'Error') { return; }
+				seen++;
+				var r = th.getBoundingClientRect();
+				if (r.width === 0 || r.left < 0 || r.right > width) { out.push('Error column at ' + Math.round(r.left) + '–' + Math.round(r.right) + ' of ' + width); }
+			});
+			if (!seen) { out.push('no Error column'); }
+			return out;
+		})()`))
+		require.NoError(t, err)
+		require.Empty(t, problems, path)
+	}
 }
 
 // submitNoValidate submits a form past the browser's own validation, to see the server's.
@@ -377,7 +528,8 @@ func browserApproval(t *testing.T, f *consoleFixture, browser context.Context) {
 	tb := f.openTab(t, browser, operatorToken)
 	tb.visit("/approvals")
 	row := fmt.Sprintf(`tr[data-payment="%s"]`, big.PaymentID)
-	require.Contains(t, tb.text(row), "75000 USD")
+	require.Contains(t, tb.text(row), "75,000.00 USD")
+	require.Contains(t, tb.text(row), "CUST-USD-001 → BENE-USD-001")
 	tb.submit(row + ` a[href$="/approve"]`)
 	require.Contains(t, tb.text("h1"), "Approve payment")
 	tb.confirmAction("customer called; verified")
@@ -441,10 +593,12 @@ func browserViewer(t *testing.T, f *consoleFixture, browser context.Context) {
 	require.Equal(t, commandbus.StatusInTSQ, row2.Status, "nothing changed")
 }
 
-// browserScreenshots saves a screenshot of every page, with something on each, for the record.
+// browserScreenshots saves a screenshot of every page, with something on each, for the record,
+// at the width of a common laptop screen (1366 px).
 func browserScreenshots(t *testing.T, f *consoleFixture, browser context.Context) {
 	ctx := context.Background()
 	stuck := f.parkManagerPayment()
+	parked, cmd := f.parkRiskCommand()
 	big := f.submit(bigPayment())
 	f.waitApproval(big.PaymentID)
 	pending := f.submit(pendingL2Payment())
@@ -453,15 +607,17 @@ func browserScreenshots(t *testing.T, f *consoleFixture, browser context.Context
 		require.NoError(t, err)
 		return len(list) > 0
 	})
-	done, err := f.platform.ListPayments(ctx, payments.PaymentFilter{Status: "COMPLETED", ProcessType: payments.TypePaymentStep, Limit: 1})
+	jpy := f.submit(payments.PaymentRequest{DebitAccount: "CUST-JPY-001", CreditAccount: "BENE-JPY-002", Amount: "1082325",
+		Currency: "JPY", ProcessType: payments.TypePaymentStep})
+	f.waitPayment(jpy.PaymentID, "COMPLETED")
+	batch, err := f.platform.CreateBatch(ctx, 3, consoleToday, payments.TypePaymentStep,
+		&payments.Behavior{Name: "pending L2", Steps: map[string]payments.StepBehavior{payments.StepAwaitL2: {PendingPct: 100}}})
 	require.NoError(t, err)
-	require.NotEmpty(t, done)
-	batches, err := f.platform.ListBatches(ctx, 1)
-	require.NoError(t, err)
-	require.NotEmpty(t, batches)
-	cmds, err := f.client.TSQ().List(ctx, commandbus.TSQFilter{Limit: 1})
-	require.NoError(t, err)
-	require.NotEmpty(t, cmds)
+	eventually(t, 30*time.Second, "the batch to wait for operators", func() bool {
+		b, err := f.platform.GetBatch(ctx, batch.ID)
+		require.NoError(t, err)
+		return b.Counts.Waiting == 3
+	})
 
 	dir := artifactsDir(t)
 	shoot := func(tb *tab, name, path string) {
@@ -477,36 +633,52 @@ func browserScreenshots(t *testing.T, f *consoleFixture, browser context.Context
 		t.Logf("%s: %s", name, file)
 	}
 	anon := f.openTab(t, browser, "")
+	anon.viewport(1366, 900)
 	shoot(anon, "login", "/login")
 
 	tb := f.openTab(t, browser, operatorToken)
+	tb.viewport(1366, 900)
 	eventually(t, 10*time.Second, "a few samples for the charts", func() bool { return len(f.server.console.sampler.samples()) >= 5 })
 	shoot(tb, "overview", "/")
 	shoot(tb, "batches", "/batches")
-	shoot(tb, "batch", "/batches/"+batches[0].ID.String())
+	shoot(tb, "batch", "/batches/"+batch.ID.String())
 	shoot(tb, "batch-new", "/batches/new")
 	tb.set("#field-count", "250")
 	tb.set("#field-preset", payments.PresetRealistic)
 	tb.submit("#batch-continue")
 	shoot(tb, "batch-confirm", "")
 	shoot(tb, "payments", "/payments")
-	shoot(tb, "payment-completed", "/payments/"+done[0].ID.String())
+	shoot(tb, "payment-completed", "/payments/"+jpy.PaymentID.String())
 	shoot(tb, "payment-in-tsq", "/payments/"+stuck.PaymentID.String())
+	shoot(tb, "payment-parked-command", "/payments/"+parked.PaymentID.String())
+	shoot(tb, "process-parked-command", "/processes/"+parked.ExecutionID.String())
 	shoot(tb, "payment-waiting-approval", "/payments/"+big.PaymentID.String())
 	shoot(tb, "tsq-commands", "/tsq/commands")
 	shoot(tb, "tsq-processes", "/tsq/processes")
+	shoot(tb, "dlq", "/dlq")
+	shoot(tb, "dlq-resubmit", "/dlq/"+cmd.ID.String()+"/resubmit")
+	shoot(tb, "bulk-confirm", "/tsq/commands/bulk?action=retry&all=1")
+	shoot(tb, "search-account", "/search?q=CUST-GBP-001")
+	shoot(tb, "search-nothing", "/search?q=no-such-thing")
 	shoot(tb, "tsq-process-complete", "/tsq/processes/"+stuck.ExecutionID.String()+"/complete")
 	tb.fill("#field-stateOverrides", "{not json")
 	tb.confirmAction("checked with the bank")
 	shoot(tb, "tsq-process-complete-error", "")
-	shoot(tb, "command", "/commands/"+cmds[0].ID.String())
+	shoot(tb, "command", "/commands/"+cmd.ID.String())
 	shoot(tb, "approvals", "/approvals")
 	shoot(tb, "approval-confirm", "/approvals/"+firstApproval(t, f).String()+"/approve")
 	shoot(tb, "network", "/network")
 	shoot(tb, "payment-pending-network", "/payments/"+pending.PaymentID.String())
 
 	viewer := f.openTab(t, browser, viewerToken)
+	viewer.viewport(1366, 900)
 	shoot(viewer, "viewer-tsq-commands", "/tsq/commands")
+}
+
+// viewport sets the tab's window size, as a screen of that size shows the pages.
+func (tb *tab) viewport(width, height int64) {
+	tb.t.Helper()
+	tb.do("setting the viewport", chromedp.EmulateViewport(width, height))
 }
 
 // checkAccessibility checks what a machine can: every field has a label, ids are unique, the

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
+	"golang.org/x/text/currency"
 )
 
 // consoleFuncs are the template helpers: formatting only, no queries.
@@ -26,7 +27,8 @@ func consoleFuncs(assets map[string]string) template.FuncMap {
 		"terminal":    terminal,
 		"isZeroID":    func(id uuid.UUID) bool { return id == uuid.Nil },
 		"json":        prettyJSON,
-		"money":       func(d decimal.Decimal, cur string) string { return d.String() + " " + cur },
+		"money":       formatMoney,
+		"age":         formatAge,
 		"statusClass": statusClass,
 		"statusIcon":  statusIcon,
 		"pct":         percent,
@@ -71,6 +73,69 @@ func formatDuration(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
+// formatMoney shows an amount to its currency's minor units with thousands grouped:
+// "1,082,325 JPY", "284.50 EUR". An amount with more places than its currency has (an FX rate
+// applied, say) keeps them rather than round away money.
+func formatMoney(d decimal.Decimal, cur string) string {
+	places := int32(2)
+	if unit, err := currency.ParseISO(cur); err == nil {
+		scale, _ := currency.Standard.Rounding(unit)
+		places = int32(scale)
+	}
+	if exp := -d.Exponent(); exp > places && !d.Equal(d.Round(places)) {
+		places = exp
+	}
+	text := d.StringFixed(places)
+	sign := ""
+	if strings.HasPrefix(text, "-") {
+		sign, text = "-", text[1:]
+	}
+	whole, fraction, hasFraction := strings.Cut(text, ".")
+	grouped := groupThousands(whole)
+	if hasFraction {
+		grouped += "." + fraction
+	}
+	return strings.TrimSpace(sign + grouped + " " + cur)
+}
+
+// formatAge says how long ago a time was, coarsely: "45s", "12m", "3h 05m", "2d 4h".
+func formatAge(since any, now time.Time) string {
+	var t time.Time
+	switch x := since.(type) {
+	case time.Time:
+		t = x
+	case *time.Time:
+		if x != nil {
+			t = *x
+		}
+	}
+	if t.IsZero() {
+		return "—"
+	}
+	d := now.Sub(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", max(int(d.Seconds()), 0))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd %dh", int(d.Hours())/24, int(d.Hours())%24)
+}
+
+// groupThousands puts a comma between every three digits of a string of digits.
+func groupThousands(digits string) string {
+	var b strings.Builder
+	for i, r := range digits {
+		if i > 0 && (len(digits)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
 // formatNumber groups thousands with commas.
 func formatNumber(v any) string {
 	var n int64
@@ -85,19 +150,10 @@ func formatNumber(v any) string {
 		return fmt.Sprint(v)
 	}
 	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
+	if neg := strings.HasPrefix(s, "-"); neg {
+		return "-" + groupThousands(s[1:])
 	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
+	return groupThousands(s)
 }
 
 // shortID names an id by its last eight characters: the random end of a UUIDv7, whose start is a
@@ -157,12 +213,15 @@ func percent(part, whole int) int {
 // the only signal.
 func statusClass(status any) string {
 	switch strings.ToUpper(fmt.Sprint(status)) {
-	case "COMPLETED", "SUCCEEDED", "SATISFIED", "RECORDED", "APPLIED", "COMPENSATION_SUCCESS", "APPROVED", "ACCEPTED", "DONE", "COMPLETE":
+	case "COMPLETED", "SUCCEEDED", "SATISFIED", "RECORDED", "APPLIED", "COMPENSATION_SUCCESS", "APPROVED", "ACCEPTED", "DONE", "COMPLETE",
+		"RECEIVED":
 		return "ok"
-	case "IN_TSQ", "WAITING_FOR_TSQ", "FAILED", "REPLY_FAILED", "COMPENSATION_FAILED", "TIMED_OUT", "REJECTED", "NONDETERMINISTIC":
+	case "IN_TSQ", "WAITING_FOR_TSQ", "FAILED", "REPLY_FAILED", "COMPENSATION_FAILED", "TIMED_OUT", "REJECTED", "NONDETERMINISTIC",
+		"STOPPED":
 		return "bad"
 	case "WAITING", "WAITING_FOR_ASYNC", "WAITING_FOR_RETRY", "RETRYING", "WAITING_RETRY", "PENDING", "PARTIAL",
-		"COMPENSATING", "COMPENSATED", "CANCELLED", "SCHEDULED":
+		"COMPENSATING", "COMPENSATED", "CANCELLED", "SCHEDULED", "WAITING FOR OPERATOR",
+		batchWaitingForOperators:
 		return "warn"
 	case "RUNNING", "EXECUTING", "PROCESSING", "SENT", "NEW":
 		return "info"

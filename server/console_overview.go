@@ -165,6 +165,9 @@ func (c *console) readOverview(ctx context.Context) (*overviewData, error) {
 		if d.Batches, err = c.platform.ListBatches(ctx, 5); err != nil {
 			return nil, err
 		}
+		if err := c.markOperatorWaits(ctx, d.Batches); err != nil {
+			return nil, err
+		}
 		approvals, err := c.platform.ListApprovals(ctx, payments.ApprovalPending, 1000)
 		if err != nil {
 			return nil, err

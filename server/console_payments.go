@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"sort"
 	"strings"
 
 	"github.com/google/uuid"
@@ -72,9 +71,64 @@ type paymentData struct {
 	Approval *payments.Approval
 	Pending  []*payments.PendingNetworkResponse
 	Audit    []*commandbus.AuditLogEntry
+	Levels   []levelRow
+	Return   string
 }
 
-func (c *console) paymentPage(w http.ResponseWriter, r *http.Request) (*page, error) {
+var paymentRegions = []string{"payment-status", "payment-timeline"}
+
+// levelRow is one network confirmation level of a step-process payment as an operator reads it:
+// a level the payment has not reached says so, and only the level it waits at says WAITING.
+type levelRow struct {
+	Level           int
+	Status          string
+	Reference       string
+	Error           string
+	TransientErrors int
+}
+
+// levelRows tells each confirmation level's state: received (or failed) when the network
+// answered; waiting, held for an operator, stopped or not received at the level the payment is
+// at; not reached beyond it.
+func levelRows(v *payments.PaymentView, pending []*payments.PendingNetworkResponse) []levelRow {
+	held := map[int]bool{}
+	for _, n := range pending {
+		held[n.Level] = true
+	}
+	current := 0
+	for n := 1; n <= 4; n++ {
+		if name := fmt.Sprintf("awaitL%d", n); v.CurrentWait == name || v.Step == name {
+			current = n
+		}
+	}
+	out := make([]levelRow, 0, len(v.Network))
+	for _, l := range v.Network {
+		row := levelRow{Level: l.Level, Reference: l.Reference, TransientErrors: l.TransientErrors}
+		if l.ErrorCode != "" || l.ErrorMessage != "" {
+			row.Error = l.ErrorCode + ": " + l.ErrorMessage
+		}
+		switch {
+		case l.Received && l.ErrorCode != "":
+			row.Status = "FAILED"
+		case l.Received:
+			row.Status = "RECEIVED"
+		case l.Level != current:
+			row.Status = "NOT REACHED"
+		case terminal(v.Status):
+			row.Status = "NOT RECEIVED"
+		case held[l.Level]:
+			row.Status = "WAITING FOR OPERATOR"
+		case v.Status == "IN_TSQ":
+			row.Status = "STOPPED"
+		default:
+			row.Status = "WAITING"
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+func (c *console) paymentPage(w http.ResponseWriter, r *http.Request, full bool) (*page, error) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q is not a payment id", commandbus.ErrNotFound, r.PathValue("id"))
@@ -84,9 +138,9 @@ func (c *console) paymentPage(w http.ResponseWriter, r *http.Request) (*page, er
 	if err != nil {
 		return nil, err
 	}
-	d := &paymentData{Payment: v}
+	d := &paymentData{Payment: v, Return: "/payments/" + id.String()}
 	if v.ExecutionID != uuid.Nil {
-		d.Process, err = c.loadProcess(ctx, v.ExecutionID, "/payments/"+id.String())
+		d.Process, err = c.loadProcess(ctx, v.ExecutionID, d.Return, full)
 		if err != nil && !isNotFound(err) {
 			return nil, err
 		}
@@ -99,31 +153,36 @@ func (c *console) paymentPage(w http.ResponseWriter, r *http.Request) (*page, er
 			if d.Approval, err = c.platform.GetApproval(ctx, aid); err != nil && !isNotFound(err) {
 				return nil, err
 			}
-			entries, err := c.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "approval", EntityID: aid.String(), Limit: 50})
-			if err != nil {
-				return nil, err
+			if full {
+				entries, err := c.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "approval", EntityID: aid.String(), Limit: 50})
+				if err != nil {
+					return nil, err
+				}
+				d.Audit = append(d.Audit, entries...)
 			}
-			d.Audit = append(d.Audit, entries...)
 		}
 	}
 	if d.Pending, err = c.pendingFor(ctx, id); err != nil {
 		return nil, err
 	}
-	// Answers to the network are audited by the pending response's id; their details name the
-	// payment. Recent ones are enough for the page.
-	answers, err := c.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "network-response", Limit: 500})
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range answers {
-		var details struct {
-			PaymentID uuid.UUID `json:"paymentId"`
+	d.Levels = levelRows(v, d.Pending)
+	if full {
+		// Answers to the network are audited by the pending response's id; their details name
+		// the payment. Recent ones are enough for the page.
+		answers, err := c.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "network-response", Limit: 500})
+		if err != nil {
+			return nil, err
 		}
-		if json.Unmarshal(e.Details, &details) == nil && details.PaymentID == id {
-			d.Audit = append(d.Audit, e)
+		for _, e := range answers {
+			var details struct {
+				PaymentID uuid.UUID `json:"paymentId"`
+			}
+			if json.Unmarshal(e.Details, &details) == nil && details.PaymentID == id {
+				d.Audit = append(d.Audit, e)
+			}
 		}
+		sortAudit(d.Audit)
 	}
-	sort.SliceStable(d.Audit, func(i, j int) bool { return d.Audit[i].At.After(d.Audit[j].At) })
 	p := c.newPage(w, r, "Payment "+shortID(id), "payments")
 	p.Data, p.LiveURL = d, "/live/payments/"+id.String()
 	return p, nil
@@ -149,7 +208,7 @@ func isNotFound(err error) bool {
 }
 
 func (c *console) payment(w http.ResponseWriter, r *http.Request) {
-	p, err := c.paymentPage(w, r)
+	p, err := c.paymentPage(w, r, true)
 	if err != nil {
 		c.failed(w, r, err)
 		return
@@ -158,16 +217,21 @@ func (c *console) payment(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *console) paymentLive(w http.ResponseWriter, r *http.Request) {
-	p, err := c.paymentPage(w, r)
+	p, err := c.paymentPage(w, r, false)
 	if err != nil {
 		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "The payment could not be read.", err.Error())
 		return
 	}
-	c.renderRegions(w, r, "payment.html", p, "payment-status", "payment-timeline")
+	c.renderRegions(w, r, "payment.html", p, paymentRegions...)
+}
+
+type approvalRow struct {
+	*payments.Approval
+	Payment *payments.PaymentView
 }
 
 type approvalsData struct {
-	Items []*payments.Approval
+	Items []*approvalRow
 }
 
 func (c *console) approvals(w http.ResponseWriter, r *http.Request) {
@@ -176,8 +240,21 @@ func (c *console) approvals(w http.ResponseWriter, r *http.Request) {
 		c.failed(w, r, err)
 		return
 	}
+	ids := make([]uuid.UUID, 0, len(list))
+	for _, a := range list {
+		ids = append(ids, a.PaymentID)
+	}
+	facts, err := c.paymentFacts(r.Context(), ids)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	d := approvalsData{Items: make([]*approvalRow, 0, len(list))}
+	for _, a := range list {
+		d.Items = append(d.Items, &approvalRow{Approval: a, Payment: facts[a.PaymentID]})
+	}
 	p := c.newPage(w, r, "Risk approvals", "approvals")
-	p.Data = approvalsData{Items: list}
+	p.Data = d
 	c.render(w, r, http.StatusOK, "approvals.html", p)
 }
 
@@ -195,7 +272,7 @@ func (c *console) approvalAction(w http.ResponseWriter, r *http.Request) {
 	short := shortID(id)
 	spec := &actionSpec{Nav: "approvals", Return: returnTo(r, "/approvals"), Facts: []fact{
 		{Label: "Payment", Value: a.PaymentID.String(), Href: "/payments/" + a.PaymentID.String()},
-		{Label: "Amount", Value: a.Amount.String() + " " + a.Currency},
+		{Label: "Amount", Value: formatMoney(a.Amount, a.Currency)},
 		{Label: "Risk reference", Value: a.RiskReference},
 		{Label: "Requested", Value: formatTime(a.RequestedAt)},
 		{Label: "Status", Value: a.Status},
@@ -228,8 +305,13 @@ func (c *console) approvalAction(w http.ResponseWriter, r *http.Request) {
 	c.act(w, r, spec)
 }
 
+type networkRow struct {
+	*payments.PendingNetworkResponse
+	Payment *payments.PaymentView
+}
+
 type networkData struct {
-	Items []*payments.PendingNetworkResponse
+	Items []*networkRow
 }
 
 func (c *console) network(w http.ResponseWriter, r *http.Request) {
@@ -238,8 +320,21 @@ func (c *console) network(w http.ResponseWriter, r *http.Request) {
 		c.failed(w, r, err)
 		return
 	}
+	ids := make([]uuid.UUID, 0, len(list))
+	for _, n := range list {
+		ids = append(ids, n.PaymentID)
+	}
+	facts, err := c.paymentFacts(r.Context(), ids)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	d := networkData{Items: make([]*networkRow, 0, len(list))}
+	for _, n := range list {
+		d.Items = append(d.Items, &networkRow{PendingNetworkResponse: n, Payment: facts[n.PaymentID]})
+	}
 	p := c.newPage(w, r, "Pending network responses", "network")
-	p.Data = networkData{Items: list}
+	p.Data = d
 	c.render(w, r, http.StatusOK, "network.html", p)
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"sort"
 	"strings"
 
 	"github.com/google/uuid"
@@ -17,104 +18,261 @@ import (
 	"github.com/commandbus/commandbus/process"
 )
 
-// tsqFilter is the troubleshooting queue pages' filter form.
+// tsqFilter is the troubleshooting queue pages' filter form. Error matches the error code
+// exactly; Batch (processes only) is a batch id.
 type tsqFilter struct {
 	Domain string
 	Type   string
+	Error  string
+	Batch  string
+}
+
+// Query is the filter as URL parameters, to carry it from the list to a bulk action.
+func (f tsqFilter) Query() url.Values {
+	q := url.Values{}
+	for k, v := range map[string]string{"domain": f.Domain, "type": f.Type, "error": f.Error, "batch": f.Batch} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	return q
+}
+
+// Active says whether any field filters.
+func (f tsqFilter) Active() bool {
+	return f.Domain != "" || f.Type != "" || f.Error != "" || f.Batch != ""
+}
+
+// commandTSQRow is a parked command with the payment and process it belongs to.
+type commandTSQRow struct {
+	*commandbus.CommandRow
+	Context *itemContext
 }
 
 type commandTSQData struct {
-	Filter tsqFilter
-	Rows   []*commandbus.CommandRow
-	Counts tsqCounts
+	Bulk      *bulkQueue
+	Filter    tsqFilter
+	Rows      []*commandTSQRow
+	Counts    tsqCounts
+	Truncated bool
+}
+
+// processRow is an execution in the process troubleshooting queue with where to read it, its
+// payment and the commands it waits on in the command troubleshooting queue.
+type processRow struct {
+	*driver.ExecutionRow
+	Href    string
+	Payment *payments.PaymentView
+	Parked  []*commandbus.CommandRow
 }
 
 type processTSQData struct {
-	Filter tsqFilter
-	Rows   []*processRow
-	Counts tsqCounts
+	Bulk       *bulkQueue
+	Filter     tsqFilter
+	FilterErrs map[string]string
+	Rows       []*processRow
+	Counts     tsqCounts
+	Truncated  bool
 }
 
-// tsqCounts label the two tabs.
+// tsqCounts label the queue tabs.
 type tsqCounts struct {
-	Commands  int
-	Processes int
+	Commands  int64
+	Processes int64
+	DLQ       int64
 }
 
-// processRow is an execution in the process troubleshooting queue with where to read it.
-type processRow struct {
-	*driver.ExecutionRow
-	Href string
-}
-
-const tsqLimit = 200
+// tsqLimit is how many items a queue page shows and a bulk action takes at most; tsqScan is how
+// many rows a listing reads to filter on the error code.
+const (
+	tsqLimit = 200
+	tsqScan  = 1000
+)
 
 func filterOf(r *http.Request) tsqFilter {
 	q := r.URL.Query()
-	return tsqFilter{Domain: strings.TrimSpace(q.Get("domain")), Type: strings.TrimSpace(q.Get("type"))}
+	if r.Method == http.MethodPost {
+		q = r.PostForm
+	}
+	return tsqFilter{Domain: strings.TrimSpace(q.Get("domain")), Type: strings.TrimSpace(q.Get("type")),
+		Error: strings.TrimSpace(q.Get("error")), Batch: strings.TrimSpace(q.Get("batch"))}
 }
 
+// tsqCounts counts the three queues exactly, from the depth queries the overview uses.
 func (c *console) tsqCounts(ctx context.Context) (tsqCounts, error) {
 	var n tsqCounts
-	cmds, err := c.client.TSQ().List(ctx, commandbus.TSQFilter{Limit: tsqLimit})
+	depths, err := c.client.QueueDepths(ctx)
 	if err != nil {
 		return n, err
 	}
-	procs, err := c.client.Driver().Executor().ExecutionList(ctx, &driver.ExecutionListParams{
-		Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Limit: tsqLimit})
+	for _, q := range depths {
+		n.Commands += q.InTSQ
+	}
+	counts, err := c.client.Driver().Executor().ExecutionCountByStatus(ctx)
 	if err != nil {
 		return n, err
 	}
-	return tsqCounts{Commands: len(cmds), Processes: len(procs)}, nil
+	for _, s := range counts {
+		if s.Status == driver.ExecutionWaitingForTSQ {
+			n.Processes += s.Count
+		}
+	}
+	dlq, err := c.client.DLQ().Depths(ctx)
+	if err != nil {
+		return n, err
+	}
+	for _, d := range dlq {
+		n.DLQ += d.Count
+	}
+	return n, nil
+}
+
+// listCommandTSQ lists the commands of the command TSQ that match the filter, newest first, at
+// most tsqLimit; truncated says more matched.
+func (c *console) listCommandTSQ(ctx context.Context, f tsqFilter) (rows []*commandbus.CommandRow, truncated bool, err error) {
+	all, err := c.client.TSQ().List(ctx, commandbus.TSQFilter{Domain: f.Domain, Type: f.Type, Limit: tsqScan})
+	if err != nil {
+		return nil, false, err
+	}
+	for _, row := range all {
+		if f.Error != "" && row.ErrorCode != f.Error {
+			continue
+		}
+		if len(rows) == tsqLimit {
+			return rows, true, nil
+		}
+		rows = append(rows, row)
+	}
+	return rows, len(all) == tsqScan, nil
+}
+
+// listProcessTSQ lists the executions of the process TSQ that match the filter, newest first, at
+// most tsqLimit; truncated says more matched. A batch that is not an id is a validation error.
+func (c *console) listProcessTSQ(ctx context.Context, f tsqFilter) (rows []*driver.ExecutionRow, truncated bool, err error) {
+	params := &driver.ExecutionListParams{Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ},
+		Domain: f.Domain, Type: f.Type, Limit: tsqScan}
+	if f.Batch != "" {
+		if params.BatchID, err = uuid.Parse(f.Batch); err != nil {
+			return nil, false, &commandbus.ValidationError{Field: "batch", Message: "Enter a batch id (a UUID), or leave it empty."}
+		}
+	}
+	all, err := c.client.Driver().Executor().ExecutionList(ctx, params)
+	if err != nil {
+		return nil, false, err
+	}
+	for _, row := range all {
+		if f.Error != "" && row.ErrorCode != f.Error {
+			continue
+		}
+		if len(rows) == tsqLimit {
+			return rows, true, nil
+		}
+		rows = append(rows, row)
+	}
+	return rows, len(all) == tsqScan, nil
+}
+
+// commandRowsWithContext adds to parked commands the payment and process each belongs to.
+func (c *console) commandRowsWithContext(ctx context.Context, rows []*commandbus.CommandRow) ([]*commandTSQRow, error) {
+	var execIDs []uuid.UUID
+	for _, row := range rows {
+		if row.CorrelationID != uuid.Nil {
+			execIDs = append(execIDs, row.CorrelationID)
+		}
+	}
+	contexts, err := c.contextsOfExecutions(ctx, execIDs, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*commandTSQRow, 0, len(rows))
+	for _, row := range rows {
+		out = append(out, &commandTSQRow{CommandRow: row, Context: contexts[row.CorrelationID]})
+	}
+	return out, nil
 }
 
 func (c *console) commandTSQ(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
 	f := filterOf(r)
-	rows, err := c.client.TSQ().List(r.Context(), commandbus.TSQFilter{Domain: f.Domain, Type: f.Type, Limit: tsqLimit})
+	rows, truncated, err := c.listCommandTSQ(ctx, f)
 	if err != nil {
 		c.failed(w, r, err)
 		return
 	}
-	counts, err := c.tsqCounts(r.Context())
+	counts, err := c.tsqCounts(ctx)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	withContext, err := c.commandRowsWithContext(ctx, rows)
 	if err != nil {
 		c.failed(w, r, err)
 		return
 	}
 	p := c.newPage(w, r, "Troubleshooting queue: commands", "tsq")
-	p.Data = commandTSQData{Filter: f, Rows: rows, Counts: counts}
+	p.Data = commandTSQData{Bulk: c.commandBulkQueue(), Filter: f, Rows: withContext, Counts: counts, Truncated: truncated}
 	c.render(w, r, http.StatusOK, "tsq_commands.html", p)
 }
 
 // executionHref is where an execution reads best: its payment's page for a payment.
 func (c *console) executionHref(row *driver.ExecutionRow) string {
-	if c.platform != nil && (row.Type == payments.TypePaymentStep || row.Type == payments.TypePaymentManager) {
-		if id, err := uuid.Parse(row.BusinessKey); err == nil {
-			return "/payments/" + id.String()
-		}
+	if id := c.paymentIDOf(row); id != uuid.Nil {
+		return "/payments/" + id.String()
 	}
 	return "/processes/" + row.ID.String()
 }
 
-func (c *console) processTSQ(w http.ResponseWriter, r *http.Request) {
-	f := filterOf(r)
-	rows, err := c.client.Driver().Executor().ExecutionList(r.Context(), &driver.ExecutionListParams{
-		Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Domain: f.Domain, Type: f.Type, Limit: tsqLimit})
-	if err != nil {
-		c.failed(w, r, err)
-		return
-	}
-	counts, err := c.tsqCounts(r.Context())
-	if err != nil {
-		c.failed(w, r, err)
-		return
-	}
-	data := processTSQData{Filter: f, Counts: counts}
+// processRows adds to executions their payments and the commands they wait on.
+func (c *console) processRows(ctx context.Context, rows []*driver.ExecutionRow) ([]*processRow, error) {
+	ids := make([]uuid.UUID, 0, len(rows))
 	for _, row := range rows {
-		data.Rows = append(data.Rows, &processRow{ExecutionRow: row, Href: c.executionHref(row)})
+		ids = append(ids, row.ID)
 	}
+	contexts, err := c.contextsOfExecutions(ctx, ids, rows)
+	if err != nil {
+		return nil, err
+	}
+	parked, err := c.parkedCommandsOfRows(ctx, rows)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*processRow, 0, len(rows))
+	for _, row := range rows {
+		pr := &processRow{ExecutionRow: row, Href: c.executionHref(row), Parked: parked[row.ID]}
+		if x := contexts[row.ID]; x != nil {
+			pr.Payment = x.Payment
+		}
+		out = append(out, pr)
+	}
+	return out, nil
+}
+
+func (c *console) processTSQ(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	f := filterOf(r)
+	data := processTSQData{Bulk: c.processBulkQueue(), Filter: f, FilterErrs: map[string]string{}}
+	status := http.StatusOK
+	rows, truncated, err := c.listProcessTSQ(ctx, f)
+	var invalid *commandbus.ValidationError
+	switch {
+	case errors.As(err, &invalid):
+		data.FilterErrs[invalid.Field], status = invalid.Message, http.StatusUnprocessableEntity
+	case err != nil:
+		c.failed(w, r, err)
+		return
+	}
+	if data.Counts, err = c.tsqCounts(ctx); err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	if data.Rows, err = c.processRows(ctx, rows); err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	data.Truncated = truncated
 	p := c.newPage(w, r, "Troubleshooting queue: processes", "tsq")
 	p.Data = data
-	c.render(w, r, http.StatusOK, "tsq_processes.html", p)
+	c.render(w, r, status, "tsq_processes.html", p)
 }
 
 type commandPageData struct {
@@ -122,24 +280,26 @@ type commandPageData struct {
 	Data    string
 	Result  string
 	Headers []fact
-	Process string
+	Context *itemContext
 	Return  string
 	Audit   []*commandbus.AuditLogEntry
 	Parked  bool
+	DLQ     *commandbus.DLQEntry
 }
 
 func (c *console) commandPage(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not a command id.")
 		return
 	}
-	row, err := c.client.GetCommand(r.Context(), id)
+	row, err := c.client.GetCommand(ctx, id)
 	if err != nil {
 		c.failed(w, r, err)
 		return
 	}
-	audit, err := c.client.AuditLog(r.Context(), &driver.AuditLogListParams{EntityType: "command", EntityID: id.String(), Limit: 100})
+	audit, err := c.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: id.String(), Limit: 100})
 	if err != nil {
 		c.failed(w, r, err)
 		return
@@ -149,9 +309,19 @@ func (c *console) commandPage(w http.ResponseWriter, r *http.Request) {
 	for k, v := range row.Headers {
 		d.Headers = append(d.Headers, fact{Label: k, Value: v})
 	}
+	sort.Slice(d.Headers, func(i, j int) bool { return d.Headers[i].Label < d.Headers[j].Label })
 	if row.CorrelationID != uuid.Nil {
-		if exec, err := c.client.Driver().Executor().ExecutionGet(r.Context(), row.CorrelationID); err == nil {
-			d.Process = c.executionHref(exec)
+		contexts, err := c.contextsOfExecutions(ctx, []uuid.UUID{row.CorrelationID}, nil)
+		if err != nil {
+			c.failed(w, r, err)
+			return
+		}
+		d.Context = contexts[row.CorrelationID]
+	}
+	if d.Parked {
+		if d.DLQ, err = c.client.DLQ().Get(ctx, id); err != nil && !isNotFound(err) {
+			c.failed(w, r, err)
+			return
 		}
 	}
 	p := c.newPage(w, r, "Command "+row.Type, "tsq")
@@ -166,11 +336,18 @@ type processPageData struct {
 	Audit    []*commandbus.AuditLogEntry
 	Actions  []processAction
 	Payment  string
+	// Parked are the process's commands waiting in the command troubleshooting queue: what it
+	// waits on, and what an operator must act on first.
+	Parked []*commandbus.CommandRow
+	// Return is the page an action started here comes back to.
+	Return string
 }
 
 var processRegions = []string{"process-status", "process-timeline"}
 
-func (c *console) loadProcess(ctx context.Context, id uuid.UUID, ret string) (*processPageData, error) {
+// loadProcess reads what a process's page shows; the audit log only for a full page (live
+// updates leave it alone).
+func (c *console) loadProcess(ctx context.Context, id uuid.UUID, ret string, full bool) (*processPageData, error) {
 	row, err := c.client.Driver().Executor().ExecutionGet(ctx, id)
 	if err != nil {
 		if errors.Is(err, driver.ErrNotFound) {
@@ -182,24 +359,36 @@ func (c *console) loadProcess(ctx context.Context, id uuid.UUID, ret string) (*p
 	if err != nil {
 		return nil, err
 	}
-	audit, err := c.executionAudit(ctx, id)
-	if err != nil {
-		return nil, err
+	d := &processPageData{Row: row, State: prettyJSON(row.State), Timeline: c.buildTimeline(ctx, row, log),
+		Actions: processActions(row, ret), Return: ret}
+	if !row.Status.Terminal() {
+		if d.Parked, err = c.parkedCommands(ctx, id); err != nil {
+			return nil, err
+		}
 	}
-	d := &processPageData{Row: row, State: prettyJSON(row.State), Timeline: c.buildTimeline(ctx, row, log), Audit: audit,
-		Actions: processActions(row, ret)}
+	if full {
+		if d.Audit, err = c.executionAudit(ctx, id); err != nil {
+			return nil, err
+		}
+		commands, err := c.commandsAudit(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		d.Audit = append(d.Audit, commands...)
+		sortAudit(d.Audit)
+	}
 	if href := c.executionHref(row); strings.HasPrefix(href, "/payments/") {
 		d.Payment = href
 	}
 	return d, nil
 }
 
-func (c *console) processPageOf(w http.ResponseWriter, r *http.Request) (*page, error) {
+func (c *console) processPageOf(w http.ResponseWriter, r *http.Request, full bool) (*page, error) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q is not an execution id", commandbus.ErrNotFound, r.PathValue("id"))
 	}
-	d, err := c.loadProcess(r.Context(), id, "/processes/"+id.String())
+	d, err := c.loadProcess(r.Context(), id, "/processes/"+id.String(), full)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +398,7 @@ func (c *console) processPageOf(w http.ResponseWriter, r *http.Request) (*page, 
 }
 
 func (c *console) processPage(w http.ResponseWriter, r *http.Request) {
-	p, err := c.processPageOf(w, r)
+	p, err := c.processPageOf(w, r, true)
 	if err != nil {
 		c.failed(w, r, err)
 		return
@@ -218,7 +407,7 @@ func (c *console) processPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *console) processLive(w http.ResponseWriter, r *http.Request) {
-	p, err := c.processPageOf(w, r)
+	p, err := c.processPageOf(w, r, false)
 	if err != nil {
 		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "No such execution.", err.Error())
 		return
@@ -255,6 +444,9 @@ func (c *console) commandAction(w http.ResponseWriter, r *http.Request) {
 	}
 	tsq := c.client.TSQ()
 	spec := &actionSpec{Nav: "tsq", Facts: commandFacts(row), Return: returnTo(r, "/tsq/commands")}
+	if f, ok := c.paymentFact(r.Context(), row.CorrelationID); ok {
+		spec.Facts = append(spec.Facts, f)
+	}
 	short := shortID(id)
 	switch r.PathValue("action") {
 	case "retry":
@@ -325,6 +517,20 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 	if row.ErrorCode != "" {
 		spec.Facts = append(spec.Facts, fact{Label: "Error", Value: row.ErrorCode + ": " + row.ErrorMessage})
 	}
+	if f, ok := c.paymentFact(r.Context(), id); ok {
+		spec.Facts = append(spec.Facts, f)
+	}
+	if !row.Status.Terminal() {
+		parked, err := c.parkedCommands(r.Context(), id)
+		if err != nil {
+			c.failed(w, r, err)
+			return
+		}
+		for _, cmd := range parked {
+			spec.Facts = append(spec.Facts, fact{Label: "Waiting on parked command",
+				Value: cmd.Type + ": " + cmd.ErrorCode + ": " + cmd.ErrorMessage, Href: "/commands/" + cmd.ID.String()})
+		}
+	}
 	allowed := !row.Status.Terminal() && row.Status != driver.ExecutionCompensating
 	switch r.PathValue("action") {
 	case "retry":
@@ -351,7 +557,16 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 			spec.Done = "Process " + short + " was cancelled without compensation."
 		}
 		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
-			return whileBusy(ctx, func() error { return ops.CancelOverride(ctx, id, compensate, op) })
+			if err := whileBusy(ctx, func() error { return ops.CancelOverride(ctx, id, compensate, op) }); err != nil {
+				return err
+			}
+			if err := c.checkCancelled(ctx, id); err != nil {
+				return err
+			}
+			if after, err := c.client.Driver().Executor().ExecutionGet(ctx, id); err == nil && after.Status == driver.ExecutionCancelled && compensate {
+				spec.Done = "Process " + short + " was compensated and is CANCELLED."
+			}
+			return nil
 		}
 	case "complete":
 		spec.Title, spec.Submit = "Complete process "+short, "Complete process"
@@ -378,8 +593,8 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 					return &commandbus.ValidationError{Field: "stateOverrides", Message: "Give a JSON object, such as {\"evidence\": \"…\"}."}
 				}
 			}
-			if evidence, _ := overrides["evidence"].(string); isPayment && strings.TrimSpace(evidence) == "" {
-				return &commandbus.ValidationError{Field: "stateOverrides", Message: "Say what shows the payment was made: {\"evidence\": \"…\"}."}
+			if err := checkCompleteOverrides(row.Type, overrides); err != nil {
+				return err
 			}
 			return whileBusy(ctx, func() error { return ops.CompleteOverride(ctx, id, overrides, op) })
 		}

@@ -4,6 +4,20 @@
 // region that holds the keyboard focus and pausing while the tab is hidden.
 (function () {
   'use strict';
+  // A "tick every item" box above a queue's list; without JavaScript it stays hidden and the
+  // operator ticks items one by one or chooses "all listed here".
+  document.querySelectorAll('input[data-select-all]').forEach(function (all) {
+    var name = all.getAttribute('data-select-all');
+    var boxes = function () { return document.querySelectorAll('input[type=checkbox][name="' + name + '"]'); };
+    all.hidden = false;
+    all.addEventListener('change', function () {
+      boxes().forEach(function (b) { b.checked = all.checked; });
+    });
+  });
+})();
+
+(function () {
+  'use strict';
   var main = document.getElementById('main');
   if (!main || !window.fetch) { return; }
   var url = main.getAttribute('data-live-url');
@@ -25,7 +39,8 @@
       el.innerHTML = regions[id];
       el.querySelectorAll('details > summary').forEach(function (s, i) { if (open[i]) { s.parentNode.open = true; } });
     });
-    say('Live: updated at ' + new Date().toLocaleTimeString() + '.');
+    // In UTC, as every time on the console.
+    say('Live: updated at ' + new Date().toISOString().slice(11, 19) + ' UTC.');
   }
 
   function tick() {
