@@ -470,7 +470,12 @@ func TestProcessTSQFromTheCommandLine(t *testing.T) {
 	require.ErrorContains(t, res.err, `"reason" not set`)
 	out := run(t, "tsq", "processes", "cancel", parked[0].ID.String(), "--database", db, "--reason", "customer withdrew", "--compensate", "--actor", "ops:eve")
 	require.Contains(t, out, "is now CANCELLED (by ops:eve: customer withdrew)")
-	out = run(t, "tsq", "processes", "complete", parked[1].ID.String(), "--database", db, "--reason", "settled by phone")
+	res = fail(t, "tsq", "processes", "complete", parked[1].ID.String(), "--database", db, "--reason", "settled by phone")
+	require.ErrorContains(t, res.err, "stateOverrides.evidence", "a payment is not completed by hand without evidence")
+	shown = run(t, "tsq", "processes", "show", parked[1].ID.String(), "--database", db)
+	require.Contains(t, shown, "status      WAITING_FOR_TSQ", "the refused completion changed nothing")
+	out = run(t, "tsq", "processes", "complete", parked[1].ID.String(), "--database", db, "--reason", "settled by phone",
+		"--state", `{"evidence": "bank statement 2026-11-23 line 14"}`)
 	require.Contains(t, out, "is now COMPLETED")
 	res = fail(t, "tsq", "processes", "retry", parked[1].ID.String(), "--database", db, "--reason", "again")
 	require.ErrorContains(t, res.err, "is COMPLETED")

@@ -171,6 +171,13 @@ func newTSQProcessesActionCommand(action, short string) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("execution %s: %w", id, err)
 			}
+			if action == "complete" {
+				// The same rule as the REST API and the console: a payment is completed by
+				// hand only on evidence that it was made.
+				if err := payments.CheckCompletion(row.Type, overrides); err != nil {
+					return fmt.Errorf("complete %s: %w (pass it with --state)", id, err)
+				}
+			}
 			ops := process.ManagerFor(client, row.Type)
 			if ops == nil {
 				return fmt.Errorf("execution %s is a %q, which this binary has no manager for", id, row.Type)
