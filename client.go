@@ -47,7 +47,6 @@ type Client struct {
 	stopped   bool
 	runCancel context.CancelFunc
 	notifier  *notifier.Notifier
-	notifyRun chan struct{}
 	completer *completer.Completer
 	workers   []*worker.Worker
 	services  []Service
@@ -184,17 +183,16 @@ func (c *Client) DriverNow() *time.Time { return c.now() }
 func (c *Client) Start(ctx context.Context) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.started {
+	if c.started && !c.stopped {
 		return errors.New("commandbus: client already started")
 	}
+	c.started, c.stopped, c.workers = false, false, nil // a stopped client starts afresh
 	if err := migrate.CheckVersion(ctx, c.drv); err != nil {
 		return err
 	}
 	runCtx, cancel := context.WithCancel(context.Background())
 	c.runCancel = cancel
-	n := c.getNotifier()
-	c.notifyRun = make(chan struct{})
-	go func() { defer close(c.notifyRun); n.Run(runCtx) }()
+	c.getNotifier().Start()
 
 	c.completer = completer.New(completer.Config{
 		Exec:      c.exec,
@@ -297,7 +295,7 @@ func (c *Client) Stop(ctx context.Context) error {
 	c.upkeep.Stop()
 	c.completer.Stop()
 	c.runCancel()
-	<-c.notifyRun
+	c.notifier.Stop()
 	c.logger.Info("commandbus client stopped", "worker_id", c.config.WorkerID)
 	return errors.Join(errs...)
 }

@@ -7,12 +7,12 @@ package completer
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/startstop"
 )
 
 // Config configures a Completer.
@@ -34,10 +34,9 @@ type Config struct {
 // Completer batches outcomes.
 type Completer struct {
 	cfg  Config
-	in   chan *driver.CommandCompletion
+	in   chan *driver.CommandCompletion // the current run's queue; Start makes it, Stop closes it
 	sem  chan struct{}
-	wg   sync.WaitGroup
-	done chan struct{}
+	base startstop.Base
 }
 
 // New returns a completer; call Start before Add.
@@ -55,16 +54,20 @@ func New(cfg Config) *Completer {
 		cfg.Now = func() *time.Time { return nil }
 	}
 	return &Completer{
-		cfg:  cfg,
-		in:   make(chan *driver.CommandCompletion, cfg.MaxBatch*4),
-		sem:  make(chan struct{}, cfg.MaxConcurrentFlushes),
-		done: make(chan struct{}),
+		cfg: cfg,
+		sem: make(chan struct{}, cfg.MaxConcurrentFlushes),
 	}
 }
 
-// Start runs the collecting loop until Stop.
+// Start runs the collecting loop until Stop. Starting a running completer does nothing; a stopped
+// one can start again.
 func (c *Completer) Start() {
-	go c.loop()
+	if _, ok := c.base.StartInit(); !ok {
+		return
+	}
+	in := make(chan *driver.CommandCompletion, c.cfg.MaxBatch*4)
+	c.in = in
+	c.base.Go(func() { c.loop(in) })
 }
 
 // Add queues an outcome; it blocks while the queue is full (back-pressure on handlers).
@@ -73,17 +76,19 @@ func (c *Completer) Add(completion *driver.CommandCompletion) {
 }
 
 // Stop writes every queued outcome and returns when they are flushed. Add must not be called
-// after Stop.
+// between Stop and the next Start.
 func (c *Completer) Stop() {
+	if !c.base.StopInit() {
+		return
+	}
 	close(c.in)
-	<-c.done
-	c.wg.Wait()
+	<-c.base.Done()
+	c.base.Stopped()
 }
 
-func (c *Completer) loop() {
-	defer close(c.done)
+func (c *Completer) loop(in <-chan *driver.CommandCompletion) {
 	for {
-		first, ok := <-c.in
+		first, ok := <-in
 		if !ok {
 			return
 		}
@@ -92,7 +97,7 @@ func (c *Completer) loop() {
 	collect:
 		for len(batch) < c.cfg.MaxBatch {
 			select {
-			case next, ok := <-c.in:
+			case next, ok := <-in:
 				if !ok {
 					break collect
 				}
@@ -103,11 +108,10 @@ func (c *Completer) loop() {
 		}
 		timer.Stop()
 		c.sem <- struct{}{}
-		c.wg.Add(1)
-		go func() {
-			defer func() { <-c.sem; c.wg.Done() }()
+		c.base.Go(func() {
+			defer func() { <-c.sem }()
 			c.flush(batch)
-		}()
+		})
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/startstop"
 )
 
 // ErrFenced means a checkpoint was rejected because another runner has since taken the
@@ -80,13 +81,11 @@ type Engine struct {
 	mu      sync.RWMutex
 	runners map[string]Runner
 
-	slots   chan struct{}
-	stop    chan struct{}
-	stopped chan struct{}
-	wg      sync.WaitGroup
-	started bool
-	runCtx  context.Context
-	cancel  context.CancelFunc
+	slots chan struct{}
+	// base gives the engine the start/stop shape of every service; cancel ends the current run's
+	// executions (guarded by mu).
+	base   startstop.Base
+	cancel context.CancelFunc
 }
 
 // New returns an engine; register runners, then Start it.
@@ -103,15 +102,10 @@ func New(cfg Config) *Engine {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 50
 	}
-	runCtx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		cfg:     cfg,
 		runners: map[string]Runner{},
 		slots:   make(chan struct{}, cfg.Concurrency),
-		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
-		runCtx:  runCtx,
-		cancel:  cancel,
 	}
 	e.checkpointer = newCheckpointer(cfg.Exec, cfg.Now, cfg.Logger, cfg.Notify)
 	e.acquirer = newAcquirer(e)
@@ -153,14 +147,17 @@ func (e *Engine) Exec() driver.Executor { return e.cfg.Exec }
 // Config returns the engine's configuration.
 func (e *Engine) Config() Config { return e.cfg }
 
-// Start runs the pollers. It is idempotent.
+// Start runs the pollers. Starting a running engine does nothing; a stopped engine can start
+// again.
 func (e *Engine) Start(context.Context) error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.started {
+	stop, ok := e.base.StartInit()
+	if !ok {
 		return nil
 	}
-	e.started = true
+	runCtx, cancel := context.WithCancel(context.Background())
+	e.mu.Lock()
+	e.cancel = cancel
+	e.mu.Unlock()
 	pollers := []struct {
 		name     string
 		interval time.Duration
@@ -173,8 +170,7 @@ func (e *Engine) Start(context.Context) error {
 		{"deadline", e.cfg.DeadlineCheckInterval, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueDeadline) }},
 	}
 	for _, p := range pollers {
-		e.wg.Add(1)
-		go e.pollLoop(p.name, p.interval, p.wake, p.poll)
+		e.base.Go(func() { e.pollLoop(runCtx, stop, p.interval, p.wake, p.poll) })
 	}
 	return nil
 }
@@ -182,42 +178,39 @@ func (e *Engine) Start(context.Context) error {
 // Stop stops polling, waits for running executions until ctx ends, then cancels them; their
 // leases run out and another instance resumes them.
 func (e *Engine) Stop(ctx context.Context) error {
-	e.mu.Lock()
-	if !e.started {
-		e.mu.Unlock()
+	if !e.base.StopInit() {
 		return nil
 	}
-	e.started = false
-	e.mu.Unlock()
-	close(e.stop)
-	done := make(chan struct{})
-	go func() { e.wg.Wait(); close(done) }()
+	e.mu.RLock()
+	cancel := e.cancel
+	e.mu.RUnlock()
+	done := e.base.Done()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		e.cancel()
+		cancel()
 		<-done
 	}
-	e.cancel()
+	cancel()
 	e.acquirer.group.wait()
 	e.checkpointer.group.wait()
+	e.base.Stopped()
 	return nil
 }
 
-func (e *Engine) pollLoop(name string, interval time.Duration, wake <-chan struct{}, poll func(ctx context.Context) bool) {
-	defer e.wg.Done()
+func (e *Engine) pollLoop(ctx context.Context, stop <-chan struct{}, interval time.Duration, wake <-chan struct{}, poll func(ctx context.Context) bool) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
-		for poll(e.runCtx) {
+		for poll(ctx) {
 			select {
-			case <-e.stop:
+			case <-stop:
 				return
 			default:
 			}
 		}
 		select {
-		case <-e.stop:
+		case <-stop:
 			return
 		case <-ticker.C:
 		case <-wake:
@@ -248,11 +241,10 @@ func (e *Engine) claimAndRun(ctx context.Context, kind driver.ExecutionClaimKind
 	}
 	for _, lease := range e.preload(ctx, rows) {
 		e.slots <- struct{}{}
-		e.wg.Add(1)
-		go func() {
-			defer func() { <-e.slots; e.wg.Done() }()
+		e.base.Go(func() {
+			defer func() { <-e.slots }()
 			e.run(ctx, lease)
-		}()
+		})
 	}
 	return len(rows) == want
 }

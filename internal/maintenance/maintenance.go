@@ -6,8 +6,9 @@ package maintenance
 import (
 	"context"
 	"log/slog"
-	"sync"
 	"time"
+
+	"github.com/commandbus/commandbus/internal/startstop"
 )
 
 // Task is one periodic job.
@@ -23,8 +24,7 @@ type Task struct {
 type Runner struct {
 	tasks  []Task
 	logger *slog.Logger
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	base   startstop.Base
 }
 
 // New returns a runner of tasks.
@@ -32,13 +32,20 @@ func New(logger *slog.Logger, tasks ...Task) *Runner {
 	return &Runner{tasks: tasks, logger: logger}
 }
 
-// Start runs every task once at once, then on its interval, until ctx ends or Stop.
+// Start runs every task once at once, then on its interval, until ctx ends or Stop. Starting a
+// running runner does nothing; a stopped one can start again.
 func (r *Runner) Start(ctx context.Context) {
-	ctx, r.cancel = context.WithCancel(ctx)
+	stop, ok := r.base.StartInit()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	r.base.Go(func() { // a run's tasks end when Stop begins
+		<-stop
+		cancel()
+	})
 	for _, task := range r.tasks {
-		r.wg.Add(1)
-		go func() {
-			defer r.wg.Done()
+		r.base.Go(func() {
 			ticker := time.NewTicker(task.Interval)
 			defer ticker.Stop()
 			for {
@@ -53,15 +60,15 @@ func (r *Runner) Start(ctx context.Context) {
 				case <-ticker.C:
 				}
 			}
-		}()
+		})
 	}
 }
 
 // Stop ends every task and waits for runs in progress.
 func (r *Runner) Stop() {
-	if r.cancel == nil {
+	if !r.base.StopInit() {
 		return
 	}
-	r.cancel()
-	r.wg.Wait()
+	<-r.base.Done()
+	r.base.Stopped()
 }

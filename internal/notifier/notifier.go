@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/startstop"
 )
 
 // Notifier listens on one connection and fans notifications out by topic.
@@ -23,6 +24,8 @@ type Notifier struct {
 
 	listening chan struct{}
 	once      sync.Once
+
+	base startstop.Base
 }
 
 // New returns a notifier reading from listener.
@@ -66,7 +69,32 @@ func (n *Notifier) Signal(topic string) {
 	}
 }
 
-// Run listens until ctx ends, reconnecting with backoff after errors.
+// Start listens in the background until Stop, reconnecting with backoff after errors. Starting a
+// running notifier does nothing; a stopped one can start again.
+func (n *Notifier) Start() {
+	stop, ok := n.base.StartInit()
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.base.Go(func() {
+		<-stop
+		cancel()
+	})
+	n.base.Go(func() { n.Run(ctx) })
+}
+
+// Stop ends listening and waits until the connection is closed.
+func (n *Notifier) Stop() {
+	if !n.base.StopInit() {
+		return
+	}
+	<-n.base.Done()
+	n.base.Stopped()
+}
+
+// Run listens until ctx ends, reconnecting with backoff after errors. Start and Stop run it in the
+// background.
 func (n *Notifier) Run(ctx context.Context) {
 	const initialBackoff = 100 * time.Millisecond
 	backoff := initialBackoff

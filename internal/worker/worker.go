@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/startstop"
 )
 
 // Config configures a Worker.
@@ -42,21 +43,26 @@ type Worker struct {
 
 	running   atomic.Int64
 	slotFreed chan struct{}
-	stop      chan struct{}
-	loopDone  chan struct{}
 
-	workCtx    context.Context
-	workCancel context.CancelFunc
+	base startstop.Base
+	cur  *session // the current run, set by Start
 
 	mu       sync.Mutex
 	inflight map[uuid.UUID]*run
-	runsDone sync.WaitGroup
+}
+
+// session is one run of a worker, from Start to Stop; a restarted worker gets a new one.
+type session struct {
+	stop     <-chan struct{} // closed when Stop begins: claim nothing more
+	loopDone chan struct{}
+
+	workCtx    context.Context // handlers' parent context, cancelled when Stop gives up waiting
+	workCancel context.CancelFunc
+	runsDone   sync.WaitGroup
 
 	// Handlers run on long-lived goroutines (at most Concurrency) so that a goroutine's stack,
 	// once grown by a handler, is reused rather than grown again for every command.
-	idle     chan *run
-	runners  int
-	runnerWG sync.WaitGroup
+	idle chan *run
 }
 
 type run struct {
@@ -69,16 +75,10 @@ type run struct {
 
 // New returns a worker; Start begins claiming.
 func New(cfg Config) *Worker {
-	workCtx, workCancel := context.WithCancel(context.Background())
 	return &Worker{
-		cfg:        cfg,
-		slotFreed:  make(chan struct{}, 1),
-		stop:       make(chan struct{}),
-		loopDone:   make(chan struct{}),
-		workCtx:    workCtx,
-		workCancel: workCancel,
-		inflight:   map[uuid.UUID]*run{},
-		idle:       make(chan *run),
+		cfg:       cfg,
+		slotFreed: make(chan struct{}, 1),
+		inflight:  map[uuid.UUID]*run{},
 	}
 }
 
@@ -88,11 +88,23 @@ func (w *Worker) Queue() string { return w.cfg.Queue }
 // Running returns how many handlers are running.
 func (w *Worker) Running() int { return int(w.running.Load()) }
 
-// Start runs the claim loop in a goroutine.
-func (w *Worker) Start() { go w.loop() }
+// Start runs the claim loop in a goroutine. Starting a running worker does nothing; a stopped one
+// can start again.
+func (w *Worker) Start() {
+	stop, ok := w.base.StartInit()
+	if !ok {
+		return
+	}
+	workCtx, workCancel := context.WithCancel(context.Background())
+	s := &session{stop: stop, loopDone: make(chan struct{}), workCtx: workCtx, workCancel: workCancel, idle: make(chan *run)}
+	w.mu.Lock()
+	w.cur = s
+	w.mu.Unlock()
+	go w.loop(s)
+}
 
-func (w *Worker) loop() {
-	defer close(w.loopDone)
+func (w *Worker) loop(s *session) {
+	defer close(s.loopDone)
 	poll := time.NewTicker(w.cfg.PollInterval)
 	defer poll.Stop()
 	fetchNow := true // claim once at start-up
@@ -102,16 +114,16 @@ func (w *Worker) loop() {
 		if fetchNow && int(w.running.Load()) < w.cfg.Concurrency {
 			if wait := w.cfg.Cooldown - time.Since(lastFetch); wait > 0 {
 				select {
-				case <-w.stop:
+				case <-s.stop:
 					return
 				case <-time.After(wait):
 				}
 			}
 			lastFetch = time.Now()
 			want := min(w.cfg.Concurrency-int(w.running.Load()), w.cfg.FetchBatch)
-			claimed, err := w.claim(want)
+			claimed, err := w.claim(s, want)
 			if err != nil {
-				if w.workCtx.Err() == nil {
+				if s.workCtx.Err() == nil {
 					w.cfg.Logger.Warn("claiming commands failed; will retry at the next poll", "queue", w.cfg.Queue, "error", err)
 				}
 				fetchNow, moreWork = false, false
@@ -122,7 +134,7 @@ func (w *Worker) loop() {
 			continue
 		}
 		select {
-		case <-w.stop:
+		case <-s.stop:
 			return
 		case <-w.cfg.Wake:
 			fetchNow = true
@@ -134,56 +146,53 @@ func (w *Worker) loop() {
 	}
 }
 
-func (w *Worker) claim(want int) (int, error) {
-	ctx, cancel := context.WithTimeout(w.workCtx, 30*time.Second)
+func (w *Worker) claim(s *session, want int) (int, error) {
+	ctx, cancel := context.WithTimeout(s.workCtx, 30*time.Second)
 	defer cancel()
 	rows, err := w.cfg.Claim(ctx, want)
 	if err != nil {
 		return 0, err
 	}
 	for _, row := range rows {
-		w.start(row)
+		w.start(s, row)
 	}
 	return len(rows), nil
 }
 
-func (w *Worker) start(row *driver.CommandRow) {
+func (w *Worker) start(s *session, row *driver.CommandRow) {
 	r := &run{row: row, done: make(chan struct{})}
 	w.mu.Lock()
 	w.inflight[row.ID] = r
 	w.mu.Unlock()
-	w.runsDone.Add(1)
+	s.runsDone.Add(1)
 	w.setRunning(w.running.Add(1))
 	select {
-	case w.idle <- r: // an idle runner takes it
+	case s.idle <- r: // an idle runner takes it
 	default:
 		// Every runner is busy; running < Concurrency, so there are fewer than Concurrency.
-		w.runners++
-		w.runnerWG.Add(1)
-		go w.runner(r)
+		go w.runner(s, r)
 	}
 }
 
 // runner handles runs until the worker stops.
-func (w *Worker) runner(first *run) {
-	defer w.runnerWG.Done()
-	w.execute(first)
-	for r := range w.idle {
-		w.execute(r)
+func (w *Worker) runner(s *session, first *run) {
+	w.execute(s, first)
+	for r := range s.idle {
+		w.execute(s, r)
 	}
 }
 
-func (w *Worker) execute(r *run) {
-	defer w.runsDone.Done()
+func (w *Worker) execute(s *session, r *run) {
+	defer s.runsDone.Done()
 	row := r.row
-	ctx, cancel := context.WithTimeout(w.workCtx, w.cfg.Lease)
+	ctx, cancel := context.WithTimeout(s.workCtx, w.cfg.Lease)
 	completion := w.cfg.Run(ctx, row)
 	cancel()
 	w.mu.Lock()
 	delete(w.inflight, row.ID)
 	w.mu.Unlock()
 	if r.finalized.CompareAndSwap(false, true) {
-		if w.workCtx.Err() != nil && !completion.Status.Terminal() {
+		if s.workCtx.Err() != nil && !completion.Status.Terminal() {
 			// Shutdown interrupted the handler: give the command back untouched.
 			completion = releaseCompletion(row)
 		}
@@ -214,24 +223,30 @@ func releaseCompletion(row *driver.CommandRow) *driver.CommandCompletion {
 // handlers' contexts, waits up to grace for them to return, and releases the commands of those
 // that did not, so another worker picks them up at once instead of after the lease.
 func (w *Worker) Stop(ctx context.Context, grace time.Duration) {
-	close(w.stop)
+	if !w.base.StopInit() {
+		return
+	}
+	defer w.base.Stopped()
+	w.mu.Lock()
+	s := w.cur
+	w.mu.Unlock()
 	select {
-	case <-w.loopDone:
+	case <-s.loopDone:
 	case <-ctx.Done():
 		// A claim is still in flight (a hung database): cancel it rather than overrun the deadline.
-		w.workCancel()
-		<-w.loopDone
+		s.workCancel()
+		<-s.loopDone
 	}
-	close(w.idle) // no run starts after the loop ends; idle runners exit
+	close(s.idle) // no run starts after the loop ends; idle runners exit
 	finished := make(chan struct{})
-	go func() { w.runsDone.Wait(); close(finished) }()
+	go func() { s.runsDone.Wait(); close(finished) }()
 	select {
 	case <-finished:
-		w.workCancel()
+		s.workCancel()
 		return
 	case <-ctx.Done():
 	}
-	w.workCancel()
+	s.workCancel()
 	select {
 	case <-finished:
 		return
