@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/startstop"
 )
 
 // Publisher sends outbox messages to one broker.
@@ -87,11 +88,8 @@ type Relay struct {
 	publishers map[string]Publisher
 	transports []string
 
-	mu          sync.Mutex
-	cancel      context.CancelFunc
-	done        sync.WaitGroup
-	unsubscribe func()
-	kick        chan struct{}
+	base startstop.Base
+	kick chan struct{}
 }
 
 // NewRelay returns a relay on exec (the driver's executor).
@@ -153,25 +151,30 @@ func NewRelay(exec driver.Executor, cfg RelayConfig) (*Relay, error) {
 	return r, nil
 }
 
-// Start runs the relay's loops until Stop.
+// Start runs the relay's loops until Stop. Starting a running relay does nothing; a stopped one
+// can start again.
 func (r *Relay) Start(ctx context.Context) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.cancel != nil {
-		return errors.New("outbox: relay already started")
+	stop, ok := r.base.StartInit()
+	if !ok {
+		return nil
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	r.cancel = cancel
 	wake := r.cfg.Wake
+	var unsubscribe func()
 	if r.cfg.Subscribe != nil {
-		wake, r.unsubscribe = r.cfg.Subscribe(NotifyTopic)
+		wake, unsubscribe = r.cfg.Subscribe(NotifyTopic)
 	}
+	r.base.Go(func() { // the run ends when Stop begins
+		<-stop
+		cancel()
+		if unsubscribe != nil {
+			unsubscribe()
+		}
+	})
 	// One goroutine fans wake-ups out to the workers: each wake-up should start one claim, not
 	// one per worker.
 	signals := make(chan struct{}, r.cfg.Workers)
-	r.done.Add(1)
-	go func() {
-		defer r.done.Done()
+	r.base.Go(func() {
 		backlog := time.NewTicker(r.cfg.BacklogInterval)
 		defer backlog.Stop()
 		r.refreshBacklog(runCtx)
@@ -190,35 +193,25 @@ func (r *Relay) Start(ctx context.Context) error {
 			default:
 			}
 		}
-	}()
+	})
 	for i := 0; i < r.cfg.Workers; i++ {
-		r.done.Add(1)
-		go func() {
-			defer r.done.Done()
-			r.work(runCtx, signals)
-		}()
+		r.base.Go(func() { r.work(runCtx, signals) })
 	}
 	return nil
 }
 
 // Stop ends the loops, letting a publication in flight finish until ctx ends.
 func (r *Relay) Stop(ctx context.Context) error {
-	r.mu.Lock()
-	cancel := r.cancel
-	r.mu.Unlock()
-	if cancel == nil {
+	if !r.base.StopInit() {
 		return nil
 	}
-	cancel()
-	if r.unsubscribe != nil {
-		r.unsubscribe()
-	}
-	done := make(chan struct{})
-	go func() { r.done.Wait(); close(done) }()
+	done := r.base.Done()
 	select {
 	case <-done:
+		r.base.Stopped()
 		return nil
 	case <-ctx.Done():
+		go func() { <-done; r.base.Stopped() }() // it may start again once the publication ends
 		return ctx.Err()
 	}
 }

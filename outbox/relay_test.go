@@ -196,6 +196,20 @@ func TestRelay(t *testing.T) {
 				return len(rows) == 1
 			})
 		})
+
+		t.Run("StartsAgainAfterStop", func(t *testing.T) {
+			pub := newFakePublisher()
+			relay := startRelay(t, drv, outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, PollInterval: 20 * time.Millisecond})
+			for cycle := 1; cycle <= 2; cycle++ {
+				require.NoError(t, relay.Stop(ctx))
+				require.NoError(t, relay.Stop(ctx), "stopping a stopped relay does nothing")
+				require.NoError(t, outbox.Enqueue(ctx, drv.Executor(), event("restart")))
+				require.NoError(t, relay.Start(ctx), "cycle %d: a stopped relay starts again", cycle)
+				require.NoError(t, relay.Start(ctx), "starting a running relay does nothing")
+				relay.Kick()
+				waitFor(t, fmt.Sprintf("cycle %d's message published", cycle), func() bool { return len(pub.messageIDs()) == cycle })
+			}
+		})
 	})
 }
 
