@@ -91,20 +91,25 @@ func (m *Manager[S]) execute(x *Execution[S]) (err error) {
 	return m.process.Execute(x)
 }
 
-// collect replays Execute only to register the compensations of completed steps.
+// collect replays Execute only to register the compensations of completed steps. The replay
+// ends at the frontier, or where Execute returned the error that stopped the execution: a step's
+// failure, or an error Execute returns itself from its state (a network's permanent answer read
+// from a satisfied wait). Either way the compensations before that point are registered. Only a
+// replay that cannot be trusted fails: code that diverged from the log, or a panic.
 func (m *Manager[S]) collect(x *Execution[S]) error {
 	x.collectOnly = true
 	err := m.execute(x)
 	x.collectOnly = false
-	if err == nil || errors.Is(err, errStopReplay) {
-		return nil
-	}
-	var business *BusinessFailureError
+	var nondeterminism *NondeterminismError
 	var failed *StepFailedError
-	if errors.As(err, &business) || errors.As(err, &failed) && failed.Code != CodePanic {
-		return nil // the recorded failure point: compensations before it are registered
+	switch {
+	case err == nil, errors.Is(err, errStopReplay):
+		return nil
+	case errors.As(err, &nondeterminism), errors.As(err, &failed) && failed.Code == CodePanic,
+		errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded) && x.ctx.Err() != nil:
+		return err
 	}
-	return err
+	return nil // the recorded failure point: compensations before it are registered
 }
 
 // finish settles the outcome of a replay.

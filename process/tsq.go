@@ -67,18 +67,23 @@ func (m *Manager[S]) CancelOverride(ctx context.Context, id uuid.UUID, runCompen
 	if err != nil {
 		return err
 	}
-	m.audit(ctx, id, entryTSQCancel, action, map[string]bool{"runCompensations": runCompensations})
 	x, err := m.load(ctx, lease)
 	if err != nil {
 		return m.abandon(ctx, lease, err)
 	}
+	if runCompensations {
+		// Find the compensations before changing anything: an execution whose replay cannot be
+		// trusted stays where it is, and the operator is told.
+		if err := m.collect(x); err != nil {
+			_ = m.abandon(ctx, lease, err)
+			return fmt.Errorf("%w: execution %s cannot be compensated: its replay failed: %v", commandbus.ErrInvalidState, id, err)
+		}
+	}
+	m.audit(ctx, id, entryTSQCancel, action, map[string]bool{"runCompensations": runCompensations})
 	x.log(&driver.ExecutionLogEntry{EntryType: entryTSQCancel, Name: "cancel", Actor: action.Actor, Reason: action.Reason,
 		Request: marshalOrNil(map[string]bool{"runCompensations": runCompensations})})
 	message := "cancelled by " + action.Actor + ": " + action.Reason
 	if runCompensations {
-		if err := m.collect(x); err != nil {
-			return m.finish(x, err)
-		}
 		return m.compensate(x, driver.ExecutionCancelled, commandbus.CodeCancelled, message, true)
 	}
 	return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {

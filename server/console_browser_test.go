@@ -395,7 +395,7 @@ func browserCompensateNetworkError(t *testing.T, f *consoleFixture, browser cont
 			tb.text("#form-error"), f.execution(res.ExecutionID).Status)
 	}
 	tb.waitText(".flash-success", "Process")
-	f.requireCompensated(res.ExecutionID, map[string]string{"recallPayment": "RecallPayment", "unwindRisk": "UnwindRisk"})
+	f.requireCompensated(res.ExecutionID, map[string]string{"submitPayment": "RecallPayment", "bookRisk": "UnwindRisk"})
 	tb.visit("/payments/" + res.PaymentID.String())
 	tb.waitText("#payment-state", "CANCELLED")
 	audit := f.audit("execution", res.ExecutionID)

@@ -320,8 +320,8 @@ func (f *consoleFixture) audit(entityType string, id uuid.UUID) []*commandbus.Au
 }
 
 // requireCompensated checks in the database that a cancelled payment's process ran the
-// compensations of what it did: each named compensation succeeded in its log and its command
-// completed.
+// compensations of what it did: the compensation of each named step succeeded in its log (the
+// log names a compensation by its step) and its command, of the given type, completed.
 func (f *consoleFixture) requireCompensated(execID uuid.UUID, compensations map[string]string) {
 	f.t.Helper()
 	ctx := context.Background()

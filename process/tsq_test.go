@@ -1,0 +1,182 @@
+package process_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/clock"
+	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/process"
+)
+
+// networkState is the state of networkProcess: the answer a network gave to a submission.
+type networkState struct {
+	Ref        string `json:"ref"`
+	Answered   bool   `json:"answered"`
+	AnswerCode string `json:"answerCode,omitempty"`
+	FailWith   string `json:"failWith,omitempty"`
+}
+
+// networkAnswer is the network's answer; Code "" is an acceptance.
+type networkAnswer struct {
+	Code string `json:"code"`
+}
+
+func (networkAnswer) ResponseName() string { return "NetworkAnswer" }
+
+// networkProcess is the shape of the payments step process: steps with compensations, a wait
+// for the network's answer, and then Execute itself returning the error the answer carries (not
+// a step's failure), or a step that fails permanently when FailWith is set.
+type networkProcess struct {
+	mu sync.Mutex
+	// undone lists the compensations run, in order; failUndo makes the named ones fail.
+	undone   []string
+	failUndo map[string]int
+	typ      string
+}
+
+func (p *networkProcess) Type() string   { return p.typ }
+func (p *networkProcess) Domain() string { return "payments" }
+
+func (p *networkProcess) compensation(name string) func(x *process.Execution[networkState]) error {
+	return func(x *process.Execution[networkState]) error {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.undone = append(p.undone, name)
+		if p.failUndo[name] > 0 {
+			p.failUndo[name]--
+			return fmt.Errorf("%s: downstream unavailable", name)
+		}
+		return nil
+	}
+}
+
+func (p *networkProcess) setFailUndo(name string, times int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failUndo == nil {
+		p.failUndo = map[string]int{}
+	}
+	p.failUndo[name] = times
+}
+
+func (p *networkProcess) compensations() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.undone...)
+}
+
+func (p *networkProcess) Execute(x *process.Execution[networkState]) error {
+	for _, name := range []string{"bookRisk", "submit"} {
+		if _, err := process.Step(x, name, func(context.Context) (bool, error) { return true, nil },
+			process.Compensate(p.compensation("undo-"+name))); err != nil {
+			return err
+		}
+	}
+	if x.State.FailWith != "" {
+		_, err := process.Step(x, "confirm", func(context.Context) (bool, error) {
+			return false, commandbus.Permanent(x.State.FailWith, errors.New("the confirmation service refused"))
+		})
+		return err
+	}
+	if err := x.Wait("awaitL1", func() bool { return x.State.Answered }, 0); err != nil {
+		return err
+	}
+	if x.State.AnswerCode != "" {
+		// Read from the state, as the payments process reads a level's answer.
+		return commandbus.Permanent("NETWORK_ERROR", fmt.Errorf("L1 %s: permanent network failure", x.State.AnswerCode))
+	}
+	return nil
+}
+
+func setupNetwork(t *testing.T, drv driver.Driver, typ string) (*process.Manager[networkState], *networkProcess, *commandbus.Client) {
+	t.Helper()
+	fake := clock.NewFake(testStart)
+	client := newClient(t, drv, testConfig(t, fake, nil))
+	proc := &networkProcess{typ: typ}
+	m, err := process.NewManager(client, process.Process[networkState](proc))
+	require.NoError(t, err)
+	process.OnResponse(m, func(s *networkState, a networkAnswer) error {
+		s.Answered, s.AnswerCode = true, a.Code
+		return nil
+	})
+	start(t, client)
+	return m, proc, client
+}
+
+// parkByNetworkError starts an execution and parks it in the TSQ through the network's
+// permanent answer.
+func parkByNetworkError(t *testing.T, m *process.Manager[networkState], ref string) uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	id, err := m.Start(ctx, networkState{Ref: ref})
+	require.NoError(t, err)
+	waitStatus(t, m, id, driver.ExecutionWaitingForAsync)
+	require.NoError(t, m.ProcessAsyncResponse(ctx, id, networkAnswer{Code: "PERM_ERROR"}))
+	inst := waitStatus(t, m, id, driver.ExecutionWaitingForTSQ)
+	require.Equal(t, "NETWORK_ERROR", inst.ErrorCode)
+	return id
+}
+
+// lastLines is the tail of an execution's log as logLines renders it.
+func lastLines(entries []*driver.ExecutionLogEntry, n int) []string {
+	lines := logLines(entries)
+	if len(lines) < n {
+		return lines
+	}
+	return lines[len(lines)-n:]
+}
+
+// Issue 15, defect 1: compensate-and-cancel of an execution parked by an error Execute returned
+// from its state (a permanent network answer) re-parked it instead of compensating.
+func TestCancelWithCompensationsForEveryParkReason(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		m, proc, client := setupNetwork(t, drv, "NetworkCancel")
+
+		// Parked by the network's permanent error, read from the state after a satisfied wait.
+		id := parkByNetworkError(t, m, "N1")
+		require.NoError(t, m.CancelOverride(ctx, id, true, operator))
+		inst := waitStatus(t, m, id, driver.ExecutionCancelled)
+		require.Equal(t, commandbus.CodeCancelled, inst.ErrorCode)
+		require.Equal(t, []string{"undo-submit", "undo-bookRisk"}, proc.compensations(), "the completed steps' compensations, in reverse")
+		require.Equal(t, []string{
+			"TSQ_CANCEL cancel", "LIFECYCLE compensation COMPENSATING",
+			"COMPENSATION submit COMPENSATION_SUCCESS", "COMPENSATION bookRisk COMPENSATION_SUCCESS",
+		}, lastLines(inst.Log, 4))
+		require.NotContains(t, lastLines(inst.Log, 4), "LIFECYCLE troubleshooting queue WAITING_FOR_TSQ")
+
+		// Parked by a step that failed permanently.
+		proc.undone = nil
+		id2, err := m.Start(ctx, networkState{Ref: "N2", FailWith: "CONFIRMATION_REFUSED"})
+		require.NoError(t, err)
+		inst = waitStatus(t, m, id2, driver.ExecutionWaitingForTSQ)
+		require.Equal(t, process.CodePermanentFailure, inst.ErrorCode)
+		require.NoError(t, m.CancelOverride(ctx, id2, true, operator))
+		inst = waitStatus(t, m, id2, driver.ExecutionCancelled)
+		require.Equal(t, []string{"undo-submit", "undo-bookRisk"}, proc.compensations())
+		require.Equal(t, "COMPENSATION bookRisk COMPENSATION_SUCCESS", lastLines(inst.Log, 1)[0])
+
+		// A cancelled execution cannot be cancelled again: the action says so.
+		require.ErrorIs(t, m.CancelOverride(ctx, id, true, operator), commandbus.ErrInvalidState)
+
+		audit, err := client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "execution"})
+		require.NoError(t, err)
+		cancels := 0
+		for _, a := range audit {
+			if a.Action == "TSQ_CANCEL" {
+				cancels++
+			}
+		}
+		require.Equal(t, 2, cancels, "each applied cancellation audited, the refused one not")
+	})
+}
