@@ -156,6 +156,11 @@ func ReplyQueueName(prefix string) string { return prefix + ".CMD.REPLY.Q" }
 // DeadLetterQueueName receives messages that cannot be processed: APP.DLQ.
 func DeadLetterQueueName(prefix string) string { return prefix + ".DLQ" }
 
+// BackoutQueueName is a work queue's backout queue, as IBM MQ names its BOQNAME by convention:
+// <queue>.BACKOUT. A message delivered more often than the queue's backout threshold without being
+// processed is moved there, and its command is parked in the troubleshooting queue.
+func BackoutQueueName(queue string) string { return queue + ".BACKOUT" }
+
 // ParkingQueueName receives messages of an envelope version no consumer knows yet: APP.PARKED.Q.
 func ParkingQueueName(prefix string) string { return prefix + ".PARKED.Q" }
 
