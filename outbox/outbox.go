@@ -18,6 +18,9 @@ import (
 const (
 	TransportAMQP  = "amqp"
 	TransportKafka = "kafka"
+	// TransportAMQP10 is AMQP 1.0 (transport/amqp10): IBM MQ's AMQP channel, Azure Service Bus,
+	// ActiveMQ Artemis, RabbitMQ.
+	TransportAMQP10 = "amqp10"
 )
 
 // The message categories (seed 004).

@@ -68,8 +68,8 @@ func (t Topology) ParkingQueue() string { return outbox.ParkingQueueName(t.withD
 // ReplyQueue is the prefix's reply queue.
 func (t Topology) ReplyQueue() string { return outbox.ReplyQueueName(t.withDefaults().Prefix) }
 
-// declareDeadEnds declares the dead-letter and parking queues.
-func (t Topology) declareDeadEnds(ch *amqp.Channel) error {
+// DeclareDeadEnds declares the dead-letter and parking queues.
+func (t Topology) DeclareDeadEnds(ch *amqp.Channel) error {
 	for _, name := range []string{t.DeadLetterQueue(), t.ParkingQueue()} {
 		if _, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
 			return fmt.Errorf("declaring queue %s: %w", name, err)
@@ -182,7 +182,7 @@ func (p *Publisher) channel() (*amqp.Channel, error) {
 		err = ch.Confirm(false)
 	}
 	if err == nil {
-		err = p.cfg.Topology.declareDeadEnds(ch)
+		err = p.cfg.Topology.DeclareDeadEnds(ch)
 	}
 	if err != nil {
 		_ = conn.Close()

@@ -244,7 +244,7 @@ func (c *Consumer) consume(ctx context.Context, sub subscription, connected func
 	if err != nil {
 		return err
 	}
-	if err := c.cfg.Topology.declareDeadEnds(ch); err != nil {
+	if err := c.cfg.Topology.DeclareDeadEnds(ch); err != nil {
 		return err
 	}
 	deadEnd := &deadEnd{ch: pubCh, topology: c.cfg.Topology}
