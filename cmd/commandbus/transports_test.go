@@ -14,6 +14,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/brokerlock"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/outbox"
 )
@@ -29,6 +30,7 @@ func (wiredBookFx) Kind() string { return "BookFx" }
 // the wired consumer runs its handler, and it completes.
 func TestWireTransportsAMQP10(t *testing.T) {
 	t.Parallel()
+	brokerlock.Shared(t) // transport/amqp's broker restart test waits for this test
 	url := "amqp://guest:guest@127.0.0.1:5672/"
 	conn, err := amqp091.Dial(url)
 	if err != nil {

@@ -17,6 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/commandbus/commandbus/internal/brokerlock"
+
 	"github.com/commandbus/commandbus/transport/amqp10"
 )
 
@@ -31,6 +33,7 @@ func TestMain(m *testing.M) {
 // (fails under COMMANDBUS_REQUIRE_RABBITMQ=1) when it does not.
 func brokerURL(t testing.TB) string {
 	t.Helper()
+	brokerlock.Shared(t) // transport/amqp's broker restart test waits for this test
 	url := os.Getenv("COMMANDBUS_TEST_AMQP10_URL")
 	if url == "" {
 		url = "amqp://guest:guest@127.0.0.1:5672/"
