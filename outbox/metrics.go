@@ -27,7 +27,8 @@ type Metrics struct {
 	// handler.
 	InboxDedupeHits *prometheus.CounterVec
 	// Consumed counts messages a transport consumer settled, by queue and result (processed,
-	// duplicate, dead_lettered, parked).
+	// duplicate, dead_lettered, parked, requeued after a database failure, backed_out to the
+	// queue's backout queue).
 	Consumed *prometheus.CounterVec
 	// BrokerDeadLetters counts messages the broker backed out (delivered more often than the
 	// queue's backout threshold), by queue and result: parked (their command moved to the
@@ -67,7 +68,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"handler"}),
 		Consumed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "commandbus_transport_consumed_total",
-			Help: "Broker messages settled by consumers, by queue and result (processed, duplicate, dead_lettered, parked).",
+			Help: "Broker messages settled by consumers, by queue and result (processed, duplicate, dead_lettered, parked, requeued, backed_out).",
 		}, []string{"queue", "result"}),
 		BrokerDeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "commandbus_transport_broker_dead_letters_total",
