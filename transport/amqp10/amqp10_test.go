@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	amqp "github.com/Azure/go-amqp"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -387,4 +388,37 @@ func TestBackoutParksCommand(t *testing.T) {
 	_, err = p.client.DLQ().Resubmit(ctx, res.ID, commandbus.OperatorAction{Actor: "alice@ops", Reason: "database fixed"})
 	require.NoError(t, err)
 	p.waitStatus(res.ID, commandbus.StatusCompleted)
+}
+
+// TestUndecodableMessages: a message that is not an envelope goes to the dead-letter queue with
+// the reason and its original queue; one of an unknown schema version is parked. Neither is
+// dropped, and no handler runs.
+func TestUndecodableMessages(t *testing.T) {
+	t.Parallel()
+	p := newPlatform(t, false)
+	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
+	conn, err := dial(p.url)
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx := context.Background()
+	sess, err := conn.NewSession(ctx, nil)
+	require.NoError(t, err)
+	snd, err := sess.NewSender(ctx, amqp10.DetectAddressStyle(conn.Properties()).Address(queue), nil)
+	require.NoError(t, err)
+	garbage := amqp.NewMessage([]byte(`{"not":"an envelope"}`))
+	garbage.Properties = &amqp.MessageProperties{MessageID: "garbage-10"}
+	require.NoError(t, snd.Send(ctx, garbage, nil))
+	v2 := amqp.NewMessage([]byte(`{"messageId":"0190b8a4-0000-7000-8000-000000000001","type":"CommandRequested","name":"BookFx","commandId":"0190b8a4-0000-7000-8000-000000000002","occurredAt":"2025-11-02T12:34:56Z","headers":{"schemaVersion":"2"},"payload":{}}`))
+	v2.Properties = &amqp.MessageProperties{MessageID: "v2-10"}
+	require.NoError(t, snd.Send(ctx, v2, nil))
+
+	dead := readQueue(t, p.url, outbox.DeadLetterQueueName(p.prefix), 1)[0]
+	require.Equal(t, "garbage-10", dead.Properties.MessageID)
+	require.Contains(t, dead.ApplicationProperties[amqp10.HeaderError], outbox.CodeInvalidEnvelope)
+	require.Equal(t, queue, dead.ApplicationProperties[amqp10.HeaderOriginalQueue])
+	require.True(t, dead.Header.Durable)
+	parked := readQueue(t, p.url, outbox.ParkingQueueName(p.prefix), 1)[0]
+	require.Equal(t, "v2-10", parked.Properties.MessageID)
+	require.Contains(t, parked.ApplicationProperties[amqp10.HeaderError], outbox.CodeUnknownSchemaVersion)
+	require.Equal(t, int64(0), p.calls.Load())
 }
