@@ -38,6 +38,8 @@ type Config struct {
 	Simulator SimulatorConfig `yaml:"simulator"`
 	// AMQP is the command broker of domains whose transport is amqp (seed 004's IBM MQ role).
 	AMQP AMQPConfig `yaml:"amqp"`
+	// AMQP10 is the AMQP 1.0 broker of the domains whose transport is amqp10 (transport/amqp10).
+	AMQP10 AMQPConfig `yaml:"amqp10"`
 	// Kafka is the event log of domains whose events go to kafka.
 	Kafka KafkaConfig `yaml:"kafka"`
 	// Events is where every domain's command outcomes are published as events, unless the domain
@@ -108,7 +110,9 @@ type DomainConfig struct {
 	FetchBatch int `yaml:"fetch-batch"`
 	// Transport carries the domain's commands: "postgres" (the command table is the queue) or
 	// "amqp" (the command and an outbox row commit together; the relay publishes the command to
-	// APP.CMD.<DOMAIN>.<Type>.Q; replies go to APP.CMD.REPLY.Q). Default: postgres.
+	// APP.CMD.<DOMAIN>.<Type>.Q; replies go to APP.CMD.REPLY.Q), or "amqp10" (the same over AMQP
+	// 1.0, configured by amqp10: IBM MQ's AMQP channel, Azure Service Bus, Artemis, RabbitMQ).
+	// Default: postgres.
 	Transport string `yaml:"transport"`
 	// Events overrides the client's Events for this domain: "none" or "kafka". Default: the
 	// client's.
@@ -123,6 +127,7 @@ type DomainConfig struct {
 const (
 	TransportPostgres = "postgres"
 	TransportAMQP     = "amqp"
+	TransportAMQP10   = "amqp10"
 )
 
 // The event destinations.
@@ -131,16 +136,18 @@ const (
 	EventsKafka = "kafka"
 )
 
-// AMQPConfig is the AMQP 0-9-1 broker (RabbitMQ, or IBM MQ through its AMQP channel).
+// AMQPConfig is an AMQP broker: the amqp section is the AMQP 0-9-1 broker (RabbitMQ), the amqp10
+// section the AMQP 1.0 one (IBM MQ through its AMQP channel, Azure Service Bus, Artemis, RabbitMQ).
 type AMQPConfig struct {
-	// URL is the broker, as amqp://user:password@host:5672/vhost. Required when a domain's
-	// transport is amqp.
+	// URL is the broker, as amqp://user:password@host:5672/vhost (amqps:// for TLS). Required when
+	// a domain's transport is amqp (amqp10 for the amqp10 section).
 	URL string `yaml:"url"`
 	// Prefix starts every queue name: <prefix>.CMD.<DOMAIN>.<Type>.Q, <prefix>.CMD.REPLY.Q,
 	// <prefix>.DLQ, <prefix>.PARKED.Q. Default: APP.
 	Prefix string `yaml:"prefix"`
-	// BackoutThreshold is how many times a message is delivered before the broker moves it to the
-	// dead-letter queue (IBM MQ's backout threshold). Default: 5.
+	// BackoutThreshold is how many times a message may be delivered without being processed;
+	// after that it moves to its queue's backout queue, <queue>.BACKOUT, and its command is
+	// parked in the troubleshooting queue (IBM MQ's BOTHRESH and BOQNAME). Default: 5.
 	BackoutThreshold int `yaml:"backout-threshold"`
 }
 
@@ -345,6 +352,12 @@ func (c *Config) WithDefaults() *Config {
 	if out.AMQP.BackoutThreshold == 0 {
 		out.AMQP.BackoutThreshold = 5
 	}
+	if out.AMQP10.Prefix == "" {
+		out.AMQP10.Prefix = "APP"
+	}
+	if out.AMQP10.BackoutThreshold == 0 {
+		out.AMQP10.BackoutThreshold = 5
+	}
 	if out.Kafka.TopicPrefix == "" {
 		out.Kafka.TopicPrefix = "events."
 	}
@@ -491,8 +504,12 @@ func (c *Config) Validate() error {
 			if c.AMQP.URL == "" {
 				add("domains.%s.transport: amqp needs amqp.url", name)
 			}
+		case TransportAMQP10:
+			if c.AMQP10.URL == "" {
+				add("domains.%s.transport: amqp10 needs amqp10.url", name)
+			}
 		default:
-			add("domains.%s.transport: must be postgres or amqp, got %q", name, d.Transport)
+			add("domains.%s.transport: must be postgres, amqp or amqp10, got %q", name, d.Transport)
 		}
 		switch d.Events {
 		case "", EventsNone:
@@ -518,6 +535,9 @@ func (c *Config) Validate() error {
 	}
 	if c.AMQP.BackoutThreshold < 1 {
 		add("amqp.backout-threshold: must be at least 1, got %d", c.AMQP.BackoutThreshold)
+	}
+	if c.AMQP10.BackoutThreshold < 1 {
+		add("amqp10.backout-threshold: must be at least 1, got %d", c.AMQP10.BackoutThreshold)
 	}
 	if c.Outbox.BatchSize < 1 || c.Outbox.BatchSize > 10_000 {
 		add("outbox.batch-size: must be between 1 and 10000, got %d", c.Outbox.BatchSize)

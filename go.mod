@@ -3,6 +3,7 @@ module github.com/commandbus/commandbus
 go 1.26.8
 
 require (
+	github.com/Azure/go-amqp v1.7.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/getkin/kin-openapi v0.152.0
 	github.com/google/uuid v1.6.0

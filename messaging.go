@@ -27,13 +27,19 @@ type brokerRouting struct {
 	// any is false when no broker is configured: the hot path then checks nothing else.
 	any         bool
 	amqpDomains map[string]bool
+	// amqp10Domains are the domains whose transport is amqp10.
+	amqp10Domains map[string]bool
 }
 
 func newBrokerRouting(cfg *Config) brokerRouting {
-	r := brokerRouting{amqpDomains: map[string]bool{}}
+	r := brokerRouting{amqpDomains: map[string]bool{}, amqp10Domains: map[string]bool{}}
 	for name, d := range cfg.Domains {
 		if d.Transport == TransportAMQP {
 			r.amqpDomains[name] = true
+			r.any = true
+		}
+		if d.Transport == TransportAMQP10 {
+			r.amqp10Domains[name] = true
 			r.any = true
 		}
 		if d.Events == EventsKafka {
@@ -63,7 +69,27 @@ func (c *Client) CommandTypes(domain string) []string {
 	return sortedKeys(c.handlers.commands[domain])
 }
 
-func (c *Client) isAMQP(domain string) bool { return c.routing.amqpDomains[domain] }
+// AMQP10Domains lists the domains whose transport is amqp10, sorted.
+func (c *Client) AMQP10Domains() []string { return sortedKeys(c.routing.amqp10Domains) }
+
+// brokeredDomains lists the domains whose commands go through a broker (amqp or amqp10), sorted.
+func (c *Client) brokeredDomains() []string {
+	return append(c.AMQPDomains(), c.AMQP10Domains()...)
+}
+
+// isAMQP reports whether domain's commands go through a broker: amqp (0-9-1) or amqp10.
+func (c *Client) isAMQP(domain string) bool {
+	return c.routing.amqpDomains[domain] || c.routing.amqp10Domains[domain]
+}
+
+// commandTransport is the outbox transport of domain's commands and replies, and its queue
+// prefix.
+func (c *Client) commandTransport(domain string) (transport, prefix string) {
+	if c.routing.amqp10Domains[domain] {
+		return outbox.TransportAMQP10, c.config.AMQP10.Prefix
+	}
+	return outbox.TransportAMQP, c.config.AMQP.Prefix
+}
 
 // businessKey is what a command's messages are keyed by: its business key, else its
 // correlation id (so a process's messages stay in order), else its id.
@@ -88,7 +114,8 @@ func (c *Client) envelope(typ outbox.Type, row *CommandRow, causation uuid.UUID,
 		e.Payload = json.RawMessage(`{}`)
 	}
 	if row.ReplyTo != "" && c.isAMQP(row.Domain) {
-		e.Headers.ReplyTo = outbox.ReplyQueueName(c.config.AMQP.Prefix)
+		_, prefix := c.commandTransport(row.Domain)
+		e.Headers.ReplyTo = outbox.ReplyQueueName(prefix)
 	}
 	if sc, ok := tracecontext.FromHeaders(row.Headers); ok {
 		e.Headers.TraceID, e.Headers.SpanID = sc.TraceID.String(), sc.SpanID.String()
@@ -100,9 +127,10 @@ func (c *Client) envelope(typ outbox.Type, row *CommandRow, causation uuid.UUID,
 // not ordered by key: each command type has its own queue, and a retry waiting for its backoff must
 // not hold back anything else.
 func (c *Client) commandRequested(row *CommandRow, nextAt *time.Time, delay time.Duration) (*driver.OutboxInsertParams, error) {
+	transport, prefix := c.commandTransport(row.Domain)
 	m := &outbox.Message{
-		Category: outbox.CategoryCommand, Transport: outbox.TransportAMQP,
-		Topic:    outbox.CommandQueueName(c.config.AMQP.Prefix, row.Domain, row.Type),
+		Category: outbox.CategoryCommand, Transport: transport,
+		Topic:    outbox.CommandQueueName(prefix, row.Domain, row.Type),
 		Envelope: c.envelope(outbox.TypeCommandRequested, row, row.CausationID, row.Data), NextAt: nextAt,
 	}
 	p, err := m.InsertParams()
@@ -151,8 +179,9 @@ func (c *Client) outcomeMessages(row *CommandRow, status driver.CommandStatus, r
 		out = append(out, p)
 	}
 	if *reply != nil && c.isAMQP(row.Domain) {
-		add(&outbox.Message{Category: outbox.CategoryReply, Transport: outbox.TransportAMQP,
-			Topic: outbox.ReplyQueueName(c.config.AMQP.Prefix), Envelope: c.envelope(typ, row, row.ID, data)})
+		transport, prefix := c.commandTransport(row.Domain)
+		add(&outbox.Message{Category: outbox.CategoryReply, Transport: transport,
+			Topic: outbox.ReplyQueueName(prefix), Envelope: c.envelope(typ, row, row.ID, data)})
 		*reply = nil
 	}
 	if c.config.DomainEvents(row.Domain) == EventsKafka {

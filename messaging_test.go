@@ -129,7 +129,7 @@ func TestTransportConfigValidation(t *testing.T) {
 	err := cfg.Validate()
 	require.ErrorIs(t, err, ErrInvalidConfig)
 	for _, want := range []string{
-		`domains.fx.transport: must be postgres or amqp, got "carrier-pigeon"`,
+		`domains.fx.transport: must be postgres, amqp or amqp10, got "carrier-pigeon"`,
 		"domains.risk.transport: amqp needs amqp.url",
 		"domains.risk.events: kafka needs kafka.brokers",
 		"domains.risk.max-retry-window: must not be negative",

@@ -14,7 +14,7 @@ import (
 // depth gauge, and outbox and inbox retention when a broker is configured.
 func (c *Client) newMaintenance() *maintenance.Runner {
 	tasks := []maintenance.Task{{Name: "dlq-depth", Interval: 10 * time.Second, Run: c.refreshDLQDepth}}
-	if len(c.routing.amqpDomains) > 0 {
+	if len(c.brokeredDomains()) > 0 {
 		tasks = append(tasks, maintenance.Task{Name: "watchdog", Interval: c.config.WatchdogInterval.Std(), Run: func(ctx context.Context) error {
 			_, err := c.RunWatchdog(ctx)
 			return err
@@ -33,8 +33,8 @@ func (c *Client) newMaintenance() *maintenance.Runner {
 // status-guarded operator action), so a handler that finishes late cannot overwrite it. It returns
 // how many commands it moved on. The client runs it every watchdog-interval once started.
 func (c *Client) RunWatchdog(ctx context.Context) (int, error) {
-	queues := make([]string, 0, len(c.routing.amqpDomains))
-	for _, domain := range c.AMQPDomains() {
+	var queues []string
+	for _, domain := range c.brokeredDomains() {
 		queues = append(queues, CommandQueue(domain))
 	}
 	if len(queues) == 0 {

@@ -27,8 +27,14 @@ type Metrics struct {
 	// handler.
 	InboxDedupeHits *prometheus.CounterVec
 	// Consumed counts messages a transport consumer settled, by queue and result (processed,
-	// duplicate, dead_lettered, parked).
+	// duplicate, dead_lettered, parked, requeued after a database failure, backed_out to the
+	// queue's backout queue).
 	Consumed *prometheus.CounterVec
+	// BrokerDeadLetters counts messages the broker backed out (delivered more often than the
+	// queue's backout threshold), by queue and result: parked (their command moved to the
+	// troubleshooting queue), already_done (their command had ended), kept (no command to park:
+	// left on the backout queue for an operator).
+	BrokerDeadLetters *prometheus.CounterVec
 }
 
 // NewMetrics returns the collectors, registered with reg when it is not nil. Collectors already
@@ -62,7 +68,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"handler"}),
 		Consumed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "commandbus_transport_consumed_total",
-			Help: "Broker messages settled by consumers, by queue and result (processed, duplicate, dead_lettered, parked).",
+			Help: "Broker messages settled by consumers, by queue and result (processed, duplicate, dead_lettered, parked, requeued, backed_out).",
+		}, []string{"queue", "result"}),
+		BrokerDeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commandbus_transport_broker_dead_letters_total",
+			Help: "Messages the broker backed out after the backout threshold, by work queue and result (parked, already_done, kept).",
 		}, []string{"queue", "result"}),
 	}
 	if reg == nil {
@@ -103,6 +113,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	reuse(&m.OldestUnpublished, m.OldestUnpublished)
 	reuse(&m.InboxDedupeHits, m.InboxDedupeHits)
 	reuse(&m.Consumed, m.Consumed)
+	reuse(&m.BrokerDeadLetters, m.BrokerDeadLetters)
 	if err != nil {
 		return nil, err
 	}

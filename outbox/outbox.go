@@ -18,6 +18,9 @@ import (
 const (
 	TransportAMQP  = "amqp"
 	TransportKafka = "kafka"
+	// TransportAMQP10 is AMQP 1.0 (transport/amqp10): IBM MQ's AMQP channel, Azure Service Bus,
+	// ActiveMQ Artemis, RabbitMQ.
+	TransportAMQP10 = "amqp10"
 )
 
 // The message categories (seed 004).
@@ -155,6 +158,11 @@ func ReplyQueueName(prefix string) string { return prefix + ".CMD.REPLY.Q" }
 
 // DeadLetterQueueName receives messages that cannot be processed: APP.DLQ.
 func DeadLetterQueueName(prefix string) string { return prefix + ".DLQ" }
+
+// BackoutQueueName is a work queue's backout queue, as IBM MQ names its BOQNAME by convention:
+// <queue>.BACKOUT. A message delivered more often than the queue's backout threshold without being
+// processed is moved there, and its command is parked in the troubleshooting queue.
+func BackoutQueueName(queue string) string { return queue + ".BACKOUT" }
 
 // ParkingQueueName receives messages of an envelope version no consumer knows yet: APP.PARKED.Q.
 func ParkingQueueName(prefix string) string { return prefix + ".PARKED.Q" }

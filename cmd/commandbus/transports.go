@@ -7,12 +7,13 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
+	"github.com/commandbus/commandbus/transport/amqp10"
 	"github.com/commandbus/commandbus/transport/kafka"
 )
 
 // wireTransports adds the brokered transports the configuration chooses to client: an AMQP
-// consumer of the amqp domains' command queues (and of the reply queue), and an outbox relay
-// publishing to RabbitMQ and Kafka. It returns a function closing the publishers.
+// 0-9-1 consumer of the amqp domains' command queues (and of the reply queue), an AMQP 1.0 one of
+// the amqp10 domains', and an outbox relay publishing to RabbitMQ, the AMQP 1.0 broker and Kafka. It returns a function closing the publishers.
 func wireTransports(client *commandbus.Client, logger *slog.Logger) (func(), error) {
 	full := client.Config()
 	var publishers []outbox.Publisher
@@ -31,6 +32,23 @@ func wireTransports(client *commandbus.Client, logger *slog.Logger) (func(), err
 		publishers = append(publishers, pub)
 		closers = append(closers, func() { _ = pub.Close() })
 		consumer, err := amqp.NewConsumer(amqp.ConsumerConfig{URL: full.AMQP.URL, Topology: topology, Client: client,
+			Replies: *full.Features.ReplyProcessing, Logger: logger})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		client.AddService(consumer)
+	}
+	if len(client.AMQP10Domains()) > 0 {
+		topology10 := amqp10.Topology{Prefix: full.AMQP10.Prefix, BackoutThreshold: full.AMQP10.BackoutThreshold}
+		pub, err := amqp10.NewPublisher(amqp10.PublisherConfig{URL: full.AMQP10.URL, Topology: topology10})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		publishers = append(publishers, pub)
+		closers = append(closers, func() { _ = pub.Close() })
+		consumer, err := amqp10.NewConsumer(amqp10.ConsumerConfig{URL: full.AMQP10.URL, Topology: topology10, Client: client,
 			Replies: *full.Features.ReplyProcessing, Logger: logger})
 		if err != nil {
 			closeAll()

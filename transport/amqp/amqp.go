@@ -4,11 +4,20 @@
 // the message's correlation id is the command id and its reply-to the envelope's replyTo header,
 // as JMS request/reply has it.
 //
-// Queues are quorum queues with a delivery limit: a message delivered BackoutThreshold times
-// without being acknowledged (a consumer that keeps crashing or failing on it) is dead-lettered to
-// APP.DLQ by the broker, IBM MQ's backout queue. A message that is not a valid envelope is
-// dead-lettered there by the consumer at once, with the reason in its x-commandbus-error header; one
-// of an unknown schema version is parked in APP.PARKED.Q. Nothing is dropped.
+// Queues are quorum queues with a delivery limit, IBM MQ's backout threshold: a message delivered
+// more than BackoutThreshold times without being acknowledged (a consumer that keeps crashing, or
+// whose database keeps failing) is dead-lettered by the broker to the queue's own backout queue,
+// <queue>.BACKOUT (IBM MQ's BOQNAME). The consumer drains the backout queues of its command
+// queues: each backed-out command is parked in the troubleshooting queue (IN_TSQ, a command_dlq row
+// with error BROKER_BACKOUT and the last failure), so no command is left PENDING with its message
+// gone; an operator resubmits it from there. A delivery that fails for a database reason is
+// requeued only after a backoff that grows with its delivery count (x-delivery-count), never in a
+// tight loop. A message that is not a valid envelope is dead-lettered to APP.DLQ by the consumer
+// at once, with the reason in its x-commandbus-error header; one of an unknown schema version is
+// parked in APP.PARKED.Q. Nothing is dropped.
+//
+// Queues declared by an earlier version dead-lettered to APP.DLQ; RabbitMQ refuses to redeclare a
+// queue with other arguments, so delete (or drain and delete) them before upgrading.
 //
 // The Publisher is an outbox.Publisher for the relay; the Consumer is a commandbus.Service that
 // runs a client's handlers for what its queues deliver. Both reconnect after a broker restart.
@@ -59,8 +68,8 @@ func (t Topology) ParkingQueue() string { return outbox.ParkingQueueName(t.withD
 // ReplyQueue is the prefix's reply queue.
 func (t Topology) ReplyQueue() string { return outbox.ReplyQueueName(t.withDefaults().Prefix) }
 
-// declareDeadEnds declares the dead-letter and parking queues.
-func (t Topology) declareDeadEnds(ch *amqp.Channel) error {
+// DeclareDeadEnds declares the dead-letter and parking queues.
+func (t Topology) DeclareDeadEnds(ch *amqp.Channel) error {
 	for _, name := range []string{t.DeadLetterQueue(), t.ParkingQueue()} {
 		if _, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
 			return fmt.Errorf("declaring queue %s: %w", name, err)
@@ -69,15 +78,23 @@ func (t Topology) declareDeadEnds(ch *amqp.Channel) error {
 	return nil
 }
 
-// declareWorkQueue declares a command or reply queue whose poison messages go to the dead-letter
-// queue after BackoutThreshold deliveries.
-func (t Topology) declareWorkQueue(ch *amqp.Channel, name string) error {
+// BackoutQueue is queue's backout queue, <queue>.BACKOUT.
+func (t Topology) BackoutQueue(queue string) string { return outbox.BackoutQueueName(queue) }
+
+// DeclareWorkQueue declares a command or reply queue (a durable quorum queue) whose messages go
+// to its backout queue after more than BackoutThreshold deliveries, and that backout queue (a
+// durable classic queue: it has no delivery limit, so what reaches it stays until it is drained).
+func (t Topology) DeclareWorkQueue(ch *amqp.Channel, name string) error {
 	t = t.withDefaults()
+	backout := t.BackoutQueue(name)
+	if _, err := ch.QueueDeclare(backout, true, false, false, false, amqp.Table{"x-queue-type": "classic"}); err != nil {
+		return fmt.Errorf("declaring queue %s: %w", backout, err)
+	}
 	_, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{
 		"x-queue-type":              "quorum",
 		"x-delivery-limit":          int32(t.BackoutThreshold),
 		"x-dead-letter-exchange":    "",
-		"x-dead-letter-routing-key": t.DeadLetterQueue(),
+		"x-dead-letter-routing-key": backout,
 	})
 	if err != nil {
 		return fmt.Errorf("declaring queue %s: %w", name, err)
@@ -165,7 +182,7 @@ func (p *Publisher) channel() (*amqp.Channel, error) {
 		err = ch.Confirm(false)
 	}
 	if err == nil {
-		err = p.cfg.Topology.declareDeadEnds(ch)
+		err = p.cfg.Topology.DeclareDeadEnds(ch)
 	}
 	if err != nil {
 		_ = conn.Close()
@@ -195,7 +212,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []*driver.OutboxRow) []err
 	confirms := make([]*amqp.DeferredConfirmation, len(msgs))
 	for i, m := range msgs {
 		if !p.declared[m.Topic] {
-			if err := p.cfg.Topology.declareWorkQueue(ch, m.Topic); err != nil {
+			if err := p.cfg.Topology.DeclareWorkQueue(ch, m.Topic); err != nil {
 				p.reset()
 				return fail(err)
 			}

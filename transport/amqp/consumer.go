@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,7 +31,13 @@ type ConsumerConfig struct {
 	Replies bool
 	// ReconnectDelay is the first wait before reconnecting; it doubles up to 5s. Default: 200ms.
 	ReconnectDelay time.Duration
-	Logger         *slog.Logger
+	// RequeueDelay is how long a delivery that failed for a database reason waits before it is
+	// requeued; it doubles with every earlier delivery of the message (x-delivery-count) up to
+	// MaxRequeueDelay. With the defaults (1s, 30s) and a backout threshold of 5, a message
+	// survives about 30s of database outage before it is backed out.
+	RequeueDelay    time.Duration
+	MaxRequeueDelay time.Duration
+	Logger          *slog.Logger
 }
 
 // Consumer consumes commands (and optionally replies) for a client. It is a commandbus.Service:
@@ -48,6 +55,10 @@ type Consumer struct {
 	stopWork context.CancelFunc
 	ready    chan struct{}
 	readyN   int
+	stopping chan struct{}
+	// lastErrors remembers why a message was last requeued (by message id), so that the reason
+	// of a backed-out command names the failure.
+	lastErrors sync.Map
 }
 
 // subscription is one channel's worth of queues.
@@ -55,6 +66,8 @@ type subscription struct {
 	domain   string // "" for the reply queue
 	queues   []string
 	prefetch int
+	// backout: the queues are the backout queues of the domain's command queues.
+	backout bool
 }
 
 // NewConsumer returns a consumer; Start connects.
@@ -72,10 +85,16 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	if cfg.ReconnectDelay <= 0 {
 		cfg.ReconnectDelay = 200 * time.Millisecond
 	}
+	if cfg.RequeueDelay <= 0 {
+		cfg.RequeueDelay = time.Second
+	}
+	if cfg.MaxRequeueDelay <= 0 {
+		cfg.MaxRequeueDelay = 30 * time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = cfg.Client.Logger()
 	}
-	return &Consumer{cfg: cfg, metrics: cfg.Client.MessagingMetrics(), ready: make(chan struct{})}, nil
+	return &Consumer{cfg: cfg, metrics: cfg.Client.MessagingMetrics(), ready: make(chan struct{}), stopping: make(chan struct{})}, nil
 }
 
 func (c *Consumer) subscriptions() []subscription {
@@ -90,7 +109,11 @@ func (c *Consumer) subscriptions() []subscription {
 			sub.queues = append(sub.queues, outbox.CommandQueueName(c.cfg.Topology.Prefix, domain, typ))
 		}
 		if len(sub.queues) > 0 {
-			subs = append(subs, sub)
+			backout := subscription{domain: domain, prefetch: 10, backout: true}
+			for _, q := range sub.queues {
+				backout.queues = append(backout.queues, c.cfg.Topology.BackoutQueue(q))
+			}
+			subs = append(subs, sub, backout)
 		}
 	}
 	if c.cfg.Replies {
@@ -156,6 +179,13 @@ func (c *Consumer) Stop(ctx context.Context) error {
 	if cancel == nil {
 		return nil
 	}
+	c.mu.Lock()
+	select {
+	case <-c.stopping:
+	default:
+		close(c.stopping) // deliveries waiting to be requeued are requeued now
+	}
+	c.mu.Unlock()
 	done := make(chan struct{})
 	go func() { c.inflight.Wait(); close(done) }()
 	select {
@@ -214,14 +244,18 @@ func (c *Consumer) consume(ctx context.Context, sub subscription, connected func
 	if err != nil {
 		return err
 	}
-	if err := c.cfg.Topology.declareDeadEnds(ch); err != nil {
+	if err := c.cfg.Topology.DeclareDeadEnds(ch); err != nil {
 		return err
 	}
 	deadEnd := &deadEnd{ch: pubCh, topology: c.cfg.Topology}
 	deliveries := make(chan amqp.Delivery)
 	var forwarders sync.WaitGroup
 	for _, queue := range sub.queues {
-		if err := c.cfg.Topology.declareWorkQueue(ch, queue); err != nil {
+		work := queue
+		if sub.backout {
+			work = strings.TrimSuffix(queue, ".BACKOUT")
+		}
+		if err := c.cfg.Topology.DeclareWorkQueue(ch, work); err != nil {
 			return err
 		}
 		ds, err := ch.Consume(queue, "", false, false, false, false, nil)
@@ -258,6 +292,10 @@ func (c *Consumer) consume(ctx context.Context, sub subscription, connected func
 			c.inflight.Add(1)
 			go func() {
 				defer c.inflight.Done()
+				if sub.backout {
+					c.handleBackout(d, deadEnd)
+					return
+				}
 				c.handle(sub, d, deadEnd)
 			}()
 		}
@@ -306,14 +344,148 @@ func (c *Consumer) handle(sub subscription, d amqp.Delivery, dead *deadEnd) {
 	case errors.Is(err, commandbus.ErrNotFound) || errors.As(err, &decodeErr):
 		c.cfg.Logger.Error("amqp consumer: message cannot be processed; dead-lettered", "queue", d.RoutingKey, "message_id", d.MessageId, "error", err)
 		settle(dead.moveAside(c.workCtx, d, err, false))
+	case err != nil && deliveryCount(d) >= int64(c.cfg.Topology.BackoutThreshold):
+		// The last delivery the threshold allows: rejected, the broker moves it to the backout
+		// queue at once (a requeue would only come back there after the backoff).
+		c.cfg.Logger.Warn("amqp consumer: processing failed on the last delivery; backed out", "queue", d.RoutingKey, "message_id", d.MessageId,
+			"deliveries", deliveryCount(d)+1, "error", err)
+		c.lastErrors.Store(d.MessageId, err.Error())
+		settle("backed_out", d.Reject(false))
 	case err != nil:
-		c.cfg.Logger.Warn("amqp consumer: processing failed; requeued", "queue", d.RoutingKey, "message_id", d.MessageId, "error", err)
+		delay := c.requeueDelay(d)
+		c.cfg.Logger.Warn("amqp consumer: processing failed; requeued after a backoff", "queue", d.RoutingKey, "message_id", d.MessageId,
+			"deliveries", deliveryCount(d)+1, "backoff", delay, "error", err)
+		c.lastErrors.Store(d.MessageId, err.Error())
+		c.wait(delay)
 		settle("requeued", d.Nack(false, true))
 	case outcome == commandbus.DeliveryReleased:
 		settle("released", d.Nack(false, true))
 	default:
+		c.lastErrors.Delete(d.MessageId)
 		settle(string(outcome), d.Ack(false))
 	}
+}
+
+// deliveryCount is how many times the broker delivered d before (a quorum queue's
+// x-delivery-count header; 0 on the first delivery).
+func deliveryCount(d amqp.Delivery) int64 {
+	return toInt64(d.Headers["x-delivery-count"])
+}
+
+func toInt64(v any) int64 {
+	switch n := v.(type) {
+	case int64:
+		return n
+	case int32:
+		return int64(n)
+	case int:
+		return int64(n)
+	case int16:
+		return int64(n)
+	case int8:
+		return int64(n)
+	case uint8:
+		return int64(n)
+	case uint16:
+		return int64(n)
+	case uint32:
+		return int64(n)
+	}
+	return 0
+}
+
+// requeueDelay is RequeueDelay × 2^(earlier deliveries), capped at MaxRequeueDelay.
+func (c *Consumer) requeueDelay(d amqp.Delivery) time.Duration {
+	return backoff(c.cfg.RequeueDelay, c.cfg.MaxRequeueDelay, deliveryCount(d))
+}
+
+func backoff(first, most time.Duration, n int64) time.Duration {
+	delay := first
+	for i := int64(0); i < n && delay < most; i++ {
+		delay *= 2
+	}
+	return min(delay, most)
+}
+
+// wait waits d, or less when the consumer stops.
+func (c *Consumer) wait(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-c.stopping:
+	}
+}
+
+// handleBackout files a message the broker backed out: its command is parked in the
+// troubleshooting queue with the reason, then the message is acknowledged. A message whose
+// command cannot be found or that is not a command is moved to the dead-letter queue; when the
+// database fails the message is requeued after a backoff (a backout queue has no delivery limit).
+func (c *Consumer) handleBackout(d amqp.Delivery, dead *deadEnd) {
+	backoutQueue := d.RoutingKey
+	queue, deaths, reason := deathOf(d)
+	if queue == "" {
+		queue = strings.TrimSuffix(backoutQueue, ".BACKOUT")
+	}
+	count := func(result string) { c.metrics.BrokerDeadLetters.WithLabelValues(queue, result).Inc() }
+	env, err := outbox.Decode(d.Body)
+	if err == nil && env.Type != outbox.TypeCommandRequested {
+		err = &outbox.DecodeError{Code: outbox.CodeInvalidEnvelope, Field: "type", Message: "a command queue's backout queue holds a " + string(env.Type)}
+	}
+	if err != nil {
+		c.cfg.Logger.Error("amqp consumer: a backed-out message is not a command; dead-lettered", "queue", backoutQueue, "message_id", d.MessageId, "error", err)
+		count("kept")
+		_, _ = dead.moveAside(c.workCtx, d, err, errors.Is(err, outbox.ErrUnknownSchemaVersion))
+		return
+	}
+	if deaths <= 1 {
+		deaths = int64(c.cfg.Topology.BackoutThreshold) + 1 // the broker dropped the count on the way
+	}
+	why := fmt.Sprintf("the broker backed out the message after %d deliveries on %s (backout threshold %d, %s); moved to %s",
+		deaths, queue, c.cfg.Topology.BackoutThreshold, reason, backoutQueue)
+	if last, ok := c.lastErrors.LoadAndDelete(d.MessageId); ok {
+		why += "; last error: " + last.(string)
+	}
+	parked, err := c.cfg.Client.ParkBackedOut(c.workCtx, env.CommandID, "amqp:"+queue, why)
+	switch {
+	case errors.Is(err, commandbus.ErrNotFound):
+		c.cfg.Logger.Error("amqp consumer: a backed-out message names no command; dead-lettered", "queue", backoutQueue, "message_id", d.MessageId, "error", err)
+		count("kept")
+		_, _ = dead.moveAside(c.workCtx, d, err, false)
+	case err != nil:
+		delay := backoff(c.cfg.RequeueDelay, c.cfg.MaxRequeueDelay, deliveryCount(d))
+		c.cfg.Logger.Warn("amqp consumer: parking a backed-out command failed; requeued after a backoff", "queue", backoutQueue, "command_id", env.CommandID, "backoff", delay, "error", err)
+		c.wait(delay)
+		_ = d.Nack(false, true)
+	default:
+		result := "already_done"
+		if parked {
+			result = "parked"
+			c.cfg.Logger.Error("amqp consumer: command parked: the broker backed out its message", "queue", queue, "command_id", env.CommandID, "reason", why)
+		}
+		count(result)
+		_ = d.Ack(false)
+	}
+}
+
+// deathOf reads the broker's x-death header of a dead-lettered message: the queue it left, how
+// many times it was delivered there, and why it was dead-lettered.
+func deathOf(d amqp.Delivery) (queue string, deliveries int64, reason string) {
+	deaths, _ := d.Headers["x-death"].([]any)
+	for _, x := range deaths {
+		death, ok := x.(amqp.Table)
+		if !ok {
+			continue
+		}
+		queue, _ = death["queue"].(string)
+		reason, _ = death["reason"].(string)
+		break
+	}
+	deliveries = deliveryCount(d) + 1
+	if reason == "" {
+		reason = "delivery_limit"
+	}
+	return queue, deliveries, reason
 }
 
 // deadEnd publishes undecodable and unprocessable messages to the dead-letter or parking queue.

@@ -55,6 +55,9 @@ type platformOpts struct {
 	maxAttempts int
 	lease       time.Duration
 	relayExec   func(driver.Executor) driver.Executor
+	// requeueDelay is the consumer's RequeueDelay (default 20ms: tests do not wait out the
+	// production backoff).
+	requeueDelay time.Duration
 }
 
 func newPlatform(t *testing.T, opts platformOpts) *platform {
@@ -122,7 +125,11 @@ func newPlatform(t *testing.T, opts platformOpts) *platform {
 	})
 	require.NoError(t, err)
 	client.AddService(p.relay)
-	p.consumer, err = amqp.NewConsumer(amqp.ConsumerConfig{URL: url, Topology: topology, Client: client, Replies: opts.replies, Logger: logger})
+	if opts.requeueDelay == 0 {
+		opts.requeueDelay = 20 * time.Millisecond
+	}
+	p.consumer, err = amqp.NewConsumer(amqp.ConsumerConfig{URL: url, Topology: topology, Client: client, Replies: opts.replies, Logger: logger,
+		RequeueDelay: opts.requeueDelay, MaxRequeueDelay: time.Second})
 	require.NoError(t, err)
 	client.AddService(p.consumer)
 	require.NoError(t, client.Start(context.Background()))

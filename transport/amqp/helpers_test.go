@@ -13,6 +13,8 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/commandbus/commandbus/internal/brokerlock"
 )
 
 func TestMain(m *testing.M) {
@@ -128,12 +130,16 @@ func stopBroker(t *testing.T, url string) func() {
 	if _, err := exec.LookPath("rabbitmqctl"); err != nil {
 		t.Skip("rabbitmqctl not installed")
 	}
+	// Other packages' broker tests (transport/amqp10, cmd/commandbus) finish first, and wait
+	// until the broker is back.
+	release := brokerlock.Exclusive(t)
 	started := false
 	start := func() {
 		if started {
 			return
 		}
 		started = true
+		defer release()
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
 		if out, err := exec.CommandContext(ctx, "rabbitmqctl", "start_app").CombinedOutput(); err != nil {
