@@ -56,6 +56,7 @@ type Consumer struct {
 	ready    chan struct{}
 	readyN   int
 	stopping chan struct{}
+	started  bool
 	// lastErrors remembers why a message was last requeued (by message id), so that the reason
 	// of a backed-out command names the failure.
 	lastErrors sync.Map
@@ -131,8 +132,13 @@ func (c *Consumer) Queues() []string {
 	return out
 }
 
-// Ready is closed once every queue has been consumed at least once (declared and subscribed).
-func (c *Consumer) Ready() <-chan struct{} { return c.ready }
+// Ready is closed once every queue has been consumed at least once (declared and subscribed)
+// since the last Start.
+func (c *Consumer) Ready() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ready
+}
 
 // Start connects and consumes until Stop; it returns at once and reconnects in the background.
 func (c *Consumer) Start(ctx context.Context) error {
@@ -141,6 +147,11 @@ func (c *Consumer) Start(ctx context.Context) error {
 	if c.cancel != nil {
 		return errors.New("amqp: consumer already started")
 	}
+	if c.started {
+		// Started again after Stop: fresh readiness and a fresh stop signal.
+		c.ready, c.stopping = make(chan struct{}), make(chan struct{})
+	}
+	c.started = true
 	subs := c.subscriptions()
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
@@ -195,6 +206,9 @@ func (c *Consumer) Stop(ctx context.Context) error {
 	c.stopWork()
 	cancel()
 	c.loops.Wait()
+	c.mu.Lock()
+	c.cancel = nil // it may be started again
+	c.mu.Unlock()
 	return nil
 }
 
@@ -409,11 +423,14 @@ func backoff(first, most time.Duration, n int64) time.Duration {
 
 // wait waits d, or less when the consumer stops.
 func (c *Consumer) wait(d time.Duration) {
+	c.mu.Lock()
+	stopping := c.stopping
+	c.mu.Unlock()
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-c.stopping:
+	case <-stopping:
 	}
 }
 

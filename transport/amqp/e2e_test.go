@@ -509,3 +509,23 @@ func TestBrokerRestart(t *testing.T) {
 	}
 	require.GreaterOrEqual(t, p.calls.Load(), int64(n+1))
 }
+
+// TestConsumerRestarts: a consumer stopped and started again (as a restarted client does)
+// consumes again.
+func TestConsumerRestarts(t *testing.T) {
+	t.Parallel()
+	p := newPlatform(t, platformOpts{})
+	ctx := context.Background()
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.consumer.Stop(stopCtx))
+	require.NoError(t, p.consumer.Start(ctx))
+	select {
+	case <-p.consumer.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the restarted consumer did not connect")
+	}
+	res, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "again"}, nil)
+	require.NoError(t, err)
+	p.waitStatus(res.ID, commandbus.StatusCompleted)
+}

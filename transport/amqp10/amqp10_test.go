@@ -422,3 +422,23 @@ func TestUndecodableMessages(t *testing.T) {
 	require.Contains(t, parked.ApplicationProperties[amqp10.HeaderError], outbox.CodeUnknownSchemaVersion)
 	require.Equal(t, int64(0), p.calls.Load())
 }
+
+// TestConsumerRestarts: a consumer stopped and started again (as a restarted client does)
+// consumes again.
+func TestConsumerRestarts(t *testing.T) {
+	t.Parallel()
+	p := newPlatform(t, false)
+	ctx := context.Background()
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, p.consumer.Stop(stopCtx))
+	require.NoError(t, p.consumer.Start(ctx))
+	select {
+	case <-p.consumer.Ready():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the restarted consumer did not connect")
+	}
+	res, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "again"}, nil)
+	require.NoError(t, err)
+	p.waitStatus(res.ID, commandbus.StatusCompleted)
+}
