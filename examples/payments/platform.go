@@ -113,6 +113,10 @@ type Platform struct {
 
 	mu      sync.Mutex
 	started bool
+
+	// afterAccountsLocked, set only by tests, runs inside SubmitPayment's transaction once the
+	// accounts' rows are locked.
+	afterAccountsLocked func(ctx context.Context)
 }
 
 // New builds the platform on a client that is not started yet: it creates the business tables
