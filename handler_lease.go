@@ -28,21 +28,22 @@ func HandlerLease(ctx context.Context) (time.Duration, bool) {
 // TxTimeoutsForLease returns the bounds of a handler transaction under a command lease of the
 // given length:
 //
-//   - Lock: a third of the lease. A handler waiting for a row lock gives up well inside its own
-//     lease, so the attempt ends with a transient error and is retried with backoff rather than
-//     expiring; over the default three attempts it waits about the whole lease in all.
 //   - IdleInTransaction: a third of the lease. A holder that stops between statements (a frozen
-//     or partitioned worker) has its session ended by the server, which frees its locks before
-//     its own lease expires, so its waiters get the rows within their attempts, and its
-//     redelivery does not wait on itself.
-//   - Statement: half of the lease, so that one statement cannot outlive the lease either.
+//     or partitioned worker) has its session ended by the server, which frees its row locks well
+//     before its own lease expires, so its redelivery does not wait on itself.
+//   - Lock: half of the lease. A handler queued behind a frozen holder gets the row when the
+//     server ends the holder, within this one attempt; a handler behind a lock held for longer
+//     gives up inside its own lease, with a transient error that is retried with backoff,
+//     rather than letting the lease expire.
+//   - Statement: two thirds of the lease (it counts lock waits too, so it is longer than Lock),
+//     so that no statement outlives the lease.
 //
-// With the default visibility timeout of 30s these are 10s, 10s and 15s.
+// With the default visibility timeout of 30s these are 10s, 15s and 20s.
 func TxTimeoutsForLease(lease time.Duration) driver.TxTimeouts {
 	if lease <= 0 {
 		return driver.TxTimeouts{}
 	}
-	return driver.TxTimeouts{Lock: lease / 3, Statement: lease / 2, IdleInTransaction: lease / 3}
+	return driver.TxTimeouts{Lock: lease / 2, Statement: lease * 2 / 3, IdleInTransaction: lease / 3}
 }
 
 // HandlerTxTimeouts returns TxTimeoutsForLease of the lease of the handler that received ctx,

@@ -42,22 +42,20 @@ func TestHandlerContextCarriesTheLease(t *testing.T) {
 		require.True(t, s.ok)
 		require.Equal(t, 9*time.Second, s.lease)
 		require.InDelta(t, float64(9*time.Second), float64(s.remaining), float64(time.Second), "the context ends with the lease")
-		require.Equal(t, driver.TxTimeouts{Lock: 3 * time.Second, Statement: 4500 * time.Millisecond, IdleInTransaction: 3 * time.Second}, s.timeouts)
+		require.Equal(t, driver.TxTimeouts{Lock: 4500 * time.Millisecond, Statement: 6 * time.Second, IdleInTransaction: 3 * time.Second}, s.timeouts)
 	})
 	_, ok := HandlerLease(context.Background())
 	require.False(t, ok, "no lease outside a handler")
 }
 
-// The default bounds: a waiter gives up on a lock well inside its lease, and a frozen holder is
-// ended before its own lease runs out, so its redelivery never waits on itself.
+// The default bounds: a frozen holder is ended before a waiter gives up on its lock, a waiter
+// gives up inside its own lease, and the lock wait fires before the statement timeout.
 func TestTxTimeoutsForTheDefaultLease(t *testing.T) {
 	t.Parallel()
 	got := TxTimeoutsForLease(DefaultVisibilityTimeout)
-	require.Equal(t, driver.TxTimeouts{Lock: 10 * time.Second, Statement: 15 * time.Second, IdleInTransaction: 10 * time.Second}, got)
-	require.Less(t, got.Lock, DefaultVisibilityTimeout)
-	require.Less(t, got.IdleInTransaction, DefaultVisibilityTimeout)
-	require.Less(t, got.Statement, DefaultVisibilityTimeout)
-	require.Greater(t, time.Duration(DefaultMaxAttempts)*got.Lock, got.IdleInTransaction,
-		"over its attempts a waiter outlasts a frozen holder")
+	require.Equal(t, driver.TxTimeouts{Lock: 15 * time.Second, Statement: 20 * time.Second, IdleInTransaction: 10 * time.Second}, got)
+	require.Less(t, got.IdleInTransaction, got.Lock, "a waiter outlasts a frozen holder within one attempt")
+	require.Less(t, got.Lock, got.Statement, "lock_timeout, not statement_timeout, ends a lock wait")
+	require.Less(t, got.Statement, DefaultVisibilityTimeout, "no statement outlives the lease")
 	require.Equal(t, driver.TxTimeouts{}, TxTimeoutsForLease(0))
 }

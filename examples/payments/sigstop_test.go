@@ -36,8 +36,8 @@ const (
 // debit account's row, must not stall the other payments on that account. Nothing in the frozen
 // process runs, so only the server can free the row: it ends the session after a third of the
 // lease (idle_in_transaction_session_timeout set by the handler's transaction guard). The other
-// worker's SubmitPayment handlers wait at most a third of their lease for the lock per attempt
-// (lock_timeout) and retry, so every other payment is submitted while the first worker is still
+// worker's SubmitPayment handlers wait at most half of their lease for the lock per attempt
+// (lock_timeout), so every other payment is submitted while the first worker is still
 // frozen, none is parked, and the frozen worker's payment is submitted once by the other worker
 // after its lease ran out.
 func TestFrozenWorkerDoesNotStallOtherPayments(t *testing.T) {
@@ -56,6 +56,7 @@ func TestFrozenWorkerDoesNotStallOtherPayments(t *testing.T) {
 		_ = helper.Wait()
 	})
 	frozen := make(chan struct{})
+	helperOutput := make(chan string, 1000)
 	go func() {
 		scanner := bufio.NewScanner(out)
 		for scanner.Scan() {
@@ -63,6 +64,7 @@ func TestFrozenWorkerDoesNotStallOtherPayments(t *testing.T) {
 				close(frozen)
 				break
 			}
+			helperOutput <- scanner.Text()
 		}
 		for scanner.Scan() { // drain, so that the helper never blocks on a full pipe
 		}
@@ -72,6 +74,9 @@ func TestFrozenWorkerDoesNotStallOtherPayments(t *testing.T) {
 	select {
 	case <-frozen:
 	case <-time.After(60 * time.Second):
+		for len(helperOutput) > 0 {
+			t.Log("helper: " + <-helperOutput)
+		}
 		t.Fatal("the helper process never reached SubmitPayment's transaction")
 	}
 	require.NoError(t, helper.Process.Signal(syscall.SIGSTOP))

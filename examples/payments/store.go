@@ -100,8 +100,8 @@ func (s *store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 
 // guard bounds a transaction opened by a command handler (ctx is the handler's) on PostgreSQL
 // with the lock, statement and idle-in-transaction timeouts of commandbus.HandlerTxTimeouts: a
-// worker frozen while it holds account rows loses them within a third of its lease, and the
-// other payments on those accounts wait at most that long per attempt and retry. SQLite has one
+// worker frozen while it holds account rows loses them after a third of its lease, and the
+// other payments on those accounts wait for a lock at most half of theirs per attempt. SQLite has one
 // writer, so there is nothing to bound per transaction; its busy timeout and the handler's
 // context (which ends with the lease) bound the waits.
 func (s *store) guard(ctx context.Context, tx any) error {
