@@ -380,7 +380,7 @@ func TestConsoleMoreActions(t *testing.T) {
 			require.NoError(t, err)
 			return len(parked) == 1
 		})
-		f.fake.Advance(31 * time.Second)
+		f.fake.Advance(f.client.Config().CommandStepOr("", payments.DomainAccounts, "").Timeout.Std() + time.Second)
 		f.waitPayment(fx.PaymentID, "IN_TSQ")
 		skip := "/tsq/processes/" + fx.ExecutionID.String() + "/skip"
 		_, body = op.get(skip)
