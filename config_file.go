@@ -43,7 +43,8 @@ func LoadConfig(path string) (*Config, error) {
 // server, fetch-cooldown, ...) either at the top level or under a single commandbus: key, as in
 // seed 001's application.yml. Decoding is strict: an unknown key, a key written twice or a value
 // of the wrong type is a problem, reported with its line. YAML anchors, aliases and merge keys
-// (<<) are allowed.
+// (<<) are allowed. A process type's overrides may be written as seed 000 writes them, directly
+// under process (process.payment.deadline-action), or under process.types.
 //
 // Every key can be overridden by an environment variable named EnvPrefix followed by the key's
 // path, with segments upper-cased and '-' turned into '_':
@@ -56,7 +57,8 @@ func LoadConfig(path string) (*Config, error) {
 // A name segment of a map (a domain, command step or process type) is matched against the
 // entries already in the file ignoring case and treating '-' and '_' alike, so BOOKFX sets
 // bookFx; when no entry matches, a new entry is created whose name is the lower-cased segments
-// joined by '_' (declare names containing '-' or upper-case letters in the file). Names may span
+// joined by '_'; Config.CommandStep and Config.ProcessType find such an entry by the step's or
+// type's name all the same (COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT reaches bookFx). Names may span
 // several segments: the name is chosen so that the rest of the variable names a key. Lists, such
 // as server.tokens, cannot be overridden; set them in the file. A variable below a known section
 // or key that names no key is a problem, so typos do not pass silently; other COMMANDBUS_
