@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"regexp"
 	"sort"
@@ -36,6 +37,8 @@ type Config struct {
 	Server ServerConfig `yaml:"server"`
 	// Simulator configures the reference platform's network simulator (seed 000).
 	Simulator SimulatorConfig `yaml:"simulator"`
+	// Payments configures the reference payments platform (examples/payments).
+	Payments PaymentsConfig `yaml:"payments"`
 	// AMQP is the command broker of domains whose transport is amqp (seed 004's IBM MQ role).
 	AMQP AMQPConfig `yaml:"amqp"`
 	// AMQP10 is the AMQP 1.0 broker of the domains whose transport is amqp10 (transport/amqp10).
@@ -197,15 +200,71 @@ type RetryPolicy struct {
 	Jitter *float64 `yaml:"jitter"`
 }
 
-// CommandStepConfig maps a process command step to the command it sends (seed 001).
+// CommandStepConfig maps a process command step to the command it sends (seed 001). The
+// reference processes look their steps up by name (CommandStepOr), so an entry changes where a
+// running process sends the step's command and how long it waits for the reply.
 type CommandStepConfig struct {
-	// Domain receives the command. Required.
+	// Domain receives the command. Default: the domain the process's code names for the step.
 	Domain string `yaml:"domain"`
-	// CommandType is the command's type. Required.
+	// CommandType is the command's type. Default: the type the process's code names.
 	CommandType string `yaml:"command-type"`
-	// Timeout is how long the process waits for the reply before the wait times out.
-	// Default: 30s.
+	// Timeout is how long the process waits for the reply before the wait times out. Default:
+	// the longer of DefaultCommandStepTimeout (2m) and the target domain's RedeliveryWindow, so
+	// that a command whose worker died is redelivered and answered before the process stops
+	// waiting. A shorter timeout turns a killed worker into a WAIT_TIMEOUT for an operator.
 	Timeout Duration `yaml:"timeout"`
+}
+
+// CommandStep returns the command-steps entry of a step: the entry named name, or else the one
+// whose name equals it ignoring case and treating '-' and '_' alike (an entry created from an
+// environment variable, such as COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT, is named bookfx). It
+// returns nil when there is none.
+func (c *Config) CommandStep(name string) *CommandStepConfig {
+	return lookupNormalized(c.CommandSteps, name)
+}
+
+// CommandStepOr returns the command a process's step sends: the command-steps entry of name
+// (see CommandStep) where it sets a field, the given domain and command type otherwise, and
+// the default timeout (see CommandStepConfig.Timeout) when neither sets one.
+func (c *Config) CommandStepOr(name, domain, commandType string) CommandStepConfig {
+	out := CommandStepConfig{Domain: domain, CommandType: commandType}
+	if s := c.CommandStep(name); s != nil {
+		if s.Domain != "" {
+			out.Domain = s.Domain
+		}
+		if s.CommandType != "" {
+			out.CommandType = s.CommandType
+		}
+		out.Timeout = s.Timeout
+	}
+	if out.Timeout <= 0 {
+		out.Timeout = Duration(c.defaultStepTimeout(out.Domain))
+	}
+	return out
+}
+
+// defaultStepTimeout is the reply timeout of a step to domain when none is configured.
+func (c *Config) defaultStepTimeout(domain string) time.Duration {
+	return max(DefaultCommandStepTimeout, c.Domain(domain).RedeliveryWindow())
+}
+
+// ProcessType returns the overrides of a process type, found as CommandStep finds a step, or
+// nil.
+func (c *Config) ProcessType(name string) *ProcessTypeConfig {
+	return lookupNormalized(c.Process.Types, name)
+}
+
+func lookupNormalized[V any](m map[string]*V, name string) *V {
+	if v, ok := m[name]; ok && v != nil {
+		return v
+	}
+	norm := normalizeEnvName(name)
+	for _, key := range sortedKeys(m) {
+		if v := m[key]; v != nil && normalizeEnvName(key) == norm {
+			return v
+		}
+	}
+	return nil
 }
 
 // ProcessConfig configures process execution (seed 000's commandbus.process keys).
@@ -229,8 +288,10 @@ type ProcessConfig struct {
 	// resuming one reads only the log entries added since it let go. Default (0): 10,000; -1
 	// turns the cache off.
 	LogCache int `yaml:"log-cache"`
-	// Types holds overrides per process type.
-	Types map[string]*ProcessTypeConfig `yaml:"types"`
+	// Types holds overrides per process type. An entry may also be written directly under
+	// process, as seed 000 does (process.PaymentStep.default-wait-timeout), unless its name is one
+	// of the keys above; writing one type both ways is a problem.
+	Types map[string]*ProcessTypeConfig `yaml:"types,remain"`
 }
 
 // ProcessTypeConfig overrides defaults for one process type.
@@ -257,6 +318,20 @@ type SimulatorConfig struct {
 	// PollInterval is how often it scans waiting payments. Default: 1s.
 	PollInterval Duration `yaml:"poll-interval"`
 }
+
+// PaymentsConfig configures the reference payments platform.
+type PaymentsConfig struct {
+	// MaxAmounts bounds the amount of one payment per debit currency, as plain decimals keyed by
+	// ISO 4217 code: {USD: "10000000.00"}. A larger payment is refused. Currencies it leaves out
+	// keep the platform's default bound (about ten million US dollars). Codes are read
+	// case-insensitively (an environment variable's name is upper-cased).
+	MaxAmounts map[string]string `yaml:"max-amounts"`
+}
+
+var (
+	currencyRE     = regexp.MustCompile(`^[A-Za-z]{3}$`)
+	plainDecimalRE = regexp.MustCompile(`^[0-9]{1,30}(\.[0-9]{1,18})?$`)
+)
 
 // ServerConfig configures `commandbus serve`.
 type ServerConfig struct {
@@ -286,7 +361,7 @@ const (
 	DefaultRetryMaxDelay      = 5 * time.Minute
 	DefaultRetryMultiplier    = 2.0
 	DefaultRetryJitter        = 0.2
-	DefaultCommandStepTimeout = 30 * time.Second
+	DefaultCommandStepTimeout = 2 * time.Minute // at least the default domain's RedeliveryWindow
 	DefaultFetchCooldown      = 5 * time.Millisecond
 	DefaultFetchPollInterval  = time.Second
 	DefaultShutdownTimeout    = 30 * time.Second
@@ -327,7 +402,7 @@ func (c *Config) WithDefaults() *Config {
 			s = &CommandStepConfig{}
 		}
 		step := *s
-		orDuration(&step.Timeout, DefaultCommandStepTimeout)
+		orDuration(&step.Timeout, out.defaultStepTimeout(step.Domain))
 		out.CommandSteps[name] = &step
 	}
 	p := &out.Process
@@ -431,6 +506,26 @@ func (d *DomainConfig) withDefaults() *DomainConfig {
 		out.Transport = TransportPostgres
 	}
 	return &out
+}
+
+// RedeliveryWindow is the longest a command of the domain can take to be answered when the
+// worker of every attempt dies with it: MaxAttempts leases (each expires after
+// VisibilityTimeout) plus the backoff between the attempts at its longest (jitter included).
+// A process that waits for the reply at least this long loses no payment to a killed worker;
+// it only waits longer. Call it on a config with defaults applied. With the defaults (30s, 3
+// attempts, 1s doubling, 20% jitter) it is 93.6s.
+func (d *DomainConfig) RedeliveryWindow() time.Duration {
+	jitter := 0.0
+	if d.Retry.Jitter != nil {
+		jitter = *d.Retry.Jitter
+	}
+	window := time.Duration(d.MaxAttempts) * d.VisibilityTimeout.Std()
+	delay := float64(d.Retry.InitialDelay)
+	for n := 1; n < d.MaxAttempts; n++ {
+		window += time.Duration(math.Min(delay, float64(d.Retry.MaxDelay)) * (1 + jitter))
+		delay *= d.Retry.Multiplier
+	}
+	return window
 }
 
 // DomainEvents returns where a domain's events go: EventsNone or EventsKafka.
@@ -547,13 +642,8 @@ func (c *Config) Validate() error {
 	}
 	for _, name := range sortedKeys(c.CommandSteps) {
 		s := c.CommandSteps[name]
-		if s.Domain == "" {
-			add("command-steps.%s.domain: required", name)
-		} else if !validName(s.Domain) {
+		if s.Domain != "" && !validName(s.Domain) {
 			add("command-steps.%s.domain: %q is not a valid domain name", name, s.Domain)
-		}
-		if s.CommandType == "" {
-			add("command-steps.%s.command-type: required", name)
 		}
 		if s.Timeout.Std() <= 0 {
 			add("command-steps.%s.timeout: must be positive, got %s", name, s.Timeout)
@@ -591,6 +681,20 @@ func (c *Config) Validate() error {
 		if t.DefaultWaitTimeout < 0 {
 			add("process.types.%s.default-wait-timeout: must not be negative", name)
 		}
+	}
+	for _, code := range sortedKeys(c.Payments.MaxAmounts) {
+		amount := c.Payments.MaxAmounts[code]
+		if !currencyRE.MatchString(code) {
+			add("payments.max-amounts.%s: not a currency code (three letters, as USD)", code)
+		}
+		if !plainDecimalRE.MatchString(amount) {
+			add("payments.max-amounts.%s: want a plain positive decimal such as 10000000.00, got %q", code, amount)
+		} else if strings.Trim(amount, "0.") == "" {
+			add("payments.max-amounts.%s: must be positive, got %q", code, amount)
+		}
+	}
+	for _, code := range duplicateCurrencies(c.Payments.MaxAmounts) {
+		add("payments.max-amounts: %s is written more than once (codes are case-insensitive)", code)
 	}
 	for i, t := range c.Server.Tokens {
 		if t.Subject == "" {
@@ -644,6 +748,19 @@ var ErrInvalidConfig = errors.New("invalid configuration")
 
 // Is matches ErrInvalidConfig.
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// duplicateCurrencies returns the currency codes written more than once ignoring case.
+func duplicateCurrencies(m map[string]string) []string {
+	seen := map[string]int{}
+	var out []string
+	for _, code := range sortedKeys(m) {
+		up := strings.ToUpper(code)
+		if seen[up]++; seen[up] == 2 {
+			out = append(out, up)
+		}
+	}
+	return out
+}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

@@ -43,7 +43,8 @@ func LoadConfig(path string) (*Config, error) {
 // server, fetch-cooldown, ...) either at the top level or under a single commandbus: key, as in
 // seed 001's application.yml. Decoding is strict: an unknown key, a key written twice or a value
 // of the wrong type is a problem, reported with its line. YAML anchors, aliases and merge keys
-// (<<) are allowed.
+// (<<) are allowed. A process type's overrides may be written as seed 000 writes them, directly
+// under process (process.payment.deadline-action), or under process.types.
 //
 // Every key can be overridden by an environment variable named EnvPrefix followed by the key's
 // path, with segments upper-cased and '-' turned into '_':
@@ -56,7 +57,8 @@ func LoadConfig(path string) (*Config, error) {
 // A name segment of a map (a domain, command step or process type) is matched against the
 // entries already in the file ignoring case and treating '-' and '_' alike, so BOOKFX sets
 // bookFx; when no entry matches, a new entry is created whose name is the lower-cased segments
-// joined by '_' (declare names containing '-' or upper-case letters in the file). Names may span
+// joined by '_'; Config.CommandStep and Config.ProcessType find such an entry by the step's or
+// type's name all the same (COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT reaches bookFx). Names may span
 // several segments: the name is chosen so that the rest of the variable names a key. Lists, such
 // as server.tokens, cannot be overridden; set them in the file. A variable below a known section
 // or key that names no key is a problem, so typos do not pass silently; other COMMANDBUS_
@@ -189,14 +191,49 @@ func (d *configDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string)
 		d.problem(n.Line, path, "want a mapping with keys %s, got %s", fieldNames(fields), describeNode(n))
 		return
 	}
+	var extra []yamlPair
+	remain, hasRemain := remainField(fields)
 	for _, pair := range d.pairs(n, path) {
 		f, ok := findField(fields, pair.key.Value)
 		if !ok {
+			if hasRemain && resolveAlias(pair.value).Kind == yaml.MappingNode {
+				extra = append(extra, pair) // seed 000's process.<type>: an entry of process.types
+				continue
+			}
 			d.problem(pair.key.Line, path, "unknown key %q (known keys: %s)", pair.key.Value, fieldNames(fields))
 			continue
 		}
 		d.decode(pair.value, v.FieldByIndex(f.index), joinPath(path, f.name))
 	}
+	if len(extra) == 0 {
+		return
+	}
+	m := v.FieldByIndex(remain.index)
+	if m.IsNil() {
+		m.Set(reflect.MakeMap(m.Type()))
+	}
+	for _, pair := range extra {
+		key := reflect.ValueOf(pair.key.Value).Convert(m.Type().Key())
+		if m.MapIndex(key).IsValid() {
+			d.problem(pair.key.Line, path, "%q is also written under %s; write it once", pair.key.Value, joinPath(path, remain.name))
+			continue
+		}
+		elem := newMapElem(m.Type().Elem())
+		d.decode(pair.value, elem, joinPath(path, pair.key.Value))
+		m.SetMapIndex(key, elem)
+	}
+}
+
+// remainField returns the field tagged ",remain": a map whose entries may also be written
+// directly in the struct, under names that are not keys of it (process.payment as well as
+// process.types.payment).
+func remainField(fields []yamlField) (yamlField, bool) {
+	for _, f := range fields {
+		if f.remain {
+			return f, true
+		}
+	}
+	return yamlField{}, false
 }
 
 func (d *configDecoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
@@ -385,6 +422,8 @@ type yamlField struct {
 	index    []int
 	typ      reflect.Type
 	segments []string
+	// remain marks a map whose entries may also be written as unknown keys of the struct.
+	remain bool
 }
 
 // yamlFields lists the fields of struct type t that configuration can set: exported and not
@@ -396,7 +435,7 @@ func yamlFields(t reflect.Type) []yamlField {
 		if !f.IsExported() {
 			continue
 		}
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		name, options, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 		if name == "-" {
 			continue
 		}
@@ -408,6 +447,7 @@ func yamlFields(t reflect.Type) []yamlField {
 			index:    f.Index,
 			typ:      f.Type,
 			segments: strings.Split(strings.ToUpper(strings.ReplaceAll(name, "-", "_")), "_"),
+			remain:   options == "remain" && f.Type.Kind() == reflect.Map,
 		})
 	}
 	return fields
@@ -574,6 +614,14 @@ func resolveEnvField(v reflect.Value, segments []string, path string) (envTarget
 	}
 	if firstErr != nil {
 		return envTarget{}, firstErr
+	}
+	if remain, ok := remainField(fields); ok {
+		// COMMANDBUS_PROCESS_PAYMENT_DEADLINE_ACTION sets process.types.payment, as the file's
+		// process.payment does.
+		if target, err := resolveEnvMapEntry(v.FieldByIndex(remain.index), segments, joinPath(path, remain.name)); err == nil {
+			target.steps = append([]envStep{{field: remain.index}}, target.steps...)
+			return target, nil
+		}
 	}
 	sort.SliceStable(fields, func(i, j int) bool { return fields[i].index[0] < fields[j].index[0] })
 	return envTarget{}, fmt.Errorf("%s has no key %s (known keys: %s)", displayPath(path), strings.Join(segments, "_"), fieldNames(fields))

@@ -282,7 +282,7 @@ func TestParseConfigFileProblems(t *testing.T) {
 		{
 			name:    "unknown top-level key",
 			yaml:    "featurez:\n  command-handlers: true\n",
-			wantErr: `line 1: unknown key "featurez" (known keys: features, domains, command-steps, process, database, server, simulator, amqp, amqp10, kafka, events, outbox, watchdog-interval, fetch-cooldown, fetch-poll-interval, shutdown-timeout)`,
+			wantErr: `line 1: unknown key "featurez" (known keys: features, domains, command-steps, process, database, server, simulator, payments, amqp, amqp10, kafka, events, outbox, watchdog-interval, fetch-cooldown, fetch-poll-interval, shutdown-timeout)`,
 		},
 		{
 			name:    "unknown nested key",
@@ -395,9 +395,34 @@ func TestParseConfigFileProblems(t *testing.T) {
 			wantErr: "domains.fx.retry.jitter: must be between 0 and 1, got 1.5",
 		},
 		{
-			name:    "command step without its target",
-			yaml:    "command-steps:\n  bookFx:\n    timeout: 30s\n",
-			wantErr: "command-steps.bookFx.domain: required",
+			name:    "command step with an invalid domain",
+			yaml:    "command-steps:\n  bookFx:\n    domain: FX!\n",
+			wantErr: `command-steps.bookFx.domain: "FX!" is not a valid domain name`,
+		},
+		{
+			name:    "process type written twice",
+			yaml:    "process:\n  types:\n    payment: {deadline-action: TSQ}\n  payment:\n    deadline-action: FAIL\n",
+			wantErr: `line 4: process: "payment" is also written under process.types; write it once`,
+		},
+		{
+			name:    "scalar typo under process is still unknown",
+			yaml:    "process:\n  pending-pol-interval: 5s\n",
+			wantErr: `line 2: process: unknown key "pending-pol-interval"`,
+		},
+		{
+			name:    "max amount in exponent notation",
+			yaml:    "payments:\n  max-amounts:\n    USD: 1e7\n",
+			wantErr: `payments.max-amounts.USD: want a plain positive decimal such as 10000000.00, got "1e7"`,
+		},
+		{
+			name:    "max amount of zero",
+			yaml:    "payments:\n  max-amounts:\n    USD: \"0.00\"\n",
+			wantErr: `payments.max-amounts.USD: must be positive, got "0.00"`,
+		},
+		{
+			name:    "max amount for no currency",
+			yaml:    "payments:\n  max-amounts:\n    DOLLARS: \"5\"\n",
+			wantErr: `payments.max-amounts.DOLLARS: not a currency code`,
 		},
 		{
 			name:    "negative log cache",
@@ -775,8 +800,8 @@ func TestConfigProfiles(t *testing.T) {
 	t.Parallel()
 
 	commandSteps := map[string]*CommandStepConfig{
-		"bookFx":   {Domain: "fx", CommandType: "BookFx", Timeout: Duration(30 * time.Second)},
-		"bookRisk": {Domain: "risk", CommandType: "BookRisk", Timeout: Duration(30 * time.Second)},
+		"bookFx":   {Domain: "fx", CommandType: "BookFx", Timeout: Duration(2 * time.Minute)},
+		"bookRisk": {Domain: "risk", CommandType: "BookRisk", Timeout: Duration(2 * time.Minute)},
 	}
 	tests := []struct {
 		file              string
@@ -832,10 +857,10 @@ func TestConfigProfiles(t *testing.T) {
 				// Seed 001's Kubernetes example leaves the command steps to the profile file.
 				"COMMANDBUS_COMMAND_STEPS_BOOKFX_DOMAIN=fx",
 				"COMMANDBUS_COMMAND_STEPS_BOOKFX_COMMAND_TYPE=BookFx",
-				"COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT=30s",
+				"COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT=2m",
 				"COMMANDBUS_COMMAND_STEPS_BOOKRISK_DOMAIN=risk",
 				"COMMANDBUS_COMMAND_STEPS_BOOKRISK_COMMAND_TYPE=BookRisk",
-				"COMMANDBUS_COMMAND_STEPS_BOOKRISK_TIMEOUT=30s",
+				"COMMANDBUS_COMMAND_STEPS_BOOKRISK_TIMEOUT=2m",
 			},
 		},
 		{
@@ -895,6 +920,100 @@ func TestConfigProfileEnvOverride(t *testing.T) {
 	require.NoError(t, err)
 
 	require.Equal(t, Duration(45*time.Second), cfg.CommandSteps["bookFx"].Timeout)
-	require.Equal(t, Duration(30*time.Second), cfg.CommandSteps["bookRisk"].Timeout)
+	require.Equal(t, Duration(2*time.Minute), cfg.CommandSteps["bookRisk"].Timeout)
 	require.Equal(t, 20, cfg.Domains["payments"].ConcurrentMessages)
+}
+
+// Seed 000's configuration example, as written: process types directly under process, the
+// simulator's poll interval in milliseconds.
+func TestParseConfigSeed000ProcessTypesAndSimulator(t *testing.T) {
+	t.Parallel()
+	cfg := mustParseConfig(t, `
+commandbus:
+  process:
+    # Polling intervals
+    pending-poll-interval: 1000      # ms - poll for PENDING processes
+    retry-poll-interval: 5000        # ms - poll for retry-due processes
+    timeout-check-interval: 60000    # ms - check wait timeouts
+    deadline-check-interval: 60000   # ms - check process deadlines
+
+    # Global defaults
+    default-wait-timeout: PT1H       # ISO-8601 duration (1 hour)
+
+    # Per-process-type overrides (by process type name)
+    payment:
+      default-wait-timeout: PT24H    # 24 hours for payments
+      deadline-action: COMPENSATE    # COMPENSATE, TSQ, FAIL
+
+  simulator:
+    poll-interval: 1000              # ms - network simulator poll interval
+`)
+	require.Equal(t, &ProcessTypeConfig{DefaultWaitTimeout: Duration(24 * time.Hour), DeadlineAction: "COMPENSATE"}, cfg.Process.Types["payment"])
+	require.Equal(t, Duration(time.Hour), cfg.Process.DefaultWaitTimeout)
+	require.Equal(t, Duration(time.Second), cfg.Process.PendingPollInterval)
+	require.Equal(t, Duration(time.Second), cfg.Simulator.PollInterval)
+	require.Same(t, cfg.Process.Types["payment"], cfg.ProcessType("payment"))
+
+	// The environment reaches a type written either way, and creates one directly under process.
+	cfg = mustParseConfig(t, "process:\n  payment:\n    deadline-action: TSQ\n",
+		"COMMANDBUS_PROCESS_PAYMENT_DEADLINE_ACTION=FAIL", "COMMANDBUS_PROCESS_PAYMENTSTEP_DEFAULT_WAIT_TIMEOUT=PT24H")
+	require.Equal(t, "FAIL", cfg.Process.Types["payment"].DeadlineAction)
+	require.Equal(t, Duration(24*time.Hour), cfg.ProcessType("PaymentStep").DefaultWaitTimeout,
+		"an entry created from the environment is lower-cased and still found by the type's name")
+	_, err := ParseConfig(nil, []string{"COMMANDBUS_PROCESS_PAYMENT_DEADLINE_ACTON=FAIL"})
+	require.ErrorContains(t, err, "COMMANDBUS_PROCESS_PAYMENT_DEADLINE_ACTON")
+}
+
+// Entries created from environment variables are named in lower case; the lookups by step and
+// process type name find them, so COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT reaches bookFx.
+func TestCommandStepLookupFindsEnvironmentEntries(t *testing.T) {
+	t.Parallel()
+	cfg := mustParseConfig(t, "", "COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT=45s", "COMMANDBUS_COMMAND_STEPS_STEP_BOOK_FX_DOMAIN=fx2")
+	require.Contains(t, cfg.CommandSteps, "bookfx")
+	require.Equal(t, Duration(45*time.Second), cfg.CommandStep("bookFx").Timeout)
+	require.Equal(t, "fx2", cfg.CommandStep("STEP_BOOK_FX").Domain)
+	require.Nil(t, cfg.CommandStep("bookRisk"))
+
+	full := cfg.WithDefaults()
+	got := full.CommandStepOr("bookFx", "fx", "BookFx")
+	require.Equal(t, CommandStepConfig{Domain: "fx", CommandType: "BookFx", Timeout: Duration(45 * time.Second)}, got)
+	got = full.CommandStepOr("STEP_BOOK_FX", "fx", "BookFxContract")
+	require.Equal(t, "fx2", got.Domain)
+	require.Equal(t, "BookFxContract", got.CommandType)
+	require.Equal(t, Duration(DefaultCommandStepTimeout), got.Timeout)
+}
+
+// The defaults work together: a command step waits for its reply at least as long as its
+// command can take when every attempt's worker is killed (each lease must expire before the
+// command is claimed again), plus the polls that find it; so a killed worker costs latency,
+// never a WAIT_TIMEOUT for an operator.
+func TestDefaultStepTimeoutOutlastsRedelivery(t *testing.T) {
+	t.Parallel()
+	cfg := (&Config{}).WithDefaults()
+	d := cfg.Domain("fx")
+	require.Equal(t, 93600*time.Millisecond, d.RedeliveryWindow(), "3 leases of 30s, and 1s then 2s of backoff with 20% jitter")
+	require.Greater(t, DefaultCommandStepTimeout, DefaultVisibilityTimeout)
+	require.GreaterOrEqual(t, DefaultCommandStepTimeout,
+		d.RedeliveryWindow()+time.Duration(DefaultMaxAttempts)*DefaultFetchPollInterval,
+		"the default reply timeout must outlast every redelivery and the polls that find it")
+	require.Equal(t, Duration(DefaultCommandStepTimeout), cfg.CommandStepOr("bookFx", "fx", "BookFx").Timeout)
+
+	// A domain with a longer lease gets a longer default wait, in code and in a file's entry.
+	cfg = mustParseConfig(t, "domains:\n  fx:\n    visibility-timeout: 60s\ncommand-steps:\n  bookFx:\n    domain: fx\n").WithDefaults()
+	window := cfg.Domain("fx").RedeliveryWindow()
+	require.Equal(t, 183600*time.Millisecond, window)
+	require.Equal(t, Duration(window), cfg.CommandStepOr("other", "fx", "X").Timeout)
+	require.Equal(t, Duration(window), cfg.CommandSteps["bookFx"].Timeout)
+	// An explicit timeout is the operator's choice and is kept.
+	cfg = mustParseConfig(t, "command-steps:\n  bookFx:\n    timeout: 30s\n").WithDefaults()
+	require.Equal(t, Duration(30*time.Second), cfg.CommandStepOr("bookFx", "fx", "BookFx").Timeout)
+}
+
+func TestParseConfigPaymentsMaxAmounts(t *testing.T) {
+	t.Parallel()
+	cfg := mustParseConfig(t, "payments:\n  max-amounts:\n    USD: \"10000000.00\"\n    JPY: 1500000000\n",
+		"COMMANDBUS_PAYMENTS_MAX_AMOUNTS_EUR=250000.50")
+	require.Equal(t, map[string]string{"USD": "10000000.00", "JPY": "1500000000", "eur": "250000.50"}, cfg.Payments.MaxAmounts)
+	_, err := ParseConfig([]byte("payments:\n  max-amounts:\n    usd: \"1\"\n    USD: \"2\"\n"), nil)
+	require.ErrorContains(t, err, "payments.max-amounts: USD is written more than once")
 }

@@ -48,6 +48,8 @@ func (c *Client) decideOutcome(ctx context.Context, row *driver.CommandRow) *dri
 		ctx, cancel = context.WithDeadline(ctx, *row.DeadlineAt)
 		defer cancel()
 	}
+	ctx, cancelLease := withHandlerLease(ctx, c.config.Domain(row.Domain).VisibilityTimeout.Std())
+	defer cancelLease()
 
 	var result any
 	var err error

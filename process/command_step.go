@@ -47,7 +47,7 @@ func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType st
 		return zero, errStopReplay
 	}
 	timeout := o.timeout
-	if cfg := x.m.client.Config().CommandSteps[name]; cfg != nil {
+	if cfg := x.m.client.Config().CommandStep(name); cfg != nil {
 		if domain == "" {
 			domain = cfg.Domain
 		}

@@ -374,23 +374,23 @@ func (m *Manager[S]) Resume(ctx context.Context, id uuid.UUID) error {
 
 // waitTimeout is the timeout of a wait that gives none.
 func (m *Manager[S]) waitTimeout() time.Duration {
+	cfg := m.client.Config()
+	if t := cfg.ProcessType(m.typ); t != nil && t.DefaultWaitTimeout > 0 {
+		return t.DefaultWaitTimeout.Std() // the deployment's override wins over the code's default
+	}
 	if w, ok := m.process.(WaitTimeouter); ok && w.DefaultWaitTimeout() > 0 {
 		return w.DefaultWaitTimeout()
 	}
-	cfg := m.client.Config().Process
-	if t := cfg.Types[m.typ]; t != nil && t.DefaultWaitTimeout > 0 {
-		return t.DefaultWaitTimeout.Std()
-	}
-	return cfg.DefaultWaitTimeout.Std()
+	return cfg.Process.DefaultWaitTimeout.Std()
 }
 
 // deadlineAction is the action applied past the deadline.
 func (m *Manager[S]) deadlineAction() DeadlineAction {
+	if t := m.client.Config().ProcessType(m.typ); t != nil && t.DeadlineAction != "" {
+		return DeadlineAction(t.DeadlineAction) // the deployment's override wins over the code's default
+	}
 	if d, ok := m.process.(DeadlineActioner); ok && d.DeadlineAction() != "" {
 		return d.DeadlineAction()
-	}
-	if t := m.client.Config().Process.Types[m.typ]; t != nil && t.DeadlineAction != "" {
-		return DeadlineAction(t.DeadlineAction)
 	}
 	return DeadlineTSQ
 }

@@ -64,14 +64,16 @@ const (
 	DeadlineFail       DeadlineAction = "FAIL"
 )
 
-// DeadlineActioner is implemented by processes that choose their deadline action; otherwise the
-// configuration's process.types.<type>.deadline-action applies, then TSQ.
+// DeadlineActioner is implemented by processes that choose their default deadline action. The
+// configuration's process.types.<type>.deadline-action (or process.<type>.deadline-action)
+// overrides it; without either, TSQ applies.
 type DeadlineActioner interface {
 	DeadlineAction() DeadlineAction
 }
 
-// WaitTimeouter is implemented by processes that choose the timeout of waits without one;
-// otherwise the configuration's process.types.<type>.default-wait-timeout, then
+// WaitTimeouter is implemented by processes that choose the default timeout of waits without
+// one. The configuration's process.types.<type>.default-wait-timeout (or
+// process.<type>.default-wait-timeout) overrides it; without either,
 // process.default-wait-timeout (1h) applies.
 type WaitTimeouter interface {
 	DefaultWaitTimeout() time.Duration

@@ -376,6 +376,32 @@ func TestDeadlineActions(t *testing.T) {
 	}
 }
 
+// A deadline action configured for the process type, here from the environment as seed 000's
+// process.<type>.deadline-action (whose entry is named in lower case), overrides the one the
+// process's code chooses.
+func TestConfiguredDeadlineActionOverridesTheCode(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		fake := clock.NewFake(testStart)
+		parsed, err := commandbus.ParseConfig(nil, []string{"COMMANDBUS_PROCESS_DEADLINECOMPENSATE_DEADLINE_ACTION=FAIL"})
+		require.NoError(t, err)
+		cfg := testConfig(t, fake, nil)
+		cfg.Process.Types = parsed.Process.Types
+		client := newClient(t, drv, cfg)
+		proc := &deadlineProcess{orderProcess: orderProcess{calls: newCounter()}, action: process.DeadlineCompensate}
+		m, err := process.NewManager(client, process.Process[orderState](proc))
+		require.NoError(t, err)
+		start(t, client)
+		id, err := m.Start(context.Background(), orderState{OrderID: "D"}, process.WithDeadline(testStart.Add(time.Minute)))
+		require.NoError(t, err)
+		waitStatus(t, m, id, driver.ExecutionWaitingForAsync)
+		fake.Advance(2 * time.Minute)
+		inst := waitStatus(t, m, id, driver.ExecutionFailed)
+		require.Equal(t, process.CodeDeadlineExceeded, inst.ErrorCode)
+		require.Zero(t, proc.calls.get("unreserve"), "FAIL does not compensate")
+	})
+}
+
 // signalProcess waits for four signals in turn and records what it saw at each wait.
 type signalProcess struct{}
 

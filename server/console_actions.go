@@ -9,11 +9,13 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/input"
 	"github.com/commandbus/commandbus/process"
 )
 
@@ -108,8 +110,8 @@ func (c *console) act(w http.ResponseWriter, r *http.Request, spec *actionSpec) 
 	}
 	if data.Reason == "" {
 		data.addError("reason", "Say why you take this action: it is recorded in the audit log.")
-	} else if len(data.Reason) > 500 {
-		data.addError("reason", "Keep the reason under 500 characters.")
+	} else if msg := reasonProblem(data.Reason); msg != "" {
+		data.addError("reason", msg)
 	}
 	for _, f := range spec.Fields {
 		if f.Required && strings.TrimSpace(f.Value) == "" {
@@ -226,4 +228,19 @@ func whileBusy(ctx context.Context, action func() error) error {
 		case <-time.After(delay):
 		}
 	}
+}
+
+// reasonProblem says what is wrong with an operator's reason entered in the console, or "": the
+// rule of the API (commandbus.OperatorAction.Validate), at most commandbus.MaxReasonLength
+// characters counted as Unicode code points, not bytes, and no control characters but line
+// breaks and tabs.
+func reasonProblem(reason string) string {
+	n := utf8.RuneCountInString(reason)
+	if n > commandbus.MaxReasonLength {
+		return fmt.Sprintf("Keep the reason to %d characters or fewer; it has %d.", commandbus.MaxReasonLength, n)
+	}
+	if msg := (input.Text{Max: commandbus.MaxReasonLength, Multiline: true}).Check(reason); msg != "" {
+		return "The reason " + msg + "."
+	}
+	return ""
 }

@@ -376,6 +376,10 @@ func (c *console) createBatch(w http.ResponseWriter, r *http.Request) {
 	f.Reason = strings.TrimSpace(form.Get("reason"))
 	if f.Reason == "" {
 		f.addError("reason", "Say why you create this batch: it is recorded in the audit log.")
+	} else if msg := reasonProblem(f.Reason); msg != "" {
+		f.addError("reason", msg)
+	}
+	if f.Reason == "" || reasonProblem(f.Reason) != "" {
 		c.renderBatchConfirm(w, r, http.StatusUnprocessableEntity, f)
 		return
 	}

@@ -328,8 +328,8 @@ func (c *console) bulk(queue func() *bulkQueue) http.HandlerFunc {
 		switch {
 		case d.Reason == "":
 			d.Errors["reason"] = "Say why you take this action: it is recorded in the audit log of every item."
-		case len(d.Reason) > 500:
-			d.Errors["reason"] = "Keep the reason under 500 characters."
+		case reasonProblem(d.Reason) != "":
+			d.Errors["reason"] = reasonProblem(d.Reason)
 		}
 		if msg, bad := d.Errors["reason"]; bad {
 			d.Summary = []fieldError{{Field: "reason", Message: msg}}

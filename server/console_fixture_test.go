@@ -189,7 +189,7 @@ func (f *consoleFixture) parkManagerPayment() *payments.PaymentResult {
 		require.NoError(f.t, err)
 		return len(list) == 1
 	})
-	f.fake.Advance(31 * time.Second) // past the command step's reply timeout
+	f.fake.Advance(f.client.Config().CommandStepOr("", payments.DomainAccounts, "").Timeout.Std() + time.Second) // past the command step's reply timeout
 	f.waitPayment(res.PaymentID, "IN_TSQ")
 	return res
 }

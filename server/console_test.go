@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -380,7 +381,7 @@ func TestConsoleMoreActions(t *testing.T) {
 			require.NoError(t, err)
 			return len(parked) == 1
 		})
-		f.fake.Advance(31 * time.Second)
+		f.fake.Advance(f.client.Config().CommandStepOr("", payments.DomainAccounts, "").Timeout.Std() + time.Second)
 		f.waitPayment(fx.PaymentID, "IN_TSQ")
 		skip := "/tsq/processes/" + fx.ExecutionID.String() + "/skip"
 		_, body = op.get(skip)
@@ -406,4 +407,49 @@ func TestConsoleCloseStopsSampler(t *testing.T) {
 	eventually(t, 5*time.Second, "a sample", func() bool { return len(srv.console.sampler.samples()) > 1 })
 	require.NoError(t, srv.Close())
 	require.NoError(t, srv.Close(), "Close is idempotent")
+}
+
+// The console counts a reason's characters as the API does, in Unicode code points: a reason of
+// exactly 500 two-byte characters (1,000 bytes) is accepted and audited whole, 501 are refused,
+// in the console and in the API alike.
+func TestReasonCapCountsCharacters(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		f := setupConsole(t, drv)
+		_, cmds := f.parkRiskCommands(2)
+		exact := strings.Repeat("é", commandbus.MaxReasonLength)
+		require.Len(t, exact, 2*commandbus.MaxReasonLength, "two bytes per character")
+		over := exact + "é"
+
+		op := f.httpClient()
+		op.login(operatorToken)
+		retry := "/tsq/commands/" + cmds[0].ID.String() + "/retry"
+		_, body := op.get(retry)
+		csrf := csrfOf(t, body)
+		resp, body := op.post(retry, url.Values{"csrf": {csrf}, "reason": {over}})
+		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
+		require.Contains(t, body, "Keep the reason to 500 characters or fewer; it has 501.")
+		require.Equal(t, commandbus.StatusInTSQ, f.command(cmds[0].ID).Status, "the refused action changed nothing")
+		resp, _ = op.post(retry, url.Values{"csrf": {csrf}, "reason": {exact}})
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "500 characters are allowed, however many bytes")
+		audit := f.audit("command", cmds[0].ID)
+		require.Equal(t, exact, audit[0].Reason)
+
+		api := func(reason string) *http.Response {
+			payload, err := json.Marshal(map[string]string{"reason": reason})
+			require.NoError(t, err)
+			req, err := http.NewRequest(http.MethodPost, f.http.URL+"/api/tsq/commands/"+cmds[1].ID.String()+"/retry", bytes.NewReader(payload))
+			require.NoError(t, err)
+			req.Header.Set("Authorization", "Bearer "+operatorToken)
+			req.Header.Set("Content-Type", "application/json")
+			resp, err := http.DefaultClient.Do(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			return resp
+		}
+		require.Equal(t, http.StatusBadRequest, api(over).StatusCode)
+		require.Equal(t, commandbus.StatusInTSQ, f.command(cmds[1].ID).Status)
+		require.Less(t, api(exact).StatusCode, 300)
+		require.Equal(t, exact, f.audit("command", cmds[1].ID)[0].Reason)
+	})
 }

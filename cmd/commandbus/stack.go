@@ -87,7 +87,14 @@ func startStack(ctx context.Context, opts stackOptions) (*stack, error) {
 		return nil, err
 	}
 	s.client = client
-	platform, err := payments.New(client, payments.Options{Seed: opts.Seed, DisableSimulator: !opts.Simulator, Logger: opts.Logger})
+	// The file's simulator.poll-interval and payments.max-amounts; command-steps are read by the
+	// processes themselves.
+	platformOpts, err := payments.ConfigOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	platformOpts.Seed, platformOpts.DisableSimulator, platformOpts.Logger = opts.Seed, !opts.Simulator, opts.Logger
+	platform, err := payments.New(client, platformOpts)
 	if err != nil {
 		return nil, err
 	}

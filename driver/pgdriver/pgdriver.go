@@ -8,13 +8,16 @@ package pgdriver
 
 import (
 	"context"
+	"database/sql"
 	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -201,4 +204,42 @@ func (l *listener) Close(ctx context.Context) error {
 	err := l.conn.Close(ctx)
 	l.conn = nil
 	return err
+}
+
+// GuardTx applies timeouts to the rest of transaction tx, which is a pgx.Tx or a *sql.Tx on a
+// PostgreSQL connection: lock_timeout, statement_timeout and idle_in_transaction_session_timeout
+// are set as SET LOCAL does, so they end with the transaction and never leak into the pool.
+// A zero timeout leaves the session's setting. Call it first in the transaction.
+func GuardTx(ctx context.Context, tx any, timeouts driver.TxTimeouts) error {
+	var sets []string
+	var args []any
+	for _, s := range []struct {
+		name string
+		d    time.Duration
+	}{
+		{"lock_timeout", timeouts.Lock},
+		{"statement_timeout", timeouts.Statement},
+		{"idle_in_transaction_session_timeout", timeouts.IdleInTransaction},
+	} {
+		if s.d <= 0 {
+			continue
+		}
+		ms := max(s.d.Milliseconds(), 1) // PostgreSQL counts milliseconds, and 0 means no timeout
+		args = append(args, strconv.FormatInt(ms, 10))
+		sets = append(sets, fmt.Sprintf("set_config('%s', $%d, true)", s.name, len(args)))
+	}
+	if len(sets) == 0 {
+		return nil
+	}
+	query := "SELECT " + strings.Join(sets, ", ")
+	switch tx := tx.(type) {
+	case pgx.Tx:
+		_, err := tx.Exec(ctx, query, args...)
+		return err
+	case *sql.Tx:
+		_, err := tx.ExecContext(ctx, query, args...)
+		return err
+	default:
+		return fmt.Errorf("%w: GuardTx needs a pgx.Tx or *sql.Tx, got %T", driver.ErrWrongTxType, tx)
+	}
 }

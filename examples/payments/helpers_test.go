@@ -183,3 +183,10 @@ func (f *fixture) retryUntil(domain, what string, cond func() bool) {
 		return false
 	})
 }
+
+// advancePastReplyTimeout moves the fake clock past a command step's reply timeout (the default
+// one, which outlasts the domain's redeliveries).
+func (f *fixture) advancePastReplyTimeout() {
+	f.t.Helper()
+	f.fake.Advance(f.client.Config().CommandStepOr("", payments.DomainAccounts, "").Timeout.Std() + time.Second)
+}

@@ -3,6 +3,7 @@ package payments
 import (
 	"time"
 
+	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/process"
 )
 
@@ -19,7 +20,9 @@ const (
 // BookFxContract (international only) → SubmitPayment, each a command to its bounded context
 // whose reply advances the process; compensations release the hold and the limit and cancel
 // the FX contract, in reverse order.
-type managerProcess struct{}
+type managerProcess struct {
+	p *Platform
+}
 
 func (managerProcess) Type() string   { return TypePaymentManager }
 func (managerProcess) Domain() string { return DomainPayments }
@@ -30,7 +33,7 @@ type route struct {
 	Reason     string `json:"reason"`
 }
 
-func (managerProcess) Execute(x *process.Execution[ManagerState]) error {
+func (mp managerProcess) Execute(x *process.Execution[ManagerState]) error {
 	s := x.State
 	decision, err := process.SideEffect(x, "route", func() (route, error) {
 		if s.PaymentDetails.FxRequired() {
@@ -42,17 +45,18 @@ func (managerProcess) Execute(x *process.Execution[ManagerState]) error {
 		return err
 	}
 	s.FxRequired = decision.FxRequired
-	opts := func(compensate func(x *process.Execution[ManagerState]) error) []process.StepOption {
-		o := []process.StepOption{process.MaxRetries(3), process.RetryDelay(2 * time.Second), process.Timeout(30 * time.Second)}
+	opts := func(step commandbus.CommandStepConfig, compensate func(x *process.Execution[ManagerState]) error) []process.StepOption {
+		o := []process.StepOption{process.MaxRetries(3), process.RetryDelay(2 * time.Second), process.Timeout(step.Timeout.Std())}
 		if compensate != nil {
 			o = append(o, process.Compensate(compensate))
 		}
 		return o
 	}
 
-	hold, err := process.CommandStep[ManagerState, CheckBalance, CheckBalanceResult](x, StepNameCheckBalance, DomainAccounts, CheckBalance{}.Kind(),
+	holdStep := mp.p.commandStep(StepNameCheckBalance, DomainAccounts, CheckBalance{}.Kind())
+	hold, err := process.CommandStep[ManagerState, CheckBalance, CheckBalanceResult](x, StepNameCheckBalance, holdStep.Domain, holdStep.CommandType,
 		CheckBalance{PaymentID: s.PaymentID, Account: s.DebitAccount, Amount: s.Amount, Currency: s.Currency, Simulation: s.simulation(StepCheckBalance)},
-		opts(func(x *process.Execution[ManagerState]) error {
+		opts(holdStep, func(x *process.Execution[ManagerState]) error {
 			return sendCompensation(x, "releaseHold", DomainAccounts, ReleaseHold{PaymentID: x.State.PaymentID, HoldID: x.State.HoldID})
 		})...)
 	if err != nil {
@@ -60,10 +64,11 @@ func (managerProcess) Execute(x *process.Execution[ManagerState]) error {
 	}
 	s.HoldID = hold.HoldID
 
-	limit, err := process.CommandStep[ManagerState, CheckDailyLimit, CheckDailyLimitResult](x, StepNameCheckLimit, DomainLimits, CheckDailyLimit{}.Kind(),
+	limitStep := mp.p.commandStep(StepNameCheckLimit, DomainLimits, CheckDailyLimit{}.Kind())
+	limit, err := process.CommandStep[ManagerState, CheckDailyLimit, CheckDailyLimitResult](x, StepNameCheckLimit, limitStep.Domain, limitStep.CommandType,
 		CheckDailyLimit{PaymentID: s.PaymentID, Account: s.DebitAccount, Amount: s.Amount, Currency: s.Currency, Day: s.ValueDate,
 			Simulation: s.simulation(StepCheckDailyLimit)},
-		opts(func(x *process.Execution[ManagerState]) error {
+		opts(limitStep, func(x *process.Execution[ManagerState]) error {
 			return sendCompensation(x, "releaseDailyLimit", DomainLimits, ReleaseDailyLimit{PaymentID: x.State.PaymentID, ReservationID: x.State.ReservationID})
 		})...)
 	if err != nil {
@@ -73,10 +78,11 @@ func (managerProcess) Execute(x *process.Execution[ManagerState]) error {
 
 	s.CreditAmount = s.Amount
 	if decision.FxRequired {
-		fx, err := process.CommandStep[ManagerState, BookFxContract, FxResult](x, StepNameBookFx, DomainFx, BookFxContract{}.Kind(),
+		fxStep := mp.p.commandStep(StepNameBookFx, DomainFx, BookFxContract{}.Kind())
+		fx, err := process.CommandStep[ManagerState, BookFxContract, FxResult](x, StepNameBookFx, fxStep.Domain, fxStep.CommandType,
 			BookFxContract{PaymentID: s.PaymentID, SellCurrency: s.Currency, BuyCurrency: s.CreditCurrency, SellAmount: s.Amount,
 				ValueDate: s.ValueDate, Simulation: s.simulation(StepBookFx)},
-			opts(func(x *process.Execution[ManagerState]) error {
+			opts(fxStep, func(x *process.Execution[ManagerState]) error {
 				return sendCompensation(x, "cancelFxContract", DomainFx, CancelFxContract{PaymentID: x.State.PaymentID, ContractID: x.State.FxContractID})
 			})...)
 		if err != nil {
@@ -85,11 +91,12 @@ func (managerProcess) Execute(x *process.Execution[ManagerState]) error {
 		s.FxContractID, s.FxRate, s.CreditAmount = fx.ContractID, fx.Rate, fx.BuyAmount
 	}
 
-	sub, err := process.CommandStep[ManagerState, SubmitPayment, SubmitResult](x, StepNameSubmitPayment, DomainPayments, SubmitPayment{}.Kind(),
+	submitStep := mp.p.commandStep(StepNameSubmitPayment, DomainPayments, SubmitPayment{}.Kind())
+	sub, err := process.CommandStep[ManagerState, SubmitPayment, SubmitResult](x, StepNameSubmitPayment, submitStep.Domain, submitStep.CommandType,
 		SubmitPayment{PaymentID: s.PaymentID, DebitAccount: s.DebitAccount, CreditAccount: s.CreditAccount,
 			DebitAmount: s.Amount, DebitCurrency: s.Currency, CreditAmount: s.CreditAmount, CreditCurrency: s.CreditCurrency,
 			FxContractID: s.FxContractID, ValueDate: s.ValueDate, Simulation: s.simulation(StepSubmitPayment)},
-		opts(nil)...)
+		opts(submitStep, nil)...)
 	if err != nil {
 		return err
 	}

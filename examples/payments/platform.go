@@ -113,6 +113,10 @@ type Platform struct {
 
 	mu      sync.Mutex
 	started bool
+
+	// afterAccountsLocked, set only by tests, runs inside SubmitPayment's transaction once the
+	// accounts' rows are locked.
+	afterAccountsLocked func(ctx context.Context)
 }
 
 // New builds the platform on a client that is not started yet: it creates the business tables
@@ -178,7 +182,7 @@ func New(client *commandbus.Client, opts Options) (*Platform, error) {
 		return nil, err
 	}
 	registerStepResponses(p.step)
-	if p.manager, err = process.NewManager(client, process.Process[ManagerState](managerProcess{})); err != nil {
+	if p.manager, err = process.NewManager(client, process.Process[ManagerState](managerProcess{p: p})); err != nil {
 		return nil, err
 	}
 	p.sim = newSimulator(p)

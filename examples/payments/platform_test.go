@@ -121,7 +121,7 @@ func TestPermanentFailureThenResubmit(t *testing.T) {
 			require.NoError(t, err)
 			return len(parked) == 1
 		})
-		f.fake.Advance(31 * time.Second) // past the command step's reply timeout
+		f.advancePastReplyTimeout() // past the command step's reply timeout
 		v := f.waitStatus(res.PaymentID, "IN_TSQ")
 		require.Equal(t, process.CodeWaitTimeout, v.ErrorCode)
 		require.Equal(t, stepName, v.Step)
@@ -193,7 +193,7 @@ func TestTimeoutPolicyProcessManager(t *testing.T) {
 			return len(parked) == 1 && parked[0].ErrorCode == commandbus.CodeRetriesExhausted
 		})
 		require.True(t, f.account("CUST-GBP-001").Held.Equal(decimal.RequireFromString("250.50")), "the hold is in place")
-		f.fake.Advance(31 * time.Second)
+		f.advancePastReplyTimeout()
 		v := f.waitStatus(res.PaymentID, "IN_TSQ")
 		require.Equal(t, process.CodeWaitTimeout, v.ErrorCode)
 		require.Equal(t, payments.StepNameCheckLimit, v.Step)
@@ -449,7 +449,7 @@ func TestSkipStep(t *testing.T) {
 			require.NoError(t, err)
 			return len(parked) == 1
 		})
-		f.fake.Advance(31 * time.Second)
+		f.advancePastReplyTimeout()
 		f.waitStatus(res.PaymentID, "IN_TSQ")
 		require.NoError(t, f.p.SkipStep(ctx, res.PaymentID, payments.StepNameBookFx,
 			[]byte(`{"contractId":"PHONE-1","rate":"1.08","buyAmount":"1080.00","buyCurrency":"USD"}`), operator.actor, "booked by phone"))

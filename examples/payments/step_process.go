@@ -48,9 +48,10 @@ func (sp stepProcess) Execute(x *process.Execution[StepState]) error {
 		return err
 	}
 
-	risk, err := process.CommandStep[StepState, BookRisk, BookRiskResult](x, StepBookRisk, DomainRisk, BookRisk{}.Kind(),
+	riskStep := sp.p.commandStep(StepBookRisk, DomainRisk, BookRisk{}.Kind())
+	risk, err := process.CommandStep[StepState, BookRisk, BookRiskResult](x, StepBookRisk, riskStep.Domain, riskStep.CommandType,
 		BookRisk{PaymentID: s.PaymentID, Account: s.DebitAccount, Amount: s.Amount, Currency: s.Currency, Simulation: s.simulation(StepBookRisk)},
-		process.MaxRetries(3), process.RetryDelay(5*time.Second), process.Timeout(30*time.Second),
+		process.MaxRetries(3), process.RetryDelay(5*time.Second), process.Timeout(riskStep.Timeout.Std()),
 		process.Compensate(func(x *process.Execution[StepState]) error {
 			return sendCompensation(x, "unwindRisk", DomainRisk, UnwindRisk{PaymentID: x.State.PaymentID, Reference: x.State.RiskReference})
 		}))
@@ -71,10 +72,11 @@ func (sp stepProcess) Execute(x *process.Execution[StepState]) error {
 
 	s.CreditAmount = s.Amount
 	if s.FxRequired() {
-		fx, err := process.CommandStep[StepState, BookFx, FxResult](x, StepBookFx, DomainFx, BookFx{}.Kind(),
+		fxStep := sp.p.commandStep(StepBookFx, DomainFx, BookFx{}.Kind())
+		fx, err := process.CommandStep[StepState, BookFx, FxResult](x, StepBookFx, fxStep.Domain, fxStep.CommandType,
 			BookFx{PaymentID: s.PaymentID, SellCurrency: s.Currency, BuyCurrency: s.CreditCurrency, SellAmount: s.Amount,
 				ValueDate: s.ValueDate, Simulation: s.simulation(StepBookFx)},
-			process.MaxRetries(2), process.RetryDelay(3*time.Second), process.Timeout(30*time.Second),
+			process.MaxRetries(2), process.RetryDelay(3*time.Second), process.Timeout(fxStep.Timeout.Std()),
 			process.Compensate(func(x *process.Execution[StepState]) error {
 				return sendCompensation(x, "cancelFx", DomainFx, CancelFx{PaymentID: x.State.PaymentID, ContractID: x.State.FxContractID})
 			}))
@@ -84,11 +86,12 @@ func (sp stepProcess) Execute(x *process.Execution[StepState]) error {
 		s.FxContractID, s.FxRate, s.CreditAmount = fx.ContractID, fx.Rate, fx.BuyAmount
 	}
 
-	sub, err := process.CommandStep[StepState, SubmitPayment, SubmitResult](x, StepSubmitPayment, DomainPayments, SubmitPayment{}.Kind(),
+	submitStep := sp.p.commandStep(StepSubmitPayment, DomainPayments, SubmitPayment{}.Kind())
+	sub, err := process.CommandStep[StepState, SubmitPayment, SubmitResult](x, StepSubmitPayment, submitStep.Domain, submitStep.CommandType,
 		SubmitPayment{PaymentID: s.PaymentID, DebitAccount: s.DebitAccount, CreditAccount: s.CreditAccount,
 			DebitAmount: s.Amount, DebitCurrency: s.Currency, CreditAmount: s.CreditAmount, CreditCurrency: s.CreditCurrency,
 			FxContractID: s.FxContractID, ValueDate: s.ValueDate, Simulation: s.simulation(StepSubmitPayment)},
-		process.MaxRetries(1), process.Timeout(30*time.Second),
+		process.MaxRetries(1), process.Timeout(submitStep.Timeout.Std()),
 		process.Compensate(func(x *process.Execution[StepState]) error {
 			return sendCompensation(x, "recallPayment", DomainPayments, RecallPayment{PaymentID: x.State.PaymentID, SubmissionID: x.State.SubmissionID})
 		}))
@@ -115,6 +118,14 @@ func (sp stepProcess) Execute(x *process.Execution[StepState]) error {
 		return true, sp.p.setPaymentStatus(ctx, s.PaymentID.String(), "COMPLETE")
 	})
 	return err
+}
+
+// commandStep is the command a step sends and how long the process waits for its reply: the
+// configuration's command-steps.<name> entry where it sets them (seed 001), the given domain
+// and command type otherwise, and a reply timeout that outlasts the domain's redeliveries
+// (commandbus.Config.CommandStepOr), so that a killed worker costs latency, not a WAIT_TIMEOUT.
+func (p *Platform) commandStep(name, domain, commandType string) commandbus.CommandStepConfig {
+	return p.client.Config().CommandStepOr(name, domain, commandType)
 }
 
 // sendCompensation queues a compensating command, sent atomically with the execution's next

@@ -12,7 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/driver/pgdriver"
 )
 
 // store is the platform's business database: the bounded contexts' tables, on the same database
@@ -85,11 +87,32 @@ func (s *store) tx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	if err := s.guard(ctx, tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	return tx.Commit()
+}
+
+// guard bounds a transaction opened by a command handler (ctx is the handler's) on PostgreSQL
+// with the lock, statement and idle-in-transaction timeouts of commandbus.HandlerTxTimeouts: a
+// worker frozen while it holds account rows loses them after a third of its lease, and the
+// other payments on those accounts wait for a lock at most half of theirs per attempt. SQLite has one
+// writer, so there is nothing to bound per transaction; its busy timeout and the handler's
+// context (which ends with the lease) bound the waits.
+func (s *store) guard(ctx context.Context, tx any) error {
+	if !s.postgres {
+		return nil
+	}
+	timeouts, ok := commandbus.HandlerTxTimeouts(ctx)
+	if !ok {
+		return nil
+	}
+	return pgdriver.GuardTx(ctx, tx, timeouts)
 }
 
 // execFunc runs one statement and returns the rows it affected.
@@ -109,6 +132,10 @@ func (s *store) busTx(ctx context.Context, fn func(exec execFunc, tx any) error)
 	if s.pool != nil {
 		tx, err := s.pool.Begin(ctx)
 		if err != nil {
+			return err
+		}
+		if err := s.guard(ctx, tx); err != nil {
+			_ = tx.Rollback(ctx)
 			return err
 		}
 		exec := func(ctx context.Context, stmt string, args ...any) (int64, error) {

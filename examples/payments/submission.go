@@ -71,6 +71,9 @@ func (p *Platform) handleSubmitPayment(ctx context.Context, cmd *commandbus.Comm
 		if err != nil {
 			return err
 		}
+		if p.afterAccountsLocked != nil {
+			p.afterAccountsLocked(ctx) // a test freezes the handler here, holding the row locks
+		}
 		for _, l := range entries {
 			if a := accounts[l.account]; a != nil && a.Currency != l.currency {
 				return commandbus.Permanent("CURRENCY_MISMATCH", fmt.Errorf("account %s is in %s, its leg in %s", a.ID, a.Currency, l.currency))
