@@ -180,3 +180,95 @@ func TestCancelWithCompensationsForEveryParkReason(t *testing.T) {
 		require.Equal(t, 2, cancels, "each applied cancellation audited, the refused one not")
 	})
 }
+
+// Issue 15, defect 3: a failed compensation parks the execution with COMPENSATION_FAILED, naming
+// the failed compensations; an operator's retry runs only those again, and a skip marks them
+// skipped; either way the execution ends as its compensation meant to.
+func TestFailedCompensationParksForRetryAndSkip(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		m, proc, client := setupNetwork(t, drv, "NetworkCompensationFailed")
+
+		// Cancel with compensations: undo-submit fails twice.
+		id := parkByNetworkError(t, m, "F1")
+		proc.setFailUndo("undo-submit", 2)
+		err := m.CancelOverride(ctx, id, true, operator)
+		require.ErrorIs(t, err, process.ErrCompensationFailed, "the cancellation did not end CANCELLED, and says so")
+		require.ErrorIs(t, err, commandbus.ErrInvalidState)
+		inst := waitStatus(t, m, id, driver.ExecutionWaitingForTSQ)
+		require.Equal(t, process.CodeCompensationFailed, inst.ErrorCode)
+		require.Contains(t, inst.ErrorMessage, "submit (undo-submit: downstream unavailable)")
+		require.Contains(t, inst.ErrorMessage, "CANCELLED")
+		require.NotContains(t, inst.ErrorMessage, "bookRisk")
+		require.Equal(t, "submit", inst.Step, "parked at the step whose compensation failed")
+		require.Equal(t, []string{
+			"COMPENSATION submit COMPENSATION_FAILED", "COMPENSATION bookRisk COMPENSATION_SUCCESS",
+			"LIFECYCLE troubleshooting queue WAITING_FOR_TSQ",
+		}, lastLines(inst.Log, 3))
+
+		// Retry runs the failed compensation only; it fails again, parks again and says so.
+		require.ErrorIs(t, m.Retry(ctx, id, operator), process.ErrCompensationFailed)
+		require.Equal(t, []string{"undo-submit", "undo-bookRisk", "undo-submit"}, proc.compensations())
+		inst = waitStatus(t, m, id, driver.ExecutionWaitingForTSQ)
+		require.Equal(t, process.CodeCompensationFailed, inst.ErrorCode)
+
+		// The second retry succeeds: the execution ends CANCELLED, as the cancellation meant.
+		require.NoError(t, m.Retry(ctx, id, operator))
+		require.Equal(t, []string{"undo-submit", "undo-bookRisk", "undo-submit", "undo-submit"}, proc.compensations(), "bookRisk's compensation is not run again")
+		inst = waitStatus(t, m, id, driver.ExecutionCancelled)
+		require.Equal(t, commandbus.CodeCancelled, inst.ErrorCode, "the cancellation's code, not the compensation failure's")
+		require.Equal(t, []string{
+			"TSQ_RETRY retry", "LIFECYCLE compensation COMPENSATING", "COMPENSATION submit COMPENSATION_SUCCESS",
+		}, lastLines(inst.Log, 3))
+
+		// A business failure whose compensation fails: skip ends it COMPENSATED.
+		proc.undone = nil
+		proc.setFailUndo("undo-bookRisk", 1)
+		id2, err := m.Start(ctx, networkState{Ref: "F2"})
+		require.NoError(t, err)
+		waitStatus(t, m, id2, driver.ExecutionWaitingForAsync)
+		require.NoError(t, m.ProcessAsyncResponse(ctx, id2, networkAnswer{Code: "PERM_ERROR"}))
+		waitStatus(t, m, id2, driver.ExecutionWaitingForTSQ)
+		require.ErrorIs(t, m.CancelOverride(ctx, id2, true, operator), process.ErrCompensationFailed)
+		inst = waitStatus(t, m, id2, driver.ExecutionWaitingForTSQ)
+		require.Equal(t, "bookRisk", inst.Step)
+		var verr *commandbus.ValidationError
+		require.ErrorAs(t, m.Skip(ctx, id2, "submit", nil, operator), &verr, "submit's compensation did not fail")
+		require.NoError(t, m.Skip(ctx, id2, "bookRisk", nil, operator))
+		inst = waitStatus(t, m, id2, driver.ExecutionCancelled)
+		require.Equal(t, []string{"undo-submit", "undo-bookRisk"}, proc.compensations(), "a skip runs nothing")
+		require.Equal(t, []string{"TSQ_RETRY skip", "COMPENSATION bookRisk COMPENSATION_SKIPPED"}, lastLines(inst.Log, 2))
+		require.Equal(t, "alice@ops", inst.Log[len(inst.Log)-1].Actor)
+
+		audit, err := client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "execution", EntityID: id2.String()})
+		require.NoError(t, err)
+		require.Equal(t, "SKIP", audit[0].Action)
+	})
+}
+
+// A business failure whose compensation fails parks; a skip ends it COMPENSATED with the
+// business failure's code.
+func TestFailedCompensationOfBusinessFailureEndsCompensatedAfterRetry(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		fake := clock.NewFake(testStart)
+		client := newClient(t, drv, testConfig(t, fake, nil))
+		proc := &compensatingProcess{calls: newCounter()}
+		m, err := process.NewManager(client, process.Process[orderState](proc))
+		require.NoError(t, err)
+		start(t, client)
+		id, err := m.Start(ctx, orderState{OrderID: "B"})
+		require.NoError(t, err)
+		inst := waitStatus(t, m, id, driver.ExecutionWaitingForTSQ)
+		require.Equal(t, process.CodeCompensationFailed, inst.ErrorCode)
+		require.Contains(t, inst.ErrorMessage, "COMPENSATED after EMBARGO")
+
+		// compensatingProcess's charge compensation always fails: skip it.
+		require.NoError(t, m.Skip(ctx, id, "charge", nil, operator))
+		inst = waitStatus(t, m, id, driver.ExecutionCompensated)
+		require.Equal(t, "EMBARGO", inst.ErrorCode, "the business failure stays the execution's error")
+		require.Equal(t, []string{"undo-notify", "undo-charge", "undo-reserve"}, proc.order)
+	})
+}
