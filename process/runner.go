@@ -293,7 +293,15 @@ func (m *Manager[S]) Deadline(ctx context.Context, lease *execution.Lease) error
 	}
 	action := m.deadlineAction()
 	message := fmt.Sprintf("deadline %s passed", lease.Row.DeadlineAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
-	m.logger.Warn("execution deadline passed", "execution_id", x.ID, "action", action)
+	if row := lease.Row; row.Status == driver.ExecutionWaitingForTSQ {
+		// Parked for another reason: the deadline action applies all the same (once: an
+		// execution parked by it is not due again), and the message keeps the first cause.
+		message += " while in the troubleshooting queue for " + row.ErrorCode
+		if row.ErrorMessage != "" {
+			message += ": " + row.ErrorMessage
+		}
+	}
+	m.logger.Warn("execution deadline passed", "execution_id", x.ID, "action", action, "status", lease.Row.Status)
 	x.log(&driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: "deadline", StepStatus: string(action), ErrorCode: CodeDeadlineExceeded, ErrorMessage: message})
 	switch action {
 	case DeadlineCompensate:

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -41,7 +43,10 @@ type networkProcess struct {
 	undone   []string
 	failUndo map[string]int
 	typ      string
+	action   process.DeadlineAction
 }
+
+func (p *networkProcess) DeadlineAction() process.DeadlineAction { return p.action }
 
 func (p *networkProcess) Type() string   { return p.typ }
 func (p *networkProcess) Domain() string { return "payments" }
@@ -99,9 +104,14 @@ func (p *networkProcess) Execute(x *process.Execution[networkState]) error {
 
 func setupNetwork(t *testing.T, drv driver.Driver, typ string) (*process.Manager[networkState], *networkProcess, *commandbus.Client) {
 	t.Helper()
+	m, proc, client, _ := setupNetworkWith(t, drv, &networkProcess{typ: typ})
+	return m, proc, client
+}
+
+func setupNetworkWith(t *testing.T, drv driver.Driver, proc *networkProcess) (*process.Manager[networkState], *networkProcess, *commandbus.Client, *clock.Fake) {
+	t.Helper()
 	fake := clock.NewFake(testStart)
 	client := newClient(t, drv, testConfig(t, fake, nil))
-	proc := &networkProcess{typ: typ}
 	m, err := process.NewManager(client, process.Process[networkState](proc))
 	require.NoError(t, err)
 	process.OnResponse(m, func(s *networkState, a networkAnswer) error {
@@ -109,15 +119,15 @@ func setupNetwork(t *testing.T, drv driver.Driver, typ string) (*process.Manager
 		return nil
 	})
 	start(t, client)
-	return m, proc, client
+	return m, proc, client, fake
 }
 
 // parkByNetworkError starts an execution and parks it in the TSQ through the network's
 // permanent answer.
-func parkByNetworkError(t *testing.T, m *process.Manager[networkState], ref string) uuid.UUID {
+func parkByNetworkError(t *testing.T, m *process.Manager[networkState], ref string, opts ...process.StartOption) uuid.UUID {
 	t.Helper()
 	ctx := context.Background()
-	id, err := m.Start(ctx, networkState{Ref: ref})
+	id, err := m.Start(ctx, networkState{Ref: ref}, opts...)
 	require.NoError(t, err)
 	waitStatus(t, m, id, driver.ExecutionWaitingForAsync)
 	require.NoError(t, m.ProcessAsyncResponse(ctx, id, networkAnswer{Code: "PERM_ERROR"}))
@@ -272,3 +282,58 @@ func TestFailedCompensationOfBusinessFailureEndsCompensatedAfterRetry(t *testing
 		require.Equal(t, []string{"undo-notify", "undo-charge", "undo-reserve"}, proc.order)
 	})
 }
+
+// Issue 15, defect 10: the deadline action applies to an execution parked in the TSQ for
+// another reason, once, recorded in its log.
+func TestDeadlineAppliesToParkedExecutions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		action process.DeadlineAction
+		want   driver.ExecutionStatus
+		undone []string
+	}{
+		{process.DeadlineCompensate, driver.ExecutionCompensated, []string{"undo-submit", "undo-bookRisk"}},
+		{process.DeadlineTSQ, driver.ExecutionWaitingForTSQ, nil},
+		{process.DeadlineFail, driver.ExecutionFailed, nil},
+	} {
+		t.Run(string(tc.action), func(t *testing.T) {
+			t.Parallel()
+			dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+				m, proc, _, fake := setupNetworkWith(t, drv, &networkProcess{typ: "ParkedDeadline" + string(tc.action), action: tc.action})
+				deadline := process.WithDeadline(testStart.Add(time.Hour))
+				id := parkByNetworkError(t, m, "D1", deadline)
+
+				fake.Advance(2 * time.Hour)
+				var inst *process.Instance[networkState]
+				eventually(t, 15*time.Second, "the deadline action", func() bool {
+					var err error
+					inst, err = m.Get(context.Background(), id)
+					require.NoError(t, err)
+					return inst.ErrorCode == process.CodeDeadlineExceeded && inst.Status == tc.want
+				})
+				require.Equal(t, tc.undone, proc.compensations())
+				require.Contains(t, inst.ErrorMessage, "while in the troubleshooting queue for NETWORK_ERROR: ")
+				require.Contains(t, logLines(inst.Log), "LIFECYCLE deadline "+string(tc.action))
+
+				// Once: a later execution's deadline is handled, and the first is not touched again.
+				later, err := m.Start(context.Background(), networkState{Ref: "D2"}, process.WithDeadline(fake.Now()))
+				require.NoError(t, err)
+				eventually(t, 15*time.Second, "the later execution's deadline action", func() bool {
+					inst, err := m.Get(context.Background(), later)
+					require.NoError(t, err)
+					return inst.ErrorCode == process.CodeDeadlineExceeded
+				})
+				inst, err = m.Get(context.Background(), id)
+				require.NoError(t, err)
+				deadlines := 0
+				for _, line := range logLines(inst.Log) {
+					if strings.HasPrefix(line, "LIFECYCLE deadline") {
+						deadlines++
+					}
+				}
+				require.Equal(t, 1, deadlines, "the deadline action applies once")
+			})
+		})
+	}
+}
+
