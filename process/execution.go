@@ -40,6 +40,8 @@ const (
 	statusLate         = "LATE_ASYNC_RESPONSE"
 	statusApplied      = "APPLIED"
 	statusIgnored      = "IGNORED"
+	// statusProcessCreated is the first entry of every log (seed 000's PROCESS_CREATED).
+	statusProcessCreated = "PROCESS_CREATED"
 )
 
 // Execution is one run of a process's Execute: the state, and the replay machinery behind the
@@ -191,6 +193,12 @@ func (x *Execution[S]) step(name string) *stepHistory {
 		x.history[name] = h
 	}
 	return h
+}
+
+// createdEntry is the response of the PROCESS_CREATED log entry.
+type createdEntry struct {
+	BusinessKey string `json:"businessKey,omitempty"`
+	Deferred    bool   `json:"deferred"`
 }
 
 // commandSent is the request of a COMMAND log entry.

@@ -337,3 +337,27 @@ func TestDeadlineAppliesToParkedExecutions(t *testing.T) {
 	}
 }
 
+// Issue 15, defect 11: every execution's log starts with PROCESS_CREATED, immediate or deferred.
+func TestLogStartsWithProcessCreated(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		m, _, _ := setupNetwork(t, drv, "NetworkCreated")
+		immediate, err := m.Start(ctx, networkState{Ref: "C1"}, process.WithBusinessKey("PAY-C1"))
+		require.NoError(t, err)
+		ids, err := m.StartBatch(ctx, []networkState{{Ref: "C2"}})
+		require.NoError(t, err)
+		for _, id := range []uuid.UUID{immediate, ids[0]} {
+			inst := waitStatus(t, m, id, driver.ExecutionWaitingForAsync)
+			first := inst.Log[0]
+			require.Equal(t, "LIFECYCLE created PROCESS_CREATED", logLines(inst.Log)[0])
+			require.Equal(t, 1, first.Seq)
+			require.Equal(t, "process:NetworkCreated", first.Actor)
+			require.False(t, first.At.IsZero())
+			require.Equal(t, "STEP bookRisk COMPLETED", logLines(inst.Log)[1], "the steps follow, numbered after it")
+		}
+		inst, err := m.Get(ctx, immediate)
+		require.NoError(t, err)
+		require.JSONEq(t, `{"businessKey":"PAY-C1","deferred":false}`, string(inst.Log[0].Response))
+	})
+}
