@@ -51,7 +51,8 @@ type Config struct {
 	// Outbox configures the relay that publishes brokered messages.
 	Outbox OutboxConfig `yaml:"outbox"`
 	// WatchdogInterval is how often the watchdog looks for commands of brokered domains whose
-	// lease expired or whose deadline passed. Default: 5s.
+	// lease expired or whose deadline passed, and for commands of worked queues whose lease
+	// expired on their last attempt (timed out then, not claimed again). Default: 5s.
 	WatchdogInterval Duration `yaml:"watchdog-interval"`
 
 	// FetchCooldown is the least time between two claims of one queue, so that freed slots are

@@ -10,11 +10,11 @@ import (
 	"github.com/commandbus/commandbus/internal/maintenance"
 )
 
-// newMaintenance builds the client's upkeep: the watchdog of brokered domains, the dead-letter
-// depth gauge, and outbox and inbox retention when a broker is configured.
+// newMaintenance builds the client's upkeep: the watchdog, the dead-letter depth gauge, and
+// outbox and inbox retention when a broker is configured.
 func (c *Client) newMaintenance() *maintenance.Runner {
 	tasks := []maintenance.Task{{Name: "dlq-depth", Interval: 10 * time.Second, Run: c.refreshDLQDepth}}
-	if len(c.brokeredDomains()) > 0 {
+	if len(c.brokeredDomains()) > 0 || len(c.workers) > 0 {
 		tasks = append(tasks, maintenance.Task{Name: "watchdog", Interval: c.config.WatchdogInterval.Std(), Run: func(ctx context.Context) error {
 			_, err := c.RunWatchdog(ctx)
 			return err
@@ -26,24 +26,29 @@ func (c *Client) newMaintenance() *maintenance.Runner {
 	return maintenance.New(c.logger, tasks...)
 }
 
-// RunWatchdog does one pass of the watchdog (seed 004) over the queues of amqp domains, which no
+// RunWatchdog does one pass of the watchdog (seed 004). Over the queues of amqp domains, which no
 // worker claims: a RUNNING command whose lease expired on its last attempt, or any command whose
 // deadline passed, ends TIMED_OUT with its reply and event; a RUNNING command whose lease expired
-// with attempts left is delivered again. Every change goes through the fenced completion (or a
-// status-guarded operator action), so a handler that finishes late cannot overwrite it. It returns
-// how many commands it moved on. The client runs it every watchdog-interval once started.
+// with attempts left is delivered again. Over the queues this client's workers claim: a RUNNING
+// command whose lease expired on its last attempt ends TIMED_OUT, since the claim does not take
+// it again (its handler had its attempts; a further claim would count one more than allowed).
+// Every change goes through the fenced completion (or a status-guarded operator action), so a
+// handler that finishes late cannot overwrite it. It returns how many commands it moved on. The
+// client runs it every watchdog-interval once started.
 func (c *Client) RunWatchdog(ctx context.Context) (int, error) {
 	var queues []string
 	for _, domain := range c.brokeredDomains() {
 		queues = append(queues, CommandQueue(domain))
 	}
-	if len(queues) == 0 {
-		return 0, nil
-	}
 	rows, err := c.exec.CommandListExpired(ctx, &driver.CommandListExpiredParams{Queues: queues, Max: 500, Now: c.now()})
 	if err != nil {
 		return 0, fmt.Errorf("watchdog: listing expired commands: %w", err)
 	}
+	worked, err := c.exec.CommandListExpired(ctx, &driver.CommandListExpiredParams{Queues: c.workedQueues(), Max: 500, Now: c.now(), LastAttempts: true})
+	if err != nil {
+		return 0, fmt.Errorf("watchdog: listing commands whose last lease expired: %w", err)
+	}
+	rows = append(rows, worked...)
 	now := c.Now()
 	moved := 0
 	var errs []error
@@ -103,6 +108,17 @@ func (c *Client) RunWatchdog(ctx context.Context) (int, error) {
 		}
 	}
 	return moved, errors.Join(errs...)
+}
+
+// workedQueues lists the queues this client's workers claim.
+func (c *Client) workedQueues() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	queues := make([]string, len(c.workers))
+	for i, w := range c.workers {
+		queues[i] = w.Queue()
+	}
+	return queues
 }
 
 func (c *Client) refreshDLQDepth(ctx context.Context) error {

@@ -82,6 +82,50 @@ func TestStalledHandlerLosesLeaseAndIsFenced(t *testing.T) {
 	})
 }
 
+// Issue 15, defect 9: a command whose lease expired on its last attempt is timed out by the
+// watchdog without a further claim: it never shows "attempt 4 of 3", and its handler is not
+// called again.
+func TestLeaseExpiredOnLastAttemptTimesOutWithoutAnotherClaim(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		fake := clock.NewFake(time.Now())
+		release := make(chan struct{})
+		var calls atomic.Int32
+		handlers := NewHandlers()
+		AddHandler(handlers, "risk", HandlerFunc[testArgs](func(ctx context.Context, cmd *Command[testArgs]) (any, error) {
+			calls.Add(1)
+			<-release // ignores ctx: stuck past its lease
+			return nil, nil
+		}))
+		collector := collectReplies(handlers, "payments")
+		dc := fastDomain(2, 2)
+		dc.VisibilityTimeout = Duration(time.Second)
+		// The test runs the watchdog itself; its own pass runs only at the start.
+		c := newTestClient(t, drv, &Config{Handlers: handlers, Clock: fake, WatchdogInterval: Duration(time.Hour),
+			Domains: map[string]*DomainConfig{"risk": dc}})
+		startClient(t, c)
+		defer close(release)
+		res, err := c.Send(ctx, "risk", testArgs{}, &SendOpts{ReplyTo: "payments"})
+		require.NoError(t, err)
+		eventually(t, 10*time.Second, "the first attempt to run", func() bool { return calls.Load() == 1 })
+		fake.Advance(2 * time.Second) // the first lease expires: the worker claims attempt 2
+		eventually(t, 10*time.Second, "the second attempt to run", func() bool { return calls.Load() == 2 })
+		fake.Advance(2 * time.Second) // the last lease expires
+
+		moved, err := c.RunWatchdog(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 1, moved)
+		row := waitStatus(t, c, res.ID, StatusTimedOut)
+		require.Equal(t, 2, row.Attempt, "attempt 2 of 2, never 3")
+		require.Equal(t, CodeLeaseExpired, row.ErrorCode)
+		require.Equal(t, "lease expired on attempt 2 of 2", row.ErrorMessage)
+		require.Equal(t, []string{"SENT", "CLAIMED", "LEASE_EXPIRED", "CLAIMED", "TIMED_OUT"}, auditEvents(row))
+		require.Equal(t, OutcomeTimedOut, collector.next(t).Outcome)
+		require.Equal(t, int32(2), calls.Load(), "the handler ran its two attempts, no third")
+	})
+}
+
 // Two instances with concurrent-messages 2 never run more than 4 handlers of the domain at once.
 func TestConcurrencyAcrossReplicas(t *testing.T) {
 	t.Parallel()

@@ -356,6 +356,10 @@ type CommandListExpiredParams struct {
 	Queues []string
 	Max    int
 	Now    *time.Time
+	// LastAttempts lists only RUNNING commands whose lease expired on their last attempt
+	// (attempt >= max_attempts): the watchdog's work in queues workers claim, since CommandClaim
+	// does not claim those again.
+	LastAttempts bool
 }
 
 // CommandDeliveryExecutor holds the command queries of brokered transports and the watchdog.

@@ -300,8 +300,23 @@ const (
 	DueDeadline    ExecutionDueKind = "deadline"
 )
 
-// ExecutionListDueParams lists executions whose wait timed out, or whose deadline passed (and that
-// are not already parked in the TSQ or compensating).
+// DeadlineDueSQL is the condition, common to the drivers, on the status of an execution whose
+// deadline passed for the deadline action to apply: any status but COMPENSATING (already
+// unwinding), including parked in the troubleshooting queue, unless parked by the deadline
+// action itself (DEADLINE_EXCEEDED) or by compensations that failed (COMPENSATION_FAILED). So
+// the action applies once to a parked execution, and again only if an operator moves it on.
+const DeadlineDueSQL = `status <> 'COMPENSATING' AND NOT (status = 'WAITING_FOR_TSQ' AND ` +
+	`coalesce(error_code, '') IN ('DEADLINE_EXCEEDED', 'COMPENSATION_FAILED'))`
+
+// DeadlineHandled reports whether an execution's deadline action has been applied, or must not
+// apply, in its current status: the Go form of DeadlineDueSQL.
+func DeadlineHandled(row *ExecutionRow) bool {
+	return row.Status == ExecutionCompensating || row.Status.Terminal() ||
+		row.Status == ExecutionWaitingForTSQ && (row.ErrorCode == "DEADLINE_EXCEEDED" || row.ErrorCode == "COMPENSATION_FAILED")
+}
+
+// ExecutionListDueParams lists executions whose wait timed out, or whose deadline passed (and
+// whose deadline action applies: see DeadlineDueSQL).
 type ExecutionListDueParams struct {
 	Kind  ExecutionDueKind
 	Types []string

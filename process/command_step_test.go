@@ -120,7 +120,7 @@ func TestCommandStepSuspendsAndResumesOnReply(t *testing.T) {
 		require.True(t, inst.State.Submitted)
 		require.Equal(t, []string{id.String() + ":bookFx"}, keys, "the handler sees the stable step key")
 		require.Equal(t, 1, calls.get("reserve"), "replay after the reply does not re-run earlier steps")
-		require.Equal(t, []string{"STEP reserve COMPLETED", "COMMAND bookFx SENT", "WAIT bookFx PENDING",
+		require.Equal(t, []string{"LIFECYCLE created PROCESS_CREATED", "STEP reserve COMPLETED", "COMMAND bookFx SENT", "WAIT bookFx PENDING",
 			"STEP bookFx COMPLETED", "STEP submit COMPLETED"}, logLines(inst.Log))
 	})
 }
@@ -248,7 +248,7 @@ func TestRunnerDiesMidStepAnotherResumes(t *testing.T) {
 		require.Equal(t, 1, proc.calls.get("one"), "a completed step never runs again")
 		require.Equal(t, 2, proc.calls.get("two"), "only the step interrupted between effect and checkpoint runs twice")
 		require.Equal(t, 1, proc.calls.get("three"))
-		require.Equal(t, []string{"STEP one COMPLETED", "STEP two COMPLETED", "STEP three COMPLETED"}, logLines(inst.Log))
+		require.Equal(t, []string{"LIFECYCLE created PROCESS_CREATED", "STEP one COMPLETED", "STEP two COMPLETED", "STEP three COMPLETED"}, logLines(inst.Log))
 	})
 }
 

@@ -36,9 +36,12 @@ const (
 	statusReplyFailed  = "REPLY_FAILED"
 	statusSuccess      = "COMPENSATION_SUCCESS"
 	statusCompFailed   = "COMPENSATION_FAILED"
+	statusCompSkipped  = "COMPENSATION_SKIPPED"
 	statusLate         = "LATE_ASYNC_RESPONSE"
 	statusApplied      = "APPLIED"
 	statusIgnored      = "IGNORED"
+	// statusProcessCreated is the first entry of every log (seed 000's PROCESS_CREATED).
+	statusProcessCreated = "PROCESS_CREATED"
 )
 
 // Execution is one run of a process's Execute: the state, and the replay machinery behind the
@@ -59,9 +62,12 @@ type Execution[S any] struct {
 	cursor   int
 	// history is, per step name, what happened since the last operator retry.
 	history map[string]*stepHistory
-	// compensations are registered by completed steps, in order.
+	// compensations are registered by completed steps, in order. compensated holds, per step,
+	// the entry of its compensation in the current compensation pass: COMPENSATION_SUCCESS and
+	// COMPENSATION_SKIPPED are done for good; COMPENSATION_FAILED is run again by the next pass
+	// (an operator's retry or cancel), not by a resumption after a crash.
 	compensations []compensation[S]
-	compensated   map[string]bool
+	compensated   map[string]*driver.ExecutionLogEntry
 	// sends counts, per command step, the commands sent over the whole log (operator retries
 	// included), so every send gets its own command idempotency key.
 	sends map[string]int
@@ -95,6 +101,18 @@ type stepHistory struct {
 	attempt        int
 }
 
+// failedCompensations lists, in the order they ran, the steps whose compensation failed in the
+// current compensation pass.
+func (x *Execution[S]) failedCompensations() []string {
+	var failed []string
+	for i := len(x.compensations) - 1; i >= 0; i-- {
+		if step := x.compensations[i].step; x.compensated[step] != nil && x.compensated[step].StepStatus == statusCompFailed {
+			failed = append(failed, step)
+		}
+	}
+	return failed
+}
+
 // Context returns the run's context. Steps get their own context with the step's timeout.
 func (x *Execution[S]) Context() context.Context { return x.ctx }
 
@@ -123,7 +141,7 @@ func (x *Execution[S]) Send(domain string, args commandbus.CommandArgs, opts *co
 func newExecution[S any](ctx context.Context, m *Manager[S], lease *execution.Lease, state *S, log []*driver.ExecutionLogEntry) *Execution[S] {
 	x := &Execution[S]{
 		ID: lease.Row.ID, State: state, m: m, lease: lease, ctx: ctx,
-		history: map[string]*stepHistory{}, compensated: map[string]bool{}, sends: map[string]int{},
+		history: map[string]*stepHistory{}, compensated: map[string]*driver.ExecutionLogEntry{}, sends: map[string]int{},
 		now: lease.Engine().Config().Clock(),
 	}
 	for _, e := range log {
@@ -157,7 +175,14 @@ func (x *Execution[S]) observe(e *driver.ExecutionLogEntry) {
 			h.commandID = sent.CommandID
 		}
 	case e.EntryType == entryCompensation:
-		x.compensated[e.Name] = true
+		x.compensated[e.Name] = e
+	case e.EntryType == entryLifecycle && e.StepStatus == string(driver.ExecutionCompensating):
+		// A new compensation pass runs the compensations that failed in an earlier one again.
+		for name, done := range x.compensated {
+			if done.StepStatus == statusCompFailed {
+				delete(x.compensated, name)
+			}
+		}
 	}
 }
 
@@ -168,6 +193,12 @@ func (x *Execution[S]) step(name string) *stepHistory {
 		x.history[name] = h
 	}
 	return h
+}
+
+// createdEntry is the response of the PROCESS_CREATED log entry.
+type createdEntry struct {
+	BusinessKey string `json:"businessKey,omitempty"`
+	Deferred    bool   `json:"deferred"`
 }
 
 // commandSent is the request of a COMMAND log entry.

@@ -271,6 +271,8 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 			ID: id, Model: Model, Type: m.typ, Domain: m.domain, TenantID: o.tenantID,
 			BusinessKey: businessKey, BatchID: o.batchID, State: encoded, DeadlineAt: o.deadline,
 			WorkerID: m.client.Config().WorkerID,
+			Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: entryLifecycle, Name: "created", StepStatus: statusProcessCreated,
+				Actor: "process:" + m.typ, Response: marshalOrNil(createdEntry{BusinessKey: businessKey, Deferred: deferred})}},
 		}
 		if !deferred {
 			params[i].Lease = m.engine.Config().Lease

@@ -96,7 +96,14 @@ const (
 	CodeDeadlineExceeded = "DEADLINE_EXCEEDED"
 	CodePanic            = "PANIC"
 	CodeBusinessFailure  = "BUSINESS_FAILURE"
+	// CodeCompensationFailed parks an execution whose compensations failed (seed 000).
+	CodeCompensationFailed = "COMPENSATION_FAILED"
 )
+
+// ErrCompensationFailed is returned by an operator action whose compensations ran but did not
+// all succeed: the execution waits in the troubleshooting queue with COMPENSATION_FAILED instead
+// of ending as asked. It wraps commandbus.ErrInvalidState.
+var ErrCompensationFailed = fmt.Errorf("%w: compensation failed", commandbus.ErrInvalidState)
 
 // StepFailedError is returned by a step that failed for good (permanently, or out of retries);
 // the execution goes to the troubleshooting queue.

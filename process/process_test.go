@@ -159,6 +159,7 @@ func TestStepReplayAndCompletion(t *testing.T) {
 		require.Equal(t, 1, b.proc.calls.get("token"))
 		require.Equal(t, 1, b.proc.calls.get("ship"))
 		require.Equal(t, []string{
+			"LIFECYCLE created PROCESS_CREATED",
 			"STEP reserve COMPLETED", "SIDE_EFFECT token RECORDED", "WAIT awaitConfirmation PENDING",
 			"ASYNC_RESPONSE Confirmed APPLIED", "WAIT awaitConfirmation SATISFIED", "STEP ship COMPLETED",
 		}, logLines(inst.Log))
@@ -218,10 +219,10 @@ func TestRetryIsScheduledDurably(t *testing.T) {
 		inst = waitStatus(t, b.manager, id, driver.ExecutionCompleted)
 		require.Equal(t, 3, proc.calls.get("ship"))
 		require.Equal(t, 1, proc.calls.get("reserve"))
-		require.Equal(t, []string{"STEP reserve COMPLETED", "SIDE_EFFECT token RECORDED", "WAIT awaitConfirmation SATISFIED",
+		require.Equal(t, []string{"LIFECYCLE created PROCESS_CREATED", "STEP reserve COMPLETED", "SIDE_EFFECT token RECORDED", "WAIT awaitConfirmation SATISFIED",
 			"STEP ship WAITING_RETRY", "STEP ship WAITING_RETRY", "STEP ship COMPLETED"}, logLines(inst.Log))
-		require.Equal(t, 3, inst.Log[5].Attempt)
-		require.Equal(t, 3, inst.Log[5].MaxAttempts)
+		require.Equal(t, 3, inst.Log[6].Attempt)
+		require.Equal(t, 3, inst.Log[6].MaxAttempts)
 	})
 }
 
@@ -301,15 +302,20 @@ func TestBusinessFailureCompensatesInReverseOrder(t *testing.T) {
 
 		id, err := m.Start(context.Background(), orderState{OrderID: "9"})
 		require.NoError(t, err)
-		inst := waitStatus(t, m, id, driver.ExecutionCompensated)
+		// The failed compensation parks the execution for an operator (issue 15, defect 3).
+		inst := waitStatus(t, m, id, driver.ExecutionWaitingForTSQ)
 		require.Equal(t, []string{"undo-notify", "undo-charge", "undo-reserve"}, proc.order, "reverse order, a failed compensation does not stop the others")
-		require.Equal(t, "EMBARGO", inst.ErrorCode)
+		require.Equal(t, process.CodeCompensationFailed, inst.ErrorCode)
+		require.Contains(t, inst.ErrorMessage, "charge (refund API down)")
+		require.Contains(t, inst.ErrorMessage, "EMBARGO")
 		require.Equal(t, []string{
+			"LIFECYCLE created PROCESS_CREATED",
 			"STEP reserve COMPLETED", "STEP charge COMPLETED", "STEP notify COMPLETED", "STEP ship FAILED",
 			"LIFECYCLE compensation COMPENSATING", "COMPENSATION notify COMPENSATION_SUCCESS",
 			"COMPENSATION charge COMPENSATION_FAILED", "COMPENSATION reserve COMPENSATION_SUCCESS",
+			"LIFECYCLE troubleshooting queue WAITING_FOR_TSQ",
 		}, logLines(inst.Log))
-		require.Equal(t, "refund API down", inst.Log[6].ErrorMessage)
+		require.Equal(t, "refund API down", inst.Log[7].ErrorMessage)
 		require.Equal(t, 1, proc.calls.get("charge"))
 	})
 }

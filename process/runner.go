@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/execution"
@@ -49,11 +50,11 @@ func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*d
 			cp.ErrorCode, cp.ErrorMessage = lease.Row.ErrorCode, lease.Row.ErrorMessage
 		})
 	case from == driver.ExecutionCompensating:
-		final := m.resumeCompensationStatus(x)
+		pass := m.lastCompensationPass(x)
 		if err := m.collect(x); err != nil {
 			return m.finish(x, err)
 		}
-		return m.compensate(x, final, lease.Row.ErrorCode, lease.Row.ErrorMessage, false)
+		return m.runnerResult(m.compensate(x, pass.final, pass.code, pass.message, false))
 	}
 	return m.finish(x, m.execute(x))
 }
@@ -136,12 +137,12 @@ func (m *Manager[S]) finish(x *Execution[S], err error) error {
 	case errors.As(err, &nondeterminism):
 		return m.toTSQ(x, CodeNondeterministic, nondeterminism.Error())
 	case errors.As(err, &business):
-		return m.compensate(x, driver.ExecutionCompensated, business.Code, business.Error(), true)
+		return m.runnerResult(m.compensate(x, driver.ExecutionCompensated, business.Code, business.Error(), true))
 	case errors.As(err, &failed):
 		return m.toTSQ(x, failed.Code, failed.Error())
 	}
 	if m.classify(err) == Business {
-		return m.compensate(x, driver.ExecutionCompensated, errorCode(err, CodeBusinessFailure), err.Error(), true)
+		return m.runnerResult(m.compensate(x, driver.ExecutionCompensated, errorCode(err, CodeBusinessFailure), err.Error(), true))
 	}
 	return m.toTSQ(x, errorCode(err, CodePermanentFailure), err.Error())
 }
@@ -158,9 +159,11 @@ func (m *Manager[S]) toTSQ(x *Execution[S], code, message string) error {
 }
 
 // compensate runs the registered compensations in reverse order, each recorded as
-// COMPENSATION_SUCCESS or COMPENSATION_FAILED; a failure does not stop the others. It ends the
-// execution in final. begin says whether the COMPENSATING status still has to be written (false
-// when resuming after a crash).
+// COMPENSATION_SUCCESS or COMPENSATION_FAILED; a failure does not stop the others. When all
+// succeeded the execution ends in final; when any failed it waits in the troubleshooting queue
+// with COMPENSATION_FAILED, naming them, where a retry runs them again and a skip marks them
+// skipped (ErrCompensationFailed is returned then). begin says whether a new compensation pass
+// starts (false when resuming one after a crash: what it recorded is not run again).
 func (m *Manager[S]) compensate(x *Execution[S], final driver.ExecutionStatus, code, message string, begin bool) error {
 	setError := func(cp *driver.ExecutionCheckpoint) { cp.ErrorCode, cp.ErrorMessage = code, message }
 	if begin {
@@ -177,8 +180,8 @@ func (m *Manager[S]) compensate(x *Execution[S], final driver.ExecutionStatus, c
 	}
 	for i := len(x.compensations) - 1; i >= 0; i-- {
 		c := x.compensations[i]
-		if x.compensated[c.step] {
-			continue // done before a crash
+		if x.compensated[c.step] != nil {
+			continue // done before a crash, or in an earlier pass
 		}
 		if err := x.flush(); err != nil {
 			return err
@@ -187,7 +190,7 @@ func (m *Manager[S]) compensate(x *Execution[S], final driver.ExecutionStatus, c
 		entry := &driver.ExecutionLogEntry{EntryType: entryCompensation, Name: c.step, StepStatus: statusSuccess}
 		if err != nil {
 			m.logger.Error("compensation failed; continuing with the others", "execution_id", x.ID, "step", c.step, "error", err)
-			entry.StepStatus, entry.ErrorCode, entry.ErrorMessage = statusCompFailed, errorCode(err, "COMPENSATION_FAILED"), err.Error()
+			entry.StepStatus, entry.ErrorCode, entry.ErrorMessage = statusCompFailed, errorCode(err, CodeCompensationFailed), err.Error()
 		}
 		x.log(entry)
 		if err := x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
@@ -197,11 +200,51 @@ func (m *Manager[S]) compensate(x *Execution[S], final driver.ExecutionStatus, c
 			return err
 		}
 	}
+	if failed := x.failedCompensations(); len(failed) > 0 {
+		return m.compensationFailed(x, final, code, message, failed)
+	}
 	return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
 		cp.Status, cp.Release = final, true
 		cp.NextRetryAt, cp.NextWaitTimeoutAt, cp.CurrentWait = nil, nil, ""
 		setError(cp)
 	})
+}
+
+// compensationFailed parks an execution whose compensations failed: it waits in the
+// troubleshooting queue with COMPENSATION_FAILED, at the step of the first failed compensation,
+// its message naming every failed one with its error and the status the execution was heading
+// for.
+func (m *Manager[S]) compensationFailed(x *Execution[S], final driver.ExecutionStatus, code, message string, failed []string) error {
+	errs := make([]string, len(failed))
+	for i, step := range failed {
+		errs[i] = step
+		if e := x.compensated[step]; e.ErrorMessage != "" {
+			errs[i] += " (" + e.ErrorMessage + ")"
+		}
+	}
+	text := fmt.Sprintf("compensation failed for %s; the execution was heading for %s after %s: %s",
+		strings.Join(errs, ", "), final, code, message)
+	m.logger.Warn("execution moved to the troubleshooting queue: compensations failed", "execution_id", x.ID, "failed", failed)
+	x.log(&driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: "troubleshooting queue", StepStatus: string(driver.ExecutionWaitingForTSQ),
+		Response: marshalOrNil(map[string]any{"failedCompensations": failed, "finalStatus": final}), ErrorCode: CodeCompensationFailed, ErrorMessage: text})
+	if err := x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+		cp.Status, cp.Release = driver.ExecutionWaitingForTSQ, true
+		cp.Step = failed[0]
+		cp.NextRetryAt, cp.NextWaitTimeoutAt, cp.CurrentWait = nil, nil, ""
+		cp.ErrorCode, cp.ErrorMessage = CodeCompensationFailed, text
+	}); err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: execution %s waits in the troubleshooting queue: %s", ErrCompensationFailed, x.ID, text)
+}
+
+// runnerResult is the result of a compensation the runtime started itself: failed compensations
+// are parked for an operator, which is the outcome, not an error of the run.
+func (m *Manager[S]) runnerResult(err error) error {
+	if errors.Is(err, ErrCompensationFailed) {
+		return nil
+	}
+	return err
 }
 
 func callCompensation[S any](x *Execution[S], fn func(*Execution[S]) error) (err error) {
@@ -213,12 +256,20 @@ func callCompensation[S any](x *Execution[S], fn func(*Execution[S]) error) (err
 	return fn(x)
 }
 
-// resumeCompensationStatus reads the final status an interrupted compensation was heading for.
-func (m *Manager[S]) resumeCompensationStatus(x *Execution[S]) driver.ExecutionStatus {
-	final := driver.ExecutionCompensated
+// compensationPass is what the latest compensation pass was started for: the status it ends in
+// and the error code and message the execution keeps.
+type compensationPass struct {
+	final         driver.ExecutionStatus
+	code, message string
+}
+
+// lastCompensationPass reads the latest compensation pass from the log (COMPENSATED when none is
+// recorded).
+func (m *Manager[S]) lastCompensationPass(x *Execution[S]) compensationPass {
+	pass := compensationPass{final: driver.ExecutionCompensated, code: x.lease.Row.ErrorCode, message: x.lease.Row.ErrorMessage}
 	log, err := x.lease.Log(x.ctx)
 	if err != nil {
-		return final
+		return pass
 	}
 	for _, e := range log {
 		if e.EntryType == entryLifecycle && e.StepStatus == string(driver.ExecutionCompensating) {
@@ -226,11 +277,12 @@ func (m *Manager[S]) resumeCompensationStatus(x *Execution[S]) driver.ExecutionS
 				FinalStatus driver.ExecutionStatus `json:"finalStatus"`
 			}
 			if json.Unmarshal(e.Response, &r) == nil && r.FinalStatus.Terminal() {
-				final = r.FinalStatus
+				pass.final = r.FinalStatus
 			}
+			pass.code, pass.message = e.ErrorCode, e.ErrorMessage
 		}
 	}
-	return final
+	return pass
 }
 
 // Deadline applies the deadline action to an execution whose deadline passed (execution.Runner).
@@ -241,14 +293,22 @@ func (m *Manager[S]) Deadline(ctx context.Context, lease *execution.Lease) error
 	}
 	action := m.deadlineAction()
 	message := fmt.Sprintf("deadline %s passed", lease.Row.DeadlineAt.UTC().Format("2006-01-02T15:04:05Z07:00"))
-	m.logger.Warn("execution deadline passed", "execution_id", x.ID, "action", action)
+	if row := lease.Row; row.Status == driver.ExecutionWaitingForTSQ {
+		// Parked for another reason: the deadline action applies all the same (once: an
+		// execution parked by it is not due again), and the message keeps the first cause.
+		message += " while in the troubleshooting queue for " + row.ErrorCode
+		if row.ErrorMessage != "" {
+			message += ": " + row.ErrorMessage
+		}
+	}
+	m.logger.Warn("execution deadline passed", "execution_id", x.ID, "action", action, "status", lease.Row.Status)
 	x.log(&driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: "deadline", StepStatus: string(action), ErrorCode: CodeDeadlineExceeded, ErrorMessage: message})
 	switch action {
 	case DeadlineCompensate:
 		if err := m.collect(x); err != nil {
 			return m.finish(x, err)
 		}
-		return m.compensate(x, driver.ExecutionCompensated, CodeDeadlineExceeded, message, true)
+		return m.runnerResult(m.compensate(x, driver.ExecutionCompensated, CodeDeadlineExceeded, message, true))
 	case DeadlineFail:
 		return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
 			cp.Status, cp.Release = driver.ExecutionFailed, true

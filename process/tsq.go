@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -50,18 +52,85 @@ func (m *Manager[S]) audit(ctx context.Context, id uuid.UUID, action string, op 
 }
 
 // Retry resumes an execution waiting in the troubleshooting queue: every step gets a fresh
-// attempt budget and Execute replays from the top, in the caller's goroutine.
+// attempt budget and Execute replays from the top, in the caller's goroutine. An execution parked
+// with COMPENSATION_FAILED runs its failed compensations again instead; if one fails again it
+// stays parked and Retry returns ErrCompensationFailed.
 func (m *Manager[S]) Retry(ctx context.Context, id uuid.UUID, action commandbus.OperatorAction) error {
 	lease, err := m.acquireFor(ctx, id, action, func(s driver.ExecutionStatus) bool { return s == driver.ExecutionWaitingForTSQ })
 	if err != nil {
 		return err
 	}
+	retry := &driver.ExecutionLogEntry{EntryType: entryTSQRetry, Name: "retry", Actor: action.Actor, Reason: action.Reason}
+	if lease.Row.ErrorCode == CodeCompensationFailed {
+		return m.retryCompensations(ctx, lease, action, retry)
+	}
 	m.audit(ctx, id, entryTSQRetry, action, nil)
-	return m.run(ctx, lease, []*driver.ExecutionLogEntry{{EntryType: entryTSQRetry, Name: "retry", Actor: action.Actor, Reason: action.Reason}}, nil)
+	return m.run(ctx, lease, []*driver.ExecutionLogEntry{retry}, nil)
+}
+
+// retryCompensations runs the failed compensations of an execution parked with
+// COMPENSATION_FAILED again, in reverse order; it ends as the compensation pass meant to
+// (COMPENSATED or CANCELLED), or parks again with ErrCompensationFailed.
+func (m *Manager[S]) retryCompensations(ctx context.Context, lease *execution.Lease, action commandbus.OperatorAction, retry *driver.ExecutionLogEntry) error {
+	x, pass, err := m.loadParkedCompensation(ctx, lease)
+	if err != nil {
+		return err
+	}
+	failed := x.failedCompensations()
+	m.audit(ctx, x.ID, entryTSQRetry, action, map[string]any{"compensations": failed})
+	retry.Request = marshalOrNil(map[string]any{"compensations": failed})
+	x.log(retry)
+	return m.compensate(x, pass.final, pass.code, pass.message, true)
+}
+
+// loadParkedCompensation loads an execution parked with COMPENSATION_FAILED and registers its
+// compensations; on failure the lease is given back and the execution stays parked.
+func (m *Manager[S]) loadParkedCompensation(ctx context.Context, lease *execution.Lease) (*Execution[S], compensationPass, error) {
+	x, err := m.load(ctx, lease)
+	if err != nil {
+		return nil, compensationPass{}, m.abandon(ctx, lease, err)
+	}
+	pass := m.lastCompensationPass(x)
+	if err := m.collect(x); err != nil {
+		_ = m.abandon(ctx, lease, err)
+		return nil, pass, fmt.Errorf("%w: execution %s cannot be compensated: its replay failed: %v", commandbus.ErrInvalidState, x.ID, err)
+	}
+	return x, pass, nil
+}
+
+// skipCompensations marks the failed compensations of an execution parked with
+// COMPENSATION_FAILED as skipped (the operator undid the effects by hand) and ends it as the
+// compensation pass meant to, COMPENSATED or CANCELLED.
+func (m *Manager[S]) skipCompensations(ctx context.Context, lease *execution.Lease, step string, action commandbus.OperatorAction) error {
+	x, pass, err := m.loadParkedCompensation(ctx, lease)
+	if err != nil {
+		return err
+	}
+	failed := x.failedCompensations()
+	if len(failed) == 0 || step != lease.Row.Step && !slices.Contains(failed, step) {
+		_ = lease.Release(ctx)
+		return &commandbus.ValidationError{Field: "step", Message: fmt.Sprintf("execution %s has no failed compensation of step %q (failed: %s)",
+			x.ID, step, strings.Join(failed, ", "))}
+	}
+	m.audit(ctx, x.ID, "SKIP", action, map[string]any{"step": step, "compensations": failed})
+	x.log(&driver.ExecutionLogEntry{EntryType: entryTSQRetry, Name: "skip", Actor: action.Actor, Reason: action.Reason,
+		Request: marshalOrNil(map[string]any{"step": step, "compensations": failed})})
+	for _, name := range failed {
+		x.log(&driver.ExecutionLogEntry{EntryType: entryCompensation, Name: name, StepStatus: statusCompSkipped,
+			Actor: action.Actor, Reason: "skipped by operator: " + action.Reason})
+	}
+	return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+		cp.Status, cp.Release = pass.final, true
+		cp.NextRetryAt, cp.NextWaitTimeoutAt, cp.CurrentWait = nil, nil, ""
+		cp.ErrorCode, cp.ErrorMessage = pass.code, pass.message
+	})
 }
 
 // CancelOverride cancels an execution that is not running or finished, optionally running the
-// compensations of its completed steps first (in reverse order). It ends CANCELLED.
+// compensations of its completed steps first (in reverse order). It ends CANCELLED. With
+// compensations, it refuses (ErrInvalidState, nothing changed) an execution whose compensations
+// cannot be found because its replay fails, and returns ErrCompensationFailed when a compensation
+// failed: the execution then waits in the troubleshooting queue with COMPENSATION_FAILED.
 func (m *Manager[S]) CancelOverride(ctx context.Context, id uuid.UUID, runCompensations bool, action commandbus.OperatorAction) error {
 	lease, err := m.acquireFor(ctx, id, action, func(s driver.ExecutionStatus) bool { return !s.Terminal() && s != driver.ExecutionCompensating })
 	if err != nil {
@@ -151,7 +220,10 @@ func applyOverrides[S any](stored json.RawMessage, overrides map[string]any) (*S
 // Skip completes the step an execution is stuck on with an operator-supplied result (seed 004's
 // "skip to next"), then resumes it in the caller's goroutine: replay returns result for the step
 // as if it had run. It applies to executions in the troubleshooting queue, waiting for a response
-// or for a retry; step must be the one the execution is at.
+// or for a retry; step must be the one the execution is at. On an execution parked with
+// COMPENSATION_FAILED, Skip marks every failed compensation skipped (step must be the one the
+// execution is at or one whose compensation failed; result is ignored) and ends the execution as
+// its compensation meant to, COMPENSATED or CANCELLED.
 func (m *Manager[S]) Skip(ctx context.Context, id uuid.UUID, step string, result json.RawMessage, action commandbus.OperatorAction) error {
 	if len(result) > 0 && !json.Valid(result) {
 		return &commandbus.ValidationError{Field: "result", Message: "must be valid JSON"}
@@ -161,6 +233,9 @@ func (m *Manager[S]) Skip(ctx context.Context, id uuid.UUID, step string, result
 	})
 	if err != nil {
 		return err
+	}
+	if lease.Row.Status == driver.ExecutionWaitingForTSQ && lease.Row.ErrorCode == CodeCompensationFailed {
+		return m.skipCompensations(ctx, lease, step, action)
 	}
 	if lease.Row.Step != step {
 		_ = lease.Release(ctx)

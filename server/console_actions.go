@@ -161,6 +161,10 @@ func (c *console) actionError(r *http.Request, err error, data *confirmData) int
 		data.FormError = "The action did not take effect: " + strings.TrimPrefix(err.Error(), errNotApplied.Error()+": ") +
 			". Look at the process's log before trying again."
 		return http.StatusConflict
+	case errors.Is(err, process.ErrCompensationFailed):
+		data.FormError = "The compensations ran, but not all succeeded: " + err.Error() +
+			". The process waits in the troubleshooting queue with COMPENSATION_FAILED: retry the failed compensations there, or skip them once undone by hand."
+		return http.StatusConflict
 	case errors.Is(err, commandbus.ErrInvalidState):
 		data.FormError = "This action no longer applies: " + err.Error() + ". Someone may have handled it already; go back to the list."
 		return http.StatusConflict

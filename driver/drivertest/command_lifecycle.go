@@ -136,6 +136,42 @@ func exerciseCommandClaim(t *testing.T, setup setupFunc) {
 		}
 	})
 
+	// Issue 15, defect 9: a lease that expired on the last attempt is not claimed again (that
+	// claim counted "attempt 4 of 3"); the watchdog lists it to time it out.
+	t.Run("LeaseExpiredOnLastAttemptIsNotClaimed", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		last, spare := newCommand("d", "q", "T"), newCommand("d", "q", "T")
+		last.MaxAttempts, spare.MaxAttempts = 1, 2
+		insert(t, b.exec, &t0, last, spare)
+		require.Len(t, claim(t, b.exec, "q", 2, time.Minute, &t0), 2)
+		expired := t0.Add(2 * time.Minute)
+		rows := claim(t, b.exec, "q", 10, time.Minute, &expired)
+		require.Equal(t, []uuid.UUID{spare.ID}, ids(rows), "only the command with attempts left is claimed again")
+		require.Equal(t, 2, rows[0].Attempt)
+
+		row, err := b.exec.CommandGetByID(ctx, last.ID)
+		require.NoError(t, err)
+		require.Equal(t, driver.CommandStatusRunning, row.Status)
+		require.Equal(t, 1, row.Attempt, "attempt never passes max_attempts")
+		require.Equal(t, int64(1), row.Fence)
+
+		listed, err := b.exec.CommandListExpired(ctx, &driver.CommandListExpiredParams{Queues: []string{"q"}, Max: 10, Now: &expired, LastAttempts: true})
+		require.NoError(t, err)
+		require.Equal(t, []uuid.UUID{last.ID}, ids(listed), "the watchdog's work: the last attempt's expired lease, not the fresh claim")
+		early, err := b.exec.CommandListExpired(ctx, &driver.CommandListExpiredParams{Queues: []string{"q"}, Max: 10, Now: ptr(t0.Add(30 * time.Second)), LastAttempts: true})
+		require.NoError(t, err)
+		require.Empty(t, early, "the lease still holds")
+
+		// The watchdog's fenced time-out applies, with the attempt it ran.
+		require.Equal(t, []uuid.UUID{last.ID}, complete(t, b.exec, &expired, &driver.CommandCompletion{ID: last.ID, Fence: 1,
+			Status: driver.CommandStatusTimedOut, ErrorCode: "LEASE_EXPIRED", ErrorMessage: "lease expired on attempt 1 of 1", Event: "TIMED_OUT"}))
+		row, err = b.exec.CommandGetByID(ctx, last.ID)
+		require.NoError(t, err)
+		require.Equal(t, driver.CommandStatusTimedOut, row.Status)
+		require.Equal(t, 1, row.Attempt)
+	})
+
 	t.Run("SkipsParkedAndFinished", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

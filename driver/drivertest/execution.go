@@ -372,21 +372,33 @@ func exerciseExecutionListDue(t *testing.T, setup setupFunc) {
 		second, first, otherType := withDeadline("Pay", t0.Add(2*time.Minute)), withDeadline("Pay", t0.Add(time.Minute)), withDeadline("Ship", t0.Add(90*time.Second))
 		completed, failed := withDeadline("Pay", t0), withDeadline("Pay", t0)
 		waiting := withDeadline("Pay", t0.Add(3*time.Minute))
-		// Parked and compensating executions have had their deadline handled.
-		parked, compensating := withDeadline("Pay", t0), withDeadline("Pay", t0)
+		// Compensating executions, and executions parked by the deadline action or by failed
+		// compensations, have had their deadline handled; one parked for another reason has not
+		// (issue 15, defect 10).
+		compensating := withDeadline("Pay", t0)
+		parked := withDeadline("Pay", t0.Add(30*time.Second))
+		parkedByDeadline, parkedByCompensation := withDeadline("Pay", t0), withDeadline("Pay", t0)
 		insertExecutions(t, b.exec, &t0, second, first, otherType, completed, failed, waiting, parked, compensating,
-			newLeasedExecution("Pay", time.Hour))
+			parkedByDeadline, parkedByCompensation, newLeasedExecution("Pay", time.Hour))
 		park(t, b.exec, t0, completed.ID, driver.ExecutionCompleted, nil)
 		park(t, b.exec, t0, failed.ID, driver.ExecutionFailed, nil)
 		park(t, b.exec, t0, waiting.ID, driver.ExecutionWaitingForAsync, nil)
-		park(t, b.exec, t0, parked.ID, driver.ExecutionWaitingForTSQ, nil)
 		park(t, b.exec, t0, compensating.ID, driver.ExecutionCompensating, nil)
+		for id, code := range map[uuid.UUID]string{parked.ID: "NETWORK_ERROR", parkedByDeadline.ID: "DEADLINE_EXCEEDED", parkedByCompensation.ID: "COMPENSATION_FAILED"} {
+			require.Equal(t, []uuid.UUID{id}, checkpoint(t, b.exec, t0, &driver.ExecutionCheckpoint{
+				ID: id, Fence: 1, Status: driver.ExecutionWaitingForTSQ, Release: true, ErrorCode: code, ErrorMessage: "parked",
+			}))
+		}
 
-		require.Empty(t, listDue(t, b.exec, driver.DueDeadline, nil, 10, t0.Add(59*time.Second)))
-		require.Equal(t, []uuid.UUID{first.ID, otherType.ID, second.ID}, listDue(t, b.exec, driver.DueDeadline, nil, 10, t0.Add(2*time.Minute)))
-		require.Equal(t, []uuid.UUID{first.ID}, listDue(t, b.exec, driver.DueDeadline, nil, 1, t0.Add(time.Hour)))
-		require.Equal(t, []uuid.UUID{first.ID, second.ID, waiting.ID}, listDue(t, b.exec, driver.DueDeadline, []string{"Pay"}, 10, t0.Add(time.Hour)))
+		require.Empty(t, listDue(t, b.exec, driver.DueDeadline, nil, 10, t0.Add(29*time.Second)))
+		require.Equal(t, []uuid.UUID{parked.ID, first.ID, otherType.ID, second.ID}, listDue(t, b.exec, driver.DueDeadline, nil, 10, t0.Add(2*time.Minute)))
+		require.Equal(t, []uuid.UUID{parked.ID}, listDue(t, b.exec, driver.DueDeadline, nil, 1, t0.Add(time.Hour)))
+		require.Equal(t, []uuid.UUID{parked.ID, first.ID, second.ID, waiting.ID}, listDue(t, b.exec, driver.DueDeadline, []string{"Pay"}, 10, t0.Add(time.Hour)))
 		require.Equal(t, []uuid.UUID{otherType.ID}, listDue(t, b.exec, driver.DueDeadline, []string{"Ship"}, 10, t0.Add(time.Hour)))
+		for _, id := range []uuid.UUID{parked.ID, parkedByDeadline.ID, parkedByCompensation.ID, compensating.ID} {
+			row := getExecution(t, b.exec, id)
+			require.Equal(t, id == parked.ID, !driver.DeadlineHandled(row), "DeadlineHandled agrees with the query for %s", row.ErrorCode)
+		}
 
 		// A checkpoint replaces the deadline only when it gives one.
 		require.Len(t, checkpoint(t, b.exec, t0, &driver.ExecutionCheckpoint{ID: first.ID, Fence: 1, Status: driver.ExecutionExecuting}), 1)
@@ -394,7 +406,7 @@ func exerciseExecutionListDue(t *testing.T, setup setupFunc) {
 		require.Len(t, checkpoint(t, b.exec, t0, &driver.ExecutionCheckpoint{
 			ID: first.ID, Fence: 1, Status: driver.ExecutionExecuting, DeadlineAt: ptr(t0.Add(time.Hour)),
 		}), 1)
-		require.Equal(t, []uuid.UUID{otherType.ID, second.ID}, listDue(t, b.exec, driver.DueDeadline, nil, 10, t0.Add(2*time.Minute)))
+		require.Equal(t, []uuid.UUID{parked.ID, otherType.ID, second.ID}, listDue(t, b.exec, driver.DueDeadline, nil, 10, t0.Add(2*time.Minute)))
 	})
 
 	t.Run("UnknownKind", func(t *testing.T) {

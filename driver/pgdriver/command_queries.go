@@ -300,7 +300,9 @@ const commandClaimSQL = `
 	), picked AS (
 		SELECT id FROM {schema}.command, n
 		WHERE queue = $1 AND completed_at IS NULL AND parked_at IS NULL AND visible_at <= n.now
-			AND (status = 'PENDING' OR lease_until <= n.now)
+			-- A lease that expired on the last attempt is not claimed again: the watchdog times
+			-- the command out (CommandListExpired with LastAttempts).
+			AND (status = 'PENDING' OR (lease_until <= n.now AND attempt < max_attempts))
 		ORDER BY visible_at
 		LIMIT $2
 		FOR UPDATE OF command SKIP LOCKED

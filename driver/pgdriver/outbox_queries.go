@@ -392,12 +392,13 @@ func (e *executor) CommandListExpired(ctx context.Context, params *driver.Comman
 	if len(params.Queues) == 0 {
 		return nil, nil
 	}
-	rows, err := e.db.Query(ctx, e.d.sql(`SELECT `+commandCols+` FROM {schema}.command, 
+	rows, err := e.db.Query(ctx, e.d.sql(`SELECT `+commandCols+` FROM {schema}.command,
 			(SELECT coalesce($3::timestamptz, now()) AS now) n
 		WHERE queue = ANY($1::text[]) AND completed_at IS NULL AND parked_at IS NULL
-			AND ((status = 'RUNNING' AND lease_until <= n.now)
-				OR (status IN ('PENDING', 'RUNNING') AND deadline_at <= n.now))
-		ORDER BY visible_at LIMIT $2`), params.Queues, limitOrDefault(params.Max), params.Now)
+			AND CASE WHEN $4 THEN status = 'RUNNING' AND lease_until <= n.now AND attempt >= max_attempts
+				ELSE (status = 'RUNNING' AND lease_until <= n.now)
+					OR (status IN ('PENDING', 'RUNNING') AND deadline_at <= n.now) END
+		ORDER BY visible_at LIMIT $2`), params.Queues, limitOrDefault(params.Max), params.Now, params.LastAttempts)
 	if err != nil {
 		return nil, err
 	}

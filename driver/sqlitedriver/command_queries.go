@@ -232,7 +232,9 @@ var commandClaimSQL = `
 	WHERE id IN (
 		SELECT id FROM {schema}.command
 		WHERE queue = ? AND completed_at IS NULL AND parked_at IS NULL AND visible_at <= ?
-			AND (status = 'PENDING' OR lease_until <= ?)
+			-- A lease that expired on the last attempt is not claimed again: the watchdog times
+			-- the command out (CommandListExpired with LastAttempts).
+			AND (status = 'PENDING' OR (lease_until <= ? AND attempt < max_attempts))
 		ORDER BY visible_at
 		LIMIT ?
 	)

@@ -472,8 +472,7 @@ func (e *executor) ExecutionListDue(ctx context.Context, params *driver.Executio
 	case driver.DueWaitTimeout:
 		where, order = "status = 'WAITING_FOR_ASYNC' AND next_wait_timeout_at <= ?", "next_wait_timeout_at"
 	case driver.DueDeadline:
-		// Executions already parked or compensating have had their deadline handled.
-		where, order = "deadline_at IS NOT NULL AND completed_at IS NULL AND deadline_at <= ? AND status NOT IN ('WAITING_FOR_TSQ', 'COMPENSATING')", "deadline_at"
+		where, order = "deadline_at IS NOT NULL AND completed_at IS NULL AND deadline_at <= ? AND "+driver.DeadlineDueSQL, "deadline_at"
 	default:
 		return nil, fmt.Errorf("unknown due kind %q", params.Kind)
 	}

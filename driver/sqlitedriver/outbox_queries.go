@@ -417,10 +417,16 @@ func (e *executor) CommandListExpired(ctx context.Context, params *driver.Comman
 		return nil, err
 	}
 	nowUS := micros(now(params.Now))
+	cond := `((status = 'RUNNING' AND lease_until <= ?) OR (status IN ('PENDING', 'RUNNING') AND deadline_at <= ?))`
+	args := []any{string(queues), nowUS, nowUS, driver.LimitOrDefault(params.Max)}
+	if params.LastAttempts {
+		cond = `status = 'RUNNING' AND lease_until <= ? AND attempt >= max_attempts`
+		args = []any{string(queues), nowUS, driver.LimitOrDefault(params.Max)}
+	}
 	rows, err := e.read.QueryContext(ctx, e.d.sql(`SELECT `+commandCols+` FROM {schema}.command
 		WHERE queue IN (SELECT value FROM json_each(?)) AND completed_at IS NULL AND parked_at IS NULL
-			AND ((status = 'RUNNING' AND lease_until <= ?) OR (status IN ('PENDING', 'RUNNING') AND deadline_at <= ?))
-		ORDER BY visible_at LIMIT ?`), string(queues), nowUS, nowUS, driver.LimitOrDefault(params.Max))
+			AND `+cond+`
+		ORDER BY visible_at LIMIT ?`), args...)
 	if err != nil {
 		return nil, err
 	}

@@ -351,7 +351,7 @@ func (e *Engine) waitTimedOut(ctx context.Context, lease *Lease) error {
 
 func (e *Engine) deadline(ctx context.Context, lease *Lease) error {
 	row := lease.Row
-	if row.Status.Terminal() || row.DeadlineAt == nil || e.cfg.Clock().Before(*row.DeadlineAt) {
+	if driver.DeadlineHandled(row) || row.DeadlineAt == nil || e.cfg.Clock().Before(*row.DeadlineAt) {
 		return lease.Release(ctx)
 	}
 	r := e.runner(row.Type)
