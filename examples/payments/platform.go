@@ -22,7 +22,10 @@ import (
 // Options configure a Platform. Every field has a default.
 type Options struct {
 	// DB is the business database. Default: the commandbus driver's own database (the pgx pool
-	// wrapped as *sql.DB on PostgreSQL, the single writer connection on SQLite).
+	// wrapped as *sql.DB on PostgreSQL, the single writer connection on SQLite). The platform's
+	// tables are the payments migration line (MigrationLine), which `commandbus migrate up`
+	// applies to the commandbus database and New checks there; with another DB, apply
+	// Migrations to it as well.
 	DB *sql.DB
 	// Seed seeds the simulator, the simulated externals and the batch generator. Default: 1.
 	Seed uint64
@@ -115,8 +118,9 @@ type Platform struct {
 	started bool
 }
 
-// New builds the platform on a client that is not started yet: it creates the business tables
-// and the chart of accounts (idempotently), registers the bounded contexts' handlers and the two
+// New builds the platform on a client that is not started yet: it checks that the platform's
+// tables are migrated (MigrationLine; it never creates them: run `commandbus migrate up`), creates
+// the chart of accounts (idempotently), registers the bounded contexts' handlers and the two
 // processes, and binds the simulated FX API. It registers itself with client.AddService, so
 // client.Start starts the FX API and the simulator and client.Stop stops them.
 func New(client *commandbus.Client, opts Options) (*Platform, error) {
@@ -145,7 +149,7 @@ func New(client *commandbus.Client, opts Options) (*Platform, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := st.migrate(ctx); err != nil {
+	if err := checkSchema(ctx, client.Driver()); err != nil {
 		return nil, err
 	}
 	if err := p.seedAccounts(ctx); err != nil {
