@@ -65,18 +65,21 @@ func newDemoCommand() *cobra.Command {
 
 // demoSummary is the demo's --json object.
 type demoSummary struct {
-	Payments             int     `json:"payments"`
-	Completed            int     `json:"completed"`
-	Compensated          int     `json:"compensated"`
-	Failed               int     `json:"failed"`
-	Cancelled            int     `json:"cancelled"`
-	InTSQ                int     `json:"in_tsq"`
-	Waiting              int     `json:"waiting"`
-	DuplicateSubmissions int     `json:"duplicate_submissions"`
-	ElapsedS             float64 `json:"elapsed_s"`
-	PaymentsPerS         float64 `json:"payments_per_s"`
-	P50Ms                float64 `json:"p50_ms"`
-	P99Ms                float64 `json:"p99_ms"`
+	Payments             int `json:"payments"`
+	Completed            int `json:"completed"`
+	Compensated          int `json:"compensated"`
+	Failed               int `json:"failed"`
+	Cancelled            int `json:"cancelled"`
+	InTSQ                int `json:"in_tsq"`
+	Waiting              int `json:"waiting"`
+	DuplicateSubmissions int `json:"duplicate_submissions"`
+	// LeftoverEffects counts holds, limit reservations, FX contracts and risk bookings left live
+	// under compensated or cancelled payments: always 0.
+	LeftoverEffects int     `json:"leftover_effects"`
+	ElapsedS        float64 `json:"elapsed_s"`
+	PaymentsPerS    float64 `json:"payments_per_s"`
+	P50Ms           float64 `json:"p50_ms"`
+	P99Ms           float64 `json:"p99_ms"`
 }
 
 func processType(name string) (string, error) {
@@ -182,6 +185,9 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 		DuplicateSubmissions: sum.DuplicateSubmissions, ElapsedS: round2(elapsed.Seconds()),
 		PaymentsPerS: round2(float64(sum.Total) / elapsed.Seconds()), P50Ms: round2(sum.LatencyP50Ms), P99Ms: round2(sum.LatencyP99Ms),
 	}
+	if result.LeftoverEffects, err = s.platform.LeftoverEffects(ctx); err != nil {
+		return err
+	}
 	if err := s.platform.CheckInvariants(ctx); err != nil {
 		return fmt.Errorf("invariants violated: %w", err)
 	}
@@ -259,7 +265,8 @@ func printDemoSummary(ctx context.Context, out io.Writer, s *stack, r demoSummar
 	_ = tw.Flush()
 	fmt.Fprintf(out, "\n%d payments in %.1fs (%.1f payments/s); end-to-end latency of completed payments p50 %.0f ms, p99 %.0f ms\n",
 		r.Payments, r.ElapsedS, r.PaymentsPerS, r.P50Ms, r.P99Ms)
-	fmt.Fprintf(out, "duplicate submissions: %d; balances conserved per currency: yes\n", r.DuplicateSubmissions)
+	fmt.Fprintf(out, "duplicate submissions: %d; effects left under compensated payments: %d; balances conserved per currency: yes\n",
+		r.DuplicateSubmissions, r.LeftoverEffects)
 
 	tsq, err := s.client.Driver().Executor().ExecutionList(ctx, &driver.ExecutionListParams{
 		Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Limit: 5})

@@ -75,7 +75,7 @@ func TestDemoJSONSummary(t *testing.T) {
 	require.Positive(t, summary.PaymentsPerS)
 	require.GreaterOrEqual(t, summary.P99Ms, summary.P50Ms)
 	for _, field := range []string{"payments", "completed", "compensated", "failed", "cancelled", "in_tsq", "waiting",
-		"duplicate_submissions", "elapsed_s", "payments_per_s", "p50_ms", "p99_ms"} {
+		"duplicate_submissions", "leftover_effects", "elapsed_s", "payments_per_s", "p50_ms", "p99_ms"} {
 		require.Contains(t, out, `"`+field+`"`)
 	}
 	require.NotContains(t, out, "[", "no progress bar in JSON mode")
@@ -91,6 +91,7 @@ func TestDemoHumanSummary(t *testing.T) {
 	require.Contains(t, res.stdout, "OUTCOME")
 	require.Contains(t, res.stdout, "total                                 12")
 	require.Contains(t, res.stdout, "duplicate submissions: 0")
+	require.Contains(t, res.stdout, "effects left under compensated payments: 0")
 }
 
 func TestDemoRejectsBadFlags(t *testing.T) {

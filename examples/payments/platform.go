@@ -49,10 +49,16 @@ type Options struct {
 	// answers it has not given yet (it answers what the externals tell it about at once).
 	// Default: 1s.
 	SimulatorPollInterval time.Duration
+	// SimulatorLease is how long the instance that simulates the network holds the role without
+	// renewing it; when it dies, another instance takes over after at most this long.
+	// Default: 5s.
+	SimulatorLease time.Duration
 	// SimulatorWorkers is how many payments the simulator answers at once. Default: 8.
 	SimulatorWorkers int
-	// FXAPIURL points the FX anti-corruption layer at an external FX API. Default: the
-	// simulated provider, started on a random localhost port.
+	// FXAPIURL points the FX anti-corruption layer at an external FX API (configuration key
+	// fx.url; `commandbus simulate fx` serves the simulated one). Default: the simulated provider,
+	// served by this instance on a random localhost port with its contracts in the database, so
+	// the endpoints of every replica are one provider.
 	FXAPIURL string
 	// FXTimeout bounds one HTTP attempt to the FX API. Default: 2s.
 	FXTimeout time.Duration
@@ -81,6 +87,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SimulatorPollInterval == 0 {
 		o.SimulatorPollInterval = time.Second
+	}
+	if o.SimulatorLease == 0 {
+		o.SimulatorLease = 5 * time.Second
 	}
 	if o.SimulatorWorkers == 0 {
 		o.SimulatorWorkers = 8
@@ -157,7 +166,7 @@ func New(client *commandbus.Client, opts Options) (*Platform, error) {
 	}
 	fxURL := opts.FXAPIURL
 	if fxURL == "" {
-		if p.fxAPI, err = fxapi.Listen("127.0.0.1:0", opts.Seed); err != nil {
+		if p.fxAPI, err = fxapi.ListenStore("127.0.0.1:0", opts.Seed, fxStore{st}); err != nil {
 			return nil, err
 		}
 		fxURL = p.fxAPI.URL()
