@@ -36,6 +36,8 @@ type Config struct {
 	Server ServerConfig `yaml:"server"`
 	// Simulator configures the reference platform's network simulator (seed 000).
 	Simulator SimulatorConfig `yaml:"simulator"`
+	// FX says where the reference platform's FX provider is.
+	FX FXConfig `yaml:"fx"`
 	// AMQP is the command broker of domains whose transport is amqp (seed 004's IBM MQ role).
 	AMQP AMQPConfig `yaml:"amqp"`
 	// Kafka is the event log of domains whose events go to kafka.
@@ -249,6 +251,14 @@ type SimulatorConfig struct {
 	Enabled bool `yaml:"enabled"`
 	// PollInterval is how often it scans waiting payments. Default: 1s.
 	PollInterval Duration `yaml:"poll-interval"`
+}
+
+// FXConfig locates the reference platform's FX provider.
+type FXConfig struct {
+	// URL is the FX API's base URL, e.g. the one `commandbus simulate fx --addr` serves. Default:
+	// each instance serves the simulated provider itself, its contracts in the database shared
+	// by all of them.
+	URL string `yaml:"url"`
 }
 
 // ServerConfig configures `commandbus serve`.

@@ -87,7 +87,8 @@ func startStack(ctx context.Context, opts stackOptions) (*stack, error) {
 		return nil, err
 	}
 	s.client = client
-	platform, err := payments.New(client, payments.Options{Seed: opts.Seed, DisableSimulator: !opts.Simulator, Logger: opts.Logger})
+	platform, err := payments.New(client, payments.Options{Seed: opts.Seed, DisableSimulator: !opts.Simulator, Logger: opts.Logger,
+		FXAPIURL: cfg.FX.URL})
 	if err != nil {
 		return nil, err
 	}

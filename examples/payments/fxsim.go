@@ -7,6 +7,7 @@ import (
 
 	"github.com/shopspring/decimal"
 
+	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments/fxapi"
 )
 
@@ -15,9 +16,19 @@ import (
 // one of them can be cancelled through any other, and outlives the instance that booked it.
 type fxStore struct{ s *store }
 
-// NewFXStore returns the simulated FX provider's store in the platform's database (the payments
-// migration line's fxsim_contract table), for serving the provider apart from the platform.
-func NewFXStore(p *Platform) fxapi.Store { return fxStore{p.store} }
+// NewFXStore returns the simulated FX provider's store in the commandbus database of drv (the
+// payments migration line's fxsim_contract table), for serving the provider apart from the
+// platform (`commandbus simulate fx`). It fails unless the payments line is migrated.
+func NewFXStore(ctx context.Context, drv driver.Driver) (fxapi.Store, error) {
+	if err := checkSchema(ctx, drv); err != nil {
+		return nil, err
+	}
+	st, err := openStore(drv, nil)
+	if err != nil {
+		return nil, err
+	}
+	return fxStore{st}, nil
+}
 
 const fxContractColumns = `id, sell_currency, buy_currency, sell_amount, buy_amount, rate, value_date, reference, status`
 
