@@ -173,6 +173,8 @@ func New(client *commandbus.Client, opts Options) (*Platform, error) {
 	}
 	p.fx = newFxGateway(fxURL, opts.FXTimeout, opts.FXAttempts)
 
+	setDefaultWaitTimeouts(client.Config())
+
 	h := client.Config().Handlers
 	commandbus.AddHandler(h, DomainAccounts, commandbus.HandlerFunc[CheckBalance](p.handleCheckBalance))
 	commandbus.AddHandler(h, DomainAccounts, commandbus.HandlerFunc[ReleaseHold](p.handleReleaseHold))
@@ -236,6 +238,29 @@ func (p *Platform) Stop(ctx context.Context) error {
 		return p.fxAPI.Close(ctx)
 	}
 	return nil
+}
+
+// DefaultPaymentWaitTimeout is the payment processes' default wait timeout (seed 000's
+// configuration example: process.payment.default-wait-timeout PT24H), which the L4 confirmation
+// waits for.
+const DefaultPaymentWaitTimeout = 24 * time.Hour
+
+// setDefaultWaitTimeouts gives the payment process types DefaultPaymentWaitTimeout unless the
+// configuration sets their default wait timeout (process.types.<type>.default-wait-timeout).
+func setDefaultWaitTimeouts(cfg *commandbus.Config) {
+	for _, typ := range ProcessTypes {
+		if cfg.Process.Types == nil {
+			cfg.Process.Types = map[string]*commandbus.ProcessTypeConfig{}
+		}
+		t := cfg.Process.Types[typ]
+		if t == nil {
+			t = &commandbus.ProcessTypeConfig{}
+			cfg.Process.Types[typ] = t
+		}
+		if t.DefaultWaitTimeout == 0 {
+			t.DefaultWaitTimeout = commandbus.Duration(DefaultPaymentWaitTimeout)
+		}
+	}
 }
 
 // Client returns the platform's client.
