@@ -208,14 +208,18 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
 
 // waitForBatch shows progress until every payment of the batch has settled: terminal, in the
-// troubleshooting queue, or waiting (for an operator, a retry or a network response) with nothing
-// moving for a few seconds.
+// troubleshooting queue, waiting for an operator (a pending approval or a network answer left to
+// one), or waiting out a wait the simulated network will never answer. It never ends while a
+// payment runs, waits for a reply, a due retry or an answer the simulator will give, or while the
+// simulator has answers scheduled.
 func waitForBatch(ctx context.Context, p *payments.Platform, batchID uuid.UUID, errOut io.Writer, show bool) (*payments.Summary, error) {
 	var bar *progressBar
-	var lastKey string
-	lastChange := time.Now()
 	for {
 		sum, err := p.Summary(ctx, batchID)
+		if err != nil {
+			return nil, err
+		}
+		progress, err := p.BatchProgress(ctx, batchID)
 		if err != nil {
 			return nil, err
 		}
@@ -224,17 +228,17 @@ func waitForBatch(ctx context.Context, p *payments.Platform, batchID uuid.UUID, 
 		}
 		terminal := sum.Completed + sum.Compensated + sum.Failed + sum.Cancelled
 		settled := terminal + sum.InTSQ
-		key := fmt.Sprint(terminal, sum.InTSQ, sum.Waiting, sum.InProgress, sum.NotStarted)
-		if key != lastKey {
-			lastKey, lastChange = key, time.Now()
-		}
 		if show {
 			bar.update(settled, fmt.Sprintf("completed %d, compensated %d, failed %d, in TSQ %d, waiting %d, running %d",
 				sum.Completed, sum.Compensated, sum.Failed, sum.InTSQ, sum.Waiting, sum.InProgress+sum.NotStarted))
 		}
-		quiet := time.Since(lastChange) > 3*time.Second
-		if settled == sum.Total || (sum.InProgress == 0 && sum.NotStarted == 0 && quiet) {
+		if sum.NotStarted == 0 && progress.Settled() {
+			// The summary was read before the progress: read it again, now that nothing moves.
+			if sum, err = p.Summary(ctx, batchID); err != nil {
+				return nil, err
+			}
 			if show {
+				bar.update(sum.Completed+sum.Compensated+sum.Failed+sum.Cancelled+sum.InTSQ, "settled")
 				bar.finish()
 			}
 			return sum, nil
