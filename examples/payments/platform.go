@@ -193,7 +193,7 @@ func New(client *commandbus.Client, opts Options) (*Platform, error) {
 		return nil, err
 	}
 	registerStepResponses(p.step)
-	if p.manager, err = process.NewManager(client, process.Process[ManagerState](managerProcess{})); err != nil {
+	if p.manager, err = process.NewManager(client, process.Process[ManagerState](managerProcess{p: p})); err != nil {
 		return nil, err
 	}
 	p.sim = newSimulator(p)

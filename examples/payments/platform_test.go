@@ -274,10 +274,12 @@ func TestCrossCurrencyCompensation(t *testing.T) {
 			}
 		}
 		if typ == payments.TypePaymentStep {
-			require.Equal(t, []string{payments.StepBookFx, payments.StepBookRisk}, compensations)
+			// The first step's compensation stores the outcome as the payment's status.
+			require.Equal(t, []string{payments.StepBookFx, payments.StepBookRisk, "updateStatusProcessing"}, compensations)
 		} else {
 			require.Equal(t, []string{payments.StepNameBookFx, payments.StepNameCheckLimit, payments.StepNameCheckBalance}, compensations)
 		}
+		require.Equal(t, "COMPENSATED", f.waitStatus(res.PaymentID, "COMPENSATED").BusinessStatus, "the stored status is the outcome")
 		f.checkInvariants()
 		leftovers, err := f.p.LeftoverEffects(context.Background())
 		require.NoError(t, err)

@@ -45,7 +45,10 @@ func (sp stepProcess) Execute(x *process.Execution[StepState]) error {
 	s := x.State
 	if _, err := process.Step(x, stepUpdateStatusProcessing, func(ctx context.Context) (bool, error) {
 		return true, sp.p.setPaymentStatus(ctx, s.PaymentID.String(), "PROCESSING")
-	}); err != nil {
+	}, process.Compensate(func(x *process.Execution[StepState]) error {
+		// Registered first, so it runs last: the stored status becomes the unwinding's outcome.
+		return sp.p.storeUnwoundStatus(x.Context(), x.ID, x.State.PaymentID)
+	})); err != nil {
 		return err
 	}
 

@@ -45,3 +45,29 @@ func TestConfiguredPaymentWaitTimeoutWins(t *testing.T) {
 	require.Equal(t, 2*time.Hour, types[payments.TypePaymentStep].DefaultWaitTimeout.Std())
 	require.Equal(t, payments.DefaultPaymentWaitTimeout, types[payments.TypePaymentManager].DefaultWaitTimeout.Std())
 }
+
+// The stored payment status is the process's outcome: COMPLETE for a completed payment,
+// COMPENSATED for a compensated one, whichever step failed (it stayed PROCESSING or ACCEPTED).
+func TestStoredStatusMatchesOutcome(t *testing.T) {
+	t.Parallel()
+	eachProcess(t, func(t *testing.T, drv driver.Driver, typ string) {
+		f := setup(t, drv, payments.Options{})
+		done := f.submit(domestic(typ))
+		require.Equal(t, "COMPLETE", f.waitStatus(done.PaymentID, "COMPLETED").BusinessStatus)
+
+		// A business failure of the first command step: nothing to unwind but the status.
+		first := payments.StepBookRisk
+		if typ == payments.TypePaymentManager {
+			first = payments.StepCheckBalance
+		}
+		require.NoError(t, f.p.InjectFault(payments.Fault{Step: first, Class: payments.FaultBusiness, Times: 1}))
+		early := f.submit(domestic(typ))
+		f.waitStatus(early.PaymentID, "COMPENSATED")
+		eventually(t, 20*time.Second, "the stored status to be COMPENSATED", func() bool {
+			v, err := f.p.GetPayment(context.Background(), early.PaymentID)
+			require.NoError(t, err)
+			return v.BusinessStatus == "COMPENSATED"
+		})
+		f.checkInvariants()
+	})
+}
