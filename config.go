@@ -39,6 +39,8 @@ type Config struct {
 	Simulator SimulatorConfig `yaml:"simulator"`
 	// Payments configures the reference payments platform (examples/payments).
 	Payments PaymentsConfig `yaml:"payments"`
+	// FX says where the reference platform's FX provider is.
+	FX FXConfig `yaml:"fx"`
 	// AMQP is the command broker of domains whose transport is amqp (seed 004's IBM MQ role).
 	AMQP AMQPConfig `yaml:"amqp"`
 	// AMQP10 is the AMQP 1.0 broker of the domains whose transport is amqp10 (transport/amqp10).
@@ -333,6 +335,14 @@ var (
 	currencyRE     = regexp.MustCompile(`^[A-Za-z]{3}$`)
 	plainDecimalRE = regexp.MustCompile(`^[0-9]{1,30}(\.[0-9]{1,18})?$`)
 )
+
+// FXConfig locates the reference platform's FX provider.
+type FXConfig struct {
+	// URL is the FX API's base URL, e.g. the one `commandbus simulate fx --addr` serves. Default:
+	// each instance serves the simulated provider itself, its contracts in the database shared
+	// by all of them.
+	URL string `yaml:"url"`
+}
 
 // ServerConfig configures `commandbus serve`.
 type ServerConfig struct {

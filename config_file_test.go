@@ -282,7 +282,7 @@ func TestParseConfigFileProblems(t *testing.T) {
 		{
 			name:    "unknown top-level key",
 			yaml:    "featurez:\n  command-handlers: true\n",
-			wantErr: `line 1: unknown key "featurez" (known keys: features, domains, command-steps, process, database, server, simulator, payments, amqp, amqp10, kafka, events, outbox, watchdog-interval, fetch-cooldown, fetch-poll-interval, shutdown-timeout)`,
+			wantErr: `line 1: unknown key "featurez" (known keys: features, domains, command-steps, process, database, server, simulator, payments, fx, amqp, amqp10, kafka, events, outbox, watchdog-interval, fetch-cooldown, fetch-poll-interval, shutdown-timeout)`,
 		},
 		{
 			name:    "unknown nested key",

@@ -108,16 +108,24 @@ func WithTx(ctx context.Context, exec Executor, fn func(tx ExecutorTx) error) er
 type MigrationExecutor interface {
 	// MigrationTableEnsure creates the schema and the version table when they do not exist.
 	MigrationTableEnsure(ctx context.Context) error
-	// MigrationGetAll returns the applied versions in ascending order.
+	// MigrationGetAll returns the applied versions of every line, ordered by line and version.
 	MigrationGetAll(ctx context.Context) ([]*MigrationRow, error)
 	MigrationInsert(ctx context.Context, params *MigrationInsertParams) error
-	MigrationDelete(ctx context.Context, version int) error
+	// MigrationDelete forgets a version of a migration line ("" is CoreLine).
+	MigrationDelete(ctx context.Context, line string, version int) error
 	// MigrationLock serializes concurrent migrators for the rest of the transaction.
 	MigrationLock(ctx context.Context) error
 }
 
+// CoreLine is the migration line of commandbus's own tables. Other lines (an application's
+// tables, registered with the migrate package) are recorded in the same version table under
+// their own names and version numbers.
+const CoreLine = "core"
+
 // MigrationRow is an applied migration.
 type MigrationRow struct {
+	// Line is the migration line the version belongs to (CoreLine for commandbus's own).
+	Line      string
 	Version   int
 	Name      string
 	AppliedAt time.Time
@@ -125,6 +133,8 @@ type MigrationRow struct {
 
 // MigrationInsertParams records an applied migration.
 type MigrationInsertParams struct {
+	// Line is the migration line; "" means CoreLine.
+	Line    string
 	Version int
 	Name    string
 }

@@ -1,10 +1,15 @@
-// Package migrate applies the embedded, versioned schema migrations of a commandbus driver.
+// Package migrate applies the embedded, versioned schema migrations of a commandbus driver, and
+// those of the applications that register their own migration lines.
 //
-// Versions are the same numbers on every driver. Each migration runs in its own transaction under
-// a lock, so two processes migrating at once apply each version exactly once.
+// A line is a named sequence of migrations numbered 1, 2, ... The core line (driver.CoreLine)
+// holds commandbus's own tables and is the same on every driver; an application registers its
+// tables as another line (Register), with its own SQL per driver and its own version numbers.
+// Every line is recorded in the driver's one version table under its name. Each migration runs
+// in its own transaction under a lock, so two processes migrating at once apply each version
+// exactly once.
 //
 //	m := migrate.New(drv, logger)
-//	if _, err := m.Up(ctx); err != nil { ... }
+//	if _, err := m.Up(ctx); err != nil { ... } // the core line, then every registered line
 package migrate
 
 import (
@@ -12,6 +17,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/commandbus/commandbus/driver"
@@ -24,13 +31,96 @@ var ErrSchemaNewer = errors.New("database schema is newer than this binary")
 // ErrSchemaOutdated means migrations are pending.
 var ErrSchemaOutdated = errors.New("database schema is out of date")
 
+// Line is a named sequence of migrations that an application registers next to the core's.
+type Line struct {
+	// Name identifies the line in the version table; it must not be driver.CoreLine.
+	Name string
+	// Migrations returns the line's migrations for drv (typically chosen by drv.Name() and with
+	// drv.Schema() substituted), numbered 1, 2, ... without gaps.
+	Migrations func(drv driver.Driver) ([]driver.Migration, error)
+}
+
+var registry struct {
+	sync.Mutex
+	lines []Line
+}
+
+// Register adds a migration line that Up, Down and Status handle after the core line, in the
+// order of registration. It panics when the name is empty, the core's, or already registered:
+// registration belongs in a package's init.
+func Register(line Line) {
+	registry.Lock()
+	defer registry.Unlock()
+	if line.Name == "" || line.Name == driver.CoreLine || line.Migrations == nil {
+		panic(fmt.Sprintf("migrate: cannot register line %q", line.Name))
+	}
+	for _, l := range registry.lines {
+		if l.Name == line.Name {
+			panic(fmt.Sprintf("migrate: line %q registered twice", line.Name))
+		}
+	}
+	registry.lines = append(registry.lines, line)
+}
+
+// Lines returns the names of every line Up applies: the core line first, then the registered
+// lines in registration order.
+func Lines() []string {
+	registry.Lock()
+	defer registry.Unlock()
+	out := []string{driver.CoreLine}
+	for _, l := range registry.lines {
+		out = append(out, l.Name)
+	}
+	return out
+}
+
+// lineMigrations is a line with its migrations for one driver.
+type lineMigrations struct {
+	name       string
+	migrations []driver.Migration
+}
+
+// migrationsOf returns the migrations of the named lines on drv (every line when names is empty).
+func migrationsOf(drv driver.Driver, names []string) ([]lineMigrations, error) {
+	registry.Lock()
+	registered := slices.Clone(registry.lines)
+	registry.Unlock()
+	for _, name := range names {
+		known := name == driver.CoreLine
+		for _, l := range registered {
+			known = known || l.Name == name
+		}
+		if !known {
+			return nil, fmt.Errorf("migrate: unknown migration line %q (known: %v)", name, Lines())
+		}
+	}
+	wanted := func(name string) bool { return len(names) == 0 || slices.Contains(names, name) }
+	var out []lineMigrations
+	if wanted(driver.CoreLine) {
+		out = append(out, lineMigrations{name: driver.CoreLine, migrations: drv.Migrations()})
+	}
+	for _, l := range registered {
+		if !wanted(l.Name) {
+			continue
+		}
+		migrations, err := l.Migrations(drv)
+		if err != nil {
+			return nil, fmt.Errorf("migration line %s: %w", l.Name, err)
+		}
+		out = append(out, lineMigrations{name: l.Name, migrations: migrations})
+	}
+	return out, nil
+}
+
 // Migrator applies migrations.
 type Migrator struct {
 	drv    driver.Driver
 	logger *slog.Logger
+	only   []string
 }
 
-// New returns a migrator for drv. A nil logger discards logs.
+// New returns a migrator for drv that handles the core line and every registered line. A nil
+// logger discards logs.
 func New(drv driver.Driver, logger *slog.Logger) *Migrator {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -38,8 +128,16 @@ func New(drv driver.Driver, logger *slog.Logger) *Migrator {
 	return &Migrator{drv: drv, logger: logger}
 }
 
+// Only returns a migrator restricted to the named lines.
+func (m *Migrator) Only(lines ...string) *Migrator {
+	out := *m
+	out.only = slices.Clone(lines)
+	return &out
+}
+
 // Applied describes a migration applied or reverted by Up or Down.
 type Applied struct {
+	Line     string
 	Version  int
 	Name     string
 	Duration time.Duration
@@ -47,126 +145,183 @@ type Applied struct {
 
 // Status is one migration and whether the database has it.
 type Status struct {
+	Line      string
 	Version   int
 	Name      string
 	Applied   bool
 	AppliedAt *time.Time
 }
 
-// Up applies every pending migration in order and returns what it applied.
+// Up applies every pending migration, line by line in order, and returns what it applied.
 func (m *Migrator) Up(ctx context.Context) ([]Applied, error) {
+	lines, err := migrationsOf(m.drv, m.only)
+	if err != nil {
+		return nil, err
+	}
 	var applied []Applied
-	for _, mig := range m.drv.Migrations() {
-		done, err := m.step(ctx, mig, true)
-		if err != nil {
-			return applied, err
-		}
-		if done != nil {
-			applied = append(applied, *done)
+	for _, line := range lines {
+		for _, mig := range line.migrations {
+			done, err := m.step(ctx, line.name, mig, true)
+			if err != nil {
+				return applied, err
+			}
+			if done != nil {
+				applied = append(applied, *done)
+			}
 		}
 	}
 	return applied, nil
 }
 
-// Down reverts the newest steps migrations (all of them when steps <= 0).
+// Down reverts the newest steps migrations (all of them when steps <= 0): the lines in reverse
+// order, each from its newest version.
 func (m *Migrator) Down(ctx context.Context, steps int) ([]Applied, error) {
+	lines, err := migrationsOf(m.drv, m.only)
+	if err != nil {
+		return nil, err
+	}
 	current, err := m.currentVersions(ctx)
 	if err != nil {
 		return nil, err
 	}
-	migrations := m.drv.Migrations()
 	var reverted []Applied
-	for i := len(migrations) - 1; i >= 0; i-- {
-		if steps > 0 && len(reverted) >= steps {
-			break
-		}
-		if !current[migrations[i].Version] {
-			continue
-		}
-		done, err := m.step(ctx, migrations[i], false)
-		if err != nil {
-			return reverted, err
-		}
-		if done != nil {
-			reverted = append(reverted, *done)
+	for l := len(lines) - 1; l >= 0; l-- {
+		migrations := lines[l].migrations
+		for i := len(migrations) - 1; i >= 0; i-- {
+			if steps > 0 && len(reverted) >= steps {
+				return reverted, nil
+			}
+			if !current[lineVersion{lines[l].name, migrations[i].Version}] {
+				continue
+			}
+			done, err := m.step(ctx, lines[l].name, migrations[i], false)
+			if err != nil {
+				return reverted, err
+			}
+			if done != nil {
+				reverted = append(reverted, *done)
+			}
 		}
 	}
 	return reverted, nil
 }
 
 // Status lists every known migration with its state, plus versions the database has that this
-// binary does not know (those make CheckVersion fail).
+// binary does not know (those of the core line make CheckVersion fail).
 func (m *Migrator) Status(ctx context.Context) ([]Status, error) {
+	lines, err := migrationsOf(m.drv, m.only)
+	if err != nil {
+		return nil, err
+	}
 	rows, err := m.drv.Executor().MigrationGetAll(ctx)
 	if err != nil {
 		return nil, err
 	}
-	byVersion := map[int]*driver.MigrationRow{}
+	byVersion := map[lineVersion]*driver.MigrationRow{}
 	for _, r := range rows {
-		byVersion[r.Version] = r
+		byVersion[lineVersion{r.Line, r.Version}] = r
 	}
 	var out []Status
-	for _, mig := range m.drv.Migrations() {
-		s := Status{Version: mig.Version, Name: mig.Name}
-		if r, ok := byVersion[mig.Version]; ok {
-			s.Applied = true
-			at := r.AppliedAt
-			s.AppliedAt = &at
-			delete(byVersion, mig.Version)
+	for _, line := range lines {
+		for _, mig := range line.migrations {
+			key := lineVersion{line.name, mig.Version}
+			s := Status{Line: line.name, Version: mig.Version, Name: mig.Name}
+			if r, ok := byVersion[key]; ok {
+				s.Applied = true
+				at := r.AppliedAt
+				s.AppliedAt = &at
+				delete(byVersion, key)
+			}
+			out = append(out, s)
 		}
-		out = append(out, s)
 	}
 	for _, r := range rows {
-		if _, unknown := byVersion[r.Version]; unknown {
+		if len(m.only) > 0 && !slices.Contains(m.only, r.Line) {
+			continue
+		}
+		if _, unknown := byVersion[lineVersion{r.Line, r.Version}]; unknown {
 			at := r.AppliedAt
-			out = append(out, Status{Version: r.Version, Name: r.Name + " (unknown to this binary)", Applied: true, AppliedAt: &at})
+			out = append(out, Status{Line: r.Line, Version: r.Version, Name: r.Name + " (unknown to this binary)", Applied: true, AppliedAt: &at})
 		}
 	}
 	return out, nil
 }
 
-// CheckVersion returns nil when the database has exactly the migrations this binary knows,
-// ErrSchemaNewer when it has more, and ErrSchemaOutdated when some are pending.
+// CheckVersion returns nil when the database has exactly the core migrations this binary knows,
+// ErrSchemaNewer when it has more, and ErrSchemaOutdated when some are pending. It reads the
+// version table only: it never takes a DDL lock.
 func CheckVersion(ctx context.Context, drv driver.Driver) error {
+	return check(ctx, drv, driver.CoreLine, drv.Migrations())
+}
+
+// CheckLine is CheckVersion for a registered line: nil when the database has exactly the line's
+// migrations this binary knows, ErrSchemaNewer when it has more, ErrSchemaOutdated (telling the
+// user to run `commandbus migrate up`) when some are pending.
+func CheckLine(ctx context.Context, drv driver.Driver, name string) error {
+	lines, err := migrationsOf(drv, []string{name})
+	if err != nil {
+		return err
+	}
+	return check(ctx, drv, name, lines[0].migrations)
+}
+
+func check(ctx context.Context, drv driver.Driver, line string, known []driver.Migration) error {
 	rows, err := drv.Executor().MigrationGetAll(ctx)
 	if err != nil {
 		return fmt.Errorf("reading schema version: %w", err)
 	}
-	known := drv.Migrations()
 	latest := 0
 	if len(known) > 0 {
 		latest = known[len(known)-1].Version
 	}
-	dbVersion := 0
+	dbVersion, applied := 0, 0
 	for _, r := range rows {
+		if r.Line != line {
+			continue
+		}
+		applied++
 		dbVersion = max(dbVersion, r.Version)
+	}
+	what := "the database"
+	if line != driver.CoreLine {
+		what = fmt.Sprintf("the %s migration line", line)
 	}
 	switch {
 	case dbVersion > latest:
-		return fmt.Errorf("%w: the database is at version %d but this binary knows versions up to %d; upgrade commandbus before running it against this database", ErrSchemaNewer, dbVersion, latest)
-	case len(rows) < len(known):
-		return fmt.Errorf("%w: %d of %d migrations applied; run `commandbus migrate up` (or migrate.New(driver, nil).Up)", ErrSchemaOutdated, len(rows), len(known))
+		return fmt.Errorf("%w: %s is at version %d but this binary knows versions up to %d; upgrade before running it against this database", ErrSchemaNewer, what, dbVersion, latest)
+	case applied < len(known):
+		return fmt.Errorf("%w: %s has %d of %d migrations applied; run `commandbus migrate up` (or migrate.New(driver, nil).Up)", ErrSchemaOutdated, what, applied, len(known))
 	}
 	return nil
 }
 
-func (m *Migrator) currentVersions(ctx context.Context) (map[int]bool, error) {
+// lineVersion identifies a migration across lines.
+type lineVersion struct {
+	line    string
+	version int
+}
+
+func (m *Migrator) currentVersions(ctx context.Context) (map[lineVersion]bool, error) {
 	rows, err := m.drv.Executor().MigrationGetAll(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := map[int]bool{}
+	out := map[lineVersion]bool{}
 	for _, r := range rows {
-		out[r.Version] = true
+		out[lineVersion{r.Line, r.Version}] = true
 	}
 	return out, nil
 }
 
 // step applies (up) or reverts (down) one migration in a transaction, unless another migrator
 // already did. It returns nil, nil when there was nothing to do.
-func (m *Migrator) step(ctx context.Context, mig driver.Migration, up bool) (*Applied, error) {
+func (m *Migrator) step(ctx context.Context, line string, mig driver.Migration, up bool) (*Applied, error) {
 	start := time.Now()
 	var did bool
+	label := fmt.Sprintf("%03d_%s", mig.Version, mig.Name)
+	if line != driver.CoreLine {
+		label = line + "/" + label
+	}
 	err := driver.WithTx(ctx, m.drv.Executor(), func(tx driver.ExecutorTx) error {
 		if err := tx.MigrationLock(ctx); err != nil {
 			return err
@@ -180,23 +335,23 @@ func (m *Migrator) step(ctx context.Context, mig driver.Migration, up bool) (*Ap
 		}
 		present := false
 		for _, r := range rows {
-			present = present || r.Version == mig.Version
+			present = present || (r.Line == line && r.Version == mig.Version)
 		}
 		if present == up {
 			return nil
 		}
 		if up {
 			if err := tx.Exec(ctx, mig.Up); err != nil {
-				return fmt.Errorf("migration %03d_%s up: %w", mig.Version, mig.Name, err)
+				return fmt.Errorf("migration %s up: %w", label, err)
 			}
-			if err := tx.MigrationInsert(ctx, &driver.MigrationInsertParams{Version: mig.Version, Name: mig.Name}); err != nil {
+			if err := tx.MigrationInsert(ctx, &driver.MigrationInsertParams{Line: line, Version: mig.Version, Name: mig.Name}); err != nil {
 				return err
 			}
 		} else {
 			if err := tx.Exec(ctx, mig.Down); err != nil {
-				return fmt.Errorf("migration %03d_%s down: %w", mig.Version, mig.Name, err)
+				return fmt.Errorf("migration %s down: %w", label, err)
 			}
-			if err := tx.MigrationDelete(ctx, mig.Version); err != nil {
+			if err := tx.MigrationDelete(ctx, line, mig.Version); err != nil {
 				return err
 			}
 		}
@@ -210,7 +365,7 @@ func (m *Migrator) step(ctx context.Context, mig driver.Migration, up bool) (*Ap
 	if !up {
 		direction = "down"
 	}
-	applied := &Applied{Version: mig.Version, Name: mig.Name, Duration: time.Since(start)}
-	m.logger.Info("migration applied", "direction", direction, "version", mig.Version, "name", mig.Name, "duration", applied.Duration)
+	applied := &Applied{Line: line, Version: mig.Version, Name: mig.Name, Duration: time.Since(start)}
+	m.logger.Info("migration applied", "direction", direction, "line", line, "version", mig.Version, "name", mig.Name, "duration", applied.Duration)
 	return applied, nil
 }

@@ -327,3 +327,52 @@ func TestConcurrentUpAppliesOnceOnSQLite(t *testing.T) {
 	require.Equal(t, len(drv.Migrations()), total)
 	require.NoError(t, migrate.CheckVersion(ctx, drv))
 }
+
+// TestUpgradesVersionTableWithoutLines: a database migrated before migration lines existed has a
+// version table keyed by version alone. It still reads as the core line, and the next Up adds
+// the line column without applying anything again.
+func TestUpgradesVersionTableWithoutLines(t *testing.T) {
+	t.Parallel()
+	eachUnmigrated(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		_, err := migrate.New(drv, nil).Only(driver.CoreLine).Up(ctx)
+		require.NoError(t, err)
+		exec := drv.Executor()
+		old := `CREATE TABLE {schema}.migration (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`
+		if drv.Name() == "sqlite" {
+			old = `CREATE TABLE {schema}.migration (version INTEGER PRIMARY KEY NOT NULL, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`
+		}
+		require.NoError(t, exec.Exec(ctx, `DROP TABLE {schema}.migration`))
+		require.NoError(t, exec.Exec(ctx, old))
+		for _, m := range drv.Migrations() {
+			require.NoError(t, exec.Exec(ctx, fmt.Sprintf(`INSERT INTO {schema}.migration (version, name, applied_at) VALUES (%d, '%s', %s)`,
+				m.Version, m.Name, map[bool]string{true: "1700000000000000", false: "now()"}[drv.Name() == "sqlite"])))
+		}
+
+		require.NoError(t, migrate.CheckVersion(ctx, drv), "the old table reads as the core line")
+		applied, err := migrate.New(drv, nil).Only(driver.CoreLine).Up(ctx)
+		require.NoError(t, err)
+		require.Empty(t, applied, "nothing is applied twice")
+		rows, err := exec.MigrationGetAll(ctx)
+		require.NoError(t, err)
+		require.Len(t, rows, len(drv.Migrations()))
+		for _, r := range rows {
+			require.Equal(t, driver.CoreLine, r.Line)
+		}
+		// The upgraded table keys versions by line: another line's version 1 fits beside the core's.
+		require.NoError(t, exec.MigrationInsert(ctx, &driver.MigrationInsertParams{Line: "other", Version: 1, Name: "other_tables"}))
+		require.NoError(t, migrate.CheckVersion(ctx, drv), "another line's rows do not count for the core")
+		require.NoError(t, exec.MigrationDelete(ctx, "other", 1))
+		rows, err = exec.MigrationGetAll(ctx)
+		require.NoError(t, err)
+		require.Len(t, rows, len(drv.Migrations()))
+	})
+}
+
+func TestUnknownLine(t *testing.T) {
+	t.Parallel()
+	drv := unmigratedSQLite(t)
+	_, err := migrate.New(drv, nil).Only("nonsense").Up(context.Background())
+	require.ErrorContains(t, err, `unknown migration line "nonsense"`)
+	require.ErrorContains(t, migrate.CheckLine(context.Background(), drv, "nonsense"), "unknown migration line")
+}

@@ -65,18 +65,21 @@ func newDemoCommand() *cobra.Command {
 
 // demoSummary is the demo's --json object.
 type demoSummary struct {
-	Payments             int     `json:"payments"`
-	Completed            int     `json:"completed"`
-	Compensated          int     `json:"compensated"`
-	Failed               int     `json:"failed"`
-	Cancelled            int     `json:"cancelled"`
-	InTSQ                int     `json:"in_tsq"`
-	Waiting              int     `json:"waiting"`
-	DuplicateSubmissions int     `json:"duplicate_submissions"`
-	ElapsedS             float64 `json:"elapsed_s"`
-	PaymentsPerS         float64 `json:"payments_per_s"`
-	P50Ms                float64 `json:"p50_ms"`
-	P99Ms                float64 `json:"p99_ms"`
+	Payments             int `json:"payments"`
+	Completed            int `json:"completed"`
+	Compensated          int `json:"compensated"`
+	Failed               int `json:"failed"`
+	Cancelled            int `json:"cancelled"`
+	InTSQ                int `json:"in_tsq"`
+	Waiting              int `json:"waiting"`
+	DuplicateSubmissions int `json:"duplicate_submissions"`
+	// LeftoverEffects counts holds, limit reservations, FX contracts and risk bookings left live
+	// under compensated or cancelled payments: always 0.
+	LeftoverEffects int     `json:"leftover_effects"`
+	ElapsedS        float64 `json:"elapsed_s"`
+	PaymentsPerS    float64 `json:"payments_per_s"`
+	P50Ms           float64 `json:"p50_ms"`
+	P99Ms           float64 `json:"p99_ms"`
 }
 
 func processType(name string) (string, error) {
@@ -182,6 +185,9 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 		DuplicateSubmissions: sum.DuplicateSubmissions, ElapsedS: round2(elapsed.Seconds()),
 		PaymentsPerS: round2(float64(sum.Total) / elapsed.Seconds()), P50Ms: round2(sum.LatencyP50Ms), P99Ms: round2(sum.LatencyP99Ms),
 	}
+	if result.LeftoverEffects, err = s.platform.LeftoverEffects(ctx); err != nil {
+		return err
+	}
 	if err := s.platform.CheckInvariants(ctx); err != nil {
 		return fmt.Errorf("invariants violated: %w", err)
 	}
@@ -202,14 +208,18 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
 
 // waitForBatch shows progress until every payment of the batch has settled: terminal, in the
-// troubleshooting queue, or waiting (for an operator, a retry or a network response) with nothing
-// moving for a few seconds.
+// troubleshooting queue, waiting for an operator (a pending approval or a network answer left to
+// one), or waiting out a wait the simulated network will never answer. It never ends while a
+// payment runs, waits for a reply, a due retry or an answer the simulator will give, or while the
+// simulator has answers scheduled.
 func waitForBatch(ctx context.Context, p *payments.Platform, batchID uuid.UUID, errOut io.Writer, show bool) (*payments.Summary, error) {
 	var bar *progressBar
-	var lastKey string
-	lastChange := time.Now()
 	for {
 		sum, err := p.Summary(ctx, batchID)
+		if err != nil {
+			return nil, err
+		}
+		progress, err := p.BatchProgress(ctx, batchID)
 		if err != nil {
 			return nil, err
 		}
@@ -218,17 +228,17 @@ func waitForBatch(ctx context.Context, p *payments.Platform, batchID uuid.UUID, 
 		}
 		terminal := sum.Completed + sum.Compensated + sum.Failed + sum.Cancelled
 		settled := terminal + sum.InTSQ
-		key := fmt.Sprint(terminal, sum.InTSQ, sum.Waiting, sum.InProgress, sum.NotStarted)
-		if key != lastKey {
-			lastKey, lastChange = key, time.Now()
-		}
 		if show {
 			bar.update(settled, fmt.Sprintf("completed %d, compensated %d, failed %d, in TSQ %d, waiting %d, running %d",
 				sum.Completed, sum.Compensated, sum.Failed, sum.InTSQ, sum.Waiting, sum.InProgress+sum.NotStarted))
 		}
-		quiet := time.Since(lastChange) > 3*time.Second
-		if settled == sum.Total || (sum.InProgress == 0 && sum.NotStarted == 0 && quiet) {
+		if sum.NotStarted == 0 && progress.Settled() {
+			// The summary was read before the progress: read it again, now that nothing moves.
+			if sum, err = p.Summary(ctx, batchID); err != nil {
+				return nil, err
+			}
 			if show {
+				bar.update(sum.Completed+sum.Compensated+sum.Failed+sum.Cancelled+sum.InTSQ, "settled")
 				bar.finish()
 			}
 			return sum, nil
@@ -259,7 +269,8 @@ func printDemoSummary(ctx context.Context, out io.Writer, s *stack, r demoSummar
 	_ = tw.Flush()
 	fmt.Fprintf(out, "\n%d payments in %.1fs (%.1f payments/s); end-to-end latency of completed payments p50 %.0f ms, p99 %.0f ms\n",
 		r.Payments, r.ElapsedS, r.PaymentsPerS, r.P50Ms, r.P99Ms)
-	fmt.Fprintf(out, "duplicate submissions: %d; balances conserved per currency: yes\n", r.DuplicateSubmissions)
+	fmt.Fprintf(out, "duplicate submissions: %d; effects left under compensated payments: %d; balances conserved per currency: yes\n",
+		r.DuplicateSubmissions, r.LeftoverEffects)
 
 	tsq, err := s.client.Driver().Executor().ExecutionList(ctx, &driver.ExecutionListParams{
 		Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Limit: 5})

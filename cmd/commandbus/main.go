@@ -55,6 +55,7 @@ func newRootCommand() *cobra.Command {
 		newBenchCommand(),
 		newDemoCommand(),
 		newServeCommand(),
+		newSimulateCommand(),
 	)
 	return root
 }

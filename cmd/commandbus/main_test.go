@@ -75,7 +75,7 @@ func TestDemoJSONSummary(t *testing.T) {
 	require.Positive(t, summary.PaymentsPerS)
 	require.GreaterOrEqual(t, summary.P99Ms, summary.P50Ms)
 	for _, field := range []string{"payments", "completed", "compensated", "failed", "cancelled", "in_tsq", "waiting",
-		"duplicate_submissions", "elapsed_s", "payments_per_s", "p50_ms", "p99_ms"} {
+		"duplicate_submissions", "leftover_effects", "elapsed_s", "payments_per_s", "p50_ms", "p99_ms"} {
 		require.Contains(t, out, `"`+field+`"`)
 	}
 	require.NotContains(t, out, "[", "no progress bar in JSON mode")
@@ -91,6 +91,7 @@ func TestDemoHumanSummary(t *testing.T) {
 	require.Contains(t, res.stdout, "OUTCOME")
 	require.Contains(t, res.stdout, "total                                 12")
 	require.Contains(t, res.stdout, "duplicate submissions: 0")
+	require.Contains(t, res.stdout, "effects left under compensated payments: 0")
 }
 
 func TestDemoRejectsBadFlags(t *testing.T) {
@@ -239,20 +240,24 @@ func TestMigrateStatusOnDemoDatabase(t *testing.T) {
 	db := sqliteURL(t, "d.db")
 	run(t, "demo", "--json", "--database", db, "--payments", "1", "--behavior", "happy")
 	out := run(t, "migrate", "status", "--database", db)
-	require.Regexp(t, regexp.MustCompile(`(?m)^001\s+command_bus\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}Z`), out, "001 is applied:\n%s", out)
+	require.Regexp(t, regexp.MustCompile(`(?m)^core\s+001\s+command_bus\s+\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}Z`), out, "001 is applied:\n%s", out)
 	require.NotContains(t, out, "pending")
 }
 
 func TestMigrateUpDownStatus(t *testing.T) {
 	t.Parallel()
 	db := sqliteURL(t, "m.db")
-	require.Regexp(t, `(?m)^001\s+command_bus\s+pending`, run(t, "migrate", "status", "--database", db))
+	require.Regexp(t, `(?m)^core\s+001\s+command_bus\s+pending`, run(t, "migrate", "status", "--database", db))
 	require.Regexp(t, `applied 001_command_bus in `, run(t, "migrate", "up", "--database", db))
 	require.Contains(t, run(t, "migrate", "up", "--database", db), "schema is up to date")
 	require.NotContains(t, run(t, "migrate", "status", "--database", db), "pending")
+	require.Regexp(t, `(?m)^payments\s+001\s+payments\s+\d{4}-`, run(t, "migrate", "status", "--database", db))
+	require.Contains(t, run(t, "migrate", "down", "--line", "payments", "--database", db), "reverted payments/00")
+	require.Regexp(t, `(?m)^payments\s+00\d\s+\w+\s+pending`, run(t, "migrate", "status", "--database", db))
+	require.Contains(t, run(t, "migrate", "up", "--database", db), "applied payments/00")
 	require.Contains(t, run(t, "migrate", "down", "--steps", "0", "--database", db), "reverted 001_command_bus")
 	require.Contains(t, run(t, "migrate", "down", "--database", db), "nothing to revert")
-	require.Regexp(t, `(?m)^001\s+command_bus\s+pending`, run(t, "migrate", "status", "--database", db))
+	require.Regexp(t, `(?m)^core\s+001\s+command_bus\s+pending`, run(t, "migrate", "status", "--database", db))
 
 	res := fail(t, "migrate", "sideways", "--database", db)
 	require.ErrorContains(t, res.err, "unknown action")
@@ -266,7 +271,7 @@ func TestMigrateOnPostgres(t *testing.T) {
 	schema := freshPostgresSchema(t, url)
 	out := run(t, "migrate", "up", "--database", url, "--schema", schema)
 	require.Contains(t, out, "applied 001_command_bus")
-	require.Regexp(t, `(?m)^001\s+command_bus\s+\d{4}-`, run(t, "migrate", "status", "--database", url, "--schema", schema))
+	require.Regexp(t, `(?m)^core\s+001\s+command_bus\s+\d{4}-`, run(t, "migrate", "status", "--database", url, "--schema", schema))
 }
 
 func TestBenchBusJSON(t *testing.T) {
@@ -345,6 +350,18 @@ func TestWorkerRefusesUnmigratedDatabase(t *testing.T) {
 	res := execute(context.Background(), "worker", "--config", writeConfig(t, workerConfig), "--database", sqliteURL(t, "w.db"), "--log-level", "error")
 	require.Error(t, res.err)
 	require.Contains(t, res.err.Error(), "migrate up", "the message says how to fix it")
+}
+
+// A worker on a database whose payments line is not migrated refuses to start, saying how to fix
+// it, instead of creating the tables itself (DDL at start deadlocked live traffic).
+func TestWorkerRefusesUnmigratedPaymentsLine(t *testing.T) {
+	t.Parallel()
+	db := sqliteURL(t, "w.db")
+	run(t, "migrate", "up", "--line", "core", "--database", db)
+	res := execute(context.Background(), "worker", "--config", writeConfig(t, workerConfig), "--database", db, "--log-level", "error")
+	require.Error(t, res.err)
+	require.Contains(t, res.err.Error(), "payments migration line has 0 of")
+	require.Contains(t, res.err.Error(), "commandbus migrate up")
 }
 
 func TestWorkerRunsHandlersAndStopsOnCancel(t *testing.T) {

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/migrate"
 )
 
@@ -16,13 +18,18 @@ func newMigrateCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "migrate up|down|status",
 		Short: "Apply, revert or show schema migrations",
-		Long: "migrate manages the commandbus schema. `up` applies every pending migration, `down` reverts\n" +
-			"the newest one (or --steps N, 0 for all), `status` lists migrations and whether they are applied.",
+		Long: "migrate manages the schema: the core line (commandbus's own tables) and the payments platform's\n" +
+			"line (its business tables). `up` applies every pending migration of every line, `down` reverts the\n" +
+			"newest one (or --steps N, 0 for all; the payments line before the core), `status` lists migrations\n" +
+			"and whether they are applied. --line restricts any of them to one line. Instances never change the\n" +
+			"schema themselves: they refuse to start until `migrate up` has run.",
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: []string{"up", "down", "status"},
 	}
 	var steps int
+	var lines []string
 	cmd.Flags().IntVar(&steps, "steps", 1, "migrations to revert with down (0: all)")
+	cmd.Flags().StringSliceVar(&lines, "line", nil, "only these migration lines ("+strings.Join(migrate.Lines(), ", ")+"); default: all")
 	db.register(cmd, "")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
@@ -33,6 +40,9 @@ func newMigrateCommand() *cobra.Command {
 		defer database.close()
 		logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 		m := migrate.New(database, logger)
+		if len(lines) > 0 {
+			m = m.Only(lines...)
+		}
 		out := cmd.OutOrStdout()
 		switch args[0] {
 		case "up":
@@ -44,7 +54,7 @@ func newMigrateCommand() *cobra.Command {
 				fmt.Fprintln(out, "schema is up to date")
 			}
 			for _, a := range applied {
-				fmt.Fprintf(out, "applied %03d_%s in %s\n", a.Version, a.Name, a.Duration.Round(1e6))
+				fmt.Fprintf(out, "applied %s in %s\n", migrationLabel(a.Line, a.Version, a.Name), a.Duration.Round(1e6))
 			}
 		case "down":
 			reverted, err := m.Down(ctx, steps)
@@ -55,7 +65,7 @@ func newMigrateCommand() *cobra.Command {
 				fmt.Fprintln(out, "nothing to revert")
 			}
 			for _, a := range reverted {
-				fmt.Fprintf(out, "reverted %03d_%s\n", a.Version, a.Name)
+				fmt.Fprintf(out, "reverted %s\n", migrationLabel(a.Line, a.Version, a.Name))
 			}
 		case "status":
 			status, err := m.Status(ctx)
@@ -63,13 +73,13 @@ func newMigrateCommand() *cobra.Command {
 				return err
 			}
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "VERSION\tNAME\tAPPLIED")
+			fmt.Fprintln(tw, "LINE\tVERSION\tNAME\tAPPLIED")
 			for _, s := range status {
 				applied := "pending"
 				if s.AppliedAt != nil {
 					applied = s.AppliedAt.UTC().Format("2006-01-02 15:04:05Z")
 				}
-				fmt.Fprintf(tw, "%03d\t%s\t%s\n", s.Version, s.Name, applied)
+				fmt.Fprintf(tw, "%s\t%03d\t%s\t%s\n", s.Line, s.Version, s.Name, applied)
 			}
 			return tw.Flush()
 		default:
@@ -78,4 +88,13 @@ func newMigrateCommand() *cobra.Command {
 		return nil
 	}
 	return cmd
+}
+
+// migrationLabel names a migration: 001_command_bus for the core line, payments/001_payments for
+// another.
+func migrationLabel(line string, version int, name string) string {
+	if line == driver.CoreLine {
+		return fmt.Sprintf("%03d_%s", version, name)
+	}
+	return fmt.Sprintf("%s/%03d_%s", line, version, name)
 }

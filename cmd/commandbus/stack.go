@@ -94,6 +94,7 @@ func startStack(ctx context.Context, opts stackOptions) (*stack, error) {
 		return nil, err
 	}
 	platformOpts.Seed, platformOpts.DisableSimulator, platformOpts.Logger = opts.Seed, !opts.Simulator, opts.Logger
+	platformOpts.FXAPIURL = cfg.FX.URL
 	platform, err := payments.New(client, platformOpts)
 	if err != nil {
 		return nil, err

@@ -296,7 +296,7 @@ func exerciseMigration(t *testing.T, setup setupFunc) {
 			require.Less(t, rows[i-1].Version, rows[i].Version, "ascending versions")
 		}
 
-		require.NoError(t, b.exec.MigrationDelete(ctx, 99))
+		require.NoError(t, b.exec.MigrationDelete(ctx, "", 99))
 		rows, err = b.exec.MigrationGetAll(ctx)
 		require.NoError(t, err)
 		require.Len(t, rows, len(b.drv.Migrations()))

@@ -8,47 +8,84 @@ import (
 	"github.com/commandbus/commandbus/driver"
 )
 
+// MigrationTableEnsure creates the version table, or upgrades one written before migration lines
+// existed (version as the only key) by adding the line column, every existing row being the core
+// line's.
 func (e *executor) MigrationTableEnsure(ctx context.Context) error {
-	_, err := e.db.Exec(ctx, e.d.sql(`
+	if _, err := e.db.Exec(ctx, e.d.sql(`
 		CREATE SCHEMA IF NOT EXISTS {schema};
 		CREATE TABLE IF NOT EXISTS {schema}.migration (
-			version    integer PRIMARY KEY,
+			line       text NOT NULL DEFAULT 'core',
+			version    integer NOT NULL,
 			name       text NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now()
-		)`))
+			applied_at timestamptz NOT NULL DEFAULT now(),
+			PRIMARY KEY (line, version)
+		)`)); err != nil {
+		return err
+	}
+	exists, lined, err := e.migrationTable(ctx)
+	if err != nil || !exists || lined {
+		return err
+	}
+	_, err = e.db.Exec(ctx, e.d.sql(`
+		ALTER TABLE {schema}.migration ADD COLUMN line text NOT NULL DEFAULT 'core';
+		ALTER TABLE {schema}.migration DROP CONSTRAINT migration_pkey;
+		ALTER TABLE {schema}.migration ADD PRIMARY KEY (line, version)`))
 	return err
 }
 
+// migrationTable reports whether the version table exists and whether it has the line column.
+func (e *executor) migrationTable(ctx context.Context) (exists, lined bool, err error) {
+	err = e.db.QueryRow(ctx, `
+		SELECT to_regclass($1) IS NOT NULL,
+		       EXISTS (SELECT 1 FROM information_schema.columns
+		               WHERE table_schema = $2 AND table_name = 'migration' AND column_name = 'line')`,
+		e.d.schema+".migration", e.d.schema).Scan(&exists, &lined)
+	return exists, lined, err
+}
+
 func (e *executor) MigrationGetAll(ctx context.Context) ([]*driver.MigrationRow, error) {
-	var exists bool
-	if err := e.db.QueryRow(ctx, `SELECT to_regclass($1) IS NOT NULL`, e.d.schema+".migration").Scan(&exists); err != nil {
+	exists, lined, err := e.migrationTable(ctx)
+	if err != nil {
 		return nil, err
 	}
 	if !exists {
 		return nil, nil
 	}
-	rows, err := e.db.Query(ctx, e.d.sql(`SELECT version, name, applied_at FROM {schema}.migration ORDER BY version`))
+	query := `SELECT line, version, name, applied_at FROM {schema}.migration ORDER BY line, version`
+	if !lined {
+		query = `SELECT 'core', version, name, applied_at FROM {schema}.migration ORDER BY version`
+	}
+	rows, err := e.db.Query(ctx, e.d.sql(query))
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.MigrationRow, error) {
 		var m driver.MigrationRow
-		err := row.Scan(&m.Version, &m.Name, &m.AppliedAt)
+		err := row.Scan(&m.Line, &m.Version, &m.Name, &m.AppliedAt)
 		return &m, err
 	})
 }
 
 func (e *executor) MigrationInsert(ctx context.Context, params *driver.MigrationInsertParams) error {
-	_, err := e.db.Exec(ctx, e.d.sql(`INSERT INTO {schema}.migration (version, name) VALUES ($1, $2)`), params.Version, params.Name)
+	_, err := e.db.Exec(ctx, e.d.sql(`INSERT INTO {schema}.migration (line, version, name) VALUES ($1, $2, $3)`),
+		lineOrCore(params.Line), params.Version, params.Name)
 	return err
 }
 
-func (e *executor) MigrationDelete(ctx context.Context, version int) error {
-	_, err := e.db.Exec(ctx, e.d.sql(`DELETE FROM {schema}.migration WHERE version = $1`), version)
+func (e *executor) MigrationDelete(ctx context.Context, line string, version int) error {
+	_, err := e.db.Exec(ctx, e.d.sql(`DELETE FROM {schema}.migration WHERE line = $1 AND version = $2`), lineOrCore(line), version)
 	return err
 }
 
 func (e *executor) MigrationLock(ctx context.Context) error {
 	_, err := e.db.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "commandbus_migrate_"+e.d.schema)
 	return err
+}
+
+func lineOrCore(line string) string {
+	if line == "" {
+		return driver.CoreLine
+	}
+	return line
 }

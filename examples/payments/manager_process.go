@@ -1,9 +1,16 @@
 package payments
 
 import (
+	"context"
+	"encoding/json"
+	"errors"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+
 	"github.com/commandbus/commandbus/process"
 )
 
@@ -34,6 +41,18 @@ type route struct {
 }
 
 func (mp managerProcess) Execute(x *process.Execution[ManagerState]) error {
+	err := mp.execute(x)
+	if isBusinessFailure(err) {
+		// The process ends COMPENSATED: say so in the stored status too (the compensation of
+		// the first step, when there is one, writes it again once everything is unwound).
+		if serr := mp.p.setPaymentStatus(x.Context(), x.State.PaymentID.String(), "COMPENSATED"); serr != nil {
+			return serr
+		}
+	}
+	return err
+}
+
+func (mp managerProcess) execute(x *process.Execution[ManagerState]) error {
 	s := x.State
 	decision, err := process.SideEffect(x, "route", func() (route, error) {
 		if s.PaymentDetails.FxRequired() {
@@ -57,7 +76,12 @@ func (mp managerProcess) Execute(x *process.Execution[ManagerState]) error {
 	hold, err := process.CommandStep[ManagerState, CheckBalance, CheckBalanceResult](x, StepNameCheckBalance, holdStep.Domain, holdStep.CommandType,
 		CheckBalance{PaymentID: s.PaymentID, Account: s.DebitAccount, Amount: s.Amount, Currency: s.Currency, Simulation: s.simulation(StepCheckBalance)},
 		opts(holdStep, func(x *process.Execution[ManagerState]) error {
-			return sendCompensation(x, "releaseHold", DomainAccounts, ReleaseHold{PaymentID: x.State.PaymentID, HoldID: x.State.HoldID})
+			if err := sendCompensation(x, "releaseHold", DomainAccounts, ReleaseHold{PaymentID: x.State.PaymentID, HoldID: x.State.HoldID}); err != nil {
+				return err
+			}
+			// The first compensation registered runs last: the stored status becomes the
+			// unwinding's outcome.
+			return mp.p.storeUnwoundStatus(x.Context(), x.ID, x.State.PaymentID)
 		})...)
 	if err != nil {
 		return err
@@ -101,5 +125,38 @@ func (mp managerProcess) Execute(x *process.Execution[ManagerState]) error {
 		return err
 	}
 	s.SubmissionID, s.SubmissionRef = sub.SubmissionID, sub.Reference
-	return nil
+	_, err = process.Step(x, stepUpdateStatusComplete, func(ctx context.Context) (bool, error) {
+		return true, mp.p.setPaymentStatus(ctx, s.PaymentID.String(), "COMPLETE")
+	})
+	return err
+}
+
+// isBusinessFailure reports an error the process ends COMPENSATED on.
+func isBusinessFailure(err error) bool {
+	var business *commandbus.BusinessRuleError
+	var failure *process.BusinessFailureError
+	return errors.As(err, &business) || errors.As(err, &failure)
+}
+
+// storeUnwoundStatus sets a payment's stored status to the outcome its process's unwinding heads
+// for (COMPENSATED, or CANCELLED when an operator cancelled it with compensations), as the
+// execution log's last COMPENSATING entry records it.
+func (p *Platform) storeUnwoundStatus(ctx context.Context, execID, paymentID uuid.UUID) error {
+	final := string(driver.ExecutionCompensated)
+	entries, err := p.exec.ExecutionLogList(ctx, execID)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.EntryType != "LIFECYCLE" || e.StepStatus != string(driver.ExecutionCompensating) {
+			continue
+		}
+		var r struct {
+			FinalStatus driver.ExecutionStatus `json:"finalStatus"`
+		}
+		if json.Unmarshal(e.Response, &r) == nil && r.FinalStatus.Terminal() {
+			final = string(r.FinalStatus)
+		}
+	}
+	return p.setPaymentStatus(ctx, paymentID.String(), final)
 }

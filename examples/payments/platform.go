@@ -22,7 +22,10 @@ import (
 // Options configure a Platform. Every field has a default.
 type Options struct {
 	// DB is the business database. Default: the commandbus driver's own database (the pgx pool
-	// wrapped as *sql.DB on PostgreSQL, the single writer connection on SQLite).
+	// wrapped as *sql.DB on PostgreSQL, the single writer connection on SQLite). The platform's
+	// tables are the payments migration line (MigrationLine), which `commandbus migrate up`
+	// applies to the commandbus database and New checks there; with another DB, apply
+	// Migrations to it as well.
 	DB *sql.DB
 	// Seed seeds the simulator, the simulated externals and the batch generator. Default: 1.
 	Seed uint64
@@ -46,10 +49,16 @@ type Options struct {
 	// answers it has not given yet (it answers what the externals tell it about at once).
 	// Default: 1s.
 	SimulatorPollInterval time.Duration
+	// SimulatorLease is how long the instance that simulates the network holds the role without
+	// renewing it; when it dies, another instance takes over after at most this long.
+	// Default: 5s.
+	SimulatorLease time.Duration
 	// SimulatorWorkers is how many payments the simulator answers at once. Default: 8.
 	SimulatorWorkers int
-	// FXAPIURL points the FX anti-corruption layer at an external FX API. Default: the
-	// simulated provider, started on a random localhost port.
+	// FXAPIURL points the FX anti-corruption layer at an external FX API (configuration key
+	// fx.url; `commandbus simulate fx` serves the simulated one). Default: the simulated provider,
+	// served by this instance on a random localhost port with its contracts in the database, so
+	// the endpoints of every replica are one provider.
 	FXAPIURL string
 	// FXTimeout bounds one HTTP attempt to the FX API. Default: 2s.
 	FXTimeout time.Duration
@@ -78,6 +87,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.SimulatorPollInterval == 0 {
 		o.SimulatorPollInterval = time.Second
+	}
+	if o.SimulatorLease == 0 {
+		o.SimulatorLease = 5 * time.Second
 	}
 	if o.SimulatorWorkers == 0 {
 		o.SimulatorWorkers = 8
@@ -119,8 +131,9 @@ type Platform struct {
 	afterAccountsLocked func(ctx context.Context)
 }
 
-// New builds the platform on a client that is not started yet: it creates the business tables
-// and the chart of accounts (idempotently), registers the bounded contexts' handlers and the two
+// New builds the platform on a client that is not started yet: it checks that the platform's
+// tables are migrated (MigrationLine; it never creates them: run `commandbus migrate up`), creates
+// the chart of accounts (idempotently), registers the bounded contexts' handlers and the two
 // processes, and binds the simulated FX API. It registers itself with client.AddService, so
 // client.Start starts the FX API and the simulator and client.Stop stops them.
 func New(client *commandbus.Client, opts Options) (*Platform, error) {
@@ -149,7 +162,7 @@ func New(client *commandbus.Client, opts Options) (*Platform, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := st.migrate(ctx); err != nil {
+	if err := checkSchema(ctx, client.Driver()); err != nil {
 		return nil, err
 	}
 	if err := p.seedAccounts(ctx); err != nil {
@@ -157,12 +170,14 @@ func New(client *commandbus.Client, opts Options) (*Platform, error) {
 	}
 	fxURL := opts.FXAPIURL
 	if fxURL == "" {
-		if p.fxAPI, err = fxapi.Listen("127.0.0.1:0", opts.Seed); err != nil {
+		if p.fxAPI, err = fxapi.ListenStore("127.0.0.1:0", opts.Seed, fxStore{st}); err != nil {
 			return nil, err
 		}
 		fxURL = p.fxAPI.URL()
 	}
 	p.fx = newFxGateway(fxURL, opts.FXTimeout, opts.FXAttempts)
+
+	setDefaultWaitTimeouts(client.Config())
 
 	h := client.Config().Handlers
 	commandbus.AddHandler(h, DomainAccounts, commandbus.HandlerFunc[CheckBalance](p.handleCheckBalance))
@@ -227,6 +242,29 @@ func (p *Platform) Stop(ctx context.Context) error {
 		return p.fxAPI.Close(ctx)
 	}
 	return nil
+}
+
+// DefaultPaymentWaitTimeout is the payment processes' default wait timeout (seed 000's
+// configuration example: process.payment.default-wait-timeout PT24H), which the L4 confirmation
+// waits for.
+const DefaultPaymentWaitTimeout = 24 * time.Hour
+
+// setDefaultWaitTimeouts gives the payment process types DefaultPaymentWaitTimeout unless the
+// configuration sets their default wait timeout (process.types.<type>.default-wait-timeout).
+func setDefaultWaitTimeouts(cfg *commandbus.Config) {
+	for _, typ := range ProcessTypes {
+		if cfg.Process.Types == nil {
+			cfg.Process.Types = map[string]*commandbus.ProcessTypeConfig{}
+		}
+		t := cfg.Process.Types[typ]
+		if t == nil {
+			t = &commandbus.ProcessTypeConfig{}
+			cfg.Process.Types[typ] = t
+		}
+		if t.DefaultWaitTimeout == 0 {
+			t.DefaultWaitTimeout = commandbus.Duration(DefaultPaymentWaitTimeout)
+		}
+	}
 }
 
 // Client returns the platform's client.

@@ -274,11 +274,26 @@ func TestCrossCurrencyCompensation(t *testing.T) {
 			}
 		}
 		if typ == payments.TypePaymentStep {
-			require.Equal(t, []string{payments.StepBookFx, payments.StepBookRisk}, compensations)
+			// The first step's compensation stores the outcome as the payment's status.
+			require.Equal(t, []string{payments.StepBookFx, payments.StepBookRisk, "updateStatusProcessing"}, compensations)
 		} else {
 			require.Equal(t, []string{payments.StepNameBookFx, payments.StepNameCheckLimit, payments.StepNameCheckBalance}, compensations)
 		}
+		require.Equal(t, "COMPENSATED", f.waitStatus(res.PaymentID, "COMPENSATED").BusinessStatus, "the stored status is the outcome")
 		f.checkInvariants()
+		leftovers, err := f.p.LeftoverEffects(context.Background())
+		require.NoError(t, err)
+		require.Zero(t, leftovers)
+
+		// The invariant sees an effect left live under the compensated payment.
+		db, prefix := businessDB(t, drv)
+		_, err = db.ExecContext(context.Background(), `UPDATE `+prefix+`fxsim_contract SET status = 'BOOKED' WHERE id = $1`, v.Fx.ContractID)
+		require.NoError(t, err)
+		leftovers, err = f.p.LeftoverEffects(context.Background())
+		require.NoError(t, err)
+		require.Equal(t, 1, leftovers)
+		err = f.p.CheckInvariants(context.Background())
+		require.ErrorContains(t, err, "is COMPENSATED but has FX contract "+v.Fx.ContractID+" booked at the simulated provider")
 	})
 }
 

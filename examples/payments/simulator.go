@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -24,8 +25,17 @@ import (
 // The simulated externals tell it what happened — the risk engine asked for an approval, the
 // network received a submission — so it answers at once; a periodic scan of the waiting payments
 // catches whatever that missed (a restart, a delayed or repeated answer).
+//
+// The network is one external party however many replicas run: one instance at a time simulates
+// it, holding the network-simulator lease in the database (renewed every third of its duration,
+// released at stop, taken over by another instance when it expires). The others ignore their
+// externals' events; the holder's scan answers those payments.
 type simulator struct {
-	p *Platform
+	p     *Platform
+	lease *roleLease
+
+	heldUntil atomic.Int64 // unix nanoseconds until which this instance holds the lease
+	answers   atomic.Int64 // answers given (approval decisions and network responses)
 
 	mu      sync.Mutex
 	handled map[string]time.Time // roll key -> when its answer is due (zero: answered, never again)
@@ -43,7 +53,29 @@ type simEvent struct {
 }
 
 func newSimulator(p *Platform) *simulator {
-	return &simulator{p: p, handled: map[string]time.Time{}, events: make(chan simEvent, 8192)}
+	return &simulator{p: p, handled: map[string]time.Time{}, events: make(chan simEvent, 8192),
+		lease: &roleLease{s: p.store, role: "network-simulator", holder: uuid.NewString(), ttl: p.opts.SimulatorLease}}
+}
+
+// holds reports whether this instance simulates the network now.
+func (s *simulator) holds() bool { return time.Now().UnixNano() < s.heldUntil.Load() }
+
+// renew takes or renews the lease.
+func (s *simulator) renew(ctx context.Context) {
+	held, until, err := s.lease.acquire(ctx)
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			s.p.logger.Warn("simulator lease could not be renewed", "error", err)
+		}
+	case held:
+		if !s.holds() {
+			s.p.logger.Info("this instance simulates the network", "holder", s.lease.holder)
+		}
+		s.heldUntil.Store(until.Add(-s.lease.ttl / 10).UnixNano()) // stop a little early: clocks drift
+	default:
+		s.heldUntil.Store(0)
+	}
 }
 
 // notify hands an event to the simulator without ever blocking the external that reports it.
@@ -76,6 +108,21 @@ func (s *simulator) start() {
 			}
 		}()
 	}
+	s.renew(ctx)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ticker := time.NewTicker(s.lease.ttl / 3)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				s.renew(ctx)
+			}
+		}
+	}()
 	go func() {
 		defer close(s.done)
 		ticker := time.NewTicker(s.p.opts.SimulatorPollInterval)
@@ -85,6 +132,9 @@ func (s *simulator) start() {
 			case <-ctx.Done():
 				return
 			case <-ticker.C:
+			}
+			if !s.holds() {
+				continue
 			}
 			if err := s.poll(ctx); err != nil && ctx.Err() == nil {
 				s.p.logger.Warn("simulator scan failed", "error", err)
@@ -101,10 +151,19 @@ func (s *simulator) stop() {
 	<-s.done
 	s.wg.Wait()
 	s.cancel = nil
+	s.heldUntil.Store(0)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.lease.release(ctx); err != nil {
+		s.p.logger.Warn("simulator lease could not be released; another instance takes over when it expires", "error", err)
+	}
 }
 
-// handle answers an event from an external.
+// handle answers an event from an external, when this instance simulates the network.
 func (s *simulator) handle(ctx context.Context, ev simEvent) error {
+	if !s.holds() {
+		return nil // the holder's scan answers it
+	}
 	pay, err := s.p.payment(ctx, ev.paymentID)
 	if err != nil || pay.processType != TypePaymentStep {
 		return err
@@ -114,6 +173,14 @@ func (s *simulator) handle(ctx context.Context, ev simEvent) error {
 	}
 	return s.answerLevels(ctx, pay.executionID, &pay.details, nil)
 }
+
+// SimulatesNetwork reports whether this instance holds the network-simulator lease: with several
+// replicas, one of them simulates the network at a time.
+func (p *Platform) SimulatesNetwork() bool { return p.sim.holds() }
+
+// SimulatorAnswers is how many answers this instance's simulator gave: approval decisions and
+// network responses.
+func (p *Platform) SimulatorAnswers() int64 { return p.sim.answers.Load() }
 
 // Simulate runs one simulator scan now, for tests and tools that disabled the background
 // simulator: every waiting step-process payment whose answer is due gets it.
@@ -206,8 +273,10 @@ func (s *simulator) answerApproval(ctx context.Context, execID uuid.UUID, d *Pay
 	}
 	switch roll.Outcome {
 	case OutcomeSuccess:
+		s.answers.Add(1)
 		return ignoreDecided(s.p.Approve(ctx, id, "simulator", "approved by the simulated risk officer"))
 	case OutcomeBusiness, OutcomePermanent:
+		s.answers.Add(1)
 		return ignoreDecided(s.p.Reject(ctx, id, "simulator", "declined by the simulated risk officer"))
 	case OutcomeTransient:
 		s.forget(key) // undecided this time: roll again at the next scan
@@ -251,6 +320,7 @@ func (s *simulator) answerLevels(ctx context.Context, execID uuid.UUID, d *Payme
 		if err := s.p.ReceiveNetworkResponse(ctx, r); err != nil {
 			return err
 		}
+		s.answers.Add(1)
 		if r.Outcome != NetworkAccepted {
 			return nil // the process decides what follows; later levels wait for it
 		}

@@ -24,7 +24,8 @@ const (
 	stepUpdateStatusComplete   = "updateStatusComplete"
 )
 
-// levelTimeouts are seed 000's L1 to L4 wait timeouts; zero uses the default wait timeout.
+// levelTimeouts are seed 000's L1 to L4 wait timeouts; zero uses the process type's default wait
+// timeout, which New sets to DefaultPaymentWaitTimeout unless the configuration gives one (L4).
 var levelTimeouts = [4]time.Duration{5 * time.Minute, 5 * time.Minute, 3 * time.Hour, 0}
 
 // stepProcess is seed 000's PaymentStepProcess: sequential code with deterministic replay.
@@ -44,7 +45,10 @@ func (sp stepProcess) Execute(x *process.Execution[StepState]) error {
 	s := x.State
 	if _, err := process.Step(x, stepUpdateStatusProcessing, func(ctx context.Context) (bool, error) {
 		return true, sp.p.setPaymentStatus(ctx, s.PaymentID.String(), "PROCESSING")
-	}); err != nil {
+	}, process.Compensate(func(x *process.Execution[StepState]) error {
+		// Registered first, so it runs last: the stored status becomes the unwinding's outcome.
+		return sp.p.storeUnwoundStatus(x.Context(), x.ID, x.State.PaymentID)
+	})); err != nil {
 		return err
 	}
 

@@ -167,6 +167,11 @@ func (p *Platform) CheckInvariants(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	leftovers, err := p.leftoverEffects(ctx, executions, payments)
+	if err != nil {
+		return err
+	}
+	problems = append(problems, leftovers...)
 	now := p.now()
 	for _, pay := range payments {
 		id := pay.details.PaymentID
@@ -204,6 +209,59 @@ func (p *Platform) CheckInvariants(ctx context.Context) error {
 	}
 	sort.Strings(problems)
 	return errors.New("payments: invariants violated:\n  - " + strings.Join(problems, "\n  - "))
+}
+
+// LeftoverEffects counts the effects left live under payments whose process ended COMPENSATED or
+// CANCELLED: an active hold or limit reservation, a booked FX contract (in the platform or at the
+// simulated provider) or a risk booking not unwound. It must be zero; CheckInvariants lists them.
+func (p *Platform) LeftoverEffects(ctx context.Context) (int, error) {
+	executions := map[uuid.UUID]*driver.ExecutionRow{}
+	if err := p.eachExecution(ctx, uuid.Nil, func(row *driver.ExecutionRow) error {
+		executions[row.ID] = row
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	payments, err := p.queryPayments(ctx, `ORDER BY created_at`)
+	if err != nil {
+		return 0, err
+	}
+	leftovers, err := p.leftoverEffects(ctx, executions, payments)
+	return len(leftovers), err
+}
+
+// leftoverEffects describes every effect still live under a compensated or cancelled payment.
+func (p *Platform) leftoverEffects(ctx context.Context, executions map[uuid.UUID]*driver.ExecutionRow, payments []*paymentRow) ([]string, error) {
+	unwound := map[string]driver.ExecutionStatus{}
+	for _, pay := range payments {
+		if row := executions[pay.executionID]; row != nil && (row.Status == driver.ExecutionCompensated || row.Status == driver.ExecutionCancelled) {
+			unwound[pay.details.PaymentID.String()] = row.Status
+		}
+	}
+	if len(unwound) == 0 {
+		return nil, nil
+	}
+	rows, err := p.store.db.QueryContext(ctx, p.store.q(`
+		SELECT payment_id, 'an active hold ' || id FROM {t}hold WHERE status = 'ACTIVE'
+		UNION ALL SELECT payment_id, 'an active limit reservation ' || id FROM {t}limit_reservation WHERE status = 'ACTIVE'
+		UNION ALL SELECT payment_id, 'a booked FX contract ' || id FROM {t}fx_contract WHERE status = 'BOOKED'
+		UNION ALL SELECT payment_id, 'a risk booking ' || reference || ' not unwound' FROM {t}risk_booking WHERE status <> 'UNWOUND'
+		UNION ALL SELECT reference, 'FX contract ' || id || ' booked at the simulated provider' FROM {t}fxsim_contract WHERE status = 'BOOKED'`))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var paymentID, effect string
+		if err := rows.Scan(&paymentID, &effect); err != nil {
+			return nil, err
+		}
+		if status, ok := unwound[paymentID]; ok {
+			out = append(out, fmt.Sprintf("payment %s is %s but has %s", paymentID, status, effect))
+		}
+	}
+	return out, rows.Err()
 }
 
 func (p *Platform) sumBy(ctx context.Context, tx rowsQueryer, query string) (map[string]decimal.Decimal, error) {

@@ -80,37 +80,107 @@ var usdPer = map[string]decimal.Decimal{
 
 var minorUnits = map[string]int32{"USD": 2, "EUR": 2, "GBP": 2, "CHF": 2, "JPY": 0}
 
+// Store keeps the provider's contracts. The default keeps them in memory, in one process; a
+// store in a database (the payments platform's) makes every replica's endpoint one provider, as a
+// real FX provider is one external service.
+type Store interface {
+	// ByKey returns the contract booked under an idempotency key, or nil.
+	ByKey(ctx context.Context, key string) (*Contract, error)
+	// Insert books c under key unless the key has a contract already; it returns the key's
+	// contract (c or the earlier one) and whether it was c.
+	Insert(ctx context.Context, key string, c *Contract) (*Contract, bool, error)
+	// Get returns a contract by id, or nil.
+	Get(ctx context.Context, id string) (*Contract, error)
+	// Cancel marks a contract CANCELLED and returns it, or nil when there is none.
+	Cancel(ctx context.Context, id string) (*Contract, error)
+}
+
+// MemoryStore keeps contracts in memory: they are lost with the process and unknown to others.
+type MemoryStore struct {
+	mu    sync.Mutex
+	byKey map[string]*Contract
+	byID  map[string]*Contract
+}
+
+// NewMemoryStore returns an empty in-memory store.
+func NewMemoryStore() *MemoryStore {
+	return &MemoryStore{byKey: map[string]*Contract{}, byID: map[string]*Contract{}}
+}
+
+// ByKey implements Store.
+func (m *MemoryStore) ByKey(_ context.Context, key string) (*Contract, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return copyContract(m.byKey[key]), nil
+}
+
+// Insert implements Store.
+func (m *MemoryStore) Insert(_ context.Context, key string, c *Contract) (*Contract, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if prior, ok := m.byKey[key]; ok {
+		return copyContract(prior), false, nil
+	}
+	stored := copyContract(c)
+	m.byKey[key], m.byID[c.ID] = stored, stored
+	return copyContract(stored), true, nil
+}
+
+// Get implements Store.
+func (m *MemoryStore) Get(_ context.Context, id string) (*Contract, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return copyContract(m.byID[id]), nil
+}
+
+// Cancel implements Store.
+func (m *MemoryStore) Cancel(_ context.Context, id string) (*Contract, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.byID[id]
+	if !ok {
+		return nil, nil
+	}
+	c.Status = "CANCELLED"
+	return copyContract(c), nil
+}
+
+func copyContract(c *Contract) *Contract {
+	if c == nil {
+		return nil
+	}
+	out := *c
+	return &out
+}
+
 // Server is the simulated provider.
 type Server struct {
 	listener net.Listener
 	server   *http.Server
 	seed     uint64
+	store    Store
 
-	mu        sync.Mutex
-	byKey     map[string]*booking // idempotency key -> booking
-	byID      map[string]*Contract
-	attempts  map[string]int // requests seen per key, so a retry rolls anew
-	cancelled map[string]bool
+	mu       sync.Mutex
+	attempts map[string]int // requests seen per key, so a retry rolls anew
 
 	served   atomic.Int64
 	bookings atomic.Int64
 	serving  atomic.Bool
 }
 
-type booking struct {
-	request  ContractRequest
-	contract *Contract
+// Listen binds the provider, with its contracts in memory, to addr ("127.0.0.1:0" for a random
+// port). Requests that arrive before Serve wait in the listen backlog.
+func Listen(addr string, seed uint64) (*Server, error) {
+	return ListenStore(addr, seed, NewMemoryStore())
 }
 
-// Listen binds the provider to addr ("127.0.0.1:0" for a random port). Requests that arrive
-// before Serve wait in the listen backlog.
-func Listen(addr string, seed uint64) (*Server, error) {
+// ListenStore is Listen with the contracts in store.
+func ListenStore(addr string, seed uint64, store Store) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("fxapi: listening on %s: %w", addr, err)
 	}
-	s := &Server{listener: ln, seed: seed, byKey: map[string]*booking{}, byID: map[string]*Contract{},
-		attempts: map[string]int{}, cancelled: map[string]bool{}}
+	s := &Server{listener: ln, seed: seed, store: store, attempts: map[string]int{}}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/contracts", s.book)
 	mux.HandleFunc("POST /v1/contracts/{id}/cancel", s.cancel)
@@ -232,17 +302,19 @@ func (s *Server) book(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", "unsupported currency pair or amount")
 		return
 	}
-	s.mu.Lock()
-	if prior, ok := s.byKey[key]; ok {
-		s.mu.Unlock()
-		if !sameRequest(prior.request, req) {
+	prior, err := s.store.ByKey(r.Context(), key)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "STORE_UNAVAILABLE", err.Error())
+		return
+	}
+	if prior != nil {
+		if !sameRequest(prior, req) {
 			writeError(w, http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", "the key was used for a different request")
 			return
 		}
-		writeJSON(w, http.StatusOK, prior.contract)
+		writeJSON(w, http.StatusOK, prior)
 		return
 	}
-	s.mu.Unlock()
 	if s.misbehave(w, r, key) {
 		return
 	}
@@ -253,21 +325,21 @@ func (s *Server) book(w http.ResponseWriter, r *http.Request) {
 		SellAmount: req.SellAmount, BuyAmount: req.SellAmount.Mul(rate).Round(minorUnits[req.BuyCurrency]),
 		Rate: rate, ValueDate: req.ValueDate, Status: "BOOKED", Reference: req.Reference,
 	}
-	s.mu.Lock()
-	if prior, ok := s.byKey[key]; ok { // a concurrent request with the same key won
-		s.mu.Unlock()
-		writeJSON(w, http.StatusOK, prior.contract)
+	stored, created, err := s.store.Insert(r.Context(), key, contract)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "STORE_UNAVAILABLE", err.Error())
 		return
 	}
-	s.byKey[key] = &booking{request: req, contract: contract}
-	s.byID[contract.ID] = contract
-	s.mu.Unlock()
+	if !created { // a concurrent request with the same key won
+		writeJSON(w, http.StatusOK, stored)
+		return
+	}
 	s.bookings.Add(1)
 	writeJSON(w, http.StatusCreated, contract)
 }
 
-func sameRequest(a, b ContractRequest) bool {
-	return a.SellCurrency == b.SellCurrency && a.BuyCurrency == b.BuyCurrency && a.SellAmount.Equal(b.SellAmount) && a.ValueDate == b.ValueDate
+func sameRequest(c *Contract, r ContractRequest) bool {
+	return c.SellCurrency == r.SellCurrency && c.BuyCurrency == r.BuyCurrency && c.SellAmount.Equal(r.SellAmount) && c.ValueDate == r.ValueDate
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
@@ -278,37 +350,36 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, "IDEMPOTENCY_KEY_REQUIRED", "send an Idempotency-Key header")
 		return
 	}
-	s.mu.Lock()
-	contract, ok := s.byID[id]
-	done := s.cancelled[key]
-	s.mu.Unlock()
-	if !ok {
+	contract, err := s.store.Get(r.Context(), id)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "STORE_UNAVAILABLE", err.Error())
+		return
+	}
+	if contract == nil {
 		writeError(w, http.StatusNotFound, "CONTRACT_NOT_FOUND", "no contract "+id)
 		return
 	}
-	if !done && s.misbehave(w, r, key) {
+	// A repeated cancel answers as the first did, without rolling a misbehaviour again.
+	if contract.Status != "CANCELLED" && s.misbehave(w, r, key) {
 		return
 	}
-	s.mu.Lock()
-	contract.Status = "CANCELLED"
-	s.cancelled[key] = true
-	out := *contract
-	s.mu.Unlock()
-	writeJSON(w, http.StatusOK, &out)
+	if contract, err = s.store.Cancel(r.Context(), id); err != nil {
+		writeError(w, http.StatusInternalServerError, "STORE_UNAVAILABLE", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, contract)
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	s.served.Add(1)
-	s.mu.Lock()
-	contract, ok := s.byID[r.PathValue("id")]
-	var out Contract
-	if ok {
-		out = *contract
+	contract, err := s.store.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, "STORE_UNAVAILABLE", err.Error())
+		return
 	}
-	s.mu.Unlock()
-	if !ok {
+	if contract == nil {
 		writeError(w, http.StatusNotFound, "CONTRACT_NOT_FOUND", "no contract "+r.PathValue("id"))
 		return
 	}
-	writeJSON(w, http.StatusOK, &out)
+	writeJSON(w, http.StatusOK, contract)
 }

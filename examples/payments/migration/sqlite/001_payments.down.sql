@@ -1,0 +1,13 @@
+DROP TABLE IF EXISTS {t}batch_item;
+DROP TABLE IF EXISTS {t}batch_run;
+DROP TABLE IF EXISTS {t}network_pending;
+DROP TABLE IF EXISTS {t}ledger_entry;
+DROP TABLE IF EXISTS {t}payment_submission;
+DROP TABLE IF EXISTS {t}payment;
+DROP TABLE IF EXISTS {t}fx_contract;
+DROP TABLE IF EXISTS {t}approval;
+DROP TABLE IF EXISTS {t}risk_booking;
+DROP TABLE IF EXISTS {t}limit_reservation;
+DROP TABLE IF EXISTS {t}limit_usage;
+DROP TABLE IF EXISTS {t}hold;
+DROP TABLE IF EXISTS {t}account;

@@ -1,0 +1,2 @@
+DROP TABLE IF EXISTS {t}role_lease;
+DROP TABLE IF EXISTS {t}fxsim_contract;

@@ -1,0 +1,73 @@
+package payments_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/internal/dbtest"
+)
+
+// L4 waits seed 000's 24 hours by default (process.payment.default-wait-timeout PT24H in its
+// configuration example), not the engine's one hour.
+func TestL4WaitsADayByDefault(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, drv driver.Driver) {
+		f := setup(t, drv, payments.Options{DisableSimulator: true})
+		ctx := context.Background()
+		res := f.submit(domestic(payments.TypePaymentStep))
+		for level := 1; level <= 3; level++ {
+			f.waitWaiting(res.PaymentID, "awaitL"+string(rune('0'+level)))
+			require.NoError(t, f.p.ReceiveNetworkResponse(ctx, payments.NetworkResponse{PaymentID: res.PaymentID, Level: level, Outcome: payments.NetworkAccepted}))
+		}
+		v := f.waitWaiting(res.PaymentID, "awaitL4")
+		require.NotNil(t, v.WaitTimeoutAt)
+		require.WithinDuration(t, f.fake.Now().Add(24*time.Hour), *v.WaitTimeoutAt, time.Minute)
+	})
+}
+
+// A default wait timeout in the configuration wins over the platform's.
+func TestConfiguredPaymentWaitTimeoutWins(t *testing.T) {
+	t.Parallel()
+	drv := dbtest.SQLite(t)
+	client, err := commandbus.NewClient(drv, &commandbus.Config{Process: commandbus.ProcessConfig{Types: map[string]*commandbus.ProcessTypeConfig{
+		payments.TypePaymentStep: {DefaultWaitTimeout: commandbus.Duration(2 * time.Hour)},
+	}}})
+	require.NoError(t, err)
+	_, err = payments.New(client, payments.Options{DisableSimulator: true, CustomersPerCurrency: 1, BeneficiariesPerCurrency: 1})
+	require.NoError(t, err)
+	types := client.Config().Process.Types
+	require.Equal(t, 2*time.Hour, types[payments.TypePaymentStep].DefaultWaitTimeout.Std())
+	require.Equal(t, payments.DefaultPaymentWaitTimeout, types[payments.TypePaymentManager].DefaultWaitTimeout.Std())
+}
+
+// The stored payment status is the process's outcome: COMPLETE for a completed payment,
+// COMPENSATED for a compensated one, whichever step failed (it stayed PROCESSING or ACCEPTED).
+func TestStoredStatusMatchesOutcome(t *testing.T) {
+	t.Parallel()
+	eachProcess(t, func(t *testing.T, drv driver.Driver, typ string) {
+		f := setup(t, drv, payments.Options{})
+		done := f.submit(domestic(typ))
+		require.Equal(t, "COMPLETE", f.waitStatus(done.PaymentID, "COMPLETED").BusinessStatus)
+
+		// A business failure of the first command step: nothing to unwind but the status.
+		first := payments.StepBookRisk
+		if typ == payments.TypePaymentManager {
+			first = payments.StepCheckBalance
+		}
+		require.NoError(t, f.p.InjectFault(payments.Fault{Step: first, Class: payments.FaultBusiness, Times: 1}))
+		early := f.submit(domestic(typ))
+		f.waitStatus(early.PaymentID, "COMPENSATED")
+		eventually(t, 20*time.Second, "the stored status to be COMPENSATED", func() bool {
+			v, err := f.p.GetPayment(context.Background(), early.PaymentID)
+			require.NoError(t, err)
+			return v.BusinessStatus == "COMPENSATED"
+		})
+		f.checkInvariants()
+	})
+}
