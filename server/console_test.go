@@ -154,7 +154,7 @@ func TestConsolePages(t *testing.T) {
 			"/payments":                                {shortID(stuck.PaymentID), "Filter"},
 			"/payments?status=IN_TSQ":                  {shortID(stuck.PaymentID)},
 			"/payments/" + stuck.PaymentID.String():    {"Step timeline", "STEP_CHECK_BALANCE", "attempt 1 of 3", "Compensate and cancel…", "WAIT_TIMEOUT"},
-			"/payments/" + parked.PaymentID.String():   {"bookRisk", "Command step", "wait timeout 30s", "times out at"},
+			"/payments/" + parked.PaymentID.String():   {"bookRisk", "Command step", "wait timeout " + f.client.Config().CommandStepOr("bookRisk", payments.DomainRisk, "").Timeout.Std().String(), "times out at"},
 			"/payments/" + big.PaymentID.String():      {"manual risk approval", "Approve…"},
 			"/payments/" + pending.PaymentID.String():  {"L2 pending for an operator", "Answer success…"},
 			"/tsq/commands":                            {shortID(cmd.ID), `aria-current="page">Commands`},
