@@ -3,8 +3,6 @@ package amqp_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,7 +11,6 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/driver/pgdriver"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
 )
@@ -64,33 +61,6 @@ func TestBackoutCount(t *testing.T) {
 	require.Equal(t, uint8(amqp091.Persistent), backedOut.DeliveryMode)
 }
 
-// failClaims makes PostgreSQL refuse to claim the fx commands whose paymentId is paymentID: a
-// real database error on every delivery of their messages, until the returned function lifts it.
-func failClaims(t *testing.T, drv driver.Driver, paymentID string) func() {
-	t.Helper()
-	pg := drv.(*pgdriver.Driver)
-	schema := pg.Schema()
-	ctx := context.Background()
-	_, err := pg.Pool().Exec(ctx, fmt.Sprintf(`
-		CREATE FUNCTION %[1]s.fail_claim() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			IF NEW.status = 'RUNNING' AND NEW.data->>'paymentId' = '%[2]s' THEN
-				RAISE EXCEPTION 'simulated database failure claiming %[2]s';
-			END IF;
-			RETURN NEW;
-		END $$;
-		CREATE TRIGGER fail_claim BEFORE UPDATE ON %[1]s.command FOR EACH ROW EXECUTE FUNCTION %[1]s.fail_claim();`,
-		schema, paymentID))
-	require.NoError(t, err)
-	var lifted atomic.Bool
-	return func() {
-		if lifted.CompareAndSwap(false, true) {
-			_, err := pg.Pool().Exec(ctx, "DROP TRIGGER fail_claim ON "+schema+".command")
-			require.NoError(t, err)
-		}
-	}
-}
-
 // TestDatabaseFailureBacksOffThenParks: a delivery whose processing keeps failing in the database
 // is requeued after a growing backoff, never in a tight loop; once the broker has delivered it
 // more than the backout threshold, it lands on the queue's backout queue and its command is
@@ -103,26 +73,26 @@ func TestDatabaseFailureBacksOffThenParks(t *testing.T) {
 	ctx := context.Background()
 	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
 	start := time.Now()
-	res, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "poison"}, &commandbus.SendOpts{ReplyTo: "payments"})
+	res, err := p.Client.Send(ctx, "fx", BookFx{PaymentID: "poison"}, &commandbus.SendOpts{ReplyTo: "payments"})
 	require.NoError(t, err)
-	row := p.waitStatus(res.ID, commandbus.StatusInTSQ)
+	row := p.WaitStatus(res.ID, commandbus.StatusInTSQ)
 	took := time.Since(start)
 
 	require.Equal(t, commandbus.CodeBrokerBackout, row.ErrorCode)
-	require.Equal(t, int64(0), p.calls.Load(), "the handler never ran")
+	require.Equal(t, int64(0), p.Calls.Load(), "the handler never ran")
 	// Six deliveries (threshold 5): five requeued after 20ms × 2^(deliveries before), 620ms in
 	// all; the sixth rejected to the backout queue.
 	require.Equal(t, float64(5), testutilValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")))
 	require.Equal(t, float64(1), testutilValue(p.metrics.Consumed.WithLabelValues(queue, "backed_out")))
 	require.GreaterOrEqual(t, took, 620*time.Millisecond, "requeued after a backoff, not in a tight loop")
 
-	parked, err := p.client.DLQ().Get(ctx, res.ID)
+	parked, err := p.Client.DLQ().Get(ctx, res.ID)
 	require.NoError(t, err)
 	require.Contains(t, parked.Error, commandbus.CodeBrokerBackout)
 	require.Contains(t, parked.Error, "6 deliveries on "+queue)
 	require.Contains(t, parked.Error, "simulated database failure claiming poison", "the reason names the last failure")
 	require.Equal(t, float64(1), testutilValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
-	log, err := p.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: res.ID.String()})
+	log, err := p.Client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: res.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, log, 1)
 	require.Equal(t, "DLQ_PARK", log[0].Action)
@@ -139,15 +109,15 @@ func TestDatabaseFailureRecovers(t *testing.T) {
 	p := newPlatform(t, platformOpts{requeueDelay: 50 * time.Millisecond})
 	lift := failClaims(t, p.drv, "flaky")
 	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
-	res, err := p.client.Send(context.Background(), "fx", BookFx{PaymentID: "flaky"}, nil)
+	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "flaky"}, nil)
 	require.NoError(t, err)
 	waitFor(t, "two failed deliveries", func() bool {
 		return testutilValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")) >= 2
 	})
 	lift()
-	row := p.waitStatus(res.ID, commandbus.StatusCompleted)
+	row := p.WaitStatus(res.ID, commandbus.StatusCompleted)
 	require.Equal(t, 1, row.Attempt)
-	require.Equal(t, int64(1), p.calls.Load())
+	require.Equal(t, int64(1), p.Calls.Load())
 	require.Equal(t, float64(0), testutilValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
 }
 
