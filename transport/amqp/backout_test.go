@@ -13,6 +13,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
+	"github.com/commandbus/commandbus/transport/internal/brokertest"
 )
 
 // TestBackoutCount: a message that keeps coming back (a consumer that fails on it and requeues
@@ -24,7 +25,7 @@ func TestBackoutCount(t *testing.T) {
 	topology := amqp.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
 	queue := outbox.CommandQueueName(topology.Prefix, "fx", "BookFx")
 	t.Cleanup(func() {
-		deleteQueues(t, url, queue, topology.BackoutQueue(queue), topology.DeadLetterQueue(), topology.ParkingQueue())
+		brokertest.DeleteQueues(t, url, queue, topology.BackoutQueue(queue), topology.DeadLetterQueue(), topology.ParkingQueue())
 	})
 	pub, err := amqp.NewPublisher(amqp.PublisherConfig{URL: url, Topology: topology})
 	require.NoError(t, err)
@@ -69,7 +70,7 @@ func TestBackoutCount(t *testing.T) {
 func TestDatabaseFailureBacksOffThenParks(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, platformOpts{requeueDelay: 20 * time.Millisecond})
-	failClaims(t, p.drv, "poison")
+	brokertest.FailClaims(t, p.drv, "poison")
 	ctx := context.Background()
 	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
 	start := time.Now()
@@ -82,8 +83,8 @@ func TestDatabaseFailureBacksOffThenParks(t *testing.T) {
 	require.Equal(t, int64(0), p.Calls.Load(), "the handler never ran")
 	// Six deliveries (threshold 5): five requeued after 20ms × 2^(deliveries before), 620ms in
 	// all; the sixth rejected to the backout queue.
-	require.Equal(t, float64(5), testutilValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")))
-	require.Equal(t, float64(1), testutilValue(p.metrics.Consumed.WithLabelValues(queue, "backed_out")))
+	require.Equal(t, float64(5), brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")))
+	require.Equal(t, float64(1), brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, "backed_out")))
 	require.GreaterOrEqual(t, took, 620*time.Millisecond, "requeued after a backoff, not in a tight loop")
 
 	parked, err := p.Client.DLQ().Get(ctx, res.ID)
@@ -91,7 +92,7 @@ func TestDatabaseFailureBacksOffThenParks(t *testing.T) {
 	require.Contains(t, parked.Error, commandbus.CodeBrokerBackout)
 	require.Contains(t, parked.Error, "6 deliveries on "+queue)
 	require.Contains(t, parked.Error, "simulated database failure claiming poison", "the reason names the last failure")
-	require.Equal(t, float64(1), testutilValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
+	require.Equal(t, float64(1), brokertest.CounterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
 	log, err := p.Client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: res.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, log, 1)
@@ -99,7 +100,7 @@ func TestDatabaseFailureBacksOffThenParks(t *testing.T) {
 	require.Equal(t, "amqp:"+queue, log[0].Actor)
 
 	// The backout queue was drained into the troubleshooting queue.
-	waitFor(t, "the backout queue drained", func() bool { return queueDepth(t, p.url, amqp.Topology{}.BackoutQueue(queue)) == 0 })
+	brokertest.WaitFor(t, "the backout queue drained", func() bool { return queueDepth(t, p.url, amqp.Topology{}.BackoutQueue(queue)) == 0 })
 }
 
 // TestDatabaseFailureRecovers: a delivery that fails in the database is redelivered after a
@@ -107,18 +108,18 @@ func TestDatabaseFailureBacksOffThenParks(t *testing.T) {
 func TestDatabaseFailureRecovers(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, platformOpts{requeueDelay: 50 * time.Millisecond})
-	lift := failClaims(t, p.drv, "flaky")
+	lift := brokertest.FailClaims(t, p.drv, "flaky")
 	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
 	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "flaky"}, nil)
 	require.NoError(t, err)
-	waitFor(t, "two failed deliveries", func() bool {
-		return testutilValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")) >= 2
+	brokertest.WaitFor(t, "two failed deliveries", func() bool {
+		return brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")) >= 2
 	})
 	lift()
 	row := p.WaitStatus(res.ID, commandbus.StatusCompleted)
 	require.Equal(t, 1, row.Attempt)
 	require.Equal(t, int64(1), p.Calls.Load())
-	require.Equal(t, float64(0), testutilValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
+	require.Equal(t, float64(0), brokertest.CounterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
 }
 
 // queueDepth is how many messages wait on queue (-1 when it cannot be inspected).

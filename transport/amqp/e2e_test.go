@@ -135,7 +135,7 @@ func (p *platform) events(n int) []*kgo.Record {
 func (p *platform) dedupeHits() float64 {
 	var total float64
 	for _, q := range p.consumer.Queues() {
-		total += testutilValue(p.metrics.InboxDedupeHits.WithLabelValues("amqp:" + q))
+		total += brokertest.CounterValue(p.metrics.InboxDedupeHits.WithLabelValues("amqp:" + q))
 	}
 	return total
 }
@@ -246,7 +246,7 @@ func TestRetryableFailureRedeliveryDeduped(t *testing.T) {
 	before := p.dedupeHits()
 	publishRaw(t, p.url, amqp.Publishing(first[len(first)-1]), first[len(first)-1].Topic)
 	publishRaw(t, p.url, amqp.Publishing(first[0]), first[0].Topic)
-	waitFor(t, "both redeliveries deduped", func() bool { return p.dedupeHits()-before == 2 })
+	brokertest.WaitFor(t, "both redeliveries deduped", func() bool { return p.dedupeHits()-before == 2 })
 	require.Equal(t, int64(2), p.Calls.Load(), "the handler did not run again")
 	require.Equal(t, int64(1), effects.Load())
 }
@@ -342,8 +342,8 @@ func TestTimeoutCaughtByWatchdog(t *testing.T) {
 	once.Do(func() { close(release) })
 	// The late outcome is fenced out: once the delivery is settled, the command is still TIMED_OUT.
 	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
-	waitFor(t, "the late delivery settled", func() bool {
-		return testutilValue(p.metrics.Consumed.WithLabelValues(queue, string(commandbus.DeliveryProcessed))) == 1
+	brokertest.WaitFor(t, "the late delivery settled", func() bool {
+		return brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, string(commandbus.DeliveryProcessed))) == 1
 	})
 	row, err = p.Client.GetCommand(context.Background(), res.ID)
 	require.NoError(t, err)
@@ -396,7 +396,7 @@ func TestRelayCrashRepublishDeduped(t *testing.T) {
 	require.NoError(t, err)
 	p.WaitStatus(res.ID, commandbus.StatusCompleted)
 	require.True(t, exec.crashed.Load())
-	waitFor(t, "the second publication deduped", func() bool { return p.dedupeHits() >= 1 })
+	brokertest.WaitFor(t, "the second publication deduped", func() bool { return p.dedupeHits() >= 1 })
 	require.Equal(t, int64(1), p.Calls.Load())
 }
 
@@ -437,7 +437,7 @@ func TestBrokerRestart(t *testing.T) {
 		require.NoError(t, err)
 		ids[i] = res.ID
 	}
-	waitFor(t, "the relay failing to publish", func() bool {
+	brokertest.WaitFor(t, "the relay failing to publish", func() bool {
 		rows, err := p.drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}, Transport: outbox.TransportAMQP})
 		require.NoError(t, err)
 		for _, r := range rows {

@@ -18,24 +18,17 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, brokertest.LeakOptions()...)
 }
 
-var (
-	deleteQueues  = brokertest.DeleteQueues
-	waitFor       = brokertest.WaitFor
-	failClaims    = brokertest.FailClaims
-	testutilValue = brokertest.CounterValue
-)
-
 // rabbitURL returns the test broker's URL, or skips (fails under COMMANDBUS_REQUIRE_RABBITMQ=1)
 // when it is unreachable.
 func rabbitURL(t testing.TB) string {
 	t.Helper()
-	url := brokertest.URL("COMMANDBUS_TEST_AMQP_URL")
-	conn, err := amqp091.Dial(url)
-	if err != nil {
-		brokertest.Unreachable(t, "RabbitMQ unreachable at "+url+" ("+err.Error()+"); start it with rabbitmq-server -detached")
-	}
-	_ = conn.Close()
-	return url
+	return brokertest.URL(t, "COMMANDBUS_TEST_AMQP_URL", func(url string) error {
+		conn, err := amqp091.Dial(url)
+		if err == nil {
+			_ = conn.Close()
+		}
+		return err
+	}, "start it with rabbitmq-server -detached")
 }
 
 // uniquePrefix isolates a test's queues.

@@ -42,7 +42,7 @@ func TestPublishConsumeRoundTrip(t *testing.T) {
 	topology := amqp10.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
 	queue := outbox.CommandQueueName(topology.Prefix, "fx", "BookFx")
 	t.Cleanup(func() {
-		deleteQueues(t, url, queue, topology.BackoutQueue(queue), topology.DeadLetterQueue(), topology.ParkingQueue())
+		brokertest.DeleteQueues(t, url, queue, topology.BackoutQueue(queue), topology.DeadLetterQueue(), topology.ParkingQueue())
 	})
 	commandID, correlation, causation := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	sc := tracecontext.SpanContext{TraceID: tracecontext.TraceID{9}, SpanID: tracecontext.SpanID{8}, Sampled: true}
@@ -90,7 +90,7 @@ func TestBackoutQueueAfterThreshold(t *testing.T) {
 	topology := amqp10.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
 	queue := outbox.CommandQueueName(topology.Prefix, "fx", "BookFx")
 	t.Cleanup(func() {
-		deleteQueues(t, url, queue, topology.BackoutQueue(queue), topology.DeadLetterQueue(), topology.ParkingQueue())
+		brokertest.DeleteQueues(t, url, queue, topology.BackoutQueue(queue), topology.DeadLetterQueue(), topology.ParkingQueue())
 	})
 	pub, err := amqp10.NewPublisher(amqp10.PublisherConfig{URL: url, Topology: topology})
 	require.NoError(t, err)
@@ -252,18 +252,18 @@ func TestHandlerFailureRetried(t *testing.T) {
 func TestRedeliveryOnDatabaseFailure(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, false)
-	lift := failClaims(t, p.drv, "flaky")
+	lift := brokertest.FailClaims(t, p.drv, "flaky")
 	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
 	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "flaky"}, nil)
 	require.NoError(t, err)
-	waitFor(t, "two failed deliveries", func() bool {
-		return counterValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")) >= 2
+	brokertest.WaitFor(t, "two failed deliveries", func() bool {
+		return brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")) >= 2
 	})
 	lift()
 	row := p.WaitStatus(res.ID, commandbus.StatusCompleted)
 	require.Equal(t, 1, row.Attempt)
 	require.Equal(t, int64(1), p.Calls.Load())
-	require.Equal(t, float64(0), counterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
+	require.Equal(t, float64(0), brokertest.CounterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
 }
 
 // TestBackoutParksCommand: a message whose processing keeps failing in the database is given
@@ -273,7 +273,7 @@ func TestRedeliveryOnDatabaseFailure(t *testing.T) {
 func TestBackoutParksCommand(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, false)
-	failClaims(t, p.drv, "poison")
+	brokertest.FailClaims(t, p.drv, "poison")
 	ctx := context.Background()
 	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
 	start := time.Now()
@@ -284,8 +284,8 @@ func TestBackoutParksCommand(t *testing.T) {
 	require.Equal(t, int64(0), p.Calls.Load())
 	// Six deliveries (threshold 5), each given back after 20ms × 2^(delivery-count) or, where
 	// the broker hides the count (RabbitMQ 3.x), after at least 20ms: never a tight loop.
-	require.Equal(t, float64(6), counterValue(p.metrics.Consumed.WithLabelValues(queue, "requeued"))+
-		counterValue(p.metrics.Consumed.WithLabelValues(queue, "backed_out")))
+	require.Equal(t, float64(6), brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, "requeued"))+
+		brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, "backed_out")))
 	require.GreaterOrEqual(t, time.Since(start), 5*20*time.Millisecond)
 
 	parked, err := p.Client.DLQ().Get(ctx, res.ID)
@@ -293,7 +293,7 @@ func TestBackoutParksCommand(t *testing.T) {
 	require.Contains(t, parked.Error, commandbus.CodeBrokerBackout)
 	require.Contains(t, parked.Error, "backed out of "+queue+" to "+queue+".BACKOUT")
 	require.Contains(t, parked.Error, "simulated database failure claiming poison")
-	require.Equal(t, float64(1), counterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
+	require.Equal(t, float64(1), brokertest.CounterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
 	log, err := p.Client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: res.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, log, 1)

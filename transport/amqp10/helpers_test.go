@@ -19,25 +19,18 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, brokertest.LeakOptions()...)
 }
 
-var (
-	deleteQueues = brokertest.DeleteQueues
-	waitFor      = brokertest.WaitFor
-	failClaims   = brokertest.FailClaims
-	counterValue = brokertest.CounterValue
-)
-
 // brokerURL returns the test broker's URL once it accepts an AMQP 1.0 connection, or skips
 // (fails under COMMANDBUS_REQUIRE_RABBITMQ=1) when it does not.
 func brokerURL(t testing.TB) string {
 	t.Helper()
 	brokerlock.Shared(t) // transport/amqp's broker restart test waits for this test
-	url := brokertest.URL("COMMANDBUS_TEST_AMQP10_URL")
-	conn, err := dial(url)
-	if err != nil {
-		brokertest.Unreachable(t, "RabbitMQ's AMQP 1.0 is unreachable at "+url+" ("+err.Error()+"); start RabbitMQ (rabbitmq-server -detached) and, on 3.x, run rabbitmq-plugins enable rabbitmq_amqp1_0")
-	}
-	_ = conn.Close()
-	return url
+	return brokertest.URL(t, "COMMANDBUS_TEST_AMQP10_URL", func(url string) error {
+		conn, err := dial(url)
+		if err == nil {
+			_ = conn.Close()
+		}
+		return err
+	}, "start RabbitMQ (rabbitmq-server -detached) and, on 3.x, run rabbitmq-plugins enable rabbitmq_amqp1_0")
 }
 
 // uniquePrefix isolates a test's queues.
@@ -73,7 +66,7 @@ func receiver(t testing.TB, url, queue string) *amqp.Receiver {
 func readQueue(t testing.TB, url, queue string, n int) []*amqp.Message {
 	t.Helper()
 	var rcv *amqp.Receiver
-	waitFor(t, "queue "+queue, func() bool {
+	brokertest.WaitFor(t, "queue "+queue, func() bool {
 		conn, err := dial(url)
 		require.NoError(t, err)
 		sess, err := conn.NewSession(context.Background(), nil)

@@ -41,22 +41,23 @@ func LeakOptions() []goleak.Option {
 	}
 }
 
-// URL is the test broker's URL: the environment variable env, or RabbitMQ on localhost.
-func URL(env string) string {
-	if url := os.Getenv(env); url != "" {
-		return url
-	}
-	return "amqp://guest:guest@127.0.0.1:5672/"
-}
-
-// Unreachable fails the test when COMMANDBUS_REQUIRE_RABBITMQ=1, and skips it otherwise: the
-// broker is not there (msg says why).
-func Unreachable(t testing.TB, msg string) {
+// URL returns the test broker's URL (the environment variable env, or RabbitMQ on localhost)
+// once probe connects to it; when it does not the test is skipped, or fails under
+// COMMANDBUS_REQUIRE_RABBITMQ=1. hint says how to start the broker.
+func URL(t testing.TB, env string, probe func(url string) error, hint string) string {
 	t.Helper()
-	if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
-		t.Fatalf("RabbitMQ is required (COMMANDBUS_REQUIRE_RABBITMQ=1): %s", msg)
+	url := os.Getenv(env)
+	if url == "" {
+		url = "amqp://guest:guest@127.0.0.1:5672/"
 	}
-	t.Skipf("skipping: %s", msg)
+	if err := probe(url); err != nil {
+		msg := fmt.Sprintf("RabbitMQ is unreachable at %s (%v); %s", url, err, hint)
+		if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
+			t.Fatalf("RabbitMQ is required (COMMANDBUS_REQUIRE_RABBITMQ=1): %s", msg)
+		}
+		t.Skipf("skipping: %s", msg)
+	}
+	return url
 }
 
 // UniquePrefix is a queue-name prefix that isolates a test's queues: start and random letters.
