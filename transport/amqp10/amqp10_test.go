@@ -220,13 +220,7 @@ func TestRepliesReachReplyHandlers(t *testing.T) {
 	p := newPlatform(t, true)
 	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "p-2"}, &commandbus.SendOpts{ReplyTo: "payments"})
 	require.NoError(t, err)
-	select {
-	case reply := <-p.Replies:
-		require.Equal(t, res.ID, reply.CommandID)
-		require.Equal(t, commandbus.OutcomeSuccess, reply.Outcome)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no reply reached the reply handler")
-	}
+	require.Equal(t, commandbus.OutcomeSuccess, p.WaitReply(res.ID).Outcome)
 }
 
 // TestHandlerFailureRetried: a transient handler failure is retried through the broker (a new
@@ -337,6 +331,41 @@ func TestUndecodableMessages(t *testing.T) {
 	parked := readQueue(t, p.url, outbox.ParkingQueueName(p.prefix), 1)[0]
 	require.Equal(t, "v2-10", parked.Properties.MessageID)
 	require.Contains(t, parked.ApplicationProperties[amqp10.HeaderError], outbox.CodeUnknownSchemaVersion)
+	require.Equal(t, int64(0), p.Calls.Load())
+}
+
+// TestUndecodableBackedOutMessages: what reaches a command queue's backout queue but is not a
+// command is moved aside as on the command queue itself: an unknown schema version to
+// APP.PARKED.Q, anything else to APP.DLQ, each counted as kept; no handler runs.
+func TestUndecodableBackedOutMessages(t *testing.T) {
+	t.Parallel()
+	p := newPlatform(t, false)
+	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
+	backout := outbox.BackoutQueueName(queue)
+	conn, err := dial(p.url)
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx := context.Background()
+	sess, err := conn.NewSession(ctx, nil)
+	require.NoError(t, err)
+	snd, err := sess.NewSender(ctx, amqp10.DetectAddressStyle(conn.Properties()).Address(backout), nil)
+	require.NoError(t, err)
+	garbage := amqp.NewMessage([]byte(`{"not":"an envelope"}`))
+	garbage.Properties = &amqp.MessageProperties{MessageID: "garbage-bo"}
+	require.NoError(t, snd.Send(ctx, garbage, nil))
+	v2 := amqp.NewMessage([]byte(`{"messageId":"0190b8a4-0000-7000-8000-000000000003","type":"CommandRequested","name":"BookFx","commandId":"0190b8a4-0000-7000-8000-000000000004","occurredAt":"2025-11-02T12:34:56Z","headers":{"schemaVersion":"2"},"payload":{}}`))
+	v2.Properties = &amqp.MessageProperties{MessageID: "v2-bo"}
+	require.NoError(t, snd.Send(ctx, v2, nil))
+
+	dead := readQueue(t, p.url, outbox.DeadLetterQueueName(p.prefix), 1)[0]
+	require.Equal(t, "garbage-bo", dead.Properties.MessageID)
+	require.Contains(t, dead.ApplicationProperties[amqp10.HeaderError], outbox.CodeInvalidEnvelope)
+	require.Equal(t, backout, dead.ApplicationProperties[amqp10.HeaderOriginalQueue])
+	parked := readQueue(t, p.url, outbox.ParkingQueueName(p.prefix), 1)[0]
+	require.Equal(t, "v2-bo", parked.Properties.MessageID)
+	require.Contains(t, parked.ApplicationProperties[amqp10.HeaderError], outbox.CodeUnknownSchemaVersion)
+	require.Equal(t, backout, parked.ApplicationProperties[amqp10.HeaderOriginalQueue])
+	require.Equal(t, 2.0, brokertest.CounterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "kept")))
 	require.Equal(t, int64(0), p.Calls.Load())
 }
 

@@ -180,12 +180,9 @@ func NewConsumer(cfg Config, proto Protocol) (*Consumer, error) {
 	return &Consumer{cfg: cfg, proto: proto, metrics: cfg.Client.MessagingMetrics(), ready: make(chan struct{}), stopping: make(chan struct{})}, nil
 }
 
-// Config is the consumer's configuration, defaulted.
-func (c *Consumer) Config() Config { return c.cfg }
-
-// Subscriptions are the consumer's queues, grouped: per enabled domain its command queues (with
+// subscriptions are the consumer's queues, grouped: per enabled domain its command queues (with
 // the domain's concurrent-messages as prefetch) and their backout queues, and the reply queue.
-func (c *Consumer) Subscriptions() []Subscription {
+func (c *Consumer) subscriptions() []Subscription {
 	var subs []Subscription
 	for _, domain := range c.cfg.Domains {
 		dc := c.cfg.Client.Config().Domain(domain)
@@ -213,7 +210,7 @@ func (c *Consumer) Subscriptions() []Subscription {
 // Queues lists the queues the consumer consumes, backout queues included.
 func (c *Consumer) Queues() []string {
 	var out []string
-	for _, s := range c.Subscriptions() {
+	for _, s := range c.subscriptions() {
 		out = append(out, s.Queues...)
 	}
 	return out
@@ -239,7 +236,7 @@ func (c *Consumer) Start(ctx context.Context) error {
 		c.ready, c.stopping = make(chan struct{}), make(chan struct{})
 	}
 	c.started = true
-	subs := c.Subscriptions()
+	subs := c.subscriptions()
 	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
 	c.workCtx, c.stopWork = context.WithCancel(context.WithoutCancel(ctx))

@@ -180,6 +180,19 @@ func (f *Fx) WaitStatus(id uuid.UUID, status commandbus.Status) *commandbus.Comm
 	return row
 }
 
+// WaitReply waits up to 30s for the reply handler to get a reply, which must be command id's.
+func (f *Fx) WaitReply(id uuid.UUID) commandbus.Reply {
+	f.t.Helper()
+	select {
+	case reply := <-f.Replies:
+		require.Equal(f.t, id, reply.CommandID)
+		return reply
+	case <-time.After(30 * time.Second):
+		f.t.Fatal("no reply reached the reply handler")
+		return commandbus.Reply{}
+	}
+}
+
 // Logger logs warnings and errors to the test's log.
 func Logger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
