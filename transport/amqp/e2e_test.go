@@ -453,17 +453,8 @@ func TestBrokerRestart(t *testing.T) {
 func TestConsumerRestarts(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, platformOpts{})
-	ctx := context.Background()
-	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	require.NoError(t, p.consumer.Stop(stopCtx))
-	require.NoError(t, p.consumer.Start(ctx))
-	select {
-	case <-p.consumer.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the restarted consumer did not connect")
-	}
-	res, err := p.Client.Send(ctx, "fx", BookFx{PaymentID: "again"}, nil)
+	brokertest.Restart(t, p.consumer)
+	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "again"}, nil)
 	require.NoError(t, err)
 	p.WaitStatus(res.ID, commandbus.StatusCompleted)
 }

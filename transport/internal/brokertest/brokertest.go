@@ -224,9 +224,26 @@ func Start(t testing.TB, client *commandbus.Client, consumer Consumer, url strin
 		require.NoError(t, client.Stop(ctx))
 		DeleteQueues(t, url, append(consumer.Queues(), queues...)...)
 	})
+	waitReady(t, consumer, "the consumer did not connect")
+}
+
+// Restart stops consumer and starts it again (as a restarted client does), and waits until it is
+// ready.
+func Restart(t testing.TB, consumer Consumer) {
+	t.Helper()
+	ctx := context.Background()
+	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	require.NoError(t, consumer.Stop(stopCtx))
+	require.NoError(t, consumer.Start(ctx))
+	waitReady(t, consumer, "the restarted consumer did not connect")
+}
+
+func waitReady(t testing.TB, consumer Consumer, failure string) {
+	t.Helper()
 	select {
 	case <-consumer.Ready():
 	case <-time.After(30 * time.Second):
-		t.Fatal("the consumer did not connect")
+		t.Fatal(failure)
 	}
 }
