@@ -2,7 +2,6 @@ package amqp_test
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -23,17 +22,11 @@ func TestBackoutCount(t *testing.T) {
 	t.Parallel()
 	url := rabbitURL(t)
 	topology := amqp.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
-	queue := outbox.CommandQueueName(topology.Prefix, "fx", "BookFx")
-	t.Cleanup(func() {
-		brokertest.DeleteQueues(t, url, queue, topology.BackoutQueue(queue), topology.DeadLetterQueue(), topology.ParkingQueue())
-	})
+	queue := brokertest.CommandQueue(t, url, topology.Prefix)
 	pub, err := amqp.NewPublisher(amqp.PublisherConfig{URL: url, Topology: topology})
 	require.NoError(t, err)
 	defer pub.Close()
-	msg := &driver.OutboxRow{ID: 1, Topic: queue, Type: "CommandRequested", MessageID: "poison-1",
-		Payload: json.RawMessage(`{}`), Headers: map[string]string{outbox.HeaderCommandID: "c-1"}}
-	errs := pub.Publish(context.Background(), []*driver.OutboxRow{msg})
-	require.NoError(t, errs[0])
+	brokertest.PublishPoison(t, pub, queue, "poison-1", "c-1")
 
 	conn, err := amqp091.Dial(url)
 	require.NoError(t, err)

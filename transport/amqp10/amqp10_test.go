@@ -40,10 +40,7 @@ func TestPublishConsumeRoundTrip(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
 	topology := amqp10.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
-	queue := outbox.CommandQueueName(topology.Prefix, "fx", "BookFx")
-	t.Cleanup(func() {
-		brokertest.DeleteQueues(t, url, queue, topology.BackoutQueue(queue), topology.DeadLetterQueue(), topology.ParkingQueue())
-	})
+	queue := brokertest.CommandQueue(t, url, topology.Prefix)
 	commandID, correlation, causation := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	sc := tracecontext.SpanContext{TraceID: tracecontext.TraceID{9}, SpanID: tracecontext.SpanID{8}, Sampled: true}
 	env := &outbox.Envelope{MessageID: uuid.Must(uuid.NewV7()), Type: outbox.TypeCommandRequested, Name: "BookFx", CommandID: commandID,
@@ -88,16 +85,11 @@ func TestBackoutQueueAfterThreshold(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
 	topology := amqp10.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
-	queue := outbox.CommandQueueName(topology.Prefix, "fx", "BookFx")
-	t.Cleanup(func() {
-		brokertest.DeleteQueues(t, url, queue, topology.BackoutQueue(queue), topology.DeadLetterQueue(), topology.ParkingQueue())
-	})
+	queue := brokertest.CommandQueue(t, url, topology.Prefix)
 	pub, err := amqp10.NewPublisher(amqp10.PublisherConfig{URL: url, Topology: topology})
 	require.NoError(t, err)
 	defer pub.Close()
-	row := &driver.OutboxRow{ID: 1, Topic: queue, Type: "CommandRequested", MessageID: "poison-10",
-		Payload: json.RawMessage(`{}`), Headers: map[string]string{outbox.HeaderCommandID: "c-10"}}
-	require.NoError(t, pub.Publish(context.Background(), []*driver.OutboxRow{row})[0])
+	brokertest.PublishPoison(t, pub, queue, "poison-10", "c-10")
 
 	rcv := receiver(t, url, queue)
 	deliveries := 0

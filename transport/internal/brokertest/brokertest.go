@@ -25,6 +25,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/driver/pgdriver"
+	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
 )
 
@@ -38,6 +39,10 @@ func LeakOptions() []goleak.Option {
 		// A pooled connection whose write was slow (a loaded machine) keeps its background
 		// reader blocked in a read until the connection is next used: the shared test pool's.
 		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn/internal/bgreader.(*BGReader).bgRead"),
+		// A pooled connection whose query was interrupted (a handler cancelled at Stop) is closed
+		// in the background, draining the server's last bytes for up to 15s.
+		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn.(*PgConn).asyncClose.func1"),
+		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.NewWithConfig.func4"),
 	}
 }
 
@@ -71,6 +76,26 @@ func UniquePrefix(start string) string {
 func DeleteQueues(t testing.TB, url string, queues ...string) {
 	t.Helper()
 	amqp.DeleteQueues(url, queues...)
+}
+
+// CommandQueue is the fx BookFx command queue under prefix; at cleanup it is deleted, with its
+// backout queue and the prefix's dead-letter and parking queues.
+func CommandQueue(t testing.TB, url, prefix string) string {
+	t.Helper()
+	queue := outbox.CommandQueueName(prefix, "fx", "BookFx")
+	t.Cleanup(func() {
+		DeleteQueues(t, url, queue, outbox.BackoutQueueName(queue), outbox.DeadLetterQueueName(prefix), outbox.ParkingQueueName(prefix))
+	})
+	return queue
+}
+
+// PublishPoison publishes, with pub, a command message to queue whose body is no envelope (so no
+// consumer can process it), with the message id and the command id as correlation id.
+func PublishPoison(t testing.TB, pub outbox.Publisher, queue, messageID, commandID string) {
+	t.Helper()
+	row := &driver.OutboxRow{ID: 1, Topic: queue, Type: "CommandRequested", MessageID: messageID,
+		Payload: []byte(`{}`), Headers: map[string]string{outbox.HeaderCommandID: commandID}}
+	require.NoError(t, pub.Publish(context.Background(), []*driver.OutboxRow{row})[0])
 }
 
 // WaitFor polls cond until it holds, failing the test after 45s.
