@@ -34,6 +34,7 @@ import (
 
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/transport/internal/broker"
 )
 
 // HeaderError is the header of a message the consumer dead-lettered or parked: why.
@@ -48,12 +49,7 @@ type Topology struct {
 }
 
 func (t Topology) withDefaults() Topology {
-	if t.Prefix == "" {
-		t.Prefix = outbox.DefaultPrefix
-	}
-	if t.BackoutThreshold <= 0 {
-		t.BackoutThreshold = 5
-	}
+	t.Prefix, t.BackoutThreshold = broker.TopologyDefaults(t.Prefix, t.BackoutThreshold)
 	return t
 }
 

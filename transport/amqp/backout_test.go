@@ -2,9 +2,6 @@ package amqp_test
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,9 +10,9 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/driver/pgdriver"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
+	"github.com/commandbus/commandbus/transport/internal/brokertest"
 )
 
 // TestBackoutCount: a message that keeps coming back (a consumer that fails on it and requeues
@@ -25,17 +22,11 @@ func TestBackoutCount(t *testing.T) {
 	t.Parallel()
 	url := rabbitURL(t)
 	topology := amqp.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
-	queue := outbox.CommandQueueName(topology.Prefix, "fx", "BookFx")
-	t.Cleanup(func() {
-		deleteQueues(t, url, queue, topology.BackoutQueue(queue), topology.DeadLetterQueue(), topology.ParkingQueue())
-	})
+	queue := brokertest.CommandQueue(t, url, topology.Prefix)
 	pub, err := amqp.NewPublisher(amqp.PublisherConfig{URL: url, Topology: topology})
 	require.NoError(t, err)
 	defer pub.Close()
-	msg := &driver.OutboxRow{ID: 1, Topic: queue, Type: "CommandRequested", MessageID: "poison-1",
-		Payload: json.RawMessage(`{}`), Headers: map[string]string{outbox.HeaderCommandID: "c-1"}}
-	errs := pub.Publish(context.Background(), []*driver.OutboxRow{msg})
-	require.NoError(t, errs[0])
+	brokertest.PublishPoison(t, pub, queue, "poison-1", "c-1")
 
 	conn, err := amqp091.Dial(url)
 	require.NoError(t, err)
@@ -64,33 +55,6 @@ func TestBackoutCount(t *testing.T) {
 	require.Equal(t, uint8(amqp091.Persistent), backedOut.DeliveryMode)
 }
 
-// failClaims makes PostgreSQL refuse to claim the fx commands whose paymentId is paymentID: a
-// real database error on every delivery of their messages, until the returned function lifts it.
-func failClaims(t *testing.T, drv driver.Driver, paymentID string) func() {
-	t.Helper()
-	pg := drv.(*pgdriver.Driver)
-	schema := pg.Schema()
-	ctx := context.Background()
-	_, err := pg.Pool().Exec(ctx, fmt.Sprintf(`
-		CREATE FUNCTION %[1]s.fail_claim() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			IF NEW.status = 'RUNNING' AND NEW.data->>'paymentId' = '%[2]s' THEN
-				RAISE EXCEPTION 'simulated database failure claiming %[2]s';
-			END IF;
-			RETURN NEW;
-		END $$;
-		CREATE TRIGGER fail_claim BEFORE UPDATE ON %[1]s.command FOR EACH ROW EXECUTE FUNCTION %[1]s.fail_claim();`,
-		schema, paymentID))
-	require.NoError(t, err)
-	var lifted atomic.Bool
-	return func() {
-		if lifted.CompareAndSwap(false, true) {
-			_, err := pg.Pool().Exec(ctx, "DROP TRIGGER fail_claim ON "+schema+".command")
-			require.NoError(t, err)
-		}
-	}
-}
-
 // TestDatabaseFailureBacksOffThenParks: a delivery whose processing keeps failing in the database
 // is requeued after a growing backoff, never in a tight loop; once the broker has delivered it
 // more than the backout threshold, it lands on the queue's backout queue and its command is
@@ -99,37 +63,37 @@ func failClaims(t *testing.T, drv driver.Driver, paymentID string) func() {
 func TestDatabaseFailureBacksOffThenParks(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, platformOpts{requeueDelay: 20 * time.Millisecond})
-	failClaims(t, p.drv, "poison")
+	brokertest.FailClaims(t, p.drv, "poison")
 	ctx := context.Background()
 	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
 	start := time.Now()
-	res, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "poison"}, &commandbus.SendOpts{ReplyTo: "payments"})
+	res, err := p.Client.Send(ctx, "fx", BookFx{PaymentID: "poison"}, &commandbus.SendOpts{ReplyTo: "payments"})
 	require.NoError(t, err)
-	row := p.waitStatus(res.ID, commandbus.StatusInTSQ)
+	row := p.WaitStatus(res.ID, commandbus.StatusInTSQ)
 	took := time.Since(start)
 
 	require.Equal(t, commandbus.CodeBrokerBackout, row.ErrorCode)
-	require.Equal(t, int64(0), p.calls.Load(), "the handler never ran")
+	require.Equal(t, int64(0), p.Calls.Load(), "the handler never ran")
 	// Six deliveries (threshold 5): five requeued after 20ms × 2^(deliveries before), 620ms in
 	// all; the sixth rejected to the backout queue.
-	require.Equal(t, float64(5), testutilValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")))
-	require.Equal(t, float64(1), testutilValue(p.metrics.Consumed.WithLabelValues(queue, "backed_out")))
+	require.Equal(t, float64(5), brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")))
+	require.Equal(t, float64(1), brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, "backed_out")))
 	require.GreaterOrEqual(t, took, 620*time.Millisecond, "requeued after a backoff, not in a tight loop")
 
-	parked, err := p.client.DLQ().Get(ctx, res.ID)
+	parked, err := p.Client.DLQ().Get(ctx, res.ID)
 	require.NoError(t, err)
 	require.Contains(t, parked.Error, commandbus.CodeBrokerBackout)
 	require.Contains(t, parked.Error, "6 deliveries on "+queue)
 	require.Contains(t, parked.Error, "simulated database failure claiming poison", "the reason names the last failure")
-	require.Equal(t, float64(1), testutilValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
-	log, err := p.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: res.ID.String()})
+	require.Equal(t, float64(1), brokertest.CounterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
+	log, err := p.Client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: res.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, log, 1)
 	require.Equal(t, "DLQ_PARK", log[0].Action)
 	require.Equal(t, "amqp:"+queue, log[0].Actor)
 
 	// The backout queue was drained into the troubleshooting queue.
-	waitFor(t, "the backout queue drained", func() bool { return queueDepth(t, p.url, amqp.Topology{}.BackoutQueue(queue)) == 0 })
+	brokertest.WaitFor(t, "the backout queue drained", func() bool { return queueDepth(t, p.url, amqp.Topology{}.BackoutQueue(queue)) == 0 })
 }
 
 // TestDatabaseFailureRecovers: a delivery that fails in the database is redelivered after a
@@ -137,18 +101,18 @@ func TestDatabaseFailureBacksOffThenParks(t *testing.T) {
 func TestDatabaseFailureRecovers(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, platformOpts{requeueDelay: 50 * time.Millisecond})
-	lift := failClaims(t, p.drv, "flaky")
+	lift := brokertest.FailClaims(t, p.drv, "flaky")
 	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
-	res, err := p.client.Send(context.Background(), "fx", BookFx{PaymentID: "flaky"}, nil)
+	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "flaky"}, nil)
 	require.NoError(t, err)
-	waitFor(t, "two failed deliveries", func() bool {
-		return testutilValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")) >= 2
+	brokertest.WaitFor(t, "two failed deliveries", func() bool {
+		return brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")) >= 2
 	})
 	lift()
-	row := p.waitStatus(res.ID, commandbus.StatusCompleted)
+	row := p.WaitStatus(res.ID, commandbus.StatusCompleted)
 	require.Equal(t, 1, row.Attempt)
-	require.Equal(t, int64(1), p.calls.Load())
-	require.Equal(t, float64(0), testutilValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
+	require.Equal(t, int64(1), p.Calls.Load())
+	require.Equal(t, float64(0), brokertest.CounterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
 }
 
 // queueDepth is how many messages wait on queue (-1 when it cannot be inspected).

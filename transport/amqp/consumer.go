@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/commandbus/commandbus"
-	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/transport/internal/broker"
 )
 
 // ConsumerConfig configures a Consumer.
@@ -44,202 +43,47 @@ type ConsumerConfig struct {
 // client.AddService(consumer). Each domain's queues are consumed on their own channel with the
 // domain's concurrent-messages as prefetch, so a domain never runs more handlers at once.
 type Consumer struct {
-	cfg     ConsumerConfig
-	metrics *outbox.Metrics
-
-	mu       sync.Mutex
-	cancel   context.CancelFunc
-	loops    sync.WaitGroup
-	inflight sync.WaitGroup
-	workCtx  context.Context
-	stopWork context.CancelFunc
-	ready    chan struct{}
-	readyN   int
-	stopping chan struct{}
-	started  bool
-	// lastErrors remembers why a message was last requeued (by message id), so that the reason
-	// of a backed-out command names the failure.
-	lastErrors sync.Map
-}
-
-// subscription is one channel's worth of queues.
-type subscription struct {
-	domain   string // "" for the reply queue
-	queues   []string
-	prefetch int
-	// backout: the queues are the backout queues of the domain's command queues.
-	backout bool
+	core *broker.Consumer
+	cfg  ConsumerConfig
 }
 
 // NewConsumer returns a consumer; Start connects.
 func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
-	if cfg.URL == "" {
-		return nil, errors.New("amqp: no broker URL; set amqp.url")
-	}
-	if cfg.Client == nil {
-		return nil, errors.New("amqp: the consumer needs the client whose handlers it runs")
-	}
 	cfg.Topology = cfg.Topology.withDefaults()
-	if cfg.Domains == nil {
-		cfg.Domains = cfg.Client.AMQPDomains()
+	c := &Consumer{cfg: cfg}
+	core, err := broker.NewConsumer(broker.Config{
+		Name: "amqp", URL: cfg.URL, Prefix: cfg.Topology.Prefix, BackoutThreshold: cfg.Topology.BackoutThreshold,
+		Client: cfg.Client, Domains: cfg.Domains, DefaultDomains: (*commandbus.Client).AMQPDomains, Replies: cfg.Replies,
+		ReconnectDelay: cfg.ReconnectDelay, RequeueDelay: cfg.RequeueDelay, MaxRequeueDelay: cfg.MaxRequeueDelay, Logger: cfg.Logger,
+	}, protocol{c})
+	if err != nil {
+		return nil, err
 	}
-	if cfg.ReconnectDelay <= 0 {
-		cfg.ReconnectDelay = 200 * time.Millisecond
-	}
-	if cfg.RequeueDelay <= 0 {
-		cfg.RequeueDelay = time.Second
-	}
-	if cfg.MaxRequeueDelay <= 0 {
-		cfg.MaxRequeueDelay = 30 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = cfg.Client.Logger()
-	}
-	return &Consumer{cfg: cfg, metrics: cfg.Client.MessagingMetrics(), ready: make(chan struct{}), stopping: make(chan struct{})}, nil
+	c.core = core
+	return c, nil
 }
 
-func (c *Consumer) subscriptions() []subscription {
-	var subs []subscription
-	for _, domain := range c.cfg.Domains {
-		dc := c.cfg.Client.Config().Domain(domain)
-		if !*dc.Enabled || !*c.cfg.Client.Config().Features.CommandHandlers {
-			continue
-		}
-		sub := subscription{domain: domain, prefetch: dc.ConcurrentMessages}
-		for _, typ := range c.cfg.Client.CommandTypes(domain) {
-			sub.queues = append(sub.queues, outbox.CommandQueueName(c.cfg.Topology.Prefix, domain, typ))
-		}
-		if len(sub.queues) > 0 {
-			backout := subscription{domain: domain, prefetch: 10, backout: true}
-			for _, q := range sub.queues {
-				backout.queues = append(backout.queues, c.cfg.Topology.BackoutQueue(q))
-			}
-			subs = append(subs, sub, backout)
-		}
-	}
-	if c.cfg.Replies {
-		subs = append(subs, subscription{queues: []string{c.cfg.Topology.ReplyQueue()}, prefetch: 50})
-	}
-	return subs
-}
-
-// Queues lists the queues the consumer consumes.
-func (c *Consumer) Queues() []string {
-	var out []string
-	for _, s := range c.subscriptions() {
-		out = append(out, s.queues...)
-	}
-	return out
-}
+// Queues lists the queues the consumer consumes, backout queues included.
+func (c *Consumer) Queues() []string { return c.core.Queues() }
 
 // Ready is closed once every queue has been consumed at least once (declared and subscribed)
 // since the last Start.
-func (c *Consumer) Ready() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ready
-}
+func (c *Consumer) Ready() <-chan struct{} { return c.core.Ready() }
 
 // Start connects and consumes until Stop; it returns at once and reconnects in the background.
-func (c *Consumer) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cancel != nil {
-		return errors.New("amqp: consumer already started")
-	}
-	if c.started {
-		// Started again after Stop: fresh readiness and a fresh stop signal.
-		c.ready, c.stopping = make(chan struct{}), make(chan struct{})
-	}
-	c.started = true
-	subs := c.subscriptions()
-	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.cancel = cancel
-	c.workCtx, c.stopWork = context.WithCancel(context.WithoutCancel(ctx))
-	c.readyN = len(subs)
-	if c.readyN == 0 {
-		close(c.ready)
-	}
-	for _, sub := range subs {
-		c.loops.Add(1)
-		go func() {
-			defer c.loops.Done()
-			c.run(loopCtx, sub)
-		}()
-	}
-	return nil
-}
-
-func (c *Consumer) markReady() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.readyN > 0 {
-		c.readyN--
-		if c.readyN == 0 {
-			close(c.ready)
-		}
-	}
-}
+func (c *Consumer) Start(ctx context.Context) error { return c.core.Start(ctx) }
 
 // Stop stops consuming, lets handlers in flight finish until ctx ends (then interrupts them: their
 // commands are released and their messages redelivered), and closes the connections.
-func (c *Consumer) Stop(ctx context.Context) error {
-	c.mu.Lock()
-	cancel := c.cancel
-	c.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	c.mu.Lock()
-	select {
-	case <-c.stopping:
-	default:
-		close(c.stopping) // deliveries waiting to be requeued are requeued now
-	}
-	c.mu.Unlock()
-	done := make(chan struct{})
-	go func() { c.inflight.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	c.stopWork()
-	cancel()
-	c.loops.Wait()
-	c.mu.Lock()
-	c.cancel = nil // it may be started again
-	c.mu.Unlock()
-	return nil
-}
+func (c *Consumer) Stop(ctx context.Context) error { return c.core.Stop(ctx) }
 
-// run keeps one subscription consumed, reconnecting with backoff.
-func (c *Consumer) run(ctx context.Context, sub subscription) {
-	delay := c.cfg.ReconnectDelay
-	first := true
-	for ctx.Err() == nil {
-		err := c.consume(ctx, sub, func() {
-			delay = c.cfg.ReconnectDelay
-			if first {
-				first = false
-				c.markReady()
-			}
-		})
-		if ctx.Err() != nil {
-			return
-		}
-		c.cfg.Logger.Warn("amqp consumer: connection lost; reconnecting", "queues", sub.queues, "error", err, "in", delay)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 5*time.Second)
-	}
-}
+// protocol is the consumer's AMQP 0-9-1 side.
+type protocol struct{ c *Consumer }
 
-// consume runs one connection until it fails or ctx ends.
-func (c *Consumer) consume(ctx context.Context, sub subscription, connected func()) error {
-	conn, err := dial(c.cfg.URL)
+// Consume runs one connection until it fails or ctx ends.
+func (p protocol) Consume(ctx context.Context, sub broker.Subscription, connected func(), handle func(broker.Delivery, func())) error {
+	topology := p.c.cfg.Topology
+	conn, err := dial(p.c.cfg.URL)
 	if err != nil {
 		return err
 	}
@@ -248,7 +92,7 @@ func (c *Consumer) consume(ctx context.Context, sub subscription, connected func
 	if err != nil {
 		return err
 	}
-	if err := ch.Qos(sub.prefetch, 0, false); err != nil {
+	if err := ch.Qos(sub.Prefetch, 0, false); err != nil {
 		return err
 	}
 	pubCh, err := conn.Channel()
@@ -258,18 +102,15 @@ func (c *Consumer) consume(ctx context.Context, sub subscription, connected func
 	if err != nil {
 		return err
 	}
-	if err := c.cfg.Topology.DeclareDeadEnds(ch); err != nil {
+	if err := topology.DeclareDeadEnds(ch); err != nil {
 		return err
 	}
-	deadEnd := &deadEnd{ch: pubCh, topology: c.cfg.Topology}
+	dead := &deadEnd{ch: pubCh, topology: topology}
 	deliveries := make(chan amqp.Delivery)
 	var forwarders sync.WaitGroup
-	for _, queue := range sub.queues {
-		work := queue
-		if sub.backout {
-			work = strings.TrimSuffix(queue, ".BACKOUT")
-		}
-		if err := c.cfg.Topology.DeclareWorkQueue(ch, work); err != nil {
+	work := sub.WorkQueues()
+	for i, queue := range sub.Queues {
+		if err := topology.DeclareWorkQueue(ch, work[i]); err != nil {
 			return err
 		}
 		ds, err := ch.Consume(queue, "", false, false, false, false, nil)
@@ -292,10 +133,10 @@ func (c *Consumer) consume(ctx context.Context, sub subscription, connected func
 		select {
 		case <-ctx.Done():
 			_ = ch.Close() // ends the deliveries; unacked ones return to the queue
-			c.drain(deliveries, allDone)
+			drain(deliveries, allDone)
 			return ctx.Err()
 		case err := <-closed:
-			c.drain(deliveries, allDone)
+			drain(deliveries, allDone)
 			if err == nil {
 				return errors.New("connection closed")
 			}
@@ -303,22 +144,14 @@ func (c *Consumer) consume(ctx context.Context, sub subscription, connected func
 		case <-allDone:
 			return errors.New("deliveries ended")
 		case d := <-deliveries:
-			c.inflight.Add(1)
-			go func() {
-				defer c.inflight.Done()
-				if sub.backout {
-					c.handleBackout(d, deadEnd)
-					return
-				}
-				c.handle(sub, d, deadEnd)
-			}()
+			handle(&delivery{d: d, dead: dead}, nil)
 		}
 	}
 }
 
 // drain discards deliveries still being forwarded so the forwarders can end; the broker
 // redelivers them.
-func (c *Consumer) drain(deliveries <-chan amqp.Delivery, allDone <-chan struct{}) {
+func drain(deliveries <-chan amqp.Delivery, allDone <-chan struct{}) {
 	for {
 		select {
 		case <-deliveries:
@@ -328,56 +161,40 @@ func (c *Consumer) drain(deliveries <-chan amqp.Delivery, allDone <-chan struct{
 	}
 }
 
-// handle settles one delivery: acknowledged once its outcome is committed (or it is a duplicate),
-// dead-lettered or parked when it cannot be processed, requeued when the database failed.
-func (c *Consumer) handle(sub subscription, d amqp.Delivery, dead *deadEnd) {
-	consumer := "amqp:" + d.RoutingKey
-	settle := func(result string, settleErr error) {
-		if settleErr != nil {
-			c.cfg.Logger.Warn("amqp consumer: settling a delivery failed; the broker will redeliver it", "queue", d.RoutingKey, "error", settleErr)
-		}
-		c.metrics.Consumed.WithLabelValues(d.RoutingKey, result).Inc()
+// delivery is a broker.Delivery of AMQP 0-9-1.
+type delivery struct {
+	d    amqp.Delivery
+	dead *deadEnd
+}
+
+func (d *delivery) Queue() string     { return d.d.RoutingKey }
+func (d *delivery) MessageID() string { return d.d.MessageId }
+func (d *delivery) Body() []byte      { return d.d.Body }
+
+// Count is the quorum queue's x-delivery-count header (0 on the first delivery).
+func (d *delivery) Count() int64                          { return deliveryCount(d.d) }
+func (d *delivery) Accept(context.Context) error          { return d.d.Ack(false) }
+func (d *delivery) Release(context.Context) error         { return d.d.Nack(false, true) }
+func (d *delivery) GiveBack(context.Context) error        { return d.d.Nack(false, true) }
+func (d *delivery) BackOut(context.Context, string) error { return d.d.Reject(false) } // the broker dead-letters it to the backout queue
+
+func (d *delivery) MoveAside(ctx context.Context, reason string, park bool) error {
+	return d.dead.moveAside(ctx, d.d, reason, park)
+}
+
+// BackedOut reads the broker's x-death header: the queue the message left, after how many
+// deliveries, and why.
+func (d *delivery) BackedOut() (queue, why string) {
+	threshold := d.dead.topology.BackoutThreshold
+	queue, deaths, reason := deathOf(d.d)
+	if queue == "" {
+		queue = broker.WorkQueue(d.d.RoutingKey)
 	}
-	env, err := outbox.Decode(d.Body)
-	if err != nil {
-		parked := errors.Is(err, outbox.ErrUnknownSchemaVersion)
-		c.cfg.Logger.Error("amqp consumer: undecodable message; moved aside", "queue", d.RoutingKey, "message_id", d.MessageId, "error", err, "parked", parked)
-		settle(dead.moveAside(c.workCtx, d, err, parked))
-		return
+	if deaths <= 1 {
+		deaths = int64(threshold) + 1 // the broker dropped the count on the way
 	}
-	var outcome commandbus.DeliveryOutcome
-	if sub.domain == "" {
-		outcome, err = c.cfg.Client.DeliverReply(c.workCtx, env, consumer)
-	} else {
-		outcome, err = c.cfg.Client.ExecuteDelivered(c.workCtx, commandbus.Delivery{
-			MessageID: env.MessageID.String(), Consumer: consumer, CommandID: env.CommandID, Domain: sub.domain,
-		})
-	}
-	var decodeErr *outbox.DecodeError
-	switch {
-	case errors.Is(err, commandbus.ErrNotFound) || errors.As(err, &decodeErr):
-		c.cfg.Logger.Error("amqp consumer: message cannot be processed; dead-lettered", "queue", d.RoutingKey, "message_id", d.MessageId, "error", err)
-		settle(dead.moveAside(c.workCtx, d, err, false))
-	case err != nil && deliveryCount(d) >= int64(c.cfg.Topology.BackoutThreshold):
-		// The last delivery the threshold allows: rejected, the broker moves it to the backout
-		// queue at once (a requeue would only come back there after the backoff).
-		c.cfg.Logger.Warn("amqp consumer: processing failed on the last delivery; backed out", "queue", d.RoutingKey, "message_id", d.MessageId,
-			"deliveries", deliveryCount(d)+1, "error", err)
-		c.lastErrors.Store(d.MessageId, err.Error())
-		settle("backed_out", d.Reject(false))
-	case err != nil:
-		delay := c.requeueDelay(d)
-		c.cfg.Logger.Warn("amqp consumer: processing failed; requeued after a backoff", "queue", d.RoutingKey, "message_id", d.MessageId,
-			"deliveries", deliveryCount(d)+1, "backoff", delay, "error", err)
-		c.lastErrors.Store(d.MessageId, err.Error())
-		c.wait(delay)
-		settle("requeued", d.Nack(false, true))
-	case outcome == commandbus.DeliveryReleased:
-		settle("released", d.Nack(false, true))
-	default:
-		c.lastErrors.Delete(d.MessageId)
-		settle(string(outcome), d.Ack(false))
-	}
+	return queue, fmt.Sprintf("the broker backed out the message after %d deliveries on %s (backout threshold %d, %s); moved to %s",
+		deaths, queue, threshold, reason, d.d.RoutingKey)
 }
 
 // deliveryCount is how many times the broker delivered d before (a quorum queue's
@@ -406,83 +223,6 @@ func toInt64(v any) int64 {
 		return int64(n)
 	}
 	return 0
-}
-
-// requeueDelay is RequeueDelay × 2^(earlier deliveries), capped at MaxRequeueDelay.
-func (c *Consumer) requeueDelay(d amqp.Delivery) time.Duration {
-	return backoff(c.cfg.RequeueDelay, c.cfg.MaxRequeueDelay, deliveryCount(d))
-}
-
-func backoff(first, most time.Duration, n int64) time.Duration {
-	delay := first
-	for i := int64(0); i < n && delay < most; i++ {
-		delay *= 2
-	}
-	return min(delay, most)
-}
-
-// wait waits d, or less when the consumer stops.
-func (c *Consumer) wait(d time.Duration) {
-	c.mu.Lock()
-	stopping := c.stopping
-	c.mu.Unlock()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-stopping:
-	}
-}
-
-// handleBackout files a message the broker backed out: its command is parked in the
-// troubleshooting queue with the reason, then the message is acknowledged. A message whose
-// command cannot be found or that is not a command is moved to the dead-letter queue; when the
-// database fails the message is requeued after a backoff (a backout queue has no delivery limit).
-func (c *Consumer) handleBackout(d amqp.Delivery, dead *deadEnd) {
-	backoutQueue := d.RoutingKey
-	queue, deaths, reason := deathOf(d)
-	if queue == "" {
-		queue = strings.TrimSuffix(backoutQueue, ".BACKOUT")
-	}
-	count := func(result string) { c.metrics.BrokerDeadLetters.WithLabelValues(queue, result).Inc() }
-	env, err := outbox.Decode(d.Body)
-	if err == nil && env.Type != outbox.TypeCommandRequested {
-		err = &outbox.DecodeError{Code: outbox.CodeInvalidEnvelope, Field: "type", Message: "a command queue's backout queue holds a " + string(env.Type)}
-	}
-	if err != nil {
-		c.cfg.Logger.Error("amqp consumer: a backed-out message is not a command; dead-lettered", "queue", backoutQueue, "message_id", d.MessageId, "error", err)
-		count("kept")
-		_, _ = dead.moveAside(c.workCtx, d, err, errors.Is(err, outbox.ErrUnknownSchemaVersion))
-		return
-	}
-	if deaths <= 1 {
-		deaths = int64(c.cfg.Topology.BackoutThreshold) + 1 // the broker dropped the count on the way
-	}
-	why := fmt.Sprintf("the broker backed out the message after %d deliveries on %s (backout threshold %d, %s); moved to %s",
-		deaths, queue, c.cfg.Topology.BackoutThreshold, reason, backoutQueue)
-	if last, ok := c.lastErrors.LoadAndDelete(d.MessageId); ok {
-		why += "; last error: " + last.(string)
-	}
-	parked, err := c.cfg.Client.ParkBackedOut(c.workCtx, env.CommandID, "amqp:"+queue, why)
-	switch {
-	case errors.Is(err, commandbus.ErrNotFound):
-		c.cfg.Logger.Error("amqp consumer: a backed-out message names no command; dead-lettered", "queue", backoutQueue, "message_id", d.MessageId, "error", err)
-		count("kept")
-		_, _ = dead.moveAside(c.workCtx, d, err, false)
-	case err != nil:
-		delay := backoff(c.cfg.RequeueDelay, c.cfg.MaxRequeueDelay, deliveryCount(d))
-		c.cfg.Logger.Warn("amqp consumer: parking a backed-out command failed; requeued after a backoff", "queue", backoutQueue, "command_id", env.CommandID, "backoff", delay, "error", err)
-		c.wait(delay)
-		_ = d.Nack(false, true)
-	default:
-		result := "already_done"
-		if parked {
-			result = "parked"
-			c.cfg.Logger.Error("amqp consumer: command parked: the broker backed out its message", "queue", queue, "command_id", env.CommandID, "reason", why)
-		}
-		count(result)
-		_ = d.Ack(false)
-	}
 }
 
 // deathOf reads the broker's x-death header of a dead-lettered message: the queue it left, how
@@ -514,16 +254,16 @@ type deadEnd struct {
 
 // moveAside publishes a copy with the reason, then acknowledges the original; when the copy
 // cannot be published the original is rejected, and the broker dead-letters it itself.
-func (d *deadEnd) moveAside(ctx context.Context, delivery amqp.Delivery, reason error, park bool) (string, error) {
-	queue, result := d.topology.DeadLetterQueue(), "dead_lettered"
+func (d *deadEnd) moveAside(ctx context.Context, delivery amqp.Delivery, reason string, park bool) error {
+	queue := d.topology.DeadLetterQueue()
 	if park {
-		queue, result = d.topology.ParkingQueue(), "parked"
+		queue = d.topology.ParkingQueue()
 	}
 	headers := amqp.Table{}
 	for k, v := range delivery.Headers {
 		headers[k] = v
 	}
-	headers[HeaderError] = reason.Error()
+	headers[HeaderError] = reason
 	headers["x-commandbus-original-queue"] = delivery.RoutingKey
 	messageID := delivery.MessageId
 	if messageID == "" {
@@ -543,7 +283,7 @@ func (d *deadEnd) moveAside(ctx context.Context, delivery amqp.Delivery, reason 
 		}
 	}
 	if err != nil {
-		return result, delivery.Reject(false)
+		return delivery.Reject(false)
 	}
-	return result, delivery.Ack(false)
+	return delivery.Ack(false)
 }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,14 +21,11 @@ import (
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/tracecontext"
 	"github.com/commandbus/commandbus/transport/amqp"
+	"github.com/commandbus/commandbus/transport/internal/brokertest"
 	"github.com/commandbus/commandbus/transport/kafka"
 )
 
-type BookFx struct {
-	PaymentID string `json:"paymentId"`
-}
-
-func (BookFx) Kind() string { return "BookFx" }
+type BookFx = brokertest.BookFx
 
 // platform is seed 004's deployment in one test: PostgreSQL holds the commands, outbox and inbox;
 // the relay publishes commands and replies to RabbitMQ and events to Kafka (kfake); a consumer
@@ -40,14 +35,11 @@ type platform struct {
 	url      string
 	prefix   string
 	drv      driver.Driver
-	client   *commandbus.Client
 	relay    *outbox.Relay
 	consumer *amqp.Consumer
 	brokers  []string
-	handle   atomic.Pointer[func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error)]
-	calls    atomic.Int64
-	replies  chan commandbus.Reply
 	metrics  *outbox.Metrics
+	*brokertest.Fx
 }
 
 type platformOpts struct {
@@ -63,24 +55,13 @@ type platformOpts struct {
 func newPlatform(t *testing.T, opts platformOpts) *platform {
 	t.Helper()
 	url := rabbitURL(t)
-	p := &platform{t: t, url: url, prefix: uniquePrefix(), drv: dbtest.Postgres(t), replies: make(chan commandbus.Reply, 100)}
+	p := &platform{t: t, url: url, prefix: uniquePrefix(), drv: dbtest.Postgres(t)}
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events.Fx"))
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
 	p.brokers = cluster.ListenAddrs()
-
-	ok := func(context.Context, *commandbus.Command[BookFx]) (any, error) {
+	p.Fx = brokertest.NewFx(t, 100, func(context.Context, *commandbus.Command[BookFx]) (any, error) {
 		return map[string]string{"contract": "FX-1"}, nil
-	}
-	p.handle.Store(&ok)
-	handlers := commandbus.NewHandlers()
-	commandbus.AddHandler(handlers, "fx", commandbus.HandlerFunc[BookFx](func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
-		p.calls.Add(1)
-		return (*p.handle.Load())(ctx, cmd)
-	}))
-	commandbus.AddReplyHandler(handlers, "payments", "", func(_ context.Context, msg *commandbus.ReplyMessage) error {
-		p.replies <- msg.Reply
-		return nil
 	})
 	if opts.maxAttempts == 0 {
 		opts.maxAttempts = 3
@@ -89,9 +70,9 @@ func newPlatform(t *testing.T, opts platformOpts) *platform {
 		opts.lease = 10 * time.Second
 	}
 	jitter := 0.0
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := brokertest.Logger(t)
 	client, err := commandbus.NewClient(p.drv, &commandbus.Config{
-		Handlers: handlers,
+		Handlers: p.Handlers,
 		Logger:   logger,
 		Domains: map[string]*commandbus.DomainConfig{
 			"fx": {Transport: commandbus.TransportAMQP, Events: commandbus.EventsKafka, MaxAttempts: opts.maxAttempts,
@@ -105,7 +86,7 @@ func newPlatform(t *testing.T, opts platformOpts) *platform {
 		FetchPollInterval: commandbus.Duration(100 * time.Millisecond),
 	})
 	require.NoError(t, err)
-	p.client = client
+	p.Client = client
 	p.metrics = client.MessagingMetrics()
 
 	topology := amqp.Topology{Prefix: p.prefix, BackoutThreshold: 5}
@@ -131,36 +112,8 @@ func newPlatform(t *testing.T, opts platformOpts) *platform {
 	p.consumer, err = amqp.NewConsumer(amqp.ConsumerConfig{URL: url, Topology: topology, Client: client, Replies: opts.replies, Logger: logger,
 		RequeueDelay: opts.requeueDelay, MaxRequeueDelay: time.Second})
 	require.NoError(t, err)
-	client.AddService(p.consumer)
-	require.NoError(t, client.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, client.Stop(ctx))
-		deleteQueues(t, url, append(p.consumer.Queues(), topology.ReplyQueue(), topology.DeadLetterQueue(), topology.ParkingQueue())...)
-	})
-	select {
-	case <-p.consumer.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the consumer did not connect")
-	}
+	brokertest.Start(t, client, p.consumer, url, topology.ReplyQueue(), topology.DeadLetterQueue(), topology.ParkingQueue())
 	return p
-}
-
-func (p *platform) setHandler(fn func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error)) {
-	p.handle.Store(&fn)
-}
-
-func (p *platform) waitStatus(id uuid.UUID, status commandbus.Status) *commandbus.CommandRow {
-	p.t.Helper()
-	var row *commandbus.CommandRow
-	waitFor(p.t, "command "+id.String()+" "+string(status), func() bool {
-		var err error
-		row, err = p.client.GetCommand(context.Background(), id)
-		require.NoError(p.t, err)
-		return row.Status == status
-	})
-	return row
 }
 
 func (p *platform) events(n int) []*kgo.Record {
@@ -182,19 +135,10 @@ func (p *platform) events(n int) []*kgo.Record {
 func (p *platform) dedupeHits() float64 {
 	var total float64
 	for _, q := range p.consumer.Queues() {
-		total += testutilValue(p.metrics.InboxDedupeHits.WithLabelValues("amqp:" + q))
+		total += brokertest.CounterValue(p.metrics.InboxDedupeHits.WithLabelValues("amqp:" + q))
 	}
 	return total
 }
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(string(b))
-	return len(b), nil
-}
-
-var _ io.Writer = testWriter{}
 
 // TestHappyPath is seed 004 §12 test 1: the command row ends COMPLETED, its reply arrives on the
 // AMQP reply queue with the command id as correlation id, and its event on Kafka, keyed by the
@@ -205,18 +149,18 @@ func TestHappyPath(t *testing.T) {
 	sc := tracecontext.SpanContext{TraceID: tracecontext.TraceID{1, 2, 3}, SpanID: tracecontext.SpanID{4, 5}, Sampled: true}
 	ctx := tracecontext.ContextWith(context.Background(), sc)
 	var sawTrace atomic.Bool
-	p.setHandler(func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
+	p.SetHandler(func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
 		got, ok := tracecontext.FromContext(ctx)
 		sawTrace.Store(ok && got.TraceID == sc.TraceID)
 		return map[string]string{"contract": "FX-" + cmd.Args.PaymentID}, nil
 	})
 	correlation := uuid.Must(uuid.NewV7())
-	res, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "p-1"}, &commandbus.SendOpts{
+	res, err := p.Client.Send(ctx, "fx", BookFx{PaymentID: "p-1"}, &commandbus.SendOpts{
 		ReplyTo: "payments", Key: "payment-1", CorrelationID: correlation, TenantID: "acme", IdempotencyKey: "saga-1:STEP_BOOK_FX",
 	})
 	require.NoError(t, err)
 
-	row := p.waitStatus(res.ID, commandbus.StatusCompleted)
+	row := p.WaitStatus(res.ID, commandbus.StatusCompleted)
 	require.JSONEq(t, `{"contract":"FX-p-1"}`, string(row.Result))
 	require.True(t, sawTrace.Load(), "the handler runs in the sender's trace")
 
@@ -264,15 +208,9 @@ func TestHappyPath(t *testing.T) {
 func TestRepliesReachReplyHandlers(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, platformOpts{replies: true})
-	res, err := p.client.Send(context.Background(), "fx", BookFx{PaymentID: "p-2"}, &commandbus.SendOpts{ReplyTo: "payments"})
+	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "p-2"}, &commandbus.SendOpts{ReplyTo: "payments"})
 	require.NoError(t, err)
-	select {
-	case reply := <-p.replies:
-		require.Equal(t, res.ID, reply.CommandID)
-		require.Equal(t, commandbus.OutcomeSuccess, reply.Outcome)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no reply reached the reply handler")
-	}
+	require.Equal(t, commandbus.OutcomeSuccess, p.WaitReply(res.ID).Outcome)
 }
 
 // TestRetryableFailureRedeliveryDeduped is seed 004 §12 test 2: the first attempt fails
@@ -282,16 +220,16 @@ func TestRetryableFailureRedeliveryDeduped(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, platformOpts{})
 	var effects atomic.Int64
-	p.setHandler(func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
+	p.SetHandler(func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
 		if cmd.Attempt == 1 {
 			return nil, commandbus.Transient(errors.New("fx provider timeout"))
 		}
 		effects.Add(1)
 		return map[string]string{"contract": "FX-3"}, nil
 	})
-	res, err := p.client.Send(context.Background(), "fx", BookFx{PaymentID: "p-3"}, nil)
+	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "p-3"}, nil)
 	require.NoError(t, err)
-	row := p.waitStatus(res.ID, commandbus.StatusCompleted)
+	row := p.WaitStatus(res.ID, commandbus.StatusCompleted)
 	require.Equal(t, 2, row.Attempt)
 	require.Equal(t, int64(1), effects.Load())
 
@@ -302,8 +240,8 @@ func TestRetryableFailureRedeliveryDeduped(t *testing.T) {
 	before := p.dedupeHits()
 	publishRaw(t, p.url, amqp.Publishing(first[len(first)-1]), first[len(first)-1].Topic)
 	publishRaw(t, p.url, amqp.Publishing(first[0]), first[0].Topic)
-	waitFor(t, "both redeliveries deduped", func() bool { return p.dedupeHits()-before == 2 })
-	require.Equal(t, int64(2), p.calls.Load(), "the handler did not run again")
+	brokertest.WaitFor(t, "both redeliveries deduped", func() bool { return p.dedupeHits()-before == 2 })
+	require.Equal(t, int64(2), p.Calls.Load(), "the handler did not run again")
 	require.Equal(t, int64(1), effects.Load())
 }
 
@@ -330,7 +268,7 @@ func TestPermanentFailureParkedThenResubmitted(t *testing.T) {
 	p := newPlatform(t, platformOpts{})
 	var fixed atomic.Bool
 	keys := make(chan string, 4)
-	p.setHandler(func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
+	p.SetHandler(func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
 		keys <- cmd.IdempotencyKey()
 		if !fixed.Load() {
 			return nil, commandbus.Permanent("ACCOUNT_BLOCKED", errors.New("beneficiary account blocked"))
@@ -338,11 +276,11 @@ func TestPermanentFailureParkedThenResubmitted(t *testing.T) {
 		return map[string]string{"contract": "FX-4"}, nil
 	})
 	ctx := context.Background()
-	res, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "p-4"}, &commandbus.SendOpts{IdempotencyKey: "payment-4:BOOK_FX", ReplyTo: "payments"})
+	res, err := p.Client.Send(ctx, "fx", BookFx{PaymentID: "p-4"}, &commandbus.SendOpts{IdempotencyKey: "payment-4:BOOK_FX", ReplyTo: "payments"})
 	require.NoError(t, err)
-	p.waitStatus(res.ID, commandbus.StatusInTSQ)
+	p.WaitStatus(res.ID, commandbus.StatusInTSQ)
 
-	parked, err := p.client.DLQ().List(ctx, commandbus.DLQFilter{Domain: "fx"})
+	parked, err := p.Client.DLQ().List(ctx, commandbus.DLQFilter{Domain: "fx"})
 	require.NoError(t, err)
 	require.Len(t, parked, 1)
 	require.Equal(t, res.ID, parked[0].CommandID)
@@ -350,23 +288,23 @@ func TestPermanentFailureParkedThenResubmitted(t *testing.T) {
 	require.Equal(t, "ACCOUNT_BLOCKED: beneficiary account blocked", parked[0].Error)
 
 	fixed.Store(true)
-	_, err = p.client.DLQ().Resubmit(ctx, res.ID, commandbus.OperatorAction{Actor: "alice@ops", Reason: "account unblocked"})
+	_, err = p.Client.DLQ().Resubmit(ctx, res.ID, commandbus.OperatorAction{Actor: "alice@ops", Reason: "account unblocked"})
 	require.NoError(t, err)
-	row := p.waitStatus(res.ID, commandbus.StatusCompleted)
+	row := p.WaitStatus(res.ID, commandbus.StatusCompleted)
 	require.Equal(t, "payment-4:BOOK_FX", row.IdempotencyKey)
 	require.Equal(t, "payment-4:BOOK_FX", <-keys)
 	require.Equal(t, "payment-4:BOOK_FX", <-keys, "the same idempotency key")
-	_, err = p.client.DLQ().Get(ctx, res.ID)
+	_, err = p.Client.DLQ().Get(ctx, res.ID)
 	require.ErrorIs(t, err, commandbus.ErrNotFound)
 
-	log, err := p.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: res.ID.String()})
+	log, err := p.Client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: res.ID.String()})
 	require.NoError(t, err)
 	var actions []string
 	for _, e := range log {
 		actions = append(actions, e.Action)
 	}
 	require.ElementsMatch(t, []string{"DLQ_PARK", "DLQ_RESUBMIT"}, actions)
-	_, err = p.client.DLQ().Resubmit(ctx, res.ID, commandbus.OperatorAction{Actor: "alice@ops", Reason: "again"})
+	_, err = p.Client.DLQ().Resubmit(ctx, res.ID, commandbus.OperatorAction{Actor: "alice@ops", Reason: "again"})
 	require.ErrorIs(t, err, commandbus.ErrInvalidState)
 }
 
@@ -379,13 +317,13 @@ func TestTimeoutCaughtByWatchdog(t *testing.T) {
 	release := make(chan struct{})
 	var once sync.Once
 	t.Cleanup(func() { once.Do(func() { close(release) }) })
-	p.setHandler(func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
+	p.SetHandler(func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
 		<-release // a downstream that never answers, and ignores cancellation
 		return map[string]string{"late": "yes"}, nil
 	})
-	res, err := p.client.Send(context.Background(), "fx", BookFx{PaymentID: "p-5"}, &commandbus.SendOpts{ReplyTo: "payments"})
+	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "p-5"}, &commandbus.SendOpts{ReplyTo: "payments"})
 	require.NoError(t, err)
-	row := p.waitStatus(res.ID, commandbus.StatusTimedOut)
+	row := p.WaitStatus(res.ID, commandbus.StatusTimedOut)
 	require.Equal(t, commandbus.CodeLeaseExpired, row.ErrorCode)
 
 	reply := readQueue(t, p.url, outbox.ReplyQueueName(p.prefix), 1)[0]
@@ -398,10 +336,10 @@ func TestTimeoutCaughtByWatchdog(t *testing.T) {
 	once.Do(func() { close(release) })
 	// The late outcome is fenced out: once the delivery is settled, the command is still TIMED_OUT.
 	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
-	waitFor(t, "the late delivery settled", func() bool {
-		return testutilValue(p.metrics.Consumed.WithLabelValues(queue, string(commandbus.DeliveryProcessed))) == 1
+	brokertest.WaitFor(t, "the late delivery settled", func() bool {
+		return brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, string(commandbus.DeliveryProcessed))) == 1
 	})
-	row, err = p.client.GetCommand(context.Background(), res.ID)
+	row, err = p.Client.GetCommand(context.Background(), res.ID)
 	require.NoError(t, err)
 	require.Equal(t, commandbus.StatusTimedOut, row.Status)
 }
@@ -412,17 +350,17 @@ func TestDuplicateSubmission(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, platformOpts{})
 	ctx := context.Background()
-	first, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "p-6"}, &commandbus.SendOpts{IdempotencyKey: "payment-6:BOOK_FX"})
+	first, err := p.Client.Send(ctx, "fx", BookFx{PaymentID: "p-6"}, &commandbus.SendOpts{IdempotencyKey: "payment-6:BOOK_FX"})
 	require.NoError(t, err)
-	second, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "p-6"}, &commandbus.SendOpts{IdempotencyKey: "payment-6:BOOK_FX"})
+	second, err := p.Client.Send(ctx, "fx", BookFx{PaymentID: "p-6"}, &commandbus.SendOpts{IdempotencyKey: "payment-6:BOOK_FX"})
 	require.NoError(t, err)
 	require.True(t, second.Duplicate)
 	require.Equal(t, first.ID, second.ID)
-	p.waitStatus(first.ID, commandbus.StatusCompleted)
+	p.WaitStatus(first.ID, commandbus.StatusCompleted)
 	msgs, err := p.drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Transport: outbox.TransportAMQP, Topic: outbox.CommandQueueName(p.prefix, "fx", "BookFx")})
 	require.NoError(t, err)
 	require.Len(t, msgs, 1)
-	require.Equal(t, int64(1), p.calls.Load())
+	require.Equal(t, int64(1), p.Calls.Load())
 }
 
 // crashingRelayExec marks nothing published the first time: the relay "crashes" between
@@ -448,12 +386,12 @@ func TestRelayCrashRepublishDeduped(t *testing.T) {
 		exec = &crashingRelayExec{Executor: e}
 		return exec
 	}})
-	res, err := p.client.Send(context.Background(), "fx", BookFx{PaymentID: "p-7"}, nil)
+	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "p-7"}, nil)
 	require.NoError(t, err)
-	p.waitStatus(res.ID, commandbus.StatusCompleted)
+	p.WaitStatus(res.ID, commandbus.StatusCompleted)
 	require.True(t, exec.crashed.Load())
-	waitFor(t, "the second publication deduped", func() bool { return p.dedupeHits() >= 1 })
-	require.Equal(t, int64(1), p.calls.Load())
+	brokertest.WaitFor(t, "the second publication deduped", func() bool { return p.dedupeHits() >= 1 })
+	require.Equal(t, int64(1), p.Calls.Load())
 }
 
 // TestUndecodableMessages: a message that is not an envelope goes to the dead-letter queue with
@@ -481,19 +419,19 @@ func TestUndecodableMessages(t *testing.T) {
 func TestBrokerRestart(t *testing.T) {
 	p := newPlatform(t, platformOpts{})
 	ctx := context.Background()
-	warm, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "warm"}, nil)
+	warm, err := p.Client.Send(ctx, "fx", BookFx{PaymentID: "warm"}, nil)
 	require.NoError(t, err)
-	p.waitStatus(warm.ID, commandbus.StatusCompleted)
+	p.WaitStatus(warm.ID, commandbus.StatusCompleted)
 
 	start := stopBroker(t, p.url)
 	const n = 20
 	ids := make([]uuid.UUID, n)
 	for i := range n {
-		res, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "during-outage"}, nil)
+		res, err := p.Client.Send(ctx, "fx", BookFx{PaymentID: "during-outage"}, nil)
 		require.NoError(t, err)
 		ids[i] = res.ID
 	}
-	waitFor(t, "the relay failing to publish", func() bool {
+	brokertest.WaitFor(t, "the relay failing to publish", func() bool {
 		rows, err := p.drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}, Transport: outbox.TransportAMQP})
 		require.NoError(t, err)
 		for _, r := range rows {
@@ -505,9 +443,9 @@ func TestBrokerRestart(t *testing.T) {
 	})
 	start()
 	for _, id := range ids {
-		p.waitStatus(id, commandbus.StatusCompleted)
+		p.WaitStatus(id, commandbus.StatusCompleted)
 	}
-	require.GreaterOrEqual(t, p.calls.Load(), int64(n+1))
+	require.GreaterOrEqual(t, p.Calls.Load(), int64(n+1))
 }
 
 // TestConsumerRestarts: a consumer stopped and started again (as a restarted client does)
@@ -515,17 +453,8 @@ func TestBrokerRestart(t *testing.T) {
 func TestConsumerRestarts(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, platformOpts{})
-	ctx := context.Background()
-	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	require.NoError(t, p.consumer.Stop(stopCtx))
-	require.NoError(t, p.consumer.Start(ctx))
-	select {
-	case <-p.consumer.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the restarted consumer did not connect")
-	}
-	res, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "again"}, nil)
+	brokertest.Restart(t, p.consumer)
+	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "again"}, nil)
 	require.NoError(t, err)
-	p.waitStatus(res.ID, commandbus.StatusCompleted)
+	p.WaitStatus(res.ID, commandbus.StatusCompleted)
 }

@@ -2,11 +2,7 @@ package amqp_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,62 +11,28 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/commandbus/commandbus/internal/brokerlock"
+	"github.com/commandbus/commandbus/transport/internal/brokertest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).triggerHealthCheck.func1"),
-		// A pooled connection whose write was slow (a loaded machine) keeps its background
-		// reader blocked in a read until the connection is next used: the shared test pool's.
-		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn/internal/bgreader.(*BGReader).bgRead"))
+	goleak.VerifyTestMain(m, brokertest.LeakOptions()...)
 }
 
 // rabbitURL returns the test broker's URL, or skips (fails under COMMANDBUS_REQUIRE_RABBITMQ=1)
 // when it is unreachable.
 func rabbitURL(t testing.TB) string {
 	t.Helper()
-	url := os.Getenv("COMMANDBUS_TEST_AMQP_URL")
-	if url == "" {
-		url = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp091.Dial(url)
-	if err != nil {
-		if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
-			t.Fatalf("RabbitMQ is required (COMMANDBUS_REQUIRE_RABBITMQ=1) but unreachable at %s: %v", url, err)
+	return brokertest.URL(t, "COMMANDBUS_TEST_AMQP_URL", func(url string) error {
+		conn, err := amqp091.Dial(url)
+		if err == nil {
+			_ = conn.Close()
 		}
-		t.Skipf("skipping: RabbitMQ unreachable at %s (%v); start it with rabbitmq-server -detached", url, err)
-	}
-	_ = conn.Close()
-	return url
+		return err
+	}, "start it with rabbitmq-server -detached")
 }
 
 // uniquePrefix isolates a test's queues.
-func uniquePrefix() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return "T" + strings.ToUpper(hex.EncodeToString(b))
-}
-
-// deleteQueues removes a test's queues.
-func deleteQueues(t testing.TB, url string, queues ...string) {
-	t.Helper()
-	conn, err := amqp091.Dial(url)
-	if err != nil {
-		t.Logf("deleting queues: %v", err)
-		return
-	}
-	defer conn.Close()
-	for _, q := range queues {
-		ch, err := conn.Channel()
-		if err != nil {
-			return
-		}
-		_, _ = ch.QueueDelete(q, false, false, false)
-		_ = ch.Close()
-	}
-}
+func uniquePrefix() string { return brokertest.UniquePrefix("T") }
 
 // readQueue takes up to n messages from queue, waiting up to the deadline for them (the queue
 // may not be declared yet: a failed get closes the channel, and the next try opens another).
@@ -112,18 +74,6 @@ func readQueue(t testing.TB, url, queue string, n int) []amqp091.Delivery {
 		time.Sleep(20 * time.Millisecond) // polling the queue
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // stopBroker stops the RabbitMQ application and returns a function that starts it again; the

@@ -4,10 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"log/slog"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,6 +18,7 @@ import (
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/tracecontext"
 	"github.com/commandbus/commandbus/transport/amqp10"
+	"github.com/commandbus/commandbus/transport/internal/brokertest"
 )
 
 func TestDetectAddressStyle(t *testing.T) {
@@ -43,10 +40,7 @@ func TestPublishConsumeRoundTrip(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
 	topology := amqp10.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
-	queue := outbox.CommandQueueName(topology.Prefix, "fx", "BookFx")
-	t.Cleanup(func() {
-		deleteQueues(t, url, queue, topology.BackoutQueue(queue), topology.DeadLetterQueue(), topology.ParkingQueue())
-	})
+	queue := brokertest.CommandQueue(t, url, topology.Prefix)
 	commandID, correlation, causation := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	sc := tracecontext.SpanContext{TraceID: tracecontext.TraceID{9}, SpanID: tracecontext.SpanID{8}, Sampled: true}
 	env := &outbox.Envelope{MessageID: uuid.Must(uuid.NewV7()), Type: outbox.TypeCommandRequested, Name: "BookFx", CommandID: commandID,
@@ -91,16 +85,11 @@ func TestBackoutQueueAfterThreshold(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
 	topology := amqp10.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
-	queue := outbox.CommandQueueName(topology.Prefix, "fx", "BookFx")
-	t.Cleanup(func() {
-		deleteQueues(t, url, queue, topology.BackoutQueue(queue), topology.DeadLetterQueue(), topology.ParkingQueue())
-	})
+	queue := brokertest.CommandQueue(t, url, topology.Prefix)
 	pub, err := amqp10.NewPublisher(amqp10.PublisherConfig{URL: url, Topology: topology})
 	require.NoError(t, err)
 	defer pub.Close()
-	row := &driver.OutboxRow{ID: 1, Topic: queue, Type: "CommandRequested", MessageID: "poison-10",
-		Payload: json.RawMessage(`{}`), Headers: map[string]string{outbox.HeaderCommandID: "c-10"}}
-	require.NoError(t, pub.Publish(context.Background(), []*driver.OutboxRow{row})[0])
+	brokertest.PublishPoison(t, pub, queue, "poison-10", "c-10")
 
 	rcv := receiver(t, url, queue)
 	deliveries := 0
@@ -122,11 +111,7 @@ func TestBackoutQueueAfterThreshold(t *testing.T) {
 	require.True(t, backedOut.Header.Durable)
 }
 
-type BookFx struct {
-	PaymentID string `json:"paymentId"`
-}
-
-func (BookFx) Kind() string { return "BookFx" }
+type BookFx = brokertest.BookFx
 
 // platform: PostgreSQL holds the commands and outbox; the relay publishes the fx domain's
 // commands over AMQP 1.0, and a consumer runs the fx handler for what the broker delivers.
@@ -135,35 +120,22 @@ type platform struct {
 	url      string
 	prefix   string
 	drv      *pgdriver.Driver
-	client   *commandbus.Client
 	consumer *amqp10.Consumer
-	handle   atomic.Pointer[func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error)]
-	calls    atomic.Int64
-	replies  chan commandbus.Reply
 	metrics  *outbox.Metrics
+	*brokertest.Fx
 }
 
 func newPlatform(t *testing.T, replies bool) *platform {
 	t.Helper()
 	url := brokerURL(t)
-	p := &platform{t: t, url: url, prefix: uniquePrefix(), drv: dbtest.Postgres(t), replies: make(chan commandbus.Reply, 10)}
-	ok := func(_ context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
+	p := &platform{t: t, url: url, prefix: uniquePrefix(), drv: dbtest.Postgres(t)}
+	p.Fx = brokertest.NewFx(t, 10, func(_ context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
 		return map[string]string{"contract": "FX-" + cmd.Args.PaymentID}, nil
-	}
-	p.handle.Store(&ok)
-	handlers := commandbus.NewHandlers()
-	commandbus.AddHandler(handlers, "fx", commandbus.HandlerFunc[BookFx](func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
-		p.calls.Add(1)
-		return (*p.handle.Load())(ctx, cmd)
-	}))
-	commandbus.AddReplyHandler(handlers, "payments", "", func(_ context.Context, msg *commandbus.ReplyMessage) error {
-		p.replies <- msg.Reply
-		return nil
 	})
 	jitter := 0.0
-	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	logger := brokertest.Logger(t)
 	client, err := commandbus.NewClient(p.drv, &commandbus.Config{
-		Handlers: handlers, Logger: logger,
+		Handlers: p.Handlers, Logger: logger,
 		Domains: map[string]*commandbus.DomainConfig{
 			"fx": {Transport: commandbus.TransportAMQP10, MaxAttempts: 3, VisibilityTimeout: commandbus.Duration(10 * time.Second),
 				Retry: commandbus.RetryPolicy{InitialDelay: commandbus.Duration(100 * time.Millisecond), Jitter: &jitter}},
@@ -176,7 +148,7 @@ func newPlatform(t *testing.T, replies bool) *platform {
 	require.NoError(t, err)
 	require.Equal(t, []string{"fx"}, client.AMQP10Domains())
 	require.Empty(t, client.AMQPDomains())
-	p.client = client
+	p.Client = client
 	p.metrics = client.MessagingMetrics()
 	topology := amqp10.Topology{Prefix: p.prefix, BackoutThreshold: 5}
 	pub, err := amqp10.NewPublisher(amqp10.PublisherConfig{URL: url, Topology: topology})
@@ -191,47 +163,10 @@ func newPlatform(t *testing.T, replies bool) *platform {
 	p.consumer, err = amqp10.NewConsumer(amqp10.ConsumerConfig{URL: url, Topology: topology, Client: client, Replies: replies, Logger: logger,
 		RequeueDelay: 20 * time.Millisecond, MaxRequeueDelay: time.Second})
 	require.NoError(t, err)
-	client.AddService(p.consumer)
-	require.NoError(t, client.Start(context.Background()))
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		require.NoError(t, client.Stop(ctx))
-		deleteQueues(t, url, append(p.consumer.Queues(), topology.ReplyQueue(), topology.BackoutQueue(topology.ReplyQueue()),
-			topology.DeadLetterQueue(), topology.ParkingQueue())...)
-	})
-	select {
-	case <-p.consumer.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the consumer did not connect")
-	}
+	brokertest.Start(t, client, p.consumer, url, topology.ReplyQueue(), topology.BackoutQueue(topology.ReplyQueue()),
+		topology.DeadLetterQueue(), topology.ParkingQueue())
 	return p
 }
-
-func (p *platform) setHandler(fn func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error)) {
-	p.handle.Store(&fn)
-}
-
-func (p *platform) waitStatus(id uuid.UUID, status commandbus.Status) *commandbus.CommandRow {
-	p.t.Helper()
-	var row *commandbus.CommandRow
-	waitFor(p.t, "command "+id.String()+" "+string(status), func() bool {
-		var err error
-		row, err = p.client.GetCommand(context.Background(), id)
-		require.NoError(p.t, err)
-		return row.Status == status
-	})
-	return row
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(string(b))
-	return len(b), nil
-}
-
-var _ io.Writer = testWriter{}
 
 // TestCommandThroughOutboxCompletes: a command sent to an amqp10 domain is written with its
 // outbox row, published by the relay over AMQP 1.0, run by the consumer's worker on PostgreSQL,
@@ -242,13 +177,13 @@ func TestCommandThroughOutboxCompletes(t *testing.T) {
 	p := newPlatform(t, false)
 	ctx := context.Background()
 	correlation := uuid.Must(uuid.NewV7())
-	res, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "p-1"}, &commandbus.SendOpts{
+	res, err := p.Client.Send(ctx, "fx", BookFx{PaymentID: "p-1"}, &commandbus.SendOpts{
 		ReplyTo: "payments", Key: "payment-1", CorrelationID: correlation, TenantID: "acme", IdempotencyKey: "saga-1:STEP_BOOK_FX",
 	})
 	require.NoError(t, err)
-	row := p.waitStatus(res.ID, commandbus.StatusCompleted)
+	row := p.WaitStatus(res.ID, commandbus.StatusCompleted)
 	require.JSONEq(t, `{"contract":"FX-p-1"}`, string(row.Result))
-	require.Equal(t, int64(1), p.calls.Load())
+	require.Equal(t, int64(1), p.Calls.Load())
 
 	published, err := p.drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Transport: outbox.TransportAMQP10, Topic: outbox.CommandQueueName(p.prefix, "fx", "BookFx")})
 	require.NoError(t, err)
@@ -275,15 +210,9 @@ func TestCommandThroughOutboxCompletes(t *testing.T) {
 func TestRepliesReachReplyHandlers(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, true)
-	res, err := p.client.Send(context.Background(), "fx", BookFx{PaymentID: "p-2"}, &commandbus.SendOpts{ReplyTo: "payments"})
+	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "p-2"}, &commandbus.SendOpts{ReplyTo: "payments"})
 	require.NoError(t, err)
-	select {
-	case reply := <-p.replies:
-		require.Equal(t, res.ID, reply.CommandID)
-		require.Equal(t, commandbus.OutcomeSuccess, reply.Outcome)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no reply reached the reply handler")
-	}
+	require.Equal(t, commandbus.OutcomeSuccess, p.WaitReply(res.ID).Outcome)
 }
 
 // TestHandlerFailureRetried: a transient handler failure is retried through the broker (a new
@@ -291,43 +220,17 @@ func TestRepliesReachReplyHandlers(t *testing.T) {
 func TestHandlerFailureRetried(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, false)
-	p.setHandler(func(_ context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
+	p.SetHandler(func(_ context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
 		if cmd.Attempt == 1 {
 			return nil, commandbus.Transient(errors.New("fx provider timeout"))
 		}
 		return map[string]string{"contract": "FX-3"}, nil
 	})
-	res, err := p.client.Send(context.Background(), "fx", BookFx{PaymentID: "p-3"}, nil)
+	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "p-3"}, nil)
 	require.NoError(t, err)
-	row := p.waitStatus(res.ID, commandbus.StatusCompleted)
+	row := p.WaitStatus(res.ID, commandbus.StatusCompleted)
 	require.Equal(t, 2, row.Attempt)
-	require.Equal(t, int64(2), p.calls.Load())
-}
-
-// failClaims makes PostgreSQL refuse to claim the fx commands whose paymentId is paymentID: a
-// real database error on every delivery of their messages, until the returned function lifts it.
-func failClaims(t *testing.T, drv *pgdriver.Driver, paymentID string) func() {
-	t.Helper()
-	schema := drv.Schema()
-	ctx := context.Background()
-	_, err := drv.Pool().Exec(ctx, fmt.Sprintf(`
-		CREATE FUNCTION %[1]s.fail_claim() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN
-			IF NEW.status = 'RUNNING' AND NEW.data->>'paymentId' = '%[2]s' THEN
-				RAISE EXCEPTION 'simulated database failure claiming %[2]s';
-			END IF;
-			RETURN NEW;
-		END $$;
-		CREATE TRIGGER fail_claim BEFORE UPDATE ON %[1]s.command FOR EACH ROW EXECUTE FUNCTION %[1]s.fail_claim();`,
-		schema, paymentID))
-	require.NoError(t, err)
-	var lifted atomic.Bool
-	return func() {
-		if lifted.CompareAndSwap(false, true) {
-			_, err := drv.Pool().Exec(ctx, "DROP TRIGGER fail_claim ON "+schema+".command")
-			require.NoError(t, err)
-		}
-	}
+	require.Equal(t, int64(2), p.Calls.Load())
 }
 
 // TestRedeliveryOnDatabaseFailure: a delivery that fails in the database is given back after a
@@ -335,18 +238,18 @@ func failClaims(t *testing.T, drv *pgdriver.Driver, paymentID string) func() {
 func TestRedeliveryOnDatabaseFailure(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, false)
-	lift := failClaims(t, p.drv, "flaky")
+	lift := brokertest.FailClaims(t, p.drv, "flaky")
 	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
-	res, err := p.client.Send(context.Background(), "fx", BookFx{PaymentID: "flaky"}, nil)
+	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "flaky"}, nil)
 	require.NoError(t, err)
-	waitFor(t, "two failed deliveries", func() bool {
-		return counterValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")) >= 2
+	brokertest.WaitFor(t, "two failed deliveries", func() bool {
+		return brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, "requeued")) >= 2
 	})
 	lift()
-	row := p.waitStatus(res.ID, commandbus.StatusCompleted)
+	row := p.WaitStatus(res.ID, commandbus.StatusCompleted)
 	require.Equal(t, 1, row.Attempt)
-	require.Equal(t, int64(1), p.calls.Load())
-	require.Equal(t, float64(0), counterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
+	require.Equal(t, int64(1), p.Calls.Load())
+	require.Equal(t, float64(0), brokertest.CounterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
 }
 
 // TestBackoutParksCommand: a message whose processing keeps failing in the database is given
@@ -356,28 +259,28 @@ func TestRedeliveryOnDatabaseFailure(t *testing.T) {
 func TestBackoutParksCommand(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, false)
-	failClaims(t, p.drv, "poison")
+	brokertest.FailClaims(t, p.drv, "poison")
 	ctx := context.Background()
 	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
 	start := time.Now()
-	res, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "poison"}, nil)
+	res, err := p.Client.Send(ctx, "fx", BookFx{PaymentID: "poison"}, nil)
 	require.NoError(t, err)
-	row := p.waitStatus(res.ID, commandbus.StatusInTSQ)
+	row := p.WaitStatus(res.ID, commandbus.StatusInTSQ)
 	require.Equal(t, commandbus.CodeBrokerBackout, row.ErrorCode)
-	require.Equal(t, int64(0), p.calls.Load())
+	require.Equal(t, int64(0), p.Calls.Load())
 	// Six deliveries (threshold 5), each given back after 20ms × 2^(delivery-count) or, where
 	// the broker hides the count (RabbitMQ 3.x), after at least 20ms: never a tight loop.
-	require.Equal(t, float64(6), counterValue(p.metrics.Consumed.WithLabelValues(queue, "requeued"))+
-		counterValue(p.metrics.Consumed.WithLabelValues(queue, "backed_out")))
+	require.Equal(t, float64(6), brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, "requeued"))+
+		brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(queue, "backed_out")))
 	require.GreaterOrEqual(t, time.Since(start), 5*20*time.Millisecond)
 
-	parked, err := p.client.DLQ().Get(ctx, res.ID)
+	parked, err := p.Client.DLQ().Get(ctx, res.ID)
 	require.NoError(t, err)
 	require.Contains(t, parked.Error, commandbus.CodeBrokerBackout)
 	require.Contains(t, parked.Error, "backed out of "+queue+" to "+queue+".BACKOUT")
 	require.Contains(t, parked.Error, "simulated database failure claiming poison")
-	require.Equal(t, float64(1), counterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
-	log, err := p.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: res.ID.String()})
+	require.Equal(t, float64(1), brokertest.CounterValue(p.metrics.BrokerDeadLetters.WithLabelValues(queue, "parked")))
+	log, err := p.Client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: res.ID.String()})
 	require.NoError(t, err)
 	require.Len(t, log, 1)
 	require.Equal(t, "DLQ_PARK", log[0].Action)
@@ -385,9 +288,9 @@ func TestBackoutParksCommand(t *testing.T) {
 
 	// Resubmitted once the database is fixed, it completes through the broker.
 	p.drv.Pool().Exec(ctx, "DROP TRIGGER fail_claim ON "+p.drv.Schema()+".command")
-	_, err = p.client.DLQ().Resubmit(ctx, res.ID, commandbus.OperatorAction{Actor: "alice@ops", Reason: "database fixed"})
+	_, err = p.Client.DLQ().Resubmit(ctx, res.ID, commandbus.OperatorAction{Actor: "alice@ops", Reason: "database fixed"})
 	require.NoError(t, err)
-	p.waitStatus(res.ID, commandbus.StatusCompleted)
+	p.WaitStatus(res.ID, commandbus.StatusCompleted)
 }
 
 // TestUndecodableMessages: a message that is not an envelope goes to the dead-letter queue with
@@ -395,8 +298,26 @@ func TestBackoutParksCommand(t *testing.T) {
 // dropped, and no handler runs.
 func TestUndecodableMessages(t *testing.T) {
 	t.Parallel()
+	testUndecodable(t, false)
+}
+
+// TestUndecodableBackedOutMessages: what reaches a command queue's backout queue but is not a
+// command is moved aside as on the command queue itself: an unknown schema version to
+// APP.PARKED.Q, anything else to APP.DLQ, each counted as kept; no handler runs.
+func TestUndecodableBackedOutMessages(t *testing.T) {
+	t.Parallel()
+	testUndecodable(t, true)
+}
+
+// testUndecodable sends a message that is not an envelope and one of an unknown schema version
+// to the fx command queue, or its backout queue, and checks where they end.
+func testUndecodable(t *testing.T, backedOut bool) {
 	p := newPlatform(t, false)
-	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
+	work := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
+	queue := work
+	if backedOut {
+		queue = outbox.BackoutQueueName(work)
+	}
 	conn, err := dial(p.url)
 	require.NoError(t, err)
 	defer conn.Close()
@@ -420,7 +341,11 @@ func TestUndecodableMessages(t *testing.T) {
 	parked := readQueue(t, p.url, outbox.ParkingQueueName(p.prefix), 1)[0]
 	require.Equal(t, "v2-10", parked.Properties.MessageID)
 	require.Contains(t, parked.ApplicationProperties[amqp10.HeaderError], outbox.CodeUnknownSchemaVersion)
-	require.Equal(t, int64(0), p.calls.Load())
+	require.Equal(t, queue, parked.ApplicationProperties[amqp10.HeaderOriginalQueue])
+	if backedOut {
+		require.Equal(t, 2.0, brokertest.CounterValue(p.metrics.BrokerDeadLetters.WithLabelValues(work, "kept")))
+	}
+	require.Equal(t, int64(0), p.Calls.Load())
 }
 
 // TestConsumerRestarts: a consumer stopped and started again (as a restarted client does)
@@ -428,17 +353,8 @@ func TestUndecodableMessages(t *testing.T) {
 func TestConsumerRestarts(t *testing.T) {
 	t.Parallel()
 	p := newPlatform(t, false)
-	ctx := context.Background()
-	stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	require.NoError(t, p.consumer.Stop(stopCtx))
-	require.NoError(t, p.consumer.Start(ctx))
-	select {
-	case <-p.consumer.Ready():
-	case <-time.After(30 * time.Second):
-		t.Fatal("the restarted consumer did not connect")
-	}
-	res, err := p.client.Send(ctx, "fx", BookFx{PaymentID: "again"}, nil)
+	brokertest.Restart(t, p.consumer)
+	res, err := p.Client.Send(context.Background(), "fx", BookFx{PaymentID: "again"}, nil)
 	require.NoError(t, err)
-	p.waitStatus(res.ID, commandbus.StatusCompleted)
+	p.WaitStatus(res.ID, commandbus.StatusCompleted)
 }

@@ -2,10 +2,8 @@ package amqp10
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -13,7 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus"
-	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/transport/internal/broker"
 )
 
 // ConsumerConfig configures a Consumer.
@@ -44,227 +42,61 @@ type ConsumerConfig struct {
 // own connection with the domain's concurrent-messages as link credit, so a domain never runs
 // more handlers at once; the backout queues of its command queues are drained on another.
 type Consumer struct {
-	cfg     ConsumerConfig
-	metrics *outbox.Metrics
-
-	mu         sync.Mutex
-	cancel     context.CancelFunc
-	loops      sync.WaitGroup
-	inflight   sync.WaitGroup
-	workCtx    context.Context
-	stopWork   context.CancelFunc
-	ready      chan struct{}
-	readyN     int
-	stopping   chan struct{}
-	started    bool
-	lastErrors sync.Map // message id → why its last delivery failed
-}
-
-// subscription is one connection's worth of queues.
-type subscription struct {
-	domain   string // "" for the reply queue
-	queues   []string
-	prefetch int
-	backout  bool // the queues are backout queues of the domain's command queues
+	core *broker.Consumer
+	cfg  ConsumerConfig
 }
 
 // NewConsumer returns a consumer; Start connects.
 func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
-	if cfg.URL == "" {
-		return nil, errors.New("amqp10: no broker URL; set amqp10.url")
-	}
-	if cfg.Client == nil {
-		return nil, errors.New("amqp10: the consumer needs the client whose handlers it runs")
-	}
 	cfg.Topology = cfg.Topology.withDefaults()
-	if cfg.Domains == nil {
-		cfg.Domains = cfg.Client.AMQP10Domains()
+	c := &Consumer{cfg: cfg}
+	core, err := broker.NewConsumer(broker.Config{
+		Name: "amqp10", URL: cfg.URL, Prefix: cfg.Topology.Prefix, BackoutThreshold: cfg.Topology.BackoutThreshold,
+		Client: cfg.Client, Domains: cfg.Domains, DefaultDomains: (*commandbus.Client).AMQP10Domains, Replies: cfg.Replies,
+		ReconnectDelay: cfg.ReconnectDelay, RequeueDelay: cfg.RequeueDelay, MaxRequeueDelay: cfg.MaxRequeueDelay, Logger: cfg.Logger,
+		BackoutBeforeProcessing: true,
+	}, protocol{c})
+	if err != nil {
+		return nil, err
 	}
-	if cfg.ReconnectDelay <= 0 {
-		cfg.ReconnectDelay = 200 * time.Millisecond
-	}
-	if cfg.RequeueDelay <= 0 {
-		cfg.RequeueDelay = time.Second
-	}
-	if cfg.MaxRequeueDelay <= 0 {
-		cfg.MaxRequeueDelay = 30 * time.Second
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = cfg.Client.Logger()
-	}
-	return &Consumer{cfg: cfg, metrics: cfg.Client.MessagingMetrics(), ready: make(chan struct{}), stopping: make(chan struct{})}, nil
-}
-
-func (c *Consumer) subscriptions() []subscription {
-	var subs []subscription
-	for _, domain := range c.cfg.Domains {
-		dc := c.cfg.Client.Config().Domain(domain)
-		if !*dc.Enabled || !*c.cfg.Client.Config().Features.CommandHandlers {
-			continue
-		}
-		sub := subscription{domain: domain, prefetch: dc.ConcurrentMessages}
-		for _, typ := range c.cfg.Client.CommandTypes(domain) {
-			sub.queues = append(sub.queues, outbox.CommandQueueName(c.cfg.Topology.Prefix, domain, typ))
-		}
-		if len(sub.queues) > 0 {
-			backout := subscription{domain: domain, prefetch: 10, backout: true}
-			for _, q := range sub.queues {
-				backout.queues = append(backout.queues, c.cfg.Topology.BackoutQueue(q))
-			}
-			subs = append(subs, sub, backout)
-		}
-	}
-	if c.cfg.Replies {
-		subs = append(subs, subscription{queues: []string{c.cfg.Topology.ReplyQueue()}, prefetch: 50})
-	}
-	return subs
+	c.core = core
+	return c, nil
 }
 
 // Queues lists the queues the consumer consumes, backout queues included.
-func (c *Consumer) Queues() []string {
-	var out []string
-	for _, s := range c.subscriptions() {
-		out = append(out, s.queues...)
-	}
-	return out
-}
+func (c *Consumer) Queues() []string { return c.core.Queues() }
 
 // Ready is closed once every queue has been consumed at least once (since the last Start).
-func (c *Consumer) Ready() <-chan struct{} {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ready
-}
+func (c *Consumer) Ready() <-chan struct{} { return c.core.Ready() }
 
 // Start connects and consumes until Stop; it returns at once and reconnects in the background.
-func (c *Consumer) Start(ctx context.Context) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.cancel != nil {
-		return errors.New("amqp10: consumer already started")
-	}
-	if c.started {
-		// Started again after Stop: fresh readiness and a fresh stop signal.
-		c.ready, c.stopping = make(chan struct{}), make(chan struct{})
-	}
-	c.started = true
-	subs := c.subscriptions()
-	loopCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	c.cancel = cancel
-	c.workCtx, c.stopWork = context.WithCancel(context.WithoutCancel(ctx))
-	c.readyN = len(subs)
-	if c.readyN == 0 {
-		close(c.ready)
-	}
-	for _, sub := range subs {
-		c.loops.Add(1)
-		go func() {
-			defer c.loops.Done()
-			c.run(loopCtx, sub)
-		}()
-	}
-	return nil
-}
-
-func (c *Consumer) markReady() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.readyN > 0 {
-		c.readyN--
-		if c.readyN == 0 {
-			close(c.ready)
-		}
-	}
-}
+func (c *Consumer) Start(ctx context.Context) error { return c.core.Start(ctx) }
 
 // Stop stops consuming, lets handlers in flight finish until ctx ends (then interrupts them: their
 // commands are released and their messages redelivered), and closes the connections.
-func (c *Consumer) Stop(ctx context.Context) error {
-	c.mu.Lock()
-	cancel := c.cancel
-	if cancel != nil {
-		select {
-		case <-c.stopping:
-		default:
-			close(c.stopping) // deliveries waiting out a backoff are given back now
-		}
-	}
-	c.mu.Unlock()
-	if cancel == nil {
-		return nil
-	}
-	done := make(chan struct{})
-	go func() { c.inflight.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
-	c.stopWork()
-	cancel()
-	c.loops.Wait()
-	c.mu.Lock()
-	c.cancel = nil // it may be started again
-	c.mu.Unlock()
-	return nil
-}
+func (c *Consumer) Stop(ctx context.Context) error { return c.core.Stop(ctx) }
 
-// run keeps one subscription consumed, reconnecting with backoff.
-func (c *Consumer) run(ctx context.Context, sub subscription) {
-	delay := c.cfg.ReconnectDelay
-	first := true
-	for ctx.Err() == nil {
-		err := c.consume(ctx, sub, func() {
-			delay = c.cfg.ReconnectDelay
-			if first {
-				first = false
-				c.markReady()
-			}
-		})
-		if ctx.Err() != nil {
-			return
-		}
-		c.cfg.Logger.Warn("amqp10 consumer: connection lost; reconnecting", "queues", sub.queues, "error", err, "in", delay)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		delay = min(delay*2, 5*time.Second)
-	}
-}
+// protocol is the consumer's AMQP 1.0 side.
+type protocol struct{ c *Consumer }
 
-// delivery is a message and the link it came on (settled there).
-type delivery struct {
-	queue string
-	rcv   *amqp.Receiver
-	msg   *amqp.Message
-}
-
-// consume runs one connection until it fails or ctx ends.
-func (c *Consumer) consume(ctx context.Context, sub subscription, connected func()) error {
-	sess, err := dial(ctx, c.cfg.URL, c.cfg.Topology)
+// Consume runs one connection until it fails or ctx ends.
+func (p protocol) Consume(ctx context.Context, sub broker.Subscription, connected func(), handle func(broker.Delivery, func())) error {
+	sess, err := dial(ctx, p.c.cfg.URL, p.c.cfg.Topology)
 	if err != nil {
 		return err
 	}
 	defer sess.close()
-	work := make([]string, len(sub.queues))
-	for i, q := range sub.queues {
-		work[i] = q
-		if sub.backout {
-			work[i] = strings.TrimSuffix(q, ".BACKOUT")
-		}
-	}
-	if err := sess.declare(work...); err != nil {
+	if err := sess.declare(sub.WorkQueues()...); err != nil {
 		return err
 	}
-	out := &mover{sess: sess, senders: map[string]*amqp.Sender{}}
-	deliveries := make(chan delivery)
+	out := &mover{sess: sess, topology: p.c.cfg.Topology, senders: map[string]*amqp.Sender{}}
+	deliveries := make(chan *delivery)
 	recvCtx, stopRecv := context.WithCancel(ctx)
 	defer stopRecv()
 	var receivers sync.WaitGroup
-	failed := make(chan error, len(sub.queues))
-	for _, queue := range sub.queues {
-		rcv, err := sess.sess.NewReceiver(ctx, sess.address(queue), &amqp.ReceiverOptions{Credit: int32(max(sub.prefetch, 1))})
+	failed := make(chan error, len(sub.Queues))
+	for _, queue := range sub.Queues {
+		rcv, err := sess.sess.NewReceiver(ctx, sess.address(queue), &amqp.ReceiverOptions{Credit: int32(max(sub.Prefetch, 1))})
 		if err != nil {
 			stopRecv()
 			receivers.Wait()
@@ -280,7 +112,7 @@ func (c *Consumer) consume(ctx context.Context, sub subscription, connected func
 					return
 				}
 				select {
-				case deliveries <- delivery{queue: queue, rcv: rcv, msg: msg}:
+				case deliveries <- &delivery{queue: queue, rcv: rcv, msg: msg, out: out}:
 				case <-recvCtx.Done():
 					return // the unsettled message returns to the queue with the connection
 				}
@@ -303,19 +135,59 @@ func (c *Consumer) consume(ctx context.Context, sub subscription, connected func
 		case err := <-failed:
 			return err
 		case d := <-deliveries:
-			c.inflight.Add(1)
 			handlers.Add(1)
-			go func() {
-				defer c.inflight.Done()
-				defer handlers.Done()
-				if sub.backout {
-					c.handleBackout(d, out)
-					return
-				}
-				c.handle(sub, d, out)
-			}()
+			handle(d, handlers.Done)
 		}
 	}
+}
+
+// delivery is a broker.Delivery of AMQP 1.0: a message and the link it came on (settled there).
+type delivery struct {
+	queue string
+	rcv   *amqp.Receiver
+	msg   *amqp.Message
+	out   *mover
+}
+
+func (d *delivery) Queue() string     { return d.queue }
+func (d *delivery) MessageID() string { return messageID(d.msg) }
+func (d *delivery) Body() []byte      { return d.msg.GetData() }
+
+// Count is the message header's delivery-count, the deliveries that failed before this one.
+func (d *delivery) Count() int64 { return deliveryCount(d.msg) }
+
+func (d *delivery) Accept(ctx context.Context) error {
+	return d.rcv.AcceptMessage(context.WithoutCancel(ctx), d.msg)
+}
+
+func (d *delivery) Release(ctx context.Context) error {
+	return d.rcv.ReleaseMessage(context.WithoutCancel(ctx), d.msg)
+}
+
+func (d *delivery) GiveBack(context.Context) error { return d.out.giveBack(d) }
+
+// BackOut moves the message to its backout queue, as an IBM MQ application does.
+func (d *delivery) BackOut(ctx context.Context, reason string) error {
+	return d.out.move(ctx, d, d.out.topology.BackoutQueue(d.queue), reason)
+}
+
+func (d *delivery) MoveAside(ctx context.Context, reason string, park bool) error {
+	to := d.out.topology.DeadLetterQueue()
+	if park {
+		to = d.out.topology.ParkingQueue()
+	}
+	return d.out.move(ctx, d, to, reason)
+}
+
+// BackedOut reads the reason the consumer that moved the message gave (the x-commandbus-error
+// application property), or says the broker's delivery limit moved it.
+func (d *delivery) BackedOut() (queue, why string) {
+	queue = broker.WorkQueue(d.queue)
+	why, _ = d.msg.ApplicationProperties[HeaderError].(string)
+	if why == "" {
+		why = fmt.Sprintf("the broker's delivery limit (%d) was reached", d.out.topology.BackoutThreshold)
+	}
+	return queue, fmt.Sprintf("the message was backed out of %s to %s: %s", queue, d.queue, why)
 }
 
 // deliveryCount is the message's backout count: its header's delivery-count, the deliveries
@@ -334,146 +206,18 @@ func messageID(msg *amqp.Message) string {
 	return fmt.Sprint(msg.Properties.MessageID)
 }
 
-// handle settles one delivery: accepted once its outcome is committed (or it is a duplicate),
-// moved to the backout queue once its delivery-count reaches the threshold, to the dead-letter
-// or parking queue when it cannot be processed, given back after a backoff when the database
-// failed.
-func (c *Consumer) handle(sub subscription, d delivery, out *mover) {
-	consumer := "amqp10:" + d.queue
-	ctx := c.workCtx
-	settle := func(result string, err error) {
-		if err != nil {
-			c.cfg.Logger.Warn("amqp10 consumer: settling a delivery failed; the broker will redeliver it", "queue", d.queue, "error", err)
-		}
-		c.metrics.Consumed.WithLabelValues(d.queue, result).Inc()
-	}
-	id := messageID(d.msg)
-	if n := deliveryCount(d.msg); sub.domain != "" && n >= int64(c.cfg.Topology.BackoutThreshold) {
-		reason := fmt.Sprintf("backout count %d reached the backout threshold %d", n, c.cfg.Topology.BackoutThreshold)
-		c.cfg.Logger.Error("amqp10 consumer: message backed out", "queue", d.queue, "message_id", id, "reason", reason)
-		settle("backed_out", out.move(ctx, d, c.cfg.Topology.BackoutQueue(d.queue), reason))
-		return
-	}
-	env, err := outbox.Decode(d.msg.GetData())
-	if err != nil {
-		parked := errors.Is(err, outbox.ErrUnknownSchemaVersion)
-		c.cfg.Logger.Error("amqp10 consumer: undecodable message; moved aside", "queue", d.queue, "message_id", id, "error", err, "parked", parked)
-		to, result := c.cfg.Topology.DeadLetterQueue(), "dead_lettered"
-		if parked {
-			to, result = c.cfg.Topology.ParkingQueue(), "parked"
-		}
-		settle(result, out.move(ctx, d, to, err.Error()))
-		return
-	}
-	var outcome commandbus.DeliveryOutcome
-	if sub.domain == "" {
-		outcome, err = c.cfg.Client.DeliverReply(ctx, env, consumer)
-	} else {
-		outcome, err = c.cfg.Client.ExecuteDelivered(ctx, commandbus.Delivery{
-			MessageID: env.MessageID.String(), Consumer: consumer, CommandID: env.CommandID, Domain: sub.domain,
-		})
-	}
-	var decodeErr *outbox.DecodeError
-	switch {
-	case errors.Is(err, commandbus.ErrNotFound) || errors.As(err, &decodeErr):
-		c.cfg.Logger.Error("amqp10 consumer: message cannot be processed; dead-lettered", "queue", d.queue, "message_id", id, "error", err)
-		settle("dead_lettered", out.move(ctx, d, c.cfg.Topology.DeadLetterQueue(), err.Error()))
-	case err != nil:
-		delay := backoff(c.cfg.RequeueDelay, c.cfg.MaxRequeueDelay, deliveryCount(d.msg))
-		c.cfg.Logger.Warn("amqp10 consumer: processing failed; given back after a backoff", "queue", d.queue, "message_id", id,
-			"deliveries", deliveryCount(d.msg)+1, "backoff", delay, "error", err)
-		c.lastErrors.Store(id, err.Error())
-		c.wait(delay)
-		settle("requeued", out.giveBack(d))
-	case outcome == commandbus.DeliveryReleased:
-		settle("released", d.rcv.ReleaseMessage(context.WithoutCancel(ctx), d.msg))
-	default:
-		c.lastErrors.Delete(id)
-		settle(string(outcome), d.rcv.AcceptMessage(context.WithoutCancel(ctx), d.msg))
-	}
-}
-
-func backoff(first, most time.Duration, n int64) time.Duration {
-	delay := first
-	for i := int64(0); i < n && delay < most; i++ {
-		delay *= 2
-	}
-	return min(delay, most)
-}
-
-// wait waits d, or less when the consumer stops.
-func (c *Consumer) wait(d time.Duration) {
-	c.mu.Lock()
-	stopping := c.stopping
-	c.mu.Unlock()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-stopping:
-	}
-}
-
-// handleBackout files a backed-out message: its command is parked in the troubleshooting queue
-// with the reason, then the message is accepted. A message that is not a command, or names no
-// command, goes to the dead-letter queue; when the database fails the message is given back
-// after a backoff.
-func (c *Consumer) handleBackout(d delivery, out *mover) {
-	queue := strings.TrimSuffix(d.queue, ".BACKOUT")
-	ctx := c.workCtx
-	count := func(result string) { c.metrics.BrokerDeadLetters.WithLabelValues(queue, result).Inc() }
-	id := messageID(d.msg)
-	env, err := outbox.Decode(d.msg.GetData())
-	if err == nil && env.Type != outbox.TypeCommandRequested {
-		err = &outbox.DecodeError{Code: outbox.CodeInvalidEnvelope, Field: "type", Message: "a command queue's backout queue holds a " + string(env.Type)}
-	}
-	if err != nil {
-		c.cfg.Logger.Error("amqp10 consumer: a backed-out message is not a command; dead-lettered", "queue", d.queue, "message_id", id, "error", err)
-		count("kept")
-		_ = out.move(ctx, d, c.cfg.Topology.DeadLetterQueue(), err.Error())
-		return
-	}
-	why, _ := d.msg.ApplicationProperties[HeaderError].(string)
-	if why == "" {
-		why = fmt.Sprintf("the broker's delivery limit (%d) was reached", c.cfg.Topology.BackoutThreshold)
-	}
-	why = fmt.Sprintf("the message was backed out of %s to %s: %s", queue, d.queue, why)
-	if last, ok := c.lastErrors.LoadAndDelete(id); ok {
-		why += "; last error: " + last.(string)
-	}
-	parked, err := c.cfg.Client.ParkBackedOut(ctx, env.CommandID, "amqp10:"+queue, why)
-	switch {
-	case errors.Is(err, commandbus.ErrNotFound):
-		c.cfg.Logger.Error("amqp10 consumer: a backed-out message names no command; dead-lettered", "queue", d.queue, "message_id", id, "error", err)
-		count("kept")
-		_ = out.move(ctx, d, c.cfg.Topology.DeadLetterQueue(), err.Error())
-	case err != nil:
-		delay := backoff(c.cfg.RequeueDelay, c.cfg.MaxRequeueDelay, deliveryCount(d.msg))
-		c.cfg.Logger.Warn("amqp10 consumer: parking a backed-out command failed; given back after a backoff", "queue", d.queue, "command_id", env.CommandID, "backoff", delay, "error", err)
-		c.wait(delay)
-		_ = out.giveBack(d)
-	default:
-		result := "already_done"
-		if parked {
-			result = "parked"
-			c.cfg.Logger.Error("amqp10 consumer: command parked: its message was backed out", "queue", queue, "command_id", env.CommandID, "reason", why)
-		}
-		count(result)
-		_ = d.rcv.AcceptMessage(context.WithoutCancel(ctx), d.msg)
-	}
-}
-
 // mover sends copies of deliveries to other queues (backout, dead-letter, parking) and gives
 // deliveries back.
 type mover struct {
-	sess    *session
-	mu      sync.Mutex
-	senders map[string]*amqp.Sender
+	sess     *session
+	topology Topology
+	mu       sync.Mutex
+	senders  map[string]*amqp.Sender
 }
 
 // move sends a durable copy of d to queue with the reason, then accepts the original; when the
 // copy cannot be sent the original is given back, to be delivered again.
-func (m *mover) move(ctx context.Context, d delivery, queue, reason string) error {
+func (m *mover) move(ctx context.Context, d *delivery, queue, reason string) error {
 	copyMsg := &amqp.Message{Header: &amqp.MessageHeader{Durable: true}, Properties: d.msg.Properties, Data: d.msg.Data,
 		ApplicationProperties: map[string]any{}}
 	if copyMsg.Properties == nil {
@@ -512,7 +256,7 @@ func (m *mover) send(ctx context.Context, queue string, msg *amqp.Message) error
 // giveBack returns d to its queue as a failed delivery: modified with delivery-failed, so the
 // broker counts it in the delivery-count; released on RabbitMQ 3.x, which refuses modified and
 // counts the release itself.
-func (m *mover) giveBack(d delivery) error {
+func (m *mover) giveBack(d *delivery) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if m.sess.rabbit3 {

@@ -2,34 +2,21 @@ package amqp10_test
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	neturl "net/url"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
 	amqp "github.com/Azure/go-amqp"
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
-	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/commandbus/commandbus/internal/brokerlock"
-
 	"github.com/commandbus/commandbus/transport/amqp10"
+	"github.com/commandbus/commandbus/transport/internal/brokertest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m,
-		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
-		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"),
-		goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).triggerHealthCheck.func1"),
-		// A pooled connection whose write was slow (a loaded machine) keeps its background
-		// reader blocked in a read until the connection is next used: the shared test pool's.
-		goleak.IgnoreAnyFunction("github.com/jackc/pgx/v5/pgconn/internal/bgreader.(*BGReader).bgRead"))
+	goleak.VerifyTestMain(m, brokertest.LeakOptions()...)
 }
 
 // brokerURL returns the test broker's URL once it accepts an AMQP 1.0 connection, or skips
@@ -37,21 +24,17 @@ func TestMain(m *testing.M) {
 func brokerURL(t testing.TB) string {
 	t.Helper()
 	brokerlock.Shared(t) // transport/amqp's broker restart test waits for this test
-	url := os.Getenv("COMMANDBUS_TEST_AMQP10_URL")
-	if url == "" {
-		url = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := dial(url)
-	if err != nil {
-		msg := "RabbitMQ's AMQP 1.0 is unreachable at " + url + " (" + err.Error() + "); start RabbitMQ (rabbitmq-server -detached) and, on 3.x, run rabbitmq-plugins enable rabbitmq_amqp1_0"
-		if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
-			t.Fatalf("RabbitMQ is required (COMMANDBUS_REQUIRE_RABBITMQ=1): %s", msg)
+	return brokertest.URL(t, "COMMANDBUS_TEST_AMQP10_URL", func(url string) error {
+		conn, err := dial(url)
+		if err == nil {
+			_ = conn.Close()
 		}
-		t.Skipf("skipping: %s", msg)
-	}
-	_ = conn.Close()
-	return url
+		return err
+	}, "start RabbitMQ (rabbitmq-server -detached) and, on 3.x, run rabbitmq-plugins enable rabbitmq_amqp1_0")
 }
+
+// uniquePrefix isolates a test's queues.
+func uniquePrefix() string { return brokertest.UniquePrefix("T10") }
 
 func dial(rawURL string) (*amqp.Conn, error) {
 	u, err := neturl.Parse(rawURL)
@@ -62,32 +45,6 @@ func dial(rawURL string) (*amqp.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return amqp.Dial(ctx, u.Scheme+"://"+u.Host, &amqp.ConnOptions{SASLType: amqp.SASLTypePlain(u.User.Username(), password)})
-}
-
-// uniquePrefix isolates a test's queues.
-func uniquePrefix() string {
-	b := make([]byte, 4)
-	_, _ = rand.Read(b)
-	return "T10" + strings.ToUpper(hex.EncodeToString(b))
-}
-
-// deleteQueues removes a test's queues (over AMQP 0-9-1: AMQP 1.0 cannot).
-func deleteQueues(t testing.TB, url string, queues ...string) {
-	t.Helper()
-	conn, err := amqp091.Dial(url)
-	if err != nil {
-		t.Logf("deleting queues: %v", err)
-		return
-	}
-	defer conn.Close()
-	for _, q := range queues {
-		ch, err := conn.Channel()
-		if err != nil {
-			return
-		}
-		_, _ = ch.QueueDelete(q, false, false, false)
-		_ = ch.Close()
-	}
 }
 
 // receiver attaches to queue over AMQP 1.0 with the broker's address form.
@@ -109,7 +66,7 @@ func receiver(t testing.TB, url, queue string) *amqp.Receiver {
 func readQueue(t testing.TB, url, queue string, n int) []*amqp.Message {
 	t.Helper()
 	var rcv *amqp.Receiver
-	waitFor(t, "queue "+queue, func() bool {
+	brokertest.WaitFor(t, "queue "+queue, func() bool {
 		conn, err := dial(url)
 		require.NoError(t, err)
 		sess, err := conn.NewSession(context.Background(), nil)
@@ -132,24 +89,4 @@ func readQueue(t testing.TB, url, queue string, n int) []*amqp.Message {
 		out = append(out, msg)
 	}
 	return out
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(45 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond) // polling
-	}
-}
-
-func counterValue(c prometheus.Counter) float64 {
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		return 0
-	}
-	return m.GetCounter().GetValue()
 }
