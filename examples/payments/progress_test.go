@@ -60,3 +60,23 @@ func TestBatchProgressWaitsForScheduledAnswers(t *testing.T) {
 		require.Equal(t, payments.Progress{Total: 3, Terminal: 1, AwaitingOperator: 1, AwaitingTimeout: 1}, *progress)
 	})
 }
+
+// A risk officer the simulator rolls as "transient" is busy, then approves: the roll is
+// deterministic per approval, so retrying it drew the same answer forever, and the payment
+// (and the demo, waiting for it to settle) never moved again.
+func TestTransientApprovalIsDecided(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, drv driver.Driver) {
+		f := setup(t, drv, payments.Options{})
+		ctx := context.Background()
+		req := payments.PaymentRequest{DebitAccount: "CUST-USD-001", CreditAccount: "BENE-USD-001", Amount: "75000", Currency: "USD",
+			ProcessType: payments.TypePaymentStep,
+			Behavior:    &payments.Behavior{Name: "busy officer", Steps: map[string]payments.StepBehavior{payments.StepAwaitRiskApproval: {FailTransientPct: 100}}}}
+		id := f.submit(req).PaymentID
+		v := f.waitStatus(id, "COMPLETED")
+		require.True(t, v.Risk.Approved, "the officer approved after being busy")
+		progress, err := f.p.BatchProgress(ctx, uuid.Nil)
+		require.NoError(t, err)
+		require.True(t, progress.Settled(), "%+v", progress)
+	})
+}

@@ -247,12 +247,6 @@ func (s *simulator) due(key string, delay time.Duration) bool {
 	return true
 }
 
-func (s *simulator) forget(key string) {
-	s.mu.Lock()
-	delete(s.handled, key)
-	s.mu.Unlock()
-}
-
 func (s *simulator) seed(d *PaymentDetails) uint64 {
 	if d.Seed != 0 {
 		return d.Seed
@@ -272,14 +266,14 @@ func (s *simulator) answerApproval(ctx context.Context, execID uuid.UUID, d *Pay
 		return err
 	}
 	switch roll.Outcome {
-	case OutcomeSuccess:
+	case OutcomeSuccess, OutcomeTransient:
+		// A transient roll is an officer who was busy and approves after the delay: the roll
+		// is deterministic per approval, so "try again" would draw the same answer forever.
 		s.answers.Add(1)
 		return ignoreDecided(s.p.Approve(ctx, id, "simulator", "approved by the simulated risk officer"))
 	case OutcomeBusiness, OutcomePermanent:
 		s.answers.Add(1)
 		return ignoreDecided(s.p.Reject(ctx, id, "simulator", "declined by the simulated risk officer"))
-	case OutcomeTransient:
-		s.forget(key) // undecided this time: roll again at the next scan
 	}
 	return nil // pending: an operator decides; timeout: nobody does
 }
