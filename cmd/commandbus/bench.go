@@ -50,7 +50,7 @@ func newBenchCommand() *cobra.Command {
 		pprof.StopCPUProfile()
 		return profileFile.Close()
 	}
-	cmd.AddCommand(newBenchBusCommand(), newBenchProcessCommand(), newBenchResumeCommand(), newBenchPaymentsCommand(), newBenchRelayCommand())
+	cmd.AddCommand(newBenchBusCommand(), newBenchProcessCommand(), newBenchResumeCommand(), newBenchPaymentsCommand(), newBenchRelayCommand(), newBenchKillCommand())
 	return cmd
 }
 
