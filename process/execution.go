@@ -34,12 +34,18 @@ const (
 	statusRecorded     = "RECORDED"
 	statusSent         = "SENT"
 	statusReplyFailed  = "REPLY_FAILED"
-	statusSuccess      = "COMPENSATION_SUCCESS"
-	statusCompFailed   = "COMPENSATION_FAILED"
-	statusCompSkipped  = "COMPENSATION_SKIPPED"
-	statusLate         = "LATE_ASYNC_RESPONSE"
-	statusApplied      = "APPLIED"
-	statusIgnored      = "IGNORED"
+	// statusCommandParked records a command step's PARKED reply: its command waits in the
+	// command troubleshooting queue.
+	statusCommandParked = "COMMAND_PARKED"
+	// statusCommandRetried records an operator's retry of a parked command from the process's
+	// troubleshooting queue.
+	statusCommandRetried = "RETRY_REQUESTED"
+	statusSuccess        = "COMPENSATION_SUCCESS"
+	statusCompFailed     = "COMPENSATION_FAILED"
+	statusCompSkipped    = "COMPENSATION_SKIPPED"
+	statusLate           = "LATE_ASYNC_RESPONSE"
+	statusApplied        = "APPLIED"
+	statusIgnored        = "IGNORED"
 	// statusProcessCreated is the first entry of every log (seed 000's PROCESS_CREATED).
 	statusProcessCreated = "PROCESS_CREATED"
 )
@@ -85,6 +91,9 @@ type Execution[S any] struct {
 	// effect and that write, and no effect ever runs before the progress preceding it is durable.
 	dirty     bool
 	dirtyStep string
+	// parkedAnswered is set when a reply answered a command step whose command had been parked:
+	// an execution waiting in the troubleshooting queue for that command resumes.
+	parkedAnswered bool
 }
 
 type compensation[S any] struct {
@@ -174,6 +183,9 @@ func (x *Execution[S]) observe(e *driver.ExecutionLogEntry) {
 		if json.Unmarshal(e.Request, &sent) == nil {
 			h.commandID = sent.CommandID
 		}
+	case e.EntryType == entryCommand && e.StepStatus == statusCommandParked:
+		h := x.step(e.Name)
+		h.last, h.lastError = statusCommandParked, e
 	case e.EntryType == entryCompensation:
 		x.compensated[e.Name] = e
 	case e.EntryType == entryLifecycle && e.StepStatus == string(driver.ExecutionCompensating):
