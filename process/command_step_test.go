@@ -2,6 +2,7 @@ package process_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -416,5 +417,54 @@ func TestStartBatchWithIDs(t *testing.T) {
 		require.Equal(t, "order-b", inst.BusinessKey)
 		_, err = b.manager.StartBatch(ctx, []orderState{{OrderID: "c"}}, process.WithIDs(ids...))
 		require.Error(t, err, "one id per state")
+	})
+}
+
+// Every completed step's entry says when the step started and when it ended: a local step from
+// its function's start, a command step from its command's send to its reply. The API's JSON
+// carries the latency.
+func TestStepEntriesCarryStartAndEnd(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		fake := clock.NewFake(testStart)
+		client, m, _ := fxFixture(t, drv, fake, func(ctx context.Context, cmd *commandbus.Command[bookFxArgs]) (any, error) {
+			return bookFxResult{Contract: "FX-1"}, nil
+		})
+		ctx := context.Background()
+		id, err := m.Start(ctx, fxState{PaymentID: "P1", Amount: "1.00"})
+		require.NoError(t, err)
+		waitStatus(t, m, id, driver.ExecutionWaitingForAsync)
+		fake.Advance(3 * time.Second) // the reply comes three seconds after the send
+		start(t, client)
+		inst := waitStatus(t, m, id, driver.ExecutionCompleted)
+		var sent *driver.ExecutionLogEntry
+		steps := map[string]*driver.ExecutionLogEntry{}
+		for _, e := range inst.Log {
+			if e.EntryType == "COMMAND" && e.StepStatus == "SENT" {
+				sent = e
+			}
+			if e.EntryType == "STEP" && e.StepStatus == "COMPLETED" {
+				steps[e.Name] = e
+			}
+		}
+		require.Len(t, steps, 3)
+		for name, e := range steps {
+			require.NotNil(t, e.StartedAt, name)
+			require.False(t, e.StartedAt.After(e.At), "%s: start %s after end %s", name, e.StartedAt, e.At)
+		}
+		require.NotNil(t, sent)
+		bookFx := steps["bookFx"]
+		require.True(t, bookFx.StartedAt.Equal(sent.At), "a command step starts when its command is sent")
+		latency, ok := bookFx.Latency()
+		require.True(t, ok)
+		require.Equal(t, 3*time.Second, latency)
+		require.True(t, steps["reserve"].StartedAt.Equal(testStart))
+
+		b, err := json.Marshal(bookFx)
+		require.NoError(t, err)
+		var decoded map[string]any
+		require.NoError(t, json.Unmarshal(b, &decoded))
+		require.Equal(t, 3000.0, decoded["latencyMs"])
+		require.NotEmpty(t, decoded["startedAt"])
 	})
 }

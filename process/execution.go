@@ -91,6 +91,8 @@ type Execution[S any] struct {
 	// effect and that write, and no effect ever runs before the progress preceding it is durable.
 	dirty     bool
 	dirtyStep string
+	// attemptStarted is when the failing attempt of a local step began, for its log entry.
+	attemptStarted *time.Time
 	// parkedAnswered is set when a reply answered a command step whose command had been parked:
 	// an execution waiting in the troubleshooting queue for that command resumes.
 	parkedAnswered bool
@@ -107,6 +109,7 @@ type stepHistory struct {
 	last           string // status of the last entry: SENT, FAILED, WAITING_RETRY
 	lastError      *driver.ExecutionLogEntry
 	commandID      uuid.UUID // the command of the current attempt of a command step
+	sentAt         time.Time // when that command was sent (zero until its entry is stored)
 	attempt        int
 }
 
@@ -178,7 +181,7 @@ func (x *Execution[S]) observe(e *driver.ExecutionLogEntry) {
 	case e.EntryType == entryCommand && e.StepStatus == statusSent:
 		x.sends[e.Name]++
 		h := x.step(e.Name)
-		h.last, h.attempt = statusSent, e.Attempt
+		h.last, h.attempt, h.sentAt = statusSent, e.Attempt, e.At
 		var sent commandSent
 		if json.Unmarshal(e.Request, &sent) == nil {
 			h.commandID = sent.CommandID
@@ -241,6 +244,9 @@ func (x *Execution[S]) log(e *driver.ExecutionLogEntry) {
 }
 
 // logMet logs an entry made at the frontier, which the replay has thereby already met.
+// clock is the engine's now.
+func (x *Execution[S]) clock() time.Time { return x.lease.Engine().Config().Clock() }
+
 func (x *Execution[S]) logMet(e *driver.ExecutionLogEntry) {
 	x.log(e)
 	x.cursor = len(x.recorded)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -184,11 +185,15 @@ func (m *Manager[S]) applyReply(x *Execution[S], r *driver.ExecutionResponseRow)
 	if h.last == statusCommandParked {
 		x.parkedAnswered = true
 	}
+	var sent *time.Time // the step ran from its command's send to this reply
+	if !h.sentAt.IsZero() {
+		sent = &h.sentAt
+	}
 	if reply.Succeeded() {
-		x.log(&driver.ExecutionLogEntry{EntryType: entryStep, Name: step, StepStatus: statusCompleted, Attempt: h.attempt, Response: reply.Result})
+		x.log(&driver.ExecutionLogEntry{EntryType: entryStep, Name: step, StepStatus: statusCompleted, StartedAt: sent, Attempt: h.attempt, Response: reply.Result})
 		return
 	}
 	outcome := marshalOrNil(map[string]any{"outcome": reply.Outcome, "commandId": reply.CommandID})
-	x.log(&driver.ExecutionLogEntry{EntryType: entryStep, Name: step, StepStatus: statusReplyFailed, Attempt: h.attempt,
+	x.log(&driver.ExecutionLogEntry{EntryType: entryStep, Name: step, StepStatus: statusReplyFailed, StartedAt: sent, Attempt: h.attempt,
 		ErrorCode: reply.ErrorCode, ErrorMessage: reply.ErrorMessage, Response: outcome})
 }
