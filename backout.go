@@ -40,6 +40,9 @@ func (c *Client) ParkBackedOut(ctx context.Context, commandID uuid.UUID, actor, 
 			ToStatus: driver.CommandStatusInTSQ, Event: "BROKER_BACKOUT", Actor: actor, Reason: reason,
 			ErrorCode: CodeBrokerBackout, ErrorMessage: reason, Now: c.now(),
 		}
+		if notifiesParked(current.Headers) {
+			params.Reply = c.replyFor(current, OutcomeParked, nil, CodeBrokerBackout, reason)
+		}
 		if _, err := tx.CommandOperatorAction(ctx, params); err != nil {
 			if errors.Is(err, driver.ErrConflict) {
 				return nil
@@ -55,6 +58,9 @@ func (c *Client) ParkBackedOut(ctx context.Context, commandID uuid.UUID, actor, 
 			return err
 		}
 		parked = true
+		if params.Reply != nil {
+			return tx.Notify(ctx, []string{queueTopic(params.Reply.Queue)})
+		}
 		return nil
 	})
 	if err != nil {

@@ -145,11 +145,17 @@ func (c *Client) businessFailure(row *driver.CommandRow, code, message string, d
 	}
 }
 
+// toTSQ parks a command. A command that asked for it (HeaderNotifyParked) gets a PARKED reply in
+// the same transaction.
 func (c *Client) toTSQ(row *driver.CommandRow, code, message string) *driver.CommandCompletion {
-	return &driver.CommandCompletion{
+	comp := &driver.CommandCompletion{
 		ID: row.ID, Fence: row.Fence, Status: driver.CommandStatusInTSQ,
 		ErrorCode: code, ErrorMessage: message, Event: "MOVED_TO_TSQ",
 	}
+	if notifiesParked(row.Headers) {
+		comp.Reply = c.replyFor(row, OutcomeParked, nil, code, message)
+	}
+	return comp
 }
 
 func (c *Client) timedOut(row *driver.CommandRow, code, message string) *driver.CommandCompletion {

@@ -17,7 +17,21 @@ const (
 	OutcomeFailed    Outcome = "FAILED"
 	OutcomeCancelled Outcome = "CANCELLED"
 	OutcomeTimedOut  Outcome = "TIMED_OUT"
+	// OutcomeParked is not an end: the command moved to the troubleshooting queue and waits for
+	// an operator. It is sent only for commands that ask for it (HeaderNotifyParked); the
+	// command's final reply (SUCCESS after an operator retry or complete, CANCELLED after a
+	// cancel) follows later. ErrorCode and ErrorMessage say why it was parked.
+	OutcomeParked Outcome = "PARKED"
 )
+
+// HeaderNotifyParked, set to "true" on a command with a replyTo, asks for a PARKED reply when the
+// command moves to the troubleshooting queue, written in the same transaction as the park, so
+// the sender (a process's command step) learns at once that an operator must act instead of
+// waiting for its reply timeout.
+const HeaderNotifyParked = "commandbus-notify-parked"
+
+// notifiesParked reports whether a command asked for a PARKED reply.
+func notifiesParked(headers map[string]string) bool { return headers[HeaderNotifyParked] == "true" }
 
 // ReplyType is the command type of reply messages on a reply queue.
 const ReplyType = "CommandReply"

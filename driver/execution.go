@@ -108,6 +108,34 @@ type ExecutionLogEntry struct {
 	ErrorMessage string          `json:"errorMessage,omitempty"`
 	Actor        string          `json:"actor,omitempty"`
 	Reason       string          `json:"reason,omitempty"`
+	// StartedAt is when the work the entry records began (a step's attempt), nil when the entry
+	// marks an instant; At is when it ended, so At − StartedAt is the step's latency. Drivers
+	// store it as given.
+	StartedAt *time.Time `json:"startedAt,omitempty"`
+}
+
+// Latency is how long the work an entry records took (At − StartedAt), and false for an entry
+// without a start.
+func (e *ExecutionLogEntry) Latency() (time.Duration, bool) {
+	if e.StartedAt == nil {
+		return 0, false
+	}
+	return e.At.Sub(*e.StartedAt), true
+}
+
+// MarshalJSON writes the entry with its latency in milliseconds ("latencyMs") when it has a
+// start, so API clients read a step's latency without computing it.
+func (e ExecutionLogEntry) MarshalJSON() ([]byte, error) {
+	type plain ExecutionLogEntry
+	out := struct {
+		plain
+		LatencyMs *float64 `json:"latencyMs,omitempty"`
+	}{plain: plain(e)}
+	if d, ok := e.Latency(); ok {
+		ms := float64(d.Microseconds()) / 1000
+		out.LatencyMs = &ms
+	}
+	return json.Marshal(out)
 }
 
 // ExecutionInsertParams creates an execution. When Lease is set the execution is created

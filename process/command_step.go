@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/google/uuid"
+
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 )
@@ -63,6 +65,10 @@ func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType st
 	case statusSent:
 		// Sent and not answered yet: woken by something else. Keep waiting.
 		return zero, x.waitFor(name, timeout, "reply to "+name)
+	case statusCommandParked:
+		// The command waits in the command troubleshooting queue: so does the execution, until
+		// the operator's action on the command answers it.
+		return zero, parkedCommand(name, h.lastError)
 	case statusReplyFailed:
 		// A failure reply arrived: decide now, as for any step error.
 		return zero, x.stepFailed(name, h.attempt, o, replyError(h.lastError))
@@ -85,6 +91,7 @@ func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType st
 			IdempotencyKey: fmt.Sprintf("%s:%s:%d", x.ID, name, x.sends[name]+1),
 			Headers: map[string]string{
 				HeaderExecutionID: x.ID.String(), HeaderStep: name, HeaderStepKey: x.StepKey(name),
+				commandbus.HeaderNotifyParked: "true",
 			},
 			Actor: "process:" + x.m.typ,
 		},
@@ -96,6 +103,28 @@ func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType st
 	x.log(&driver.ExecutionLogEntry{EntryType: entryCommand, Name: name, StepStatus: statusSent,
 		Attempt: attempt, MaxAttempts: o.maxAttempts, Request: marshalOrNil(commandSent{CommandID: cmd.ID, Domain: domain, Type: commandType})})
 	return zero, x.waitFor(name, timeout, "reply to "+name)
+}
+
+// parkedCommand is the error that parks an execution whose command step's command was parked,
+// naming the command and why it was parked.
+func parkedCommand(step string, e *driver.ExecutionLogEntry) error {
+	var cmd commandSent
+	_ = json.Unmarshal(e.Request, &cmd)
+	name := cmd.Type
+	if name == "" {
+		name = step
+	}
+	msg := "waiting on parked command " + name
+	if e.ErrorCode != "" {
+		msg += ": " + e.ErrorCode
+	}
+	if e.ErrorMessage != "" {
+		msg += ": " + e.ErrorMessage
+	}
+	if cmd.CommandID != uuid.Nil {
+		msg += " (command " + cmd.CommandID.String() + ")"
+	}
+	return &commandParkedError{step: step, message: msg}
 }
 
 func hasTimeout(opts []StepOption) bool {

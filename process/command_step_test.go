@@ -2,6 +2,7 @@ package process_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -291,10 +292,11 @@ func TestCommandStepConcurrencyAcrossInstances(t *testing.T) {
 	})
 }
 
-// A command parked in the bus's troubleshooting queue never replies: the step's wait times out,
-// the execution goes to the TSQ, and an operator's retry sends the step again as a new command
-// (its own idempotency key, the same step key), whose reply resumes the execution.
-func TestCommandStepResubmittedAfterWaitTimeout(t *testing.T) {
+// A command parked in the bus's troubleshooting queue tells its process at once (a PARKED
+// reply): the execution waits in the process TSQ with COMMAND_PARKED long before its reply
+// timeout. An operator's retry from the process TSQ retries that same command (no second
+// command), whose reply resumes the execution.
+func TestCommandStepParkedCommandRetriedFromProcessTSQ(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		fake := clock.NewFake(testStart)
@@ -305,30 +307,99 @@ func TestCommandStepResubmittedAfterWaitTimeout(t *testing.T) {
 			if calls.Add(1) == 1 {
 				return nil, commandbus.Permanent("PROVIDER_REJECTED", errors.New("unknown account"))
 			}
-			return bookFxResult{Contract: "FX-RESUBMITTED"}, nil
+			return bookFxResult{Contract: "FX-RETRIED"}, nil
 		})
 		start(t, client)
 		ctx := context.Background()
 		id, err := m.Start(ctx, fxState{PaymentID: "P9", Amount: "5.00"})
 		require.NoError(t, err)
-		eventually(t, 10*time.Second, "the first command to park in the bus TSQ", func() bool {
-			parked, err := client.TSQ().List(ctx, commandbus.TSQFilter{Domain: "fx"})
-			require.NoError(t, err)
-			return len(parked) == 1
-		})
-		fake.Advance(2 * time.Minute) // past the step's one-minute reply timeout
+		// The clock never moves: only the PARKED reply can park the execution.
 		inst := waitStatus(t, m, id, driver.ExecutionWaitingForTSQ)
-		require.Equal(t, process.CodeWaitTimeout, inst.ErrorCode)
+		require.Equal(t, process.CodeCommandParked, inst.ErrorCode)
+		require.Contains(t, inst.ErrorMessage, "waiting on parked command BookFx: PROVIDER_REJECTED: unknown account")
 
 		require.NoError(t, m.Retry(ctx, id, operator))
 		inst = waitStatus(t, m, id, driver.ExecutionCompleted)
-		require.Equal(t, "FX-RESUBMITTED", inst.State.Contract)
+		require.Equal(t, "FX-RETRIED", inst.State.Contract)
 		commands, err := client.ListCommands(ctx, &commandbus.ListParams{Domain: "fx"})
 		require.NoError(t, err)
-		require.Len(t, commands, 2, "the resubmission is a new command")
-		keys := []string{commands[0].IdempotencyKey, commands[1].IdempotencyKey}
-		require.ElementsMatch(t, []string{id.String() + ":bookFx:1", id.String() + ":bookFx:2"}, keys)
+		require.Len(t, commands, 1, "the parked command itself is retried, not sent again")
+		require.Equal(t, commandbus.StatusCompleted, commands[0].Status)
+		require.Equal(t, id.String()+":bookFx:1", commands[0].IdempotencyKey)
 		require.Equal(t, []string{id.String() + ":bookFx", id.String() + ":bookFx"}, stepKeys, "the step key is stable")
+		require.Contains(t, logLines(inst.Log), "COMMAND bookFx COMMAND_PARKED")
+		require.Contains(t, logLines(inst.Log), "COMMAND bookFx RETRY_REQUESTED")
+	})
+}
+
+// The operator's action on a parked command in the command TSQ reaches its process: a retry that
+// succeeds and a completion by hand resume it from the process TSQ with the result; a cancel's
+// CANCELLED reply fails the step as a permanent failure, the process's normal policy.
+func TestCommandStepParkedCommandActionsResumeProcess(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		fake := clock.NewFake(testStart)
+		var failing atomic.Bool
+		failing.Store(true)
+		client, m, calls := fxFixture(t, drv, fake, func(ctx context.Context, cmd *commandbus.Command[bookFxArgs]) (any, error) {
+			if failing.Load() {
+				return nil, commandbus.Permanent("EXTERNAL_PERMANENT_FAILURE", errors.New("fx provider refused the deal"))
+			}
+			return bookFxResult{Contract: "FX-" + cmd.Args.PaymentID}, nil
+		})
+		start(t, client)
+		ctx := context.Background()
+		ids := map[string]uuid.UUID{}
+		for _, p := range []string{"RETRY", "COMPLETE", "CANCEL"} {
+			id, err := m.Start(ctx, fxState{PaymentID: p, Amount: "1.00"})
+			require.NoError(t, err)
+			ids[p] = id
+		}
+		parked := map[string]uuid.UUID{}
+		for p, id := range ids {
+			// The step's reply timeout is a minute and the fake clock never moves.
+			inst := waitStatus(t, m, id, driver.ExecutionWaitingForTSQ)
+			require.Equal(t, process.CodeCommandParked, inst.ErrorCode, p)
+			require.Contains(t, inst.ErrorMessage, "waiting on parked command BookFx: EXTERNAL_PERMANENT_FAILURE: fx provider refused the deal", p)
+			require.True(t, inst.State.Reserved, p)
+		}
+		list, err := client.TSQ().List(ctx, commandbus.TSQFilter{Domain: "fx"})
+		require.NoError(t, err)
+		require.Len(t, list, 3)
+		for _, cmd := range list {
+			for p, id := range ids {
+				if cmd.CorrelationID == id {
+					parked[p] = cmd.ID
+				}
+			}
+		}
+		require.Len(t, parked, 3)
+		require.True(t, fake.Now().Equal(testStart), "no time passed")
+
+		failing.Store(false)
+		_, err = client.TSQ().Retry(ctx, parked["RETRY"], operator)
+		require.NoError(t, err)
+		inst := waitStatus(t, m, ids["RETRY"], driver.ExecutionCompleted)
+		require.Equal(t, "FX-RETRY", inst.State.Contract)
+		require.True(t, inst.State.Submitted)
+
+		_, err = client.TSQ().Complete(ctx, parked["COMPLETE"], []byte(`{"contract":"FX-BY-HAND"}`), operator)
+		require.NoError(t, err)
+		inst = waitStatus(t, m, ids["COMPLETE"], driver.ExecutionCompleted)
+		require.Equal(t, "FX-BY-HAND", inst.State.Contract)
+		require.Equal(t, 2, calls.get("submit"))
+
+		_, err = client.TSQ().Cancel(ctx, parked["CANCEL"], operator)
+		require.NoError(t, err)
+		eventually(t, 15*time.Second, "the cancelled command's process to leave COMMAND_PARKED", func() bool {
+			inst, err = m.Get(ctx, ids["CANCEL"])
+			require.NoError(t, err)
+			return inst.ErrorCode != process.CodeCommandParked
+		})
+		require.Equal(t, driver.ExecutionWaitingForTSQ, inst.Status, "a cancelled command is a permanent step failure")
+		require.Equal(t, process.CodePermanentFailure, inst.ErrorCode)
+		require.Contains(t, inst.ErrorMessage, "cancelled by "+operator.Actor)
+		require.Empty(t, inst.State.Contract)
 	})
 }
 
@@ -346,5 +417,54 @@ func TestStartBatchWithIDs(t *testing.T) {
 		require.Equal(t, "order-b", inst.BusinessKey)
 		_, err = b.manager.StartBatch(ctx, []orderState{{OrderID: "c"}}, process.WithIDs(ids...))
 		require.Error(t, err, "one id per state")
+	})
+}
+
+// Every completed step's entry says when the step started and when it ended: a local step from
+// its function's start, a command step from its command's send to its reply. The API's JSON
+// carries the latency.
+func TestStepEntriesCarryStartAndEnd(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		fake := clock.NewFake(testStart)
+		client, m, _ := fxFixture(t, drv, fake, func(ctx context.Context, cmd *commandbus.Command[bookFxArgs]) (any, error) {
+			return bookFxResult{Contract: "FX-1"}, nil
+		})
+		ctx := context.Background()
+		id, err := m.Start(ctx, fxState{PaymentID: "P1", Amount: "1.00"})
+		require.NoError(t, err)
+		waitStatus(t, m, id, driver.ExecutionWaitingForAsync)
+		fake.Advance(3 * time.Second) // the reply comes three seconds after the send
+		start(t, client)
+		inst := waitStatus(t, m, id, driver.ExecutionCompleted)
+		var sent *driver.ExecutionLogEntry
+		steps := map[string]*driver.ExecutionLogEntry{}
+		for _, e := range inst.Log {
+			if e.EntryType == "COMMAND" && e.StepStatus == "SENT" {
+				sent = e
+			}
+			if e.EntryType == "STEP" && e.StepStatus == "COMPLETED" {
+				steps[e.Name] = e
+			}
+		}
+		require.Len(t, steps, 3)
+		for name, e := range steps {
+			require.NotNil(t, e.StartedAt, name)
+			require.False(t, e.StartedAt.After(e.At), "%s: start %s after end %s", name, e.StartedAt, e.At)
+		}
+		require.NotNil(t, sent)
+		bookFx := steps["bookFx"]
+		require.True(t, bookFx.StartedAt.Equal(sent.At), "a command step starts when its command is sent")
+		latency, ok := bookFx.Latency()
+		require.True(t, ok)
+		require.Equal(t, 3*time.Second, latency)
+		require.True(t, steps["reserve"].StartedAt.Equal(testStart))
+
+		b, err := json.Marshal(bookFx)
+		require.NoError(t, err)
+		var decoded map[string]any
+		require.NoError(t, json.Unmarshal(b, &decoded))
+		require.Equal(t, 3000.0, decoded["latencyMs"])
+		require.NotEmpty(t, decoded["startedAt"])
 	})
 }

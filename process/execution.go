@@ -34,12 +34,18 @@ const (
 	statusRecorded     = "RECORDED"
 	statusSent         = "SENT"
 	statusReplyFailed  = "REPLY_FAILED"
-	statusSuccess      = "COMPENSATION_SUCCESS"
-	statusCompFailed   = "COMPENSATION_FAILED"
-	statusCompSkipped  = "COMPENSATION_SKIPPED"
-	statusLate         = "LATE_ASYNC_RESPONSE"
-	statusApplied      = "APPLIED"
-	statusIgnored      = "IGNORED"
+	// statusCommandParked records a command step's PARKED reply: its command waits in the
+	// command troubleshooting queue.
+	statusCommandParked = "COMMAND_PARKED"
+	// statusCommandRetried records an operator's retry of a parked command from the process's
+	// troubleshooting queue.
+	statusCommandRetried = "RETRY_REQUESTED"
+	statusSuccess        = "COMPENSATION_SUCCESS"
+	statusCompFailed     = "COMPENSATION_FAILED"
+	statusCompSkipped    = "COMPENSATION_SKIPPED"
+	statusLate           = "LATE_ASYNC_RESPONSE"
+	statusApplied        = "APPLIED"
+	statusIgnored        = "IGNORED"
 	// statusProcessCreated is the first entry of every log (seed 000's PROCESS_CREATED).
 	statusProcessCreated = "PROCESS_CREATED"
 )
@@ -85,6 +91,11 @@ type Execution[S any] struct {
 	// effect and that write, and no effect ever runs before the progress preceding it is durable.
 	dirty     bool
 	dirtyStep string
+	// attemptStarted is when the failing attempt of a local step began, for its log entry.
+	attemptStarted *time.Time
+	// parkedAnswered is set when a reply answered a command step whose command had been parked:
+	// an execution waiting in the troubleshooting queue for that command resumes.
+	parkedAnswered bool
 }
 
 type compensation[S any] struct {
@@ -98,6 +109,7 @@ type stepHistory struct {
 	last           string // status of the last entry: SENT, FAILED, WAITING_RETRY
 	lastError      *driver.ExecutionLogEntry
 	commandID      uuid.UUID // the command of the current attempt of a command step
+	sentAt         time.Time // when that command was sent (zero until its entry is stored)
 	attempt        int
 }
 
@@ -169,11 +181,14 @@ func (x *Execution[S]) observe(e *driver.ExecutionLogEntry) {
 	case e.EntryType == entryCommand && e.StepStatus == statusSent:
 		x.sends[e.Name]++
 		h := x.step(e.Name)
-		h.last, h.attempt = statusSent, e.Attempt
+		h.last, h.attempt, h.sentAt = statusSent, e.Attempt, e.At
 		var sent commandSent
 		if json.Unmarshal(e.Request, &sent) == nil {
 			h.commandID = sent.CommandID
 		}
+	case e.EntryType == entryCommand && e.StepStatus == statusCommandParked:
+		h := x.step(e.Name)
+		h.last, h.lastError = statusCommandParked, e
 	case e.EntryType == entryCompensation:
 		x.compensated[e.Name] = e
 	case e.EntryType == entryLifecycle && e.StepStatus == string(driver.ExecutionCompensating):
@@ -229,6 +244,9 @@ func (x *Execution[S]) log(e *driver.ExecutionLogEntry) {
 }
 
 // logMet logs an entry made at the frontier, which the replay has thereby already met.
+// clock is the engine's now.
+func (x *Execution[S]) clock() time.Time { return x.lease.Engine().Config().Clock() }
+
 func (x *Execution[S]) logMet(e *driver.ExecutionLogEntry) {
 	x.log(e)
 	x.cursor = len(x.recorded)

@@ -98,7 +98,19 @@ const (
 	CodeBusinessFailure  = "BUSINESS_FAILURE"
 	// CodeCompensationFailed parks an execution whose compensations failed (seed 000).
 	CodeCompensationFailed = "COMPENSATION_FAILED"
+	// CodeCommandParked parks an execution whose command step's command was parked in the
+	// command troubleshooting queue: the operator acts on the command (retry, complete, cancel)
+	// and its reply resumes the execution.
+	CodeCommandParked = "COMMAND_PARKED"
 )
+
+// commandParkedError stops a replay at a command step whose command waits in the command
+// troubleshooting queue; the execution parks with COMMAND_PARKED and its message.
+type commandParkedError struct {
+	step, message string
+}
+
+func (e *commandParkedError) Error() string { return e.message }
 
 // ErrCompensationFailed is returned by an operator action whose compensations ran but did not
 // all succeed: the execution waits in the troubleshooting queue with COMPENSATION_FAILED instead

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -168,16 +169,31 @@ func (m *Manager[S]) applyReply(x *Execution[S], r *driver.ExecutionResponseRow)
 	}
 	step := reply.Headers[HeaderStep]
 	h := x.history[step]
-	if h == nil || h.last != statusSent || h.commandID != reply.CommandID {
+	if h == nil || h.last != statusSent && h.last != statusCommandParked || h.commandID != reply.CommandID {
 		x.log(&driver.ExecutionLogEntry{EntryType: entryAsyncResponse, Name: step, StepStatus: statusIgnored,
 			ErrorMessage: "reply to command " + reply.CommandID.String() + " does not answer the step's current attempt", Response: r.Payload})
 		return
 	}
+	if reply.Outcome == commandbus.OutcomeParked {
+		if h.last == statusSent {
+			x.log(&driver.ExecutionLogEntry{EntryType: entryCommand, Name: step, StepStatus: statusCommandParked, Attempt: h.attempt,
+				ErrorCode: reply.ErrorCode, ErrorMessage: reply.ErrorMessage,
+				Request: marshalOrNil(commandSent{CommandID: reply.CommandID, Domain: reply.Domain, Type: reply.CommandType})})
+		}
+		return
+	}
+	if h.last == statusCommandParked {
+		x.parkedAnswered = true
+	}
+	var sent *time.Time // the step ran from its command's send to this reply
+	if !h.sentAt.IsZero() {
+		sent = &h.sentAt
+	}
 	if reply.Succeeded() {
-		x.log(&driver.ExecutionLogEntry{EntryType: entryStep, Name: step, StepStatus: statusCompleted, Attempt: h.attempt, Response: reply.Result})
+		x.log(&driver.ExecutionLogEntry{EntryType: entryStep, Name: step, StepStatus: statusCompleted, StartedAt: sent, Attempt: h.attempt, Response: reply.Result})
 		return
 	}
 	outcome := marshalOrNil(map[string]any{"outcome": reply.Outcome, "commandId": reply.CommandID})
-	x.log(&driver.ExecutionLogEntry{EntryType: entryStep, Name: step, StepStatus: statusReplyFailed, Attempt: h.attempt,
+	x.log(&driver.ExecutionLogEntry{EntryType: entryStep, Name: step, StepStatus: statusReplyFailed, StartedAt: sent, Attempt: h.attempt,
 		ErrorCode: reply.ErrorCode, ErrorMessage: reply.ErrorMessage, Response: outcome})
 }

@@ -43,6 +43,11 @@ func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*d
 		return m.abandon(ctx, lease, err)
 	}
 	switch {
+	case from == driver.ExecutionWaitingForTSQ && x.parkedAnswered && lease.Row.ErrorCode == CodeCommandParked:
+		// The operator's action on the parked command answered it: the execution resumes.
+		x.log(&driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: "resumed", StepStatus: string(driver.ExecutionExecuting),
+			ErrorCode: lease.Row.ErrorCode, ErrorMessage: "the parked command was answered: " + lease.Row.ErrorMessage})
+		return m.finish(x, m.execute(x))
 	case from.Terminal(), from == driver.ExecutionWaitingForTSQ:
 		// Late responses update the state; nothing replays.
 		return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
@@ -118,6 +123,7 @@ func (m *Manager[S]) finish(x *Execution[S], err error) error {
 	var nondeterminism *NondeterminismError
 	var business *BusinessFailureError
 	var failed *StepFailedError
+	var parked *commandParkedError
 	switch {
 	case err == nil:
 		if x.cursor < len(x.recorded) {
@@ -136,6 +142,8 @@ func (m *Manager[S]) finish(x *Execution[S], err error) error {
 		return nil
 	case errors.As(err, &nondeterminism):
 		return m.toTSQ(x, CodeNondeterministic, nondeterminism.Error())
+	case errors.As(err, &parked):
+		return m.toTSQ(x, CodeCommandParked, parked.message)
 	case errors.As(err, &business):
 		return m.runnerResult(m.compensate(x, driver.ExecutionCompensated, business.Code, business.Error(), true))
 	case errors.As(err, &failed):

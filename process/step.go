@@ -116,11 +116,12 @@ func Step[S, R any](x *Execution[S], name string, fn func(ctx context.Context) (
 	if err := x.flush(); err != nil {
 		return zero, err
 	}
+	started := x.clock()
 	ctx, cancel := context.WithTimeout(x.ctx, o.timeout)
 	result, err := callStep(ctx, fn)
 	cancel()
 	if err == nil {
-		x.logMet(&driver.ExecutionLogEntry{EntryType: entryStep, Name: name, StepStatus: statusCompleted,
+		x.logMet(&driver.ExecutionLogEntry{EntryType: entryStep, Name: name, StepStatus: statusCompleted, StartedAt: &started,
 			Attempt: attempt, MaxAttempts: o.maxAttempts, Request: marshalOrNil(o.request), Response: marshalOrNil(result)})
 		if err := x.register(name, o); err != nil {
 			return zero, err
@@ -128,6 +129,8 @@ func Step[S, R any](x *Execution[S], name string, fn func(ctx context.Context) (
 		x.progressed(name)
 		return result, nil
 	}
+	x.attemptStarted = &started
+	defer func() { x.attemptStarted = nil }()
 	return zero, x.stepFailed(name, attempt, o, err)
 }
 
@@ -152,7 +155,7 @@ func (x *Execution[S]) stepFailed(name string, attempt int, o *stepOptions, err 
 	}
 	class := x.m.classify(err)
 	code := errorCode(err, class.String())
-	entry := &driver.ExecutionLogEntry{EntryType: entryStep, Name: name, StepStatus: statusFailed,
+	entry := &driver.ExecutionLogEntry{EntryType: entryStep, Name: name, StepStatus: statusFailed, StartedAt: x.attemptStarted,
 		Attempt: attempt, MaxAttempts: o.maxAttempts, Request: marshalOrNil(o.request), ErrorCode: code, ErrorMessage: err.Error()}
 	switch class {
 	case Transient:

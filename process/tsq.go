@@ -64,8 +64,64 @@ func (m *Manager[S]) Retry(ctx context.Context, id uuid.UUID, action commandbus.
 	if lease.Row.ErrorCode == CodeCompensationFailed {
 		return m.retryCompensations(ctx, lease, action, retry)
 	}
+	if lease.Row.ErrorCode == CodeCommandParked {
+		if done, err := m.retryParkedCommand(ctx, lease, action); done || err != nil {
+			return err
+		}
+	}
 	m.audit(ctx, id, entryTSQRetry, action, nil)
 	return m.run(ctx, lease, []*driver.ExecutionLogEntry{retry}, nil)
+}
+
+// retryParkedCommand retries, from the command troubleshooting queue, the command an execution
+// parked with COMMAND_PARKED waits on: the command runs again and its reply resumes the
+// execution, as when the operator retries the command itself. It reports false (and keeps the
+// lease) when the command no longer waits there and has ended, so the step is sent again; a
+// command that is still on its way (retried already) is refused, its reply will come.
+func (m *Manager[S]) retryParkedCommand(ctx context.Context, lease *execution.Lease, action commandbus.OperatorAction) (bool, error) {
+	x, err := m.load(ctx, lease)
+	if err != nil {
+		return true, m.abandon(ctx, lease, err)
+	}
+	var step string
+	var h *stepHistory
+	for name, sh := range x.history {
+		if sh.last == statusCommandParked {
+			step, h = name, sh
+		}
+	}
+	if h == nil {
+		return false, nil
+	}
+	cmd, err := m.client.GetCommand(ctx, h.commandID)
+	if err != nil {
+		_ = lease.Release(ctx)
+		return true, fmt.Errorf("reading the parked command %s of step %q: %w", h.commandID, step, err)
+	}
+	switch {
+	case cmd.Status.Terminal():
+		return false, nil
+	case cmd.Status != driver.CommandStatusInTSQ:
+		_ = lease.Release(ctx)
+		return true, fmt.Errorf("%w: the command %s of step %q is %s, no longer parked: its reply will resume execution %s",
+			commandbus.ErrInvalidState, cmd.ID, step, cmd.Status, x.ID)
+	}
+	details := map[string]any{"step": step, "commandId": cmd.ID}
+	// Not a TSQ_RETRY entry: the step keeps its attempt, so the command's reply answers it.
+	x.log(&driver.ExecutionLogEntry{EntryType: entryCommand, Name: step, StepStatus: statusCommandRetried,
+		Attempt: h.attempt, Actor: action.Actor, Reason: action.Reason, Request: marshalOrNil(details)})
+	// The execution keeps waiting in the troubleshooting queue until the command's reply.
+	if err := x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+		cp.Status, cp.Release = driver.ExecutionWaitingForTSQ, true
+		cp.ErrorCode, cp.ErrorMessage = lease.Row.ErrorCode, lease.Row.ErrorMessage
+	}); err != nil {
+		return true, err
+	}
+	m.audit(ctx, x.ID, entryTSQRetry, action, details)
+	if _, err := m.client.TSQ().Retry(ctx, cmd.ID, action); err != nil {
+		return true, fmt.Errorf("retrying the parked command %s of step %q: %w", cmd.ID, step, err)
+	}
+	return true, nil
 }
 
 // retryCompensations runs the failed compensations of an execution parked with

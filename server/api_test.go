@@ -289,3 +289,38 @@ func TestPaymentProcessStatus(t *testing.T) {
 		require.Equal(t, http.StatusNotFound, x.resp.StatusCode)
 	})
 }
+
+// GET /api/processes/{id} gives each completed step's start and end (startedAt, at) and its
+// latency in milliseconds.
+func TestAPIProcessLogHasStepTimes(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		f := setupConsole(t, drv)
+		paid := f.submit(domesticPayment(payments.TypePaymentStep))
+		f.waitPayment(paid.PaymentID, "COMPLETED")
+		x := send(t, "GET", f.http.URL+"/api/processes/"+paid.ExecutionID.String(), nil, bearer(viewerToken))
+		require.Equal(t, http.StatusOK, x.resp.StatusCode, "%s", x.respBody)
+		var body struct {
+			Log []struct {
+				EntryType  string     `json:"entryType"`
+				StepStatus string     `json:"stepStatus"`
+				At         time.Time  `json:"at"`
+				StartedAt  *time.Time `json:"startedAt"`
+				LatencyMs  *float64   `json:"latencyMs"`
+			} `json:"log"`
+		}
+		require.NoError(t, json.Unmarshal(x.respBody, &body))
+		steps := 0
+		for _, e := range body.Log {
+			if e.EntryType != "STEP" || e.StepStatus != "COMPLETED" {
+				continue
+			}
+			steps++
+			require.NotNil(t, e.StartedAt, "%s", x.respBody)
+			require.False(t, e.StartedAt.After(e.At))
+			require.NotNil(t, e.LatencyMs)
+			require.InDelta(t, float64(e.At.Sub(*e.StartedAt).Microseconds())/1000, *e.LatencyMs, 0.001)
+		}
+		require.Positive(t, steps, "%s", x.respBody)
+	})
+}

@@ -362,7 +362,7 @@ func browserTSQ(t *testing.T, f *consoleFixture, browser context.Context) {
 	stuck := f.parkManagerPayment()
 	tb.visit("/tsq/processes")
 	row = fmt.Sprintf(`tr[data-id="%s"]`, stuck.ExecutionID)
-	require.Contains(t, tb.text(row), "WAIT_TIMEOUT")
+	require.Contains(t, tb.text(row), "COMMAND_PARKED")
 	tb.submit(row + ` a[href$="/complete"]`)
 	tb.fill("#field-stateOverrides", `{evidence: confirmed}`)
 	tb.confirmAction("bank confirmed by phone")

@@ -178,7 +178,7 @@ func (f *consoleFixture) parkRiskCommand() (payment *payments.PaymentResult, com
 }
 
 // parkManagerPayment makes a process-manager payment stop in the process TSQ: its CheckBalance
-// command fails permanently and the wait for its reply times out.
+// command fails permanently and its PARKED reply parks the payment (COMMAND_PARKED) at once.
 func (f *consoleFixture) parkManagerPayment() *payments.PaymentResult {
 	f.t.Helper()
 	require.NoError(f.t, f.platform.InjectFault(payments.Fault{Step: payments.StepCheckBalance, Class: payments.FaultPermanent, Times: 1}))
@@ -189,7 +189,6 @@ func (f *consoleFixture) parkManagerPayment() *payments.PaymentResult {
 		require.NoError(f.t, err)
 		return len(list) == 1
 	})
-	f.fake.Advance(f.client.Config().CommandStepOr("", payments.DomainAccounts, "").Timeout.Std() + time.Second) // past the command step's reply timeout
 	f.waitPayment(res.PaymentID, "IN_TSQ")
 	return res
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/process"
 )
 
 // The operator's queues, without a browser: what each row says, one incident in one place,
@@ -88,6 +89,7 @@ func TestConsoleQueueRowsSayWhatTheyAreAbout(t *testing.T) {
 		f := setupConsole(t, drv)
 		ctx := context.Background()
 		stuck := f.parkManagerPayment()
+		f.fake.Advance(31 * time.Second) // the parked rows' age
 		parked, cmd := f.parkRiskCommand()
 		big := f.submit(bigPayment())
 		f.waitApproval(big.PaymentID)
@@ -111,7 +113,7 @@ func TestConsoleQueueRowsSayWhatTheyAreAbout(t *testing.T) {
 		row := rowOf(t, body, "data-id", cmd.ID.String())
 		text := textOf(row)
 		for _, want := range []string{"BookRisk", "EXTERNAL_PERMANENT_FAILURE", "Payment " + shortID(parked.PaymentID), "250.50 GBP",
-			"CUST-GBP-001 → BENE-GBP-002", "waiting for bookRisk"} {
+			"CUST-GBP-001 → BENE-GBP-002", "in the process TSQ"} {
 			require.Contains(t, text, want)
 		}
 		require.Contains(t, row, `href="/payments/`+parked.PaymentID.String()+`"`)
@@ -126,7 +128,7 @@ func TestConsoleQueueRowsSayWhatTheyAreAbout(t *testing.T) {
 		_, body = op.get("/tsq/processes")
 		row = rowOf(t, body, "data-id", stuck.ExecutionID.String())
 		text = textOf(row)
-		for _, want := range []string{"WAIT_TIMEOUT", "Payment " + shortID(stuck.PaymentID), "250.50 GBP", "CUST-GBP-001 → BENE-GBP-002",
+		for _, want := range []string{"COMMAND_PARKED", "Payment " + shortID(stuck.PaymentID), "250.50 GBP", "CUST-GBP-001 → BENE-GBP-002",
 			"Waiting on parked command CheckBalance: EXTERNAL_PERMANENT_FAILURE", "Root cause: simulated checkBalance: permanent failure"} {
 			require.Contains(t, text, want)
 		}
@@ -191,7 +193,9 @@ func TestConsoleIncidentInOnePlace(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
 		parked, cmd := f.parkRiskCommand()
-		require.Equal(t, driver.ExecutionWaitingForAsync, f.execution(parked.ExecutionID).Status, "the process itself is not parked")
+		// The process parks with its command at once, naming it.
+		f.waitPayment(parked.PaymentID, "IN_TSQ")
+		require.Equal(t, process.CodeCommandParked, f.execution(parked.ExecutionID).ErrorCode)
 		op := f.httpClient()
 		op.login(operatorToken)
 		paymentPage := "/payments/" + parked.PaymentID.String()
@@ -348,9 +352,9 @@ func TestConsoleBulkActions(t *testing.T) {
 		audit := f.audit("command", cmds[2].ID)
 		require.Equal(t, "bob@ops", audit[0].Actor, "the refused one was not acted on again")
 
-		// Processes: compensate and cancel every WAIT_TIMEOUT park at once.
+		// Processes: compensate and cancel every COMMAND_PARKED park at once.
 		one, two := f.parkManagerPayment(), f.parkManagerPayment()
-		resp, body = op.get("/tsq/processes/bulk?action=compensate&all=1&error=WAIT_TIMEOUT")
+		resp, body = op.get("/tsq/processes/bulk?action=compensate&all=1&error=COMMAND_PARKED")
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		requireHTML(t, body, "Compensate and cancel 2 processes")
 		resp, body = op.post("/tsq/processes/bulk", url.Values{"csrf": {csrf}, "action": {"compensate"},

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus/driver"
 	"github.com/shopspring/decimal"
 )
 
@@ -23,6 +25,18 @@ var (
 // schemaOf derives the OpenAPI schema of a response type from its Go definition and JSON tags,
 // so the document cannot drift from what the handlers encode: a field without omitempty or
 // omitzero is always sent, so it is required; a pointer without them may be null.
+// logEntryType encodes itself: its fields plus latencyMs, as logEntrySchema describes.
+var logEntryType = reflect.TypeFor[driver.ExecutionLogEntry]()
+
+// plainLogEntry is an execution log entry's fields, without its own encoding.
+type plainLogEntry driver.ExecutionLogEntry
+
+// logEntrySchema is what an execution log entry encodes to.
+type logEntrySchema struct {
+	plainLogEntry
+	LatencyMs *float64 `json:"latencyMs,omitempty"`
+}
+
 func schemaOf[T any]() object { return schemaFor(reflect.TypeFor[T](), false) }
 
 // requestSchemaOf derives the schema of a request body type: fields without omitempty are
@@ -42,6 +56,8 @@ func schemaFor(t reflect.Type, request bool) object {
 		return object{"type": "string", "format": "decimal", "pattern": `^-?[0-9]+(\.[0-9]+)?$`}
 	case rawType, anyType:
 		return object{"description": "any JSON value"}
+	case logEntryType:
+		return schemaFor(reflect.TypeFor[logEntrySchema](), request)
 	}
 	if t.Implements(reflect.TypeFor[json.Marshaler]()) || t.Implements(reflect.TypeFor[encoding.TextMarshaler]()) {
 		panic(fmt.Sprintf("openapi: %s encodes itself; give it a schema in schemaFor", t))

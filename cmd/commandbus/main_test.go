@@ -456,10 +456,10 @@ func TestProcessTSQFromTheCommandLine(t *testing.T) {
 	db := "sqlite://" + filepath.Join(dir, "p.db")
 	var summary demoSummary
 	require.NoError(t, json.Unmarshal([]byte(run(t, "demo", "--json", "--database", db, "--payments", "3", "--behavior", behavior)), &summary))
-	require.Equal(t, 3, summary.Waiting, "each payment waits for its risk command, parked in the command TSQ: %+v", summary)
+	require.Equal(t, 3, summary.InTSQ, "each payment parks with its risk command, parked in the command TSQ: %+v", summary)
 
 	// The operator cancels the parked risk commands; the payments learn it from the CANCELLED
-	// replies when the platform runs again, and park in the process troubleshooting queue.
+	// replies when the platform runs again, and stay in the process troubleshooting queue.
 	var commands []tsqRow
 	require.NoError(t, json.Unmarshal([]byte(run(t, "tsq", "list", "--json", "--database", db)), &commands))
 	require.Len(t, commands, 3)
@@ -482,6 +482,7 @@ func TestProcessTSQFromTheCommandLine(t *testing.T) {
 	shown := run(t, "tsq", "processes", "show", parked[0].ID.String(), "--database", db)
 	require.Contains(t, shown, "status      WAITING_FOR_TSQ")
 	require.Contains(t, shown, "STEP bookRisk")
+	require.Regexp(t, `STEP updateStatusProcessing\s+COMPLETED.*started \d\d:\d\d:\d\d\.\d{3} took `, shown, "a step's start and latency")
 
 	res := fail(t, "tsq", "processes", "cancel", parked[0].ID.String(), "--database", db)
 	require.ErrorContains(t, res.err, `"reason" not set`)

@@ -136,8 +136,12 @@ func printExecution(out io.Writer, x *driver.ExecutionRow, log []*driver.Executi
 				attempt += fmt.Sprintf(" of %d", e.MaxAttempts)
 			}
 		}
-		fmt.Fprintf(tw, "  %3d\t%s\t%s %s\t%s\t%s\t%s\n", e.Seq, e.At.UTC().Format("15:04:05.000"), e.EntryType, e.Name, e.StepStatus, attempt,
-			joinNonEmpty("  ", joinNonEmpty(": ", e.ErrorCode, e.ErrorMessage), e.Actor, e.Reason))
+		timing := ""
+		if d, ok := e.Latency(); ok {
+			timing = fmt.Sprintf("started %s took %s", e.StartedAt.UTC().Format("15:04:05.000"), d)
+		}
+		fmt.Fprintf(tw, "  %3d\t%s\t%s %s\t%s\t%s\t%s\t%s\n", e.Seq, e.At.UTC().Format("15:04:05.000"), e.EntryType, e.Name, e.StepStatus, attempt,
+			timing, joinNonEmpty("  ", joinNonEmpty(": ", e.ErrorCode, e.ErrorMessage), e.Actor, e.Reason))
 	}
 	_ = tw.Flush()
 }

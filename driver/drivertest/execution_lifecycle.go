@@ -18,6 +18,10 @@ func normalizeLog(entries []*driver.ExecutionLogEntry) []driver.ExecutionLogEntr
 	for i, e := range entries {
 		out[i] = *e
 		out[i].At = e.At.UTC()
+		if e.StartedAt != nil {
+			started := e.StartedAt.UTC()
+			out[i].StartedAt = &started
+		}
 		out[i].Request, out[i].Response = compactJSON(e.Request), compactJSON(e.Response)
 	}
 	return out
@@ -587,6 +591,41 @@ func exerciseExecutionLog(t *testing.T, setup setupFunc) {
 		require.Zero(t, log[0].Attempt)
 		require.Zero(t, log[0].MaxAttempts)
 		require.Empty(t, logList(t, b.exec, uuid.New()))
+	})
+
+	// A step's entry carries when it started; At is when it ended. A start after the end (another
+	// clock than the writer's) is stored as the end.
+	t.Run("StartedAt", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		before, t1 := t0.Add(-1500*time.Millisecond), t0.Add(time.Second)
+		late := t1.Add(time.Hour)
+		p := newLeasedExecution("Pay", time.Hour)
+		p.Log = []*driver.ExecutionLogEntry{{Seq: 1, EntryType: "STEP", Name: "a", StepStatus: "COMPLETED", StartedAt: &before}}
+		insertExecutions(t, b.exec, &t0, p)
+		mid := t0.Add(250 * time.Millisecond)
+		require.Len(t, checkpoint(t, b.exec, t1, &driver.ExecutionCheckpoint{
+			ID: p.ID, Fence: 1, Status: driver.ExecutionExecuting,
+			Log: []*driver.ExecutionLogEntry{
+				{Seq: 2, EntryType: "STEP", Name: "b", StepStatus: "COMPLETED", StartedAt: &mid},
+				{Seq: 3, EntryType: "STEP", Name: "c", StepStatus: "FAILED", StartedAt: &late},
+				{Seq: 4, EntryType: "LIFECYCLE", Name: "instant"},
+			},
+		}), 1)
+		log := logList(t, b.exec, p.ID)
+		require.Len(t, log, 4)
+		require.Equal(t, before, *log[0].StartedAt)
+		require.Equal(t, t0, log[0].At)
+		require.Equal(t, mid, *log[1].StartedAt)
+		require.Equal(t, 750*time.Millisecond, log[1].At.Sub(*log[1].StartedAt), "the step's latency")
+		require.Equal(t, t1, *log[2].StartedAt, "a start after the end is stored as the end")
+		require.Nil(t, log[3].StartedAt)
+		// The log read with an acquire carries it too.
+		loaded, err := b.exec.ExecutionAcquireLoadMany(context.Background(), &driver.ExecutionAcquireManyParams{
+			IDs: []uuid.UUID{p.ID}, Lease: time.Minute, WorkerID: "w2", Now: &late})
+		require.NoError(t, err)
+		require.NotEmpty(t, loaded)
+		require.Equal(t, mid, *normalizeLog(loaded[0].Loaded.Log)[1].StartedAt)
 	})
 }
 

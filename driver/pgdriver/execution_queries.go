@@ -88,7 +88,7 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 		SELECT 1`), ids, models, types, domains, tenants, keys, batches, statuses, states, deadlines,
 		leases, workers, params.Now, log.executionIDs, log.seqs, log.entryTypes, log.names,
 		log.stepStatuses, log.attempts, log.maxAttempts, log.requests, log.responses, log.errorCodes,
-		log.errorMessages, log.actors, log.reasons, log.fences)
+		log.errorMessages, log.actors, log.reasons, log.fences, log.startedAts)
 	return err
 }
 
@@ -100,6 +100,7 @@ type logArrays struct {
 	entryTypes                                     []string
 	names, stepStatuses, errorCodes, errorMessages []*string
 	actors, reasons, requests, responses           []*string
+	startedAts                                     []*time.Time
 }
 
 func (l *logArrays) add(id uuid.UUID, fence int64, entry *driver.ExecutionLogEntry) {
@@ -117,24 +118,28 @@ func (l *logArrays) add(id uuid.UUID, fence int64, entry *driver.ExecutionLogEnt
 	l.reasons = append(l.reasons, nullString(entry.Reason))
 	l.requests = append(l.requests, nullJSONText(entry.Request))
 	l.responses = append(l.responses, nullJSONText(entry.Response))
+	l.startedAts = append(l.startedAts, entry.StartedAt)
 }
 
-// logInsertSQL is a CTE inserting log entries given as 14 arrays from parameter $first on (the
+// logInsertSQL is a CTE inserting log entries given as 15 arrays from parameter $first on (the
 // last one the writer's fence), stamped with n.now. The WHERE placeholder is replaced by the
 // checkpoint statement so that only entries of checkpoints that applied are written.
 func logInsertSQL(first int) string {
 	p := func(i int) string { return fmt.Sprintf("$%d", first+i) }
 	return `, logs AS (
 			INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status,
-				attempt, max_attempts, request, response, error_code, error_message, actor, reason)
+				attempt, max_attempts, request, response, error_code, error_message, actor, reason, started_at)
 			SELECT l.execution_id, l.seq, n.now, l.entry_type, l.name, l.step_status,
 				nullif(l.attempt, 0), nullif(l.max_attempts, 0), l.request::jsonb, l.response::jsonb,
-				l.error_code, l.error_message, l.actor, l.reason
+				l.error_code, l.error_message, l.actor, l.reason,
+				-- a start read from another clock than the database's never falls after the end
+				-- (least ignores a NULL: an entry without a start keeps none)
+				CASE WHEN l.started_at IS NOT NULL THEN least(l.started_at, n.now) END
 			FROM unnest(` + p(0) + `::uuid[], ` + p(1) + `::int[], ` + p(2) + `::text[], ` + p(3) + `::text[], ` +
 		p(4) + `::text[], ` + p(5) + `::int[], ` + p(6) + `::int[], ` + p(7) + `::text[], ` + p(8) + `::text[], ` +
-		p(9) + `::text[], ` + p(10) + `::text[], ` + p(11) + `::text[], ` + p(12) + `::text[], ` + p(13) + `::bigint[])
+		p(9) + `::text[], ` + p(10) + `::text[], ` + p(11) + `::text[], ` + p(12) + `::text[], ` + p(13) + `::bigint[], ` + p(14) + `::timestamptz[])
 				AS l(execution_id, seq, entry_type, name, step_status, attempt, max_attempts, request,
-					response, error_code, error_message, actor, reason, fence), n
+					response, error_code, error_message, actor, reason, fence, started_at), n
 			WHERE /*applied*/ true
 		)`
 }
@@ -273,7 +278,8 @@ var (
 const executionLogManySQL = `
 	SELECT l.execution_id, l.seq, l.at, l.entry_type, coalesce(l.name, ''), coalesce(l.step_status, ''),
 		coalesce(l.attempt, 0), coalesce(l.max_attempts, 0), l.request, l.response,
-		coalesce(l.error_code, ''), coalesce(l.error_message, ''), coalesce(l.actor, ''), coalesce(l.reason, '')
+		coalesce(l.error_code, ''), coalesce(l.error_message, ''), coalesce(l.actor, ''), coalesce(l.reason, ''),
+		l.started_at
 	FROM unnest($1::uuid[], $2::int[]) AS t(id, after_seq)
 	CROSS JOIN LATERAL (
 		SELECT * FROM {schema}.execution_log
@@ -286,7 +292,8 @@ const executionLogManySQL = `
 const executionLogOneSQL = `
 	SELECT execution_id, seq, at, entry_type, coalesce(name, ''), coalesce(step_status, ''),
 		coalesce(attempt, 0), coalesce(max_attempts, 0), request, response,
-		coalesce(error_code, ''), coalesce(error_message, ''), coalesce(actor, ''), coalesce(reason, '')
+		coalesce(error_code, ''), coalesce(error_message, ''), coalesce(actor, ''), coalesce(reason, ''),
+		started_at
 	FROM {schema}.execution_log WHERE execution_id = $1 AND seq > $2 ORDER BY seq`
 
 // logAfterSeqs returns the log sequences to read after, zeros (whole logs) when none are given.
@@ -476,7 +483,7 @@ const executionCheckpointSQL = `
 		WHERE e.id = i.id AND e.fence = i.fence
 		RETURNING e.id, e.fence
 	)` + "%s" + `, commands AS (` + insertSelect + `
-		FROM jsonb_to_recordset($35::jsonb) AS i(` + insertRecordColumns + `, owner uuid, owner_fence bigint), n
+		FROM jsonb_to_recordset($36::jsonb) AS i(` + insertRecordColumns + `, owner uuid, owner_fence bigint), n
 		WHERE (i.owner, i.owner_fence) IN (SELECT id, fence FROM applied)
 		ON CONFLICT (domain, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	)
@@ -542,7 +549,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		messages, hasState, params.Now,
 		log.executionIDs, log.seqs, log.entryTypes, log.names, log.stepStatuses, log.attempts,
 		log.maxAttempts, log.requests, log.responses, log.errorCodes, log.errorMessages, log.actors,
-		log.reasons, log.fences, commandJSON)
+		log.reasons, log.fences, log.startedAts, commandJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -563,7 +570,7 @@ func collectLog(rows pgx.Rows) ([]*driver.ExecutionLogEntry, error) {
 		var execID pgtype.UUID
 		var request, response []byte
 		err := row.Scan(&execID, &l.Seq, &l.At, &l.EntryType, &l.Name, &l.StepStatus, &l.Attempt,
-			&l.MaxAttempts, &request, &response, &l.ErrorCode, &l.ErrorMessage, &l.Actor, &l.Reason)
+			&l.MaxAttempts, &request, &response, &l.ErrorCode, &l.ErrorMessage, &l.Actor, &l.Reason, &l.StartedAt)
 		l.ExecutionID, l.Request, l.Response = fromPgUUID(execID), request, response
 		return &l, err
 	})

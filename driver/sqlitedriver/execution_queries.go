@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -38,8 +39,8 @@ const executionInsertSQL = `
 // executionLogInsertSQL stores a zero attempt or max_attempts as NULL, as PostgreSQL does.
 const executionLogInsertSQL = `
 	INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status,
-		attempt, max_attempts, request, response, error_code, error_message, actor, reason)
-	VALUES (?, ?, ?, ?, ?, ?, nullif(?, 0), nullif(?, 0), json(?), json(?), ?, ?, ?, ?)`
+		attempt, max_attempts, request, response, error_code, error_message, actor, reason, started_at)
+	VALUES (?, ?, ?, ?, ?, ?, nullif(?, 0), nullif(?, 0), json(?), json(?), ?, ?, ?, ?, ?)`
 
 func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.ExecutionInsertManyParams) error {
 	if len(params.Executions) == 0 {
@@ -78,13 +79,21 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 	})
 }
 
+// startedMicros is a log entry's start, never after its end (nowUS), as on PostgreSQL.
+func startedMicros(t *time.Time, nowUS int64) any {
+	if t == nil {
+		return nil
+	}
+	return min(micros(*t), nowUS)
+}
+
 // insertExecutionLog writes log entries of one execution, stamped with nowUS.
 func (e *executor) insertExecutionLog(ctx context.Context, tx *sql.Tx, id uuid.UUID, entries []*driver.ExecutionLogEntry, nowUS int64) error {
 	for _, l := range entries {
 		if _, err := tx.ExecContext(ctx, e.d.sql(executionLogInsertSQL), id.String(), l.Seq, nowUS,
 			l.EntryType, nullText(l.Name), nullText(l.StepStatus), l.Attempt, l.MaxAttempts,
 			nullJSON(l.Request), nullJSON(l.Response), nullText(l.ErrorCode), nullText(l.ErrorMessage),
-			nullText(l.Actor), nullText(l.Reason)); err != nil {
+			nullText(l.Actor), nullText(l.Reason), startedMicros(l.StartedAt, nowUS)); err != nil {
 			return fmt.Errorf("inserting log entry %d of execution %s: %w", l.Seq, id, err)
 		}
 	}
@@ -377,7 +386,8 @@ func (e *executor) executionLogAfter(ctx context.Context, id uuid.UUID, afterSeq
 	rows, err := e.read.QueryContext(ctx, e.d.sql(`
 		SELECT execution_id, seq, at, entry_type, coalesce(name, ''), coalesce(step_status, ''),
 			coalesce(attempt, 0), coalesce(max_attempts, 0), request, response,
-			coalesce(error_code, ''), coalesce(error_message, ''), coalesce(actor, ''), coalesce(reason, '')
+			coalesce(error_code, ''), coalesce(error_message, ''), coalesce(actor, ''), coalesce(reason, ''),
+			started_at
 		FROM {schema}.execution_log WHERE execution_id = ? AND seq > ? ORDER BY seq`), id.String(), afterSeq)
 	if err != nil {
 		return nil, err
@@ -390,16 +400,21 @@ func (e *executor) executionLogAfter(ctx context.Context, id uuid.UUID, afterSeq
 			executionID       string
 			at                int64
 			request, response sql.NullString
+			startedAt         sql.NullInt64
 		)
 		if err := rows.Scan(&executionID, &l.Seq, &at, &l.EntryType, &l.Name, &l.StepStatus,
 			&l.Attempt, &l.MaxAttempts, &request, &response, &l.ErrorCode, &l.ErrorMessage,
-			&l.Actor, &l.Reason); err != nil {
+			&l.Actor, &l.Reason, &startedAt); err != nil {
 			return nil, err
 		}
 		if l.ExecutionID, err = uuid.Parse(executionID); err != nil {
 			return nil, fmt.Errorf("decoding execution id %q: %w", executionID, err)
 		}
 		l.At = fromMicros(at)
+		if startedAt.Valid {
+			t := fromMicros(startedAt.Int64)
+			l.StartedAt = &t
+		}
 		l.Request, l.Response = rawJSON(request), rawJSON(response)
 		out = append(out, &l)
 	}

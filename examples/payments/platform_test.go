@@ -102,9 +102,10 @@ func TestRetryableFailureIsDeduplicated(t *testing.T) {
 	})
 }
 
-// Seed 004, test 3: a permanent failure parks the command in the troubleshooting queue; the
-// step's reply never comes, its wait times out and the payment goes to the TSQ; an operator's
-// resubmit sends the step again under the same step key and the payment succeeds.
+// Seed 004, test 3: a permanent failure parks the command in the troubleshooting queue; its
+// PARKED reply puts the payment in the process TSQ at once (COMMAND_PARKED, before any reply
+// timeout); an operator's resubmit retries that same command (same step key, no second command)
+// and the payment succeeds.
 func TestPermanentFailureThenResubmit(t *testing.T) {
 	t.Parallel()
 	eachProcess(t, func(t *testing.T, drv driver.Driver, typ string) {
@@ -121,9 +122,10 @@ func TestPermanentFailureThenResubmit(t *testing.T) {
 			require.NoError(t, err)
 			return len(parked) == 1
 		})
-		f.advancePastReplyTimeout() // past the command step's reply timeout
+		// The clock does not move: the payment parks at once, not at its reply timeout.
 		v := f.waitStatus(res.PaymentID, "IN_TSQ")
-		require.Equal(t, process.CodeWaitTimeout, v.ErrorCode)
+		require.Equal(t, process.CodeCommandParked, v.ErrorCode)
+		require.Contains(t, v.ErrorMessage, "waiting on parked command ")
 		require.Equal(t, stepName, v.Step)
 
 		err := f.p.Resubmit(ctx, res.PaymentID, "", "")
@@ -139,8 +141,8 @@ func TestPermanentFailureThenResubmit(t *testing.T) {
 				keys = append(keys, c.Headers[process.HeaderStepKey])
 			}
 		}
-		require.Equal(t, []string{res.ExecutionID.String() + ":" + stepName, res.ExecutionID.String() + ":" + stepName}, keys,
-			"the resubmission is a new command with the same step idempotency key")
+		require.Equal(t, []string{res.ExecutionID.String() + ":" + stepName}, keys,
+			"the resubmission retries the parked command: no second command")
 		audit, err := f.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "execution", EntityID: res.ExecutionID.String()})
 		require.NoError(t, err)
 		require.Len(t, audit, 1)
@@ -178,8 +180,9 @@ func TestTimeoutPolicyStepProcess(t *testing.T) {
 	})
 }
 
-// Seed 004, test 4 (process manager): the limits context keeps timing out; the bus gives up, the
-// step's wait times out, and an operator compensates and aborts: the hold is released.
+// Seed 004, test 4 (process manager): the limits context keeps timing out; the bus gives up and
+// parks the command, the payment parks with it at once (COMMAND_PARKED), and an operator
+// compensates and aborts: the hold is released.
 func TestTimeoutPolicyProcessManager(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, drv driver.Driver) {
@@ -193,9 +196,8 @@ func TestTimeoutPolicyProcessManager(t *testing.T) {
 			return len(parked) == 1 && parked[0].ErrorCode == commandbus.CodeRetriesExhausted
 		})
 		require.True(t, f.account("CUST-GBP-001").Held.Equal(decimal.RequireFromString("250.50")), "the hold is in place")
-		f.advancePastReplyTimeout()
 		v := f.waitStatus(res.PaymentID, "IN_TSQ")
-		require.Equal(t, process.CodeWaitTimeout, v.ErrorCode)
+		require.Equal(t, process.CodeCommandParked, v.ErrorCode, "parked at once with its command, not at the reply timeout")
 		require.Equal(t, payments.StepNameCheckLimit, v.Step)
 
 		require.NoError(t, f.p.CompensateAndAbort(ctx, res.PaymentID, operator.actor, operator.reason))

@@ -1,0 +1,1 @@
+ALTER TABLE {schema}.execution_log DROP COLUMN started_at;
