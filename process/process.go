@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
 )
 
 // Process is a sequential process: Execute is plain Go that calls Step, Wait, SideEffect and
@@ -21,6 +22,16 @@ type Process[S any] interface {
 	// Execute runs the process. Return the errors the building blocks return (they carry
 	// suspension and failure); return nil when the process is done.
 	Execute(x *Execution[S]) error
+}
+
+// Ender is implemented by a process that keeps its own record of how an execution ended, such as
+// a payment's stored status. The manager calls End just before it ends an execution without
+// running the process: an operator's cancel without compensations (CANCELLED) or force-complete
+// (COMPLETED), and a deadline whose action is FAIL (FAILED). An error leaves the execution as it
+// was, and the action reports it. Ends the process reaches by itself (its last step, or its
+// compensations) are its own to record.
+type Ender[S any] interface {
+	End(x *Execution[S], status driver.ExecutionStatus) error
 }
 
 // ErrorClass says how a step failure is handled (seed 000).

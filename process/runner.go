@@ -318,6 +318,9 @@ func (m *Manager[S]) Deadline(ctx context.Context, lease *execution.Lease) error
 		}
 		return m.runnerResult(m.compensate(x, driver.ExecutionCompensated, CodeDeadlineExceeded, message, true))
 	case DeadlineFail:
+		if err := m.end(x, driver.ExecutionFailed); err != nil {
+			return m.abandon(ctx, lease, err)
+		}
 		return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
 			cp.Status, cp.Release = driver.ExecutionFailed, true
 			cp.NextRetryAt, cp.NextWaitTimeoutAt, cp.CurrentWait = nil, nil, ""

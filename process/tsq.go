@@ -204,6 +204,11 @@ func (m *Manager[S]) CancelOverride(ctx context.Context, id uuid.UUID, runCompen
 			return fmt.Errorf("%w: execution %s cannot be compensated: its replay failed: %v", commandbus.ErrInvalidState, id, err)
 		}
 	}
+	if !runCompensations {
+		if err := m.end(x, driver.ExecutionCancelled); err != nil {
+			return m.abandon(ctx, lease, err)
+		}
+	}
 	m.audit(ctx, id, entryTSQCancel, action, map[string]bool{"runCompensations": runCompensations})
 	x.log(&driver.ExecutionLogEntry{EntryType: entryTSQCancel, Name: "cancel", Actor: action.Actor, Reason: action.Reason,
 		Request: marshalOrNil(map[string]bool{"runCompensations": runCompensations})})
@@ -234,12 +239,15 @@ func (m *Manager[S]) CompleteOverride(ctx context.Context, id uuid.UUID, stateOv
 		_ = lease.Release(ctx)
 		return err
 	}
-	m.audit(ctx, id, entryTSQComplete, action, stateOverrides)
 	x, err := m.load(ctx, lease)
 	if err != nil {
 		return m.abandon(ctx, lease, err)
 	}
 	x.State = state
+	if err := m.end(x, driver.ExecutionCompleted); err != nil {
+		return m.abandon(ctx, lease, err)
+	}
+	m.audit(ctx, id, entryTSQComplete, action, stateOverrides)
 	x.log(&driver.ExecutionLogEntry{EntryType: entryTSQComplete, Name: "complete", Actor: action.Actor, Reason: action.Reason, Request: marshalOrNil(stateOverrides)})
 	return x.checkpoint(func(cp *driver.ExecutionCheckpoint) {
 		cp.Status, cp.Release = driver.ExecutionCompleted, true
@@ -302,4 +310,14 @@ func (m *Manager[S]) Skip(ctx context.Context, id uuid.UUID, step string, result
 		{EntryType: entryTSQRetry, Name: "skip", Actor: action.Actor, Reason: action.Reason, Request: marshalOrNil(map[string]string{"step": step})},
 		{EntryType: entryStep, Name: step, StepStatus: statusCompleted, Response: result, Actor: action.Actor, Reason: "skipped by operator: " + action.Reason},
 	}, nil)
+}
+
+// end tells a process that implements Ender how its execution is about to end.
+func (m *Manager[S]) end(x *Execution[S], status driver.ExecutionStatus) error {
+	if e, ok := m.process.(Ender[S]); ok {
+		if err := e.End(x, status); err != nil {
+			return fmt.Errorf("recording the end (%s) of execution %s: %w", status, x.ID, err)
+		}
+	}
+	return nil
 }

@@ -138,6 +138,27 @@ func isBusinessFailure(err error) bool {
 	return errors.As(err, &business) || errors.As(err, &failure)
 }
 
+// storedOutcome is the payment status stored for an execution that an operator or a deadline
+// ended without running the process (process.Ender).
+func storedOutcome(status driver.ExecutionStatus) string {
+	if status == driver.ExecutionCompleted {
+		return "COMPLETE"
+	}
+	return string(status) // CANCELLED, FAILED
+}
+
+// End stores the outcome of a payment an operator cancelled without compensations, force-completed,
+// or a FAIL deadline ended, so the stored status matches the execution (process.Ender).
+func (mp managerProcess) End(x *process.Execution[ManagerState], status driver.ExecutionStatus) error {
+	return mp.p.setPaymentStatus(x.Context(), x.State.PaymentID.String(), storedOutcome(status))
+}
+
+// End stores the outcome of a payment an operator cancelled without compensations, force-completed,
+// or a FAIL deadline ended, so the stored status matches the execution (process.Ender).
+func (sp stepProcess) End(x *process.Execution[StepState], status driver.ExecutionStatus) error {
+	return sp.p.setPaymentStatus(x.Context(), x.State.PaymentID.String(), storedOutcome(status))
+}
+
 // storeUnwoundStatus sets a payment's stored status to the outcome its process's unwinding heads
 // for (COMPENSATED, or CANCELLED when an operator cancelled it with compensations), as the
 // execution log's last COMPENSATING entry records it.

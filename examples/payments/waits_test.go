@@ -11,6 +11,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/process"
 )
 
 // L4 waits seed 000's 24 hours by default (process.payment.default-wait-timeout PT24H in its
@@ -74,5 +75,43 @@ func TestStoredStatusMatchesOutcome(t *testing.T) {
 			return v.BusinessStatus == "COMPENSATED"
 		})
 		f.checkInvariants()
+	})
+}
+
+// An execution an operator ends without running the process — cancelled without compensations,
+// or force-completed — stores the matching payment status too (it kept PROCESSING or ACCEPTED).
+func TestStoredStatusMatchesOperatorEnds(t *testing.T) {
+	t.Parallel()
+	eachProcess(t, func(t *testing.T, drv driver.Driver, typ string) {
+		f := setup(t, drv, payments.Options{})
+		ctx := context.Background()
+		first := payments.StepBookRisk
+		if typ == payments.TypePaymentManager {
+			first = payments.StepCheckBalance
+		}
+		park := func() *payments.PaymentView {
+			require.NoError(t, f.p.InjectFault(payments.Fault{Step: first, Class: payments.FaultPermanent, Times: 1}))
+			id := f.submit(domestic(typ)).PaymentID
+			f.waitStatus(id, "IN_TSQ")
+			v, err := f.p.GetPayment(ctx, id)
+			require.NoError(t, err)
+			return v
+		}
+		ops := process.ManagerFor(f.client, typ)
+		action := commandbus.OperatorAction{Actor: "ops:eve", Reason: "customer withdrew"}
+
+		cancelled := park()
+		require.NoError(t, ops.CancelOverride(ctx, cancelled.ExecutionID, false, action))
+		v, err := f.p.GetPayment(ctx, cancelled.ID)
+		require.NoError(t, err)
+		require.Equal(t, "CANCELLED", v.Status)
+		require.Equal(t, "CANCELLED", v.BusinessStatus)
+
+		completed := park()
+		require.NoError(t, ops.CompleteOverride(ctx, completed.ExecutionID, map[string]any{}, action))
+		v, err = f.p.GetPayment(ctx, completed.ID)
+		require.NoError(t, err)
+		require.Equal(t, "COMPLETED", v.Status)
+		require.Equal(t, "COMPLETE", v.BusinessStatus)
 	})
 }
