@@ -113,7 +113,7 @@ func newBenchKillCommand() *cobra.Command {
 	cmd.Flags().DurationVar(&killEvery, "kill-every", 5*time.Second, "how often a random worker is killed with SIGKILL (and started again)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 15*time.Minute, "give up when the batch has not settled by then")
 	cmd.Flags().StringVar(&process, "process", payments.TypePaymentStep, "PaymentStep or PaymentManager")
-	cmd.Flags().StringVar(&preset, "behavior", "happy", "the simulators' behaviour preset (happy, realistic, chaos)")
+	cmd.Flags().StringVar(&preset, "behavior", "happy", "the simulators' behaviour: a preset (happy, realistic, chaos) or a JSON/YAML file of per-step behaviour")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seeds the choice of the worker to kill")
 	return cmd
 }
@@ -187,8 +187,12 @@ func runKillBench(ctx context.Context, kb killBench) (*killResult, error) {
 		return nil, fmt.Errorf("serve did not become ready (its log: %s): %w", cluster.logPath("serve"), err)
 	}
 
+	behavior, err := loadBehavior(kb.preset)
+	if err != nil {
+		return nil, err
+	}
 	var batch payments.BatchView
-	if err := api.do(ctx, http.MethodPost, "/api/batches", map[string]any{"count": kb.payments, "processType": kb.process, "behaviorPreset": kb.preset}, &batch); err != nil {
+	if err := api.do(ctx, http.MethodPost, "/api/batches", map[string]any{"count": kb.payments, "processType": kb.process, "behavior": behavior}, &batch); err != nil {
 		return nil, fmt.Errorf("creating the batch: %w", err)
 	}
 	fmt.Fprintf(kb.progress, "batch %s: %d payments; killing a worker every %s\n", batch.ID, kb.payments, kb.killEvery)
