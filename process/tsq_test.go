@@ -44,6 +44,22 @@ type networkProcess struct {
 	failUndo map[string]int
 	typ      string
 	action   process.DeadlineAction
+	// ended lists the ends the manager told the process of (process.Ender).
+	ended []driver.ExecutionStatus
+}
+
+// End records an end the manager decided without running the process (process.Ender).
+func (p *networkProcess) End(_ *process.Execution[networkState], status driver.ExecutionStatus) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.ended = append(p.ended, status)
+	return nil
+}
+
+func (p *networkProcess) ends() []driver.ExecutionStatus {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]driver.ExecutionStatus(nil), p.ended...)
 }
 
 func (p *networkProcess) DeadlineAction() process.DeadlineAction { return p.action }
@@ -291,10 +307,11 @@ func TestDeadlineAppliesToParkedExecutions(t *testing.T) {
 		action process.DeadlineAction
 		want   driver.ExecutionStatus
 		undone []string
+		ends   []driver.ExecutionStatus // what the process is told (process.Ender)
 	}{
-		{process.DeadlineCompensate, driver.ExecutionCompensated, []string{"undo-submit", "undo-bookRisk"}},
-		{process.DeadlineTSQ, driver.ExecutionWaitingForTSQ, nil},
-		{process.DeadlineFail, driver.ExecutionFailed, nil},
+		{process.DeadlineCompensate, driver.ExecutionCompensated, []string{"undo-submit", "undo-bookRisk"}, nil},
+		{process.DeadlineTSQ, driver.ExecutionWaitingForTSQ, nil, nil},
+		{process.DeadlineFail, driver.ExecutionFailed, nil, []driver.ExecutionStatus{driver.ExecutionFailed}},
 	} {
 		t.Run(string(tc.action), func(t *testing.T) {
 			t.Parallel()
@@ -312,6 +329,7 @@ func TestDeadlineAppliesToParkedExecutions(t *testing.T) {
 					return inst.ErrorCode == process.CodeDeadlineExceeded && inst.Status == tc.want
 				})
 				require.Equal(t, tc.undone, proc.compensations())
+				require.Equal(t, tc.ends, proc.ends(), "a FAIL deadline tells the process how its execution ended")
 				require.Contains(t, inst.ErrorMessage, "while in the troubleshooting queue for NETWORK_ERROR: ")
 				require.Contains(t, logLines(inst.Log), "LIFECYCLE deadline "+string(tc.action))
 
