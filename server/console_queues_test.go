@@ -161,7 +161,12 @@ func TestConsoleQueueRowsSayWhatTheyAreAbout(t *testing.T) {
 		require.Contains(t, textOf(body), "Nothing moves until an operator acts: every unfinished payment waits for one (2 for a network answer)")
 		_, body = op.get("/batches")
 		require.Contains(t, rowOf(t, body, "data-id", batch.ID.String()), batchWaitingForOperators)
-		_, body = op.get("/payments/" + pending[0].PaymentID.String())
+		// The pending answer is recorded before the runner applies L1: wait until the payment
+		// page shows it waiting at L2.
+		eventually(t, 30*time.Second, "the payment to wait at L2", func() bool {
+			_, body = op.get("/payments/" + pending[0].PaymentID.String())
+			return strings.Contains(textOf(rowOf(t, body, "data-level", "2")), "WAITING FOR OPERATOR")
+		})
 		for level, want := range map[string]string{"1": "RECEIVED", "2": "WAITING FOR OPERATOR", "3": "NOT REACHED", "4": "NOT REACHED"} {
 			require.Contains(t, textOf(rowOf(t, body, "data-level", level)), want, "L"+level)
 		}
