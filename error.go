@@ -1,6 +1,7 @@
 package commandbus
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -120,32 +121,90 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// errorClass is how a handler error is treated.
-type errorClass int
+// ErrorClass is how a failure is handled, by every model the same way: a transient failure is
+// retried with backoff while attempts remain; a permanent one goes to the troubleshooting queue
+// at once; a business failure is a legitimate negative outcome (a command ends FAILED and its
+// reply carries the code; a process step runs its compensations).
+type ErrorClass int
 
+// The error classes.
 const (
-	classTransient errorClass = iota
-	classPermanent
-	classBusiness
+	ClassPermanent ErrorClass = iota
+	ClassTransient
+	ClassBusiness
 )
 
-// classify sorts a handler error with errors.As, never by message.
-func classify(err error) (class errorClass, code, message string) {
+// String returns the class name: PERMANENT, TRANSIENT or BUSINESS.
+func (c ErrorClass) String() string {
+	switch c {
+	case ClassTransient:
+		return "TRANSIENT"
+	case ClassBusiness:
+		return "BUSINESS"
+	}
+	return "PERMANENT"
+}
+
+// Classify sorts an error by its type with errors.As, never by its message: BusinessRuleError
+// is business; PermanentError, and the codes UNKNOWN_COMMAND_TYPE and INVALID_DATA, are
+// permanent; TransientError and context.DeadlineExceeded are transient. Any other error gets
+// unclassified, which each model chooses and documents: a command handler's unclassified error
+// is retried (it is usually the infrastructure), a process step's goes to the troubleshooting
+// queue at once (fail fast). Code is the error's own code, or "" when it carries none.
+func Classify(err error, unclassified ErrorClass) (class ErrorClass, code string) {
 	var business *BusinessRuleError
 	var permanent *PermanentError
 	var transient *TransientError
 	var coded *Error
 	switch {
 	case errors.As(err, &business):
-		return classBusiness, orDefault(business.Code, CodeBusinessRule), business.Message
+		return ClassBusiness, business.Code
 	case errors.As(err, &permanent):
-		return classPermanent, orDefault(permanent.Code, CodePermanentFailure), errString(permanent.Err)
+		return ClassPermanent, permanent.Code
 	case errors.As(err, &transient):
-		return classTransient, orDefault(transient.Code, CodeTransientFailure), errString(transient.Err)
-	case errors.As(err, &coded) && (coded.Code == CodeUnknownCommandType || coded.Code == CodeInvalidData):
-		return classPermanent, coded.Code, coded.Message
+		return ClassTransient, transient.Code
+	case errors.As(err, &coded):
+		if coded.Code == CodeUnknownCommandType || coded.Code == CodeInvalidData {
+			return ClassPermanent, coded.Code
+		}
+		return unclassified, coded.Code
+	case errors.Is(err, context.DeadlineExceeded):
+		return ClassTransient, ""
 	}
-	return classTransient, CodeTransientFailure, err.Error()
+	return unclassified, ""
+}
+
+// classify sorts a handler error: unclassified errors are transient. It gives the code and
+// message written to the command, with each class's default code.
+func classify(err error) (class ErrorClass, code, message string) {
+	class, code = Classify(err, ClassTransient)
+	message = err.Error()
+	var business *BusinessRuleError
+	var permanent *PermanentError
+	var transient *TransientError
+	var coded *Error
+	switch {
+	case errors.As(err, &business):
+		message = business.Message
+	case errors.As(err, &permanent):
+		message = errString(permanent.Err)
+	case errors.As(err, &transient):
+		message = errString(transient.Err)
+	case errors.As(err, &coded) && class == ClassPermanent:
+		message = coded.Message
+	}
+	switch class {
+	case ClassBusiness:
+		code = orDefault(code, CodeBusinessRule)
+	case ClassPermanent:
+		code = orDefault(code, CodePermanentFailure)
+	default:
+		code = CodeTransientFailure
+		if transient != nil && transient.Code != "" {
+			code = transient.Code
+		}
+	}
+	return class, code, message
 }
 
 func orDefault(s, def string) string {

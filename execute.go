@@ -70,7 +70,7 @@ func (c *Client) decideOutcome(ctx context.Context, row *driver.CommandRow) *dri
 	}
 	class, code, message := classify(err)
 	switch class {
-	case classBusiness:
+	case ClassBusiness:
 		logger.Info("command failed on a business rule", "error_code", code, "error", message)
 		var details any
 		var business *BusinessRuleError
@@ -78,7 +78,7 @@ func (c *Client) decideOutcome(ctx context.Context, row *driver.CommandRow) *dri
 			details = business.Details
 		}
 		return c.businessFailure(row, code, message, details)
-	case classPermanent:
+	case ClassPermanent:
 		logger.Error("command failed permanently; moved to the troubleshooting queue", "error_code", code, "error", message)
 		return c.toTSQ(row, code, message)
 	}

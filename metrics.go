@@ -69,9 +69,9 @@ func (m *metrics) handled(row *driver.CommandRow, err error, took time.Duration)
 	result := "success"
 	if err != nil {
 		switch class, _, _ := classify(err); class {
-		case classBusiness:
+		case ClassBusiness:
 			result = "business"
-		case classPermanent:
+		case ClassPermanent:
 			result = "permanent"
 		default:
 			result = "transient"

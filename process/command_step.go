@@ -8,11 +8,12 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/orchestration"
 )
 
 // Headers a command step puts on its command; replies carry them back.
 const (
-	HeaderExecutionID = "commandbus-execution-id"
+	HeaderExecutionID = orchestration.HeaderExecutionID
 	HeaderStep        = "commandbus-step"
 	// HeaderStepKey is the step's stable idempotency key (execution id : step name): the same on
 	// every attempt, for the handler to deduplicate its side effect on.

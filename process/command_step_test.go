@@ -58,7 +58,7 @@ func (p fxProcess) Execute(x *process.Execution[fxState]) error {
 	x.State.Reserved = true
 	fx, err := process.CommandStep[fxState, bookFxRequest, bookFxResult](x, "bookFx", "fx", "BookFx",
 		bookFxRequest{PaymentID: x.State.PaymentID, Amount: x.State.Amount},
-		process.MaxRetries(2), process.RetryDelay(time.Second), process.Timeout(time.Minute))
+		process.MaxAttempts(2), process.RetryDelay(time.Second), process.Timeout(time.Minute))
 	if err != nil {
 		return err
 	}
@@ -87,7 +87,7 @@ func fxFixture(t *testing.T, drv driver.Driver, fake *clock.Fake, handle func(ct
 	cfg.Domains["fx"] = &commandbus.DomainConfig{ConcurrentMessages: 2, MaxAttempts: 1}
 	client := newClient(t, drv, cfg)
 	calls := newCounter()
-	m, err := process.NewManager(client, process.Process[fxState](fxProcess{calls: calls}))
+	m, err := process.NewManager(runtime(t, client), process.Process[fxState](fxProcess{calls: calls}))
 	require.NoError(t, err)
 	return client, m, calls
 }
@@ -221,7 +221,7 @@ func TestRunnerDiesMidStepAnotherResumes(t *testing.T) {
 			cfg := testConfig(t, fake, nil)
 			cfg.WorkerID = workerID
 			client := newClient(t, drv, cfg)
-			m, err := process.NewManager(client, process.Process[orderState](proc))
+			m, err := process.NewManager(runtime(t, client), process.Process[orderState](proc))
 			require.NoError(t, err)
 			return client, m
 		}

@@ -7,7 +7,7 @@
 //	func (PaymentProcess) Execute(x *process.Execution[Payment]) error {
 //		risk, err := process.Step(x, "bookRisk", func(ctx context.Context) (string, error) {
 //			return riskService.Book(ctx, x.StepKey("bookRisk"), x.State.ID)
-//		}, process.MaxRetries(3), process.RetryDelay(5*time.Second),
+//		}, process.MaxAttempts(3), process.RetryDelay(5*time.Second),
 //			process.Compensate(func(x *process.Execution[Payment]) error { return riskService.Unwind(x.State.ID) }))
 //		if err != nil {
 //			return err
@@ -22,6 +22,11 @@
 //		x.State.Contract = fx.Contract
 //		return nil
 //	}
+//
+// A manager registers its process type with the client's orchestration runtime:
+//
+//	rt, err := orchestration.New(client, orchestration.Config{})
+//	payments, err := process.NewManager(rt, PaymentProcess{})
 //
 // How it works:
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver/sqlitedriver"
 	"github.com/commandbus/commandbus/migrate"
+	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
 )
 
@@ -50,7 +51,8 @@ func ExampleManager() {
 	_, _ = migrate.New(drv, nil).Up(ctx)
 
 	client, _ := commandbus.NewClient(drv, &commandbus.Config{Logger: slog.New(slog.DiscardHandler)})
-	m, _ := process.NewManager(client, process.Process[greeting](greetingProcess{}))
+	rt, _ := orchestration.New(client, orchestration.Config{})
+	m, _ := process.NewManager(rt, process.Process[greeting](greetingProcess{}))
 	process.OnResponse(m, func(s *greeting, _ approved) error { s.Approved = true; return nil })
 
 	id, _ := m.Start(ctx, greeting{Name: "Ada"})

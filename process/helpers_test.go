@@ -13,6 +13,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/clock"
+	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
 )
 
@@ -48,6 +49,14 @@ func newClient(t testing.TB, drv driver.Driver, cfg *commandbus.Config) *command
 	client, err := commandbus.NewClient(drv, cfg)
 	require.NoError(t, err)
 	return client
+}
+
+// runtime creates the orchestration runtime of client.
+func runtime(t testing.TB, client *commandbus.Client) *orchestration.Runtime {
+	t.Helper()
+	rt, err := orchestration.New(client, orchestration.Config{})
+	require.NoError(t, err)
+	return rt
 }
 
 func start(t testing.TB, client *commandbus.Client) {

@@ -14,8 +14,9 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/internal/clock"
 	"github.com/commandbus/commandbus/internal/execution"
+	"github.com/commandbus/commandbus/internal/orchestrate"
+	"github.com/commandbus/commandbus/orchestration"
 )
 
 // Model is the execution model name of sequential processes (seed 000's PROCESS_STEP).
@@ -25,7 +26,7 @@ const Model = "process"
 // offers the troubleshooting-queue operations. Create managers before starting the client.
 type Manager[S any] struct {
 	client   *commandbus.Client
-	rt       *runtime
+	rt       *orchestration.Runtime
 	engine   *execution.Engine
 	process  Process[S]
 	typ      string
@@ -37,16 +38,17 @@ type Manager[S any] struct {
 	appliers map[string]func(state *S, payload json.RawMessage) error
 }
 
-// NewManager registers p with the client's execution engine. It fails when the client already
-// started (its reply worker for the process domain must start with it), when the type is taken,
-// or when the state type cannot be encoded as JSON.
-func NewManager[S any](client *commandbus.Client, p Process[S]) (*Manager[S], error) {
-	if client == nil || p == nil {
-		return nil, errors.New("process: NewManager needs a client and a process")
+// NewManager registers p with the orchestration runtime. It fails when the client already
+// started (its reply worker for the process domain must start with it), when the type is taken
+// (by any model), or when the state type cannot be encoded as JSON.
+func NewManager[S any](rt *orchestration.Runtime, p Process[S]) (*Manager[S], error) {
+	if rt == nil || p == nil {
+		return nil, errors.New("process: NewManager needs a runtime and a process")
 	}
 	if p.Type() == "" {
 		return nil, errors.New("process: Type() must not be empty")
 	}
+	client := rt.Client()
 	if client.Started() {
 		return nil, fmt.Errorf("process: create the manager for %q before starting the client", p.Type())
 	}
@@ -54,14 +56,10 @@ func NewManager[S any](client *commandbus.Client, p Process[S]) (*Manager[S], er
 	if _, err := json.Marshal(zero); err != nil {
 		return nil, fmt.Errorf("process: state type %T cannot be encoded as JSON: %w", zero, err)
 	}
-	rt, err := runtimeFor(client, p.Domain())
-	if err != nil {
-		return nil, err
-	}
 	m := &Manager[S]{
 		client:   client,
 		rt:       rt,
-		engine:   rt.engine,
+		engine:   orchestrate.Engine(rt),
 		process:  p,
 		typ:      p.Type(),
 		domain:   p.Domain(),
@@ -72,90 +70,20 @@ func NewManager[S any](client *commandbus.Client, p Process[S]) (*Manager[S], er
 	if c, ok := p.(ErrorClassifier); ok {
 		m.classify = c.ClassifyError
 	}
-	if err := rt.engine.Register(m); err != nil {
+	if err := orchestrate.Register(rt, m, engineRunner[S]{m}); err != nil {
 		return nil, fmt.Errorf("process: %w", err)
 	}
-	rt.mu.Lock()
-	rt.managers = append(rt.managers, m)
-	rt.mu.Unlock()
 	return m, nil
 }
+
+// Model returns the execution model, "process".
+func (m *Manager[S]) Model() string { return Model }
 
 // Type returns the process type.
 func (m *Manager[S]) Type() string { return m.typ }
 
 // Domain returns the process domain.
 func (m *Manager[S]) Domain() string { return m.domain }
-
-// runtime is the per-client state shared by every process manager: one execution engine, and the
-// reply handlers of the process domains.
-type runtime struct {
-	engine   *execution.Engine
-	mu       sync.Mutex
-	domains  map[string]bool
-	managers []Operations
-	client   *commandbus.Client
-}
-
-type runtimeKey struct{}
-
-func runtimeFor(client *commandbus.Client, domain string) (*runtime, error) {
-	rt := client.Extension(runtimeKey{}, func() any {
-		cfg := client.Config()
-		drv := client.Driver()
-		wake, _ := client.Subscribe(execution.WakeTopic)
-		var clockNow func() time.Time = time.Now
-		if !clock.IsReal(cfg.Clock) {
-			clockNow = cfg.Clock.Now
-		}
-		engine := execution.New(execution.Config{
-			Exec:                  drv.Executor(),
-			WorkerID:              cfg.WorkerID,
-			Logger:                client.Logger(),
-			Now:                   client.DriverNow,
-			Clock:                 clockNow,
-			Lease:                 cfg.Process.ExecutionLease.Std(),
-			Concurrency:           cfg.Process.ConcurrentExecutions,
-			LogCache:              cfg.Process.LogCache,
-			PendingPollInterval:   cfg.Process.PendingPollInterval.Std(),
-			RetryPollInterval:     cfg.Process.RetryPollInterval.Std(),
-			TimeoutCheckInterval:  cfg.Process.TimeoutCheckInterval.Std(),
-			DeadlineCheckInterval: cfg.Process.DeadlineCheckInterval.Std(),
-			Wake:                  wake,
-			Notify: func(ctx context.Context, topics []string) {
-				if err := drv.Executor().Notify(ctx, topics); err != nil {
-					client.Logger().Warn("notifying command queues failed; they will poll", "error", err)
-				}
-			},
-		})
-		if *cfg.Features.ProcessExecution {
-			client.AddService(engine)
-		}
-		return &runtime{engine: engine, domains: map[string]bool{}, client: client}
-	}).(*runtime)
-	if err := rt.registerReplies(domain); err != nil {
-		return nil, err
-	}
-	return rt, nil
-}
-
-// registerReplies installs, once per domain, the reply handler that resumes processes waiting on
-// a command step.
-func (rt *runtime) registerReplies(domain string) (err error) {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	if rt.domains[domain] {
-		return nil
-	}
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("process: cannot register the command-step reply handler of domain %q: %v", domain, r)
-		}
-	}()
-	commandbus.AddReplyHandler(rt.client.Config().Handlers, domain, "", rt.handleReply)
-	rt.domains[domain] = true
-	return nil
-}
 
 // StartOption configures Start and StartBatch.
 type StartOption func(*startOptions)
@@ -287,7 +215,7 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 	}
 	if !deferred {
 		for _, lease := range leases {
-			if err := m.Run(ctx, lease); err != nil {
+			if err := m.run(ctx, lease, nil, nil); err != nil {
 				return ids, err
 			}
 		}
@@ -371,7 +299,7 @@ func (m *Manager[S]) Resume(ctx context.Context, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	return m.Run(ctx, lease)
+	return m.run(ctx, lease, nil, nil)
 }
 
 // waitTimeout is the timeout of a wait that gives none.

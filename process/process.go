@@ -34,33 +34,24 @@ type Ender[S any] interface {
 	End(x *Execution[S], status driver.ExecutionStatus) error
 }
 
-// ErrorClass says how a step failure is handled (seed 000).
-type ErrorClass int
+// ErrorClass says how a step failure is handled: the one classification every model shares
+// (commandbus.ErrorClass).
+type ErrorClass = commandbus.ErrorClass
 
 // The error classes.
 const (
 	// Permanent failures go to the troubleshooting queue at once.
-	Permanent ErrorClass = iota
+	Permanent = commandbus.ClassPermanent
 	// Transient failures are retried with backoff while attempts remain, then go to the TSQ.
-	Transient
+	Transient = commandbus.ClassTransient
 	// Business failures run the compensations of completed steps in reverse order.
-	Business
+	Business = commandbus.ClassBusiness
 )
 
-func (c ErrorClass) String() string {
-	switch c {
-	case Transient:
-		return "TRANSIENT"
-	case Business:
-		return "BUSINESS"
-	}
-	return "PERMANENT"
-}
-
 // ErrorClassifier is implemented by processes that classify step errors themselves. The default
-// classifies commandbus.TransientError, timeouts and timed-out command replies as Transient,
-// commandbus.BusinessRuleError and failed command replies as Business, and everything else as
-// Permanent (fail fast, as seed 000's default).
+// is commandbus.Classify with unclassified errors Permanent (fail fast): TransientError, timeouts
+// and timed-out command replies are Transient, BusinessRuleError and failed command replies are
+// Business.
 type ErrorClassifier interface {
 	ClassifyError(err error) ErrorClass
 }
@@ -101,10 +92,10 @@ var errStopReplay = fmt.Errorf("%w: replay stopped at the frontier", ErrSuspende
 // The error codes the process runtime writes.
 const (
 	CodeNondeterministic = "NONDETERMINISTIC"
-	CodeRetriesExhausted = "RETRIES_EXHAUSTED"
-	CodePermanentFailure = "PERMANENT_FAILURE"
+	CodeRetriesExhausted = commandbus.CodeRetriesExhausted
+	CodePermanentFailure = commandbus.CodePermanentFailure
 	CodeWaitTimeout      = "WAIT_TIMEOUT"
-	CodeDeadlineExceeded = "DEADLINE_EXCEEDED"
+	CodeDeadlineExceeded = commandbus.CodeDeadlineExceeded
 	CodePanic            = "PANIC"
 	CodeBusinessFailure  = "BUSINESS_FAILURE"
 	// CodeCompensationFailed parks an execution whose compensations failed (seed 000).
@@ -180,36 +171,17 @@ func (e *NondeterminismError) Error() string {
 
 // defaultClassify is the classification used when the process has no ClassifyError.
 func defaultClassify(err error) ErrorClass {
-	var transient *commandbus.TransientError
-	var business *commandbus.BusinessRuleError
-	var permanent *commandbus.PermanentError
-	switch {
-	case errors.As(err, &business):
-		return Business
-	case errors.As(err, &permanent):
-		return Permanent
-	case errors.As(err, &transient), errors.Is(err, context.DeadlineExceeded):
-		return Transient
-	}
-	return Permanent
+	class, _ := commandbus.Classify(err, commandbus.ClassPermanent)
+	return class
 }
 
-// errorCode extracts a stable code from a step error for the log and the TSQ.
+// errorCode extracts a stable code from a step error for the log and the TSQ: the error's own
+// code, TIMEOUT for a timeout, or def.
 func errorCode(err error, def string) string {
-	var business *commandbus.BusinessRuleError
-	var permanent *commandbus.PermanentError
-	var transient *commandbus.TransientError
-	var coded *commandbus.Error
-	switch {
-	case errors.As(err, &business) && business.Code != "":
-		return business.Code
-	case errors.As(err, &permanent) && permanent.Code != "":
-		return permanent.Code
-	case errors.As(err, &transient) && transient.Code != "":
-		return transient.Code
-	case errors.As(err, &coded):
-		return coded.Code
-	case errors.Is(err, context.DeadlineExceeded):
+	if _, code := commandbus.Classify(err, commandbus.ClassPermanent); code != "" {
+		return code
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
 		return "TIMEOUT"
 	}
 	return def

@@ -120,7 +120,7 @@ func setupOrder(t *testing.T, drv driver.Driver, proc *orderProcess) *bundle {
 	if proc.calls == nil {
 		proc.calls = newCounter()
 	}
-	m, err := process.NewManager(client, process.Process[orderState](proc))
+	m, err := process.NewManager(runtime(t, client), process.Process[orderState](proc))
 	require.NoError(t, err)
 	process.OnResponse(m, func(s *orderState, r confirmed) error {
 		s.Confirmed = true
@@ -197,7 +197,7 @@ func TestRetryIsScheduledDurably(t *testing.T) {
 				}
 				return nil
 			},
-			opts: []process.StepOption{process.MaxRetries(3), process.RetryDelay(time.Second)},
+			opts: []process.StepOption{process.MaxAttempts(3), process.RetryDelay(time.Second)},
 		}
 		b := setupOrder(t, drv, proc)
 		ctx := context.Background()
@@ -232,7 +232,7 @@ func TestRetriesExhaustedAndPermanentFailuresGoToTSQ(t *testing.T) {
 		ctx := context.Background()
 		exhausted := setupOrder(t, drv, &orderProcess{typ: "Exhausted",
 			shipErr: func(int) error { return commandbus.Transient(errors.New("carrier unavailable")) },
-			opts:    []process.StepOption{process.MaxRetries(2), process.RetryDelay(time.Second)}})
+			opts:    []process.StepOption{process.MaxAttempts(2), process.RetryDelay(time.Second)}})
 		id, err := exhausted.manager.Start(ctx, orderState{OrderID: "1", Confirmed: true})
 		require.NoError(t, err)
 		exhausted.fake.Advance(time.Minute)
@@ -242,7 +242,7 @@ func TestRetriesExhaustedAndPermanentFailuresGoToTSQ(t *testing.T) {
 
 		permanent := setupOrder(t, drv, &orderProcess{typ: "Permanent",
 			shipErr: func(int) error { return commandbus.Permanent("ADDRESS_INVALID", errors.New("no such street")) },
-			opts:    []process.StepOption{process.MaxRetries(5)}})
+			opts:    []process.StepOption{process.MaxAttempts(5)}})
 		id, err = permanent.manager.Start(ctx, orderState{OrderID: "2", Confirmed: true})
 		require.NoError(t, err)
 		inst = waitStatus(t, permanent.manager, id, driver.ExecutionWaitingForTSQ)
@@ -296,7 +296,7 @@ func TestBusinessFailureCompensatesInReverseOrder(t *testing.T) {
 		fake := clock.NewFake(testStart)
 		client := newClient(t, drv, testConfig(t, fake, nil))
 		proc := &compensatingProcess{calls: newCounter()}
-		m, err := process.NewManager(client, process.Process[orderState](proc))
+		m, err := process.NewManager(runtime(t, client), process.Process[orderState](proc))
 		require.NoError(t, err)
 		start(t, client)
 
@@ -366,7 +366,7 @@ func TestDeadlineActions(t *testing.T) {
 				fake := clock.NewFake(testStart)
 				client := newClient(t, drv, testConfig(t, fake, nil))
 				proc := &deadlineProcess{orderProcess: orderProcess{calls: newCounter()}, action: tc.action}
-				m, err := process.NewManager(client, process.Process[orderState](proc))
+				m, err := process.NewManager(runtime(t, client), process.Process[orderState](proc))
 				require.NoError(t, err)
 				start(t, client)
 				id, err := m.Start(context.Background(), orderState{OrderID: "D"}, process.WithDeadline(testStart.Add(time.Minute)))
@@ -395,7 +395,7 @@ func TestConfiguredDeadlineActionOverridesTheCode(t *testing.T) {
 		cfg.Process.Types = parsed.Process.Types
 		client := newClient(t, drv, cfg)
 		proc := &deadlineProcess{orderProcess: orderProcess{calls: newCounter()}, action: process.DeadlineCompensate}
-		m, err := process.NewManager(client, process.Process[orderState](proc))
+		m, err := process.NewManager(runtime(t, client), process.Process[orderState](proc))
 		require.NoError(t, err)
 		start(t, client)
 		id, err := m.Start(context.Background(), orderState{OrderID: "D"}, process.WithDeadline(testStart.Add(time.Minute)))
@@ -436,7 +436,7 @@ func TestConcurrentAsyncResponsesAreSerialized(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		fake := clock.NewFake(testStart)
 		client := newClient(t, drv, testConfig(t, fake, nil))
-		m, err := process.NewManager(client, process.Process[orderState](signalProcess{}))
+		m, err := process.NewManager(runtime(t, client), process.Process[orderState](signalProcess{}))
 		require.NoError(t, err)
 		var applied atomic.Int32
 		process.OnResponse(m, func(s *orderState, r signal) error {
@@ -600,7 +600,7 @@ func TestDivergenceIsDetected(t *testing.T) {
 		fake := clock.NewFake(testStart)
 		client := newClient(t, drv, testConfig(t, fake, nil))
 		proc := versionedProcess{v2: &atomic.Bool{}, calls: newCounter()}
-		m, err := process.NewManager(client, process.Process[orderState](proc))
+		m, err := process.NewManager(runtime(t, client), process.Process[orderState](proc))
 		require.NoError(t, err)
 		process.OnResponse(m, func(s *orderState, r confirmed) error { s.Confirmed = true; return nil })
 		start(t, client)

@@ -3,7 +3,6 @@ package process
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,7 +10,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/internal/execution"
+	"github.com/commandbus/commandbus/internal/orchestrate"
 )
 
 // AsyncResponse is an external event for a waiting execution (an L1 confirmation, a manual
@@ -31,7 +30,7 @@ func responseName(r AsyncResponse) (name string) {
 }
 
 // replyResponseName routes a command step's reply.
-const replyResponseName = "commandbus.command-reply"
+const replyResponseName = orchestrate.ReplyResponseName
 
 // ProcessAsyncResponse delivers a response to an execution (seed 000's processAsyncResponse).
 // If no runner holds the execution, it runs in the caller's goroutine: the registered applier
@@ -53,79 +52,7 @@ func (m *Manager[S]) ProcessAsyncResponse(ctx context.Context, id uuid.UUID, res
 	if err != nil {
 		return &commandbus.ValidationError{Field: "response", Message: "cannot be encoded as JSON: " + err.Error()}
 	}
-	return m.rt.deliver(ctx, id, name, payload)
-}
-
-// deliver hands a response to an execution: straight into a run when nobody holds it (the run's
-// first checkpoint records it durably), or stored for the runner that holds it.
-func (rt *runtime) deliver(ctx context.Context, id uuid.UUID, name string, payload json.RawMessage) error {
-	lease, err := rt.engine.AcquireLoad(ctx, id)
-	switch {
-	case errors.Is(err, execution.ErrBusy):
-		if _, err := rt.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
-			ExecutionID: id, Name: name, Payload: payload, Now: rt.engine.Config().Now(),
-		}); err != nil {
-			return fmt.Errorf("recording response for execution %s: %w", id, err)
-		}
-		return nil // the runner holding it applies the response before letting go
-	case err != nil:
-		return fmt.Errorf("delivering response to execution %s: %w", id, err)
-	}
-	runner := rt.replyRunner(lease.Row.Type)
-	if runner == nil {
-		_ = lease.Release(ctx)
-		return fmt.Errorf("no process manager for type %q on this instance", lease.Row.Type)
-	}
-	return runner.runWithResponse(ctx, lease, &driver.ExecutionResponseRow{ExecutionID: id, Name: name, Payload: payload})
-}
-
-// handleReply receives replies on a process domain's reply queue and resumes the execution that
-// sent the command.
-func (rt *runtime) handleReply(ctx context.Context, msg *commandbus.ReplyMessage) error {
-	idText := msg.Reply.Headers[HeaderExecutionID]
-	if idText == "" {
-		return commandbus.Permanent("NOT_A_COMMAND_STEP_REPLY", fmt.Errorf("reply to command %s carries no %s header; register a reply handler for %q", msg.Reply.CommandID, HeaderExecutionID, msg.Reply.CommandType))
-	}
-	id, err := uuid.Parse(idText)
-	if err != nil {
-		return commandbus.Permanent("NOT_A_COMMAND_STEP_REPLY", fmt.Errorf("header %s: %w", HeaderExecutionID, err))
-	}
-	payload, err := json.Marshal(msg.Reply)
-	if err != nil {
-		return commandbus.Permanent(commandbus.CodeInvalidData, err)
-	}
-	// The reply message stays RUNNING until the run's checkpoints (which record the reply's
-	// effect) have committed; if the run fails, the error makes the reply redeliver, so the reply
-	// is never lost.
-	if err := rt.deliver(ctx, id, replyResponseName, payload); err != nil {
-		if errors.Is(err, driver.ErrNotFound) {
-			return commandbus.Permanent("EXECUTION_NOT_FOUND", err)
-		}
-		return err
-	}
-	return nil
-}
-
-// replyRunner runs an execution with a response handed over in memory.
-type replyRunner interface {
-	runWithResponse(ctx context.Context, lease *execution.Lease, r *driver.ExecutionResponseRow) error
-}
-
-func (m *Manager[S]) runWithResponse(ctx context.Context, lease *execution.Lease, r *driver.ExecutionResponseRow) error {
-	return m.run(ctx, lease, nil, []*driver.ExecutionResponseRow{r})
-}
-
-func (rt *runtime) replyRunner(typ string) replyRunner {
-	rt.mu.Lock()
-	defer rt.mu.Unlock()
-	for _, m := range rt.managers {
-		if m.Type() == typ {
-			if r, ok := m.(replyRunner); ok {
-				return r
-			}
-		}
-	}
-	return nil
+	return orchestrate.Deliver(m.rt, ctx, id, name, payload)
 }
 
 // applyResponses applies, in order, the responses that arrived since the last run. Command-step

@@ -12,10 +12,27 @@ import (
 	"github.com/commandbus/commandbus/internal/execution"
 )
 
+// engineRunner is the manager as the execution core's runner; it keeps Run and Deadline, which
+// take a lease only the core can make, off the manager's API.
+type engineRunner[S any] struct{ m *Manager[S] }
+
+// Type implements the runtime's runner.
+func (r engineRunner[S]) Type() string { return r.m.typ }
+
 // Run continues a leased execution: it applies the async responses that arrived, then replays
-// Execute. It implements the execution core's Runner; managers call it for immediate work.
-func (m *Manager[S]) Run(ctx context.Context, lease *execution.Lease) error {
-	return m.run(ctx, lease, nil, nil)
+// Execute.
+func (r engineRunner[S]) Run(ctx context.Context, lease *execution.Lease) error {
+	return r.m.run(ctx, lease, nil, nil)
+}
+
+// Deadline applies the deadline action to an execution whose deadline passed.
+func (r engineRunner[S]) Deadline(ctx context.Context, lease *execution.Lease) error {
+	return r.m.deadline(ctx, lease)
+}
+
+// RunWithResponse runs an execution with a response handed over in memory.
+func (r engineRunner[S]) RunWithResponse(ctx context.Context, lease *execution.Lease, resp *driver.ExecutionResponseRow) error {
+	return r.m.run(ctx, lease, nil, []*driver.ExecutionResponseRow{resp})
 }
 
 // run drives a leased execution; extra log entries (an operator's retry) go into its first
@@ -293,8 +310,8 @@ func (m *Manager[S]) lastCompensationPass(x *Execution[S]) compensationPass {
 	return pass
 }
 
-// Deadline applies the deadline action to an execution whose deadline passed (execution.Runner).
-func (m *Manager[S]) Deadline(ctx context.Context, lease *execution.Lease) error {
+// deadline applies the deadline action to an execution whose deadline passed.
+func (m *Manager[S]) deadline(ctx context.Context, lease *execution.Lease) error {
 	x, err := m.load(ctx, lease)
 	if err != nil {
 		return m.abandon(ctx, lease, err)

@@ -22,15 +22,16 @@ type stepOptions struct {
 	request     any
 }
 
-// The step defaults of seed 000: one attempt (no retry), 1s base retry delay, 30s timeout.
+// The step defaults of a sequential process: one attempt (no retry; the declarative models and
+// commands default to commandbus.DefaultMaxAttempts), 1s base retry delay, 30s timeout.
 const (
-	DefaultMaxAttempts = 1
-	DefaultRetryDelay  = time.Second
-	DefaultStepTimeout = 30 * time.Second
+	DefaultStepAttempts = 1
+	DefaultRetryDelay   = time.Second
+	DefaultStepTimeout  = 30 * time.Second
 )
 
-// MaxRetries sets how many attempts a step gets in all (seed 000's maxRetries; 1 means no retry).
-func MaxRetries(attempts int) StepOption { return func(o *stepOptions) { o.maxAttempts = attempts } }
+// MaxAttempts sets how many attempts a step gets in all (1 means no retry).
+func MaxAttempts(attempts int) StepOption { return func(o *stepOptions) { o.maxAttempts = attempts } }
 
 // RetryDelay sets the base of the backoff: the retry after attempt n waits delay·2^n, capped at
 // five minutes.
@@ -51,7 +52,7 @@ func Compensate[S any](fn func(x *Execution[S]) error) StepOption {
 func Request(v any) StepOption { return func(o *stepOptions) { o.request = v } }
 
 func stepOpts(opts []StepOption) *stepOptions {
-	o := &stepOptions{maxAttempts: DefaultMaxAttempts, retryDelay: DefaultRetryDelay, timeout: DefaultStepTimeout}
+	o := &stepOptions{maxAttempts: DefaultStepAttempts, retryDelay: DefaultRetryDelay, timeout: DefaultStepTimeout}
 	for _, opt := range opts {
 		opt(o)
 	}

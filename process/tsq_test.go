@@ -128,7 +128,7 @@ func setupNetworkWith(t *testing.T, drv driver.Driver, proc *networkProcess) (*p
 	t.Helper()
 	fake := clock.NewFake(testStart)
 	client := newClient(t, drv, testConfig(t, fake, nil))
-	m, err := process.NewManager(client, process.Process[networkState](proc))
+	m, err := process.NewManager(runtime(t, client), process.Process[networkState](proc))
 	require.NoError(t, err)
 	process.OnResponse(m, func(s *networkState, a networkAnswer) error {
 		s.Answered, s.AnswerCode = true, a.Code
@@ -282,7 +282,7 @@ func TestFailedCompensationOfBusinessFailureEndsCompensatedAfterRetry(t *testing
 		fake := clock.NewFake(testStart)
 		client := newClient(t, drv, testConfig(t, fake, nil))
 		proc := &compensatingProcess{calls: newCounter()}
-		m, err := process.NewManager(client, process.Process[orderState](proc))
+		m, err := process.NewManager(runtime(t, client), process.Process[orderState](proc))
 		require.NoError(t, err)
 		start(t, client)
 		id, err := m.Start(ctx, orderState{OrderID: "B"})

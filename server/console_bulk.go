@@ -119,9 +119,9 @@ func (c *console) processBulkQueue() *bulkQueue {
 		if it.exec == nil {
 			return nil, fmt.Errorf("%w: execution %s", commandbus.ErrNotFound, it.ID)
 		}
-		o := process.ManagerFor(c.client, it.exec.Type)
+		o := c.s.operationsFor(it.exec)
 		if o == nil {
-			return nil, errors.New("no manager for process type " + it.exec.Type + " runs in this server")
+			return nil, errors.New("no runtime for " + it.exec.Model + " type " + it.exec.Type + " runs in this server")
 		}
 		return o, nil
 	}

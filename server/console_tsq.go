@@ -15,7 +15,6 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
-	"github.com/commandbus/commandbus/process"
 )
 
 // tsqFilter is the troubleshooting queue pages' filter form. Error matches the error code
@@ -506,7 +505,7 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 		c.failed(w, r, err)
 		return
 	}
-	ops := process.ManagerFor(c.client, row.Type)
+	ops := c.s.operationsFor(row)
 	short := shortID(id)
 	spec := &actionSpec{Nav: "tsq", Return: returnTo(r, "/tsq/processes"), Facts: []fact{
 		{Label: "Execution", Value: id.String(), Href: c.executionHref(row)},

@@ -19,6 +19,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/input"
+	"github.com/commandbus/commandbus/orchestration"
 )
 
 // Config configures the server.
@@ -28,6 +29,10 @@ type Config struct {
 	// Platform is the reference payments platform whose payments, batches, approvals and network
 	// responses the server serves; nil leaves those routes out.
 	Platform *payments.Platform
+	// Runtime is the orchestration runtime whose executions the server operates (retry, cancel,
+	// complete, skip). Default: the platform's runtime; with neither, execution actions are
+	// refused as "no runtime for this type".
+	Runtime *orchestration.Runtime
 	// Tokens are the accepted bearer tokens.
 	Tokens []commandbus.TokenConfig
 	// Gatherer is what /metrics exposes. Default: prometheus.DefaultGatherer.
@@ -52,6 +57,12 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("server: Client is required")
+	}
+	if cfg.Runtime == nil && cfg.Platform != nil {
+		cfg.Runtime = cfg.Platform.Runtime()
+	}
+	if cfg.Runtime != nil && cfg.Runtime.Client() != cfg.Client {
+		return nil, errors.New("server: Runtime belongs to another client")
 	}
 	if cfg.Gatherer == nil {
 		cfg.Gatherer = prometheus.DefaultGatherer

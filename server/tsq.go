@@ -165,15 +165,23 @@ func (s *Server) listProcessTSQ(w http.ResponseWriter, r *http.Request) {
 	s.reply(w, r, http.StatusOK, items(rows), err)
 }
 
-// operations finds an execution and the manager of its process type.
+// operationsFor returns the runtime's operations on an execution's (model, type), or nil.
+func (s *Server) operationsFor(row *driver.ExecutionRow) process.Operations {
+	if s.cfg.Runtime == nil {
+		return nil
+	}
+	return s.cfg.Runtime.OperationsFor(row)
+}
+
+// operations finds an execution and the operations of its (model, type).
 func (s *Server) operations(ctx context.Context, id uuid.UUID) (*driver.ExecutionRow, process.Operations, error) {
 	row, err := s.cfg.Client.Driver().Executor().ExecutionGet(ctx, id)
 	if err != nil {
 		return nil, nil, notFoundAs(err, "execution", id)
 	}
-	ops := process.ManagerFor(s.cfg.Client, row.Type)
+	ops := s.operationsFor(row)
 	if ops == nil {
-		return nil, nil, &commandbus.ValidationError{Field: "id", Message: "this instance has no manager for process type " + row.Type}
+		return nil, nil, &commandbus.ValidationError{Field: "id", Message: "this instance has no runtime for " + row.Model + " type " + row.Type}
 	}
 	return row, ops, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
 )
 
@@ -33,20 +34,21 @@ func newTSQProcessesCommand() *cobra.Command {
 
 // openProcesses opens the database with the reference platform's process managers registered,
 // so executions of its types can be acted on. It starts no workers.
-func openProcesses(cmd *cobra.Command, db *databaseFlags) (*commandbus.Client, func(), error) {
+func openProcesses(cmd *cobra.Command, db *databaseFlags) (*commandbus.Client, *orchestration.Runtime, func(), error) {
 	database, err := openDatabase(cmd.Context(), db.url, db.schema, 4)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	client, err := commandbus.NewClient(database.Driver, &commandbus.Config{Logger: slog.New(slog.DiscardHandler)})
+	var platform *payments.Platform
 	if err == nil {
-		_, err = payments.New(client, payments.Options{DisableSimulator: true})
+		platform, err = payments.New(client, payments.Options{DisableSimulator: true})
 	}
 	if err != nil {
 		database.close()
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return client, database.close, nil
+	return client, platform.Runtime(), database.close, nil
 }
 
 func newTSQProcessesListCommand() *cobra.Command {
@@ -166,7 +168,7 @@ func newTSQProcessesActionCommand(action, short string) *cobra.Command {
 					return fmt.Errorf("--state must be a JSON object: %w", err)
 				}
 			}
-			client, closeDB, err := openProcesses(cmd, &db)
+			client, rt, closeDB, err := openProcesses(cmd, &db)
 			if err != nil {
 				return err
 			}
@@ -182,7 +184,7 @@ func newTSQProcessesActionCommand(action, short string) *cobra.Command {
 					return fmt.Errorf("complete %s: %w (pass it with --state)", id, err)
 				}
 			}
-			ops := process.ManagerFor(client, row.Type)
+			ops := rt.OperationsFor(row)
 			if ops == nil {
 				return fmt.Errorf("execution %s is a %q, which this binary has no manager for", id, row.Type)
 			}

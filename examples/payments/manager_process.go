@@ -65,7 +65,7 @@ func (mp managerProcess) execute(x *process.Execution[ManagerState]) error {
 	}
 	s.FxRequired = decision.FxRequired
 	opts := func(step commandbus.CommandStepConfig, compensate func(x *process.Execution[ManagerState]) error) []process.StepOption {
-		o := []process.StepOption{process.MaxRetries(3), process.RetryDelay(2 * time.Second), process.Timeout(step.Timeout.Std())}
+		o := []process.StepOption{process.MaxAttempts(3), process.RetryDelay(2 * time.Second), process.Timeout(step.Timeout.Std())}
 		if compensate != nil {
 			o = append(o, process.Compensate(compensate))
 		}

@@ -16,11 +16,16 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments/fxapi"
+	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
 )
 
 // Options configure a Platform. Every field has a default.
 type Options struct {
+	// Runtime is the orchestration runtime the payment processes register with. Default: a new
+	// runtime of the client (Platform.Runtime returns it); give one to run other models beside
+	// the platform on the same client.
+	Runtime *orchestration.Runtime
 	// DB is the business database. Default: the commandbus driver's own database (the pgx pool
 	// wrapped as *sql.DB on PostgreSQL, the single writer connection on SQLite). The platform's
 	// tables are the payments migration line (MigrationLine), which `commandbus migrate up`
@@ -109,6 +114,7 @@ func (o Options) withDefaults() Options {
 // client's Start and Stop start and stop it too.
 type Platform struct {
 	client  *commandbus.Client
+	rt      *orchestration.Runtime
 	exec    driver.Executor
 	store   *store
 	opts    Options
@@ -193,17 +199,28 @@ func New(client *commandbus.Client, opts Options) (*Platform, error) {
 	commandbus.AddHandler(h, DomainPayments, commandbus.HandlerFunc[SubmitPayment](p.handleSubmitPayment))
 	commandbus.AddHandler(h, DomainPayments, commandbus.HandlerFunc[RecallPayment](p.handleRecallPayment))
 
-	if p.step, err = process.NewManager(client, process.Process[StepState](stepProcess{p: p})); err != nil {
+	if p.rt = opts.Runtime; p.rt == nil {
+		if p.rt, err = orchestration.New(client, orchestration.Config{}); err != nil {
+			return nil, err
+		}
+	} else if p.rt.Client() != client {
+		return nil, errors.New("payments: Options.Runtime belongs to another client")
+	}
+	if p.step, err = process.NewManager(p.rt, process.Process[StepState](stepProcess{p: p})); err != nil {
 		return nil, err
 	}
 	registerStepResponses(p.step)
-	if p.manager, err = process.NewManager(client, process.Process[ManagerState](managerProcess{p: p})); err != nil {
+	if p.manager, err = process.NewManager(p.rt, process.Process[ManagerState](managerProcess{p: p})); err != nil {
 		return nil, err
 	}
 	p.sim = newSimulator(p)
 	client.AddService(p)
 	return p, nil
 }
+
+// Runtime returns the orchestration runtime the payment processes run on; the REST API, the
+// console and the CLI operate executions through it.
+func (p *Platform) Runtime() *orchestration.Runtime { return p.rt }
 
 // Start serves the simulated FX API, starts any payment accepted but not started before a
 // crash, and starts the network simulator. The client calls it; calling it again does nothing.

@@ -65,7 +65,7 @@ func TestHappyPathWithFX(t *testing.T) {
 		require.Empty(t, v.Fx.ContractID)
 		require.Equal(t, int64(1), f.p.FXAPI().Bookings())
 
-		inst, err := process.ManagerFor(f.client, typ).GetJSON(ctx, res.ExecutionID)
+		inst, err := f.p.Runtime().Operations(process.Model, typ).GetJSON(ctx, res.ExecutionID)
 		require.NoError(t, err)
 		require.NotEmpty(t, inst.Log)
 		f.checkInvariants()
@@ -267,7 +267,7 @@ func TestCrossCurrencyCompensation(t *testing.T) {
 		after := f.account("CUST-EUR-001")
 		require.True(t, before.Balance.Equal(after.Balance), "nothing was debited")
 		eventually(t, 20*time.Second, "the hold to be released", func() bool { return f.account("CUST-EUR-001").Held.IsZero() })
-		inst, err := process.ManagerFor(f.client, typ).GetJSON(context.Background(), res.ExecutionID)
+		inst, err := f.p.Runtime().Operations(process.Model, typ).GetJSON(context.Background(), res.ExecutionID)
 		require.NoError(t, err)
 		var compensations []string
 		for _, e := range inst.Log {

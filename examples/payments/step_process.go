@@ -55,7 +55,7 @@ func (sp stepProcess) Execute(x *process.Execution[StepState]) error {
 	riskStep := sp.p.commandStep(StepBookRisk, DomainRisk, BookRisk{}.Kind())
 	risk, err := process.CommandStep[StepState, BookRisk, BookRiskResult](x, StepBookRisk, riskStep.Domain, riskStep.CommandType,
 		BookRisk{PaymentID: s.PaymentID, Account: s.DebitAccount, Amount: s.Amount, Currency: s.Currency, Simulation: s.simulation(StepBookRisk)},
-		process.MaxRetries(3), process.RetryDelay(5*time.Second), process.Timeout(riskStep.Timeout.Std()),
+		process.MaxAttempts(3), process.RetryDelay(5*time.Second), process.Timeout(riskStep.Timeout.Std()),
 		process.Compensate(func(x *process.Execution[StepState]) error {
 			return sendCompensation(x, "unwindRisk", DomainRisk, UnwindRisk{PaymentID: x.State.PaymentID, Reference: x.State.RiskReference})
 		}))
@@ -80,7 +80,7 @@ func (sp stepProcess) Execute(x *process.Execution[StepState]) error {
 		fx, err := process.CommandStep[StepState, BookFx, FxResult](x, StepBookFx, fxStep.Domain, fxStep.CommandType,
 			BookFx{PaymentID: s.PaymentID, SellCurrency: s.Currency, BuyCurrency: s.CreditCurrency, SellAmount: s.Amount,
 				ValueDate: s.ValueDate, Simulation: s.simulation(StepBookFx)},
-			process.MaxRetries(2), process.RetryDelay(3*time.Second), process.Timeout(fxStep.Timeout.Std()),
+			process.MaxAttempts(2), process.RetryDelay(3*time.Second), process.Timeout(fxStep.Timeout.Std()),
 			process.Compensate(func(x *process.Execution[StepState]) error {
 				return sendCompensation(x, "cancelFx", DomainFx, CancelFx{PaymentID: x.State.PaymentID, ContractID: x.State.FxContractID})
 			}))
@@ -95,7 +95,7 @@ func (sp stepProcess) Execute(x *process.Execution[StepState]) error {
 		SubmitPayment{PaymentID: s.PaymentID, DebitAccount: s.DebitAccount, CreditAccount: s.CreditAccount,
 			DebitAmount: s.Amount, DebitCurrency: s.Currency, CreditAmount: s.CreditAmount, CreditCurrency: s.CreditCurrency,
 			FxContractID: s.FxContractID, ValueDate: s.ValueDate, Simulation: s.simulation(StepSubmitPayment)},
-		process.MaxRetries(1), process.Timeout(submitStep.Timeout.Std()),
+		process.MaxAttempts(1), process.Timeout(submitStep.Timeout.Std()),
 		process.Compensate(func(x *process.Execution[StepState]) error {
 			return sendCompensation(x, "recallPayment", DomainPayments, RecallPayment{PaymentID: x.State.PaymentID, SubmissionID: x.State.SubmissionID})
 		}))

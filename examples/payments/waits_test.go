@@ -97,7 +97,7 @@ func TestStoredStatusMatchesOperatorEnds(t *testing.T) {
 			require.NoError(t, err)
 			return v
 		}
-		ops := process.ManagerFor(f.client, typ)
+		ops := f.p.Runtime().Operations(process.Model, typ)
 		action := commandbus.OperatorAction{Actor: "ops:eve", Reason: "customer withdrew"}
 
 		cancelled := park()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
 )
 
@@ -146,7 +147,11 @@ func RunProcess(ctx context.Context, drv driver.Driver, cfg ProcessConfig) (*Pro
 	if err != nil {
 		return nil, err
 	}
-	m, err := process.NewManager(client, process.Process[benchState](proc))
+	rt, err := orchestration.New(client, orchestration.Config{})
+	if err != nil {
+		return nil, err
+	}
+	m, err := process.NewManager(rt, process.Process[benchState](proc))
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +285,11 @@ func RunResume(ctx context.Context, drv driver.Driver, cfg ResumeConfig) (*Resum
 	if err != nil {
 		return nil, err
 	}
-	m, err := process.NewManager(client, process.Process[resumeState](resumeProcess{}))
+	rt, err := orchestration.New(client, orchestration.Config{})
+	if err != nil {
+		return nil, err
+	}
+	m, err := process.NewManager(rt, process.Process[resumeState](resumeProcess{}))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,301 @@
+// Package orchestration is the one runtime every execution model runs on: sequential processes
+// (package process) today, and declarative workflows, sagas and TCC transactions on the same
+// core. A Runtime owns the client's execution engine (claims, leases, fenced checkpoints, the
+// pollers), routes command-step replies back to the executions that sent the commands, and keeps
+// the registry of every model's operator operations by (model, type), so the REST API, the
+// console and the CLI operate any execution without knowing its model.
+//
+// Create one runtime per client, before starting it, and hand it to the models:
+//
+//	rt, err := orchestration.New(client, orchestration.Config{})
+//	orders, err := process.NewManager(rt, orderProcess{})
+package orchestration
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/clock"
+	"github.com/commandbus/commandbus/internal/execution"
+	"github.com/commandbus/commandbus/internal/orchestrate"
+)
+
+// HeaderExecutionID is the header a command sent by an execution carries, naming the execution
+// its reply resumes.
+const HeaderExecutionID = "commandbus-execution-id"
+
+// Operations are the operator actions on the executions of one (model, type), without the
+// model's state type, so tools (the REST API, the console, the CLI) act on any execution by id.
+type Operations interface {
+	// Model names the execution model ("process", "workflow", ...).
+	Model() string
+	// Type is the execution type within the model.
+	Type() string
+	// Domain is where the executions live; command replies come back to its reply queue.
+	Domain() string
+	// GetJSON returns the execution with its state as JSON and its log.
+	GetJSON(ctx context.Context, id uuid.UUID) (*InstanceJSON, error)
+	// Retry moves an execution parked in the troubleshooting queue on.
+	Retry(ctx context.Context, id uuid.UUID, action commandbus.OperatorAction) error
+	// CancelOverride cancels an execution, running its compensations or not.
+	CancelOverride(ctx context.Context, id uuid.UUID, runCompensations bool, action commandbus.OperatorAction) error
+	// CompleteOverride force-completes an execution with state overrides.
+	CompleteOverride(ctx context.Context, id uuid.UUID, stateOverrides map[string]any, action commandbus.OperatorAction) error
+	// Skip records a step as done with the given result and moves the execution on.
+	Skip(ctx context.Context, id uuid.UUID, step string, result json.RawMessage, action commandbus.OperatorAction) error
+}
+
+// InstanceJSON is an execution with its state left as JSON.
+type InstanceJSON struct {
+	*driver.ExecutionRow
+	Log []*driver.ExecutionLogEntry `json:"log"`
+}
+
+// Config tunes a runtime. Zero fields take the client's configuration (its process.* keys).
+type Config struct {
+	// ExecutionLease is how long a runner owns an execution before another instance may take it
+	// over.
+	ExecutionLease time.Duration
+	// ConcurrentExecutions bounds the executions this instance runs at once.
+	ConcurrentExecutions int
+}
+
+// Key names what a model registers: its name and the execution type.
+type Key struct {
+	Model string
+	Type  string
+}
+
+type runtimeKey struct{}
+
+// Runtime is a client's orchestration runtime. It is safe for concurrent use.
+type Runtime struct {
+	client *commandbus.Client
+	engine *execution.Engine
+
+	mu      sync.Mutex
+	domains map[string]bool
+	ops     map[Key]Operations
+	runners map[string]orchestrate.Runner // by execution type
+}
+
+// New creates the runtime of client. Call it once per client, before the client starts; the
+// engine starts and stops with the client (unless the client's process-execution feature is off,
+// as on an API-only instance, which then operates executions without running them).
+func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
+	if client == nil {
+		return nil, errors.New("orchestration: New needs a client")
+	}
+	if client.Started() {
+		return nil, errors.New("orchestration: create the runtime before starting the client")
+	}
+	if cfg.ExecutionLease < 0 || cfg.ConcurrentExecutions < 0 {
+		return nil, &commandbus.ValidationError{Field: "orchestration.Config", Message: "ExecutionLease and ConcurrentExecutions must not be negative"}
+	}
+	first := false
+	client.Extension(runtimeKey{}, func() any { first = true; return struct{}{} })
+	if !first {
+		return nil, errors.New("orchestration: the client already has a runtime; create one per client and share it between models")
+	}
+	ccfg := client.Config()
+	lease := ccfg.Process.ExecutionLease.Std()
+	if cfg.ExecutionLease > 0 {
+		lease = cfg.ExecutionLease
+	}
+	concurrency := ccfg.Process.ConcurrentExecutions
+	if cfg.ConcurrentExecutions > 0 {
+		concurrency = cfg.ConcurrentExecutions
+	}
+	drv := client.Driver()
+	wake, _ := client.Subscribe(execution.WakeTopic)
+	var clockNow func() time.Time = time.Now
+	if !clock.IsReal(ccfg.Clock) {
+		clockNow = ccfg.Clock.Now
+	}
+	engine := execution.New(execution.Config{
+		Exec:                  drv.Executor(),
+		WorkerID:              ccfg.WorkerID,
+		Logger:                client.Logger(),
+		Now:                   client.DriverNow,
+		Clock:                 clockNow,
+		Lease:                 lease,
+		Concurrency:           concurrency,
+		LogCache:              ccfg.Process.LogCache,
+		PendingPollInterval:   ccfg.Process.PendingPollInterval.Std(),
+		RetryPollInterval:     ccfg.Process.RetryPollInterval.Std(),
+		TimeoutCheckInterval:  ccfg.Process.TimeoutCheckInterval.Std(),
+		DeadlineCheckInterval: ccfg.Process.DeadlineCheckInterval.Std(),
+		Wake:                  wake,
+		Notify: func(ctx context.Context, topics []string) {
+			if err := drv.Executor().Notify(ctx, topics); err != nil {
+				client.Logger().Warn("notifying command queues failed; they will poll", "error", err)
+			}
+		},
+	})
+	if *ccfg.Features.ProcessExecution {
+		client.AddService(engine)
+	}
+	return &Runtime{
+		client: client, engine: engine,
+		domains: map[string]bool{}, ops: map[Key]Operations{}, runners: map[string]orchestrate.Runner{},
+	}, nil
+}
+
+// Client returns the client the runtime runs on.
+func (rt *Runtime) Client() *commandbus.Client { return rt.client }
+
+// Operations returns the operations of (model, typ), or nil when nothing is registered under it.
+func (rt *Runtime) Operations(model, typ string) Operations {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.ops[Key{Model: model, Type: typ}]
+}
+
+// OperationsFor returns the operations that act on an execution as stored, by its model and
+// type, or nil.
+func (rt *Runtime) OperationsFor(row *driver.ExecutionRow) Operations {
+	if row == nil {
+		return nil
+	}
+	return rt.Operations(row.Model, row.Type)
+}
+
+// All returns the operations of every registered (model, type), ordered by model then type.
+func (rt *Runtime) All() []Operations {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	out := make([]Operations, 0, len(rt.ops))
+	for _, o := range rt.ops {
+		out = append(out, o)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Model() != out[j].Model() {
+			return out[i].Model() < out[j].Model()
+		}
+		return out[i].Type() < out[j].Type()
+	})
+	return out
+}
+
+// register adds a model's runner and operations. Execution types are unique across models (the
+// engine claims executions by type), so a type taken by any model is refused.
+func (rt *Runtime) register(ops Operations, runner orchestrate.Runner) error {
+	if ops.Model() == "" || ops.Type() == "" {
+		return errors.New("orchestration: a registration needs a model and a type")
+	}
+	if ops.Type() != runner.Type() {
+		return fmt.Errorf("orchestration: operations of type %q registered with a runner of type %q", ops.Type(), runner.Type())
+	}
+	if rt.client.Started() {
+		return fmt.Errorf("orchestration: register %s %q before starting the client", ops.Model(), ops.Type())
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if _, dup := rt.runners[ops.Type()]; dup {
+		return fmt.Errorf("orchestration: execution type %q is already registered", ops.Type())
+	}
+	if err := rt.registerReplies(ops.Domain()); err != nil {
+		return err
+	}
+	if err := rt.engine.Register(runner); err != nil {
+		return fmt.Errorf("orchestration: %w", err)
+	}
+	rt.ops[Key{Model: ops.Model(), Type: ops.Type()}] = ops
+	rt.runners[ops.Type()] = runner
+	return nil
+}
+
+// registerReplies installs, once per domain, the reply handler that resumes the executions
+// waiting on a command they sent. The caller holds mu.
+func (rt *Runtime) registerReplies(domain string) (err error) {
+	if rt.domains[domain] {
+		return nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("orchestration: cannot register the command reply handler of domain %q: %v", domain, r)
+		}
+	}()
+	commandbus.AddReplyHandler(rt.client.Config().Handlers, domain, "", rt.handleReply)
+	rt.domains[domain] = true
+	return nil
+}
+
+func (rt *Runtime) runner(typ string) orchestrate.Runner {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.runners[typ]
+}
+
+// deliver hands a response to an execution: straight into a run when nobody holds it (the run's
+// first checkpoint records it durably), or stored for the runner that holds it.
+func (rt *Runtime) deliver(ctx context.Context, id uuid.UUID, name string, payload json.RawMessage) error {
+	lease, err := rt.engine.AcquireLoad(ctx, id)
+	switch {
+	case errors.Is(err, execution.ErrBusy):
+		if _, err := rt.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
+			ExecutionID: id, Name: name, Payload: payload, Now: rt.engine.Config().Now(),
+		}); err != nil {
+			return fmt.Errorf("recording response for execution %s: %w", id, err)
+		}
+		return nil // the runner holding it applies the response before letting go
+	case err != nil:
+		return fmt.Errorf("delivering response to execution %s: %w", id, err)
+	}
+	runner := rt.runner(lease.Row.Type)
+	if runner == nil {
+		_ = lease.Release(ctx)
+		return fmt.Errorf("no runner for execution type %q on this instance", lease.Row.Type)
+	}
+	return runner.RunWithResponse(ctx, lease, &driver.ExecutionResponseRow{ExecutionID: id, Name: name, Payload: payload})
+}
+
+// handleReply receives replies on a model domain's reply queue and resumes the execution that
+// sent the command.
+func (rt *Runtime) handleReply(ctx context.Context, msg *commandbus.ReplyMessage) error {
+	idText := msg.Reply.Headers[HeaderExecutionID]
+	if idText == "" {
+		return commandbus.Permanent("NOT_A_COMMAND_STEP_REPLY", fmt.Errorf("reply to command %s carries no %s header; register a reply handler for %q", msg.Reply.CommandID, HeaderExecutionID, msg.Reply.CommandType))
+	}
+	id, err := uuid.Parse(idText)
+	if err != nil {
+		return commandbus.Permanent("NOT_A_COMMAND_STEP_REPLY", fmt.Errorf("header %s: %w", HeaderExecutionID, err))
+	}
+	payload, err := json.Marshal(msg.Reply)
+	if err != nil {
+		return commandbus.Permanent(commandbus.CodeInvalidData, err)
+	}
+	// The reply message stays RUNNING until the run's checkpoints (which record the reply's
+	// effect) have committed; if the run fails, the error makes the reply redeliver, so the reply
+	// is never lost.
+	if err := rt.deliver(ctx, id, orchestrate.ReplyResponseName, payload); err != nil {
+		if errors.Is(err, driver.ErrNotFound) {
+			return commandbus.Permanent("EXECUTION_NOT_FOUND", err)
+		}
+		return err
+	}
+	return nil
+}
+
+func init() {
+	orchestrate.Engine = func(rt any) *execution.Engine { return rt.(*Runtime).engine }
+	orchestrate.Register = func(rt any, ops any, runner orchestrate.Runner) error {
+		o, ok := ops.(Operations)
+		if !ok {
+			return fmt.Errorf("orchestration: %T does not implement Operations", ops)
+		}
+		return rt.(*Runtime).register(o, runner)
+	}
+	orchestrate.Deliver = func(rt any, ctx context.Context, id uuid.UUID, name string, payload json.RawMessage) error {
+		return rt.(*Runtime).deliver(ctx, id, name, payload)
+	}
+}
