@@ -1,0 +1,335 @@
+package workflow
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/commandbus/commandbus"
+)
+
+// StepFunc is a local step: it gets the step's context (the workflow input, its dependencies'
+// results) and returns the step's result, which is stored as JSON. It must be safe to run again
+// after a crash between its effect and its record (use StepContext.Key as an idempotency key).
+type StepFunc func(ctx context.Context, sc *StepContext) (any, error)
+
+// CompensateFunc undoes a completed step; it gets the step's context with the step's own result
+// available through Result(sc.Step, ...).
+type CompensateFunc func(ctx context.Context, sc *StepContext) error
+
+// RetryPolicy says how a failing step is retried. Attempts are durable: a retry is a scheduled
+// wake-up of the execution, not a sleeping goroutine.
+type RetryPolicy struct {
+	// MaxAttempts is the number of attempts in all (1: no retry). Default:
+	// commandbus.DefaultMaxAttempts (3).
+	MaxAttempts int
+	// InitialDelay is the delay before the second attempt. Default: 1s.
+	InitialDelay time.Duration
+	// MaxDelay caps the delay. Default: 5m.
+	MaxDelay time.Duration
+	// Multiplier grows the delay after each attempt. Default: 2.
+	Multiplier float64
+	// Jitter spreads each delay by up to this fraction (0 to 1), drawn from the manager's random
+	// source. Default: 0.
+	Jitter float64
+	// RetryOn decides which errors are retried. Default: those commandbus.Classify calls
+	// transient (an error it cannot classify is not retried).
+	RetryOn func(error) bool
+}
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = commandbus.DefaultMaxAttempts
+	}
+	if p.InitialDelay <= 0 {
+		p.InitialDelay = time.Second
+	}
+	if p.MaxDelay <= 0 {
+		p.MaxDelay = 5 * time.Minute
+	}
+	if p.Multiplier < 1 {
+		p.Multiplier = 2
+	}
+	if p.RetryOn == nil {
+		p.RetryOn = func(err error) bool {
+			class, _ := commandbus.Classify(err, commandbus.ClassPermanent)
+			return class == commandbus.ClassTransient
+		}
+	}
+	return p
+}
+
+// delay is the wait before attempt+1 after attempt failed, jitter drawn from r in [0, 1).
+func (p RetryPolicy) delay(attempt int, r float64) time.Duration {
+	d := float64(p.InitialDelay) * math.Pow(p.Multiplier, float64(attempt-1))
+	if d > float64(p.MaxDelay) {
+		d = float64(p.MaxDelay)
+	}
+	if p.Jitter > 0 {
+		d += d * p.Jitter * (2*r - 1)
+	}
+	return time.Duration(d)
+}
+
+// StepOption configures a step.
+type StepOption func(*stepDef)
+
+// DependsOn names the steps that must be done (completed or skipped) before this one runs.
+func DependsOn(steps ...string) StepOption {
+	return func(s *stepDef) { s.deps = append(s.deps, steps...) }
+}
+
+// Retry sets the step's retry policy.
+func Retry(p RetryPolicy) StepOption { return func(s *stepDef) { s.retry = p; s.retrySet = true } }
+
+// Timeout bounds one attempt of the step; an attempt still running then fails with
+// context.DeadlineExceeded (transient). Default: 30s.
+func Timeout(d time.Duration) StepOption { return func(s *stepDef) { s.timeout = d } }
+
+// When runs the step only if cond returns true; otherwise the step is recorded SKIPPED (and the
+// skip logged) and its dependants go on.
+func When(cond func(sc *StepContext) bool) StepOption { return func(s *stepDef) { s.cond = cond } }
+
+// Compensate registers the step's compensation, run when a later business failure unwinds the
+// workflow.
+func Compensate(fn CompensateFunc) StepOption { return func(s *stepDef) { s.compensate = fn } }
+
+type stepDef struct {
+	id         string
+	fn         StepFunc
+	deps       []string
+	retry      RetryPolicy
+	retrySet   bool
+	timeout    time.Duration
+	cond       func(*StepContext) bool
+	compensate CompensateFunc
+}
+
+// Definition is a workflow: its id (the execution type), version, description and a DAG of
+// steps. Build it with New and Step; Register validates it.
+type Definition struct {
+	id, description  string
+	version          int
+	domain           string
+	steps            []*stepDef
+	layerConcurrency int
+	timeout          time.Duration
+	retry            RetryPolicy
+}
+
+// New starts a definition; id names the workflow type and is persisted, so keep it stable.
+func New(id string, version int) *Definition {
+	return &Definition{id: id, version: version, domain: "workflows"}
+}
+
+// Describe sets the description.
+func (d *Definition) Describe(text string) *Definition { d.description = text; return d }
+
+// Domain sets the domain the workflow lives in (default "workflows").
+func (d *Definition) Domain(domain string) *Definition { d.domain = domain; return d }
+
+// LayerConcurrency bounds how many ready steps run at once (default 8).
+func (d *Definition) LayerConcurrency(n int) *Definition { d.layerConcurrency = n; return d }
+
+// Timeout sets the workflow's deadline, counted from its start; past it the runtime parks the
+// execution in the troubleshooting queue with DEADLINE_EXCEEDED.
+func (d *Definition) Timeout(t time.Duration) *Definition { d.timeout = t; return d }
+
+// DefaultRetry sets the retry policy of steps that set none.
+func (d *Definition) DefaultRetry(p RetryPolicy) *Definition { d.retry = p; return d }
+
+// Step adds a local step.
+func (d *Definition) Step(id string, fn StepFunc, opts ...StepOption) *Definition {
+	s := &stepDef{id: id, fn: fn, timeout: 30 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	d.steps = append(d.steps, s)
+	return d
+}
+
+// ID returns the workflow type.
+func (d *Definition) ID() string { return d.id }
+
+// Version returns the definition's version.
+func (d *Definition) Version() int { return d.version }
+
+// DefinitionError lists every problem of a definition, one per line.
+type DefinitionError struct {
+	Workflow string
+	Problems []string
+}
+
+func (e *DefinitionError) Error() string {
+	return fmt.Sprintf("workflow %q: %s", e.Workflow, strings.Join(e.Problems, "; "))
+}
+
+// Is makes a DefinitionError match commandbus.ValidationError's role for callers using
+// errors.Is with ErrInvalidDefinition.
+func (e *DefinitionError) Is(target error) bool { return target == ErrInvalidDefinition }
+
+// ErrInvalidDefinition is matched by every DefinitionError.
+var ErrInvalidDefinition = errors.New("workflow: invalid definition")
+
+// Topology is a definition's DAG as computed at registration: layers by Kahn's algorithm, in
+// which every step's dependencies are in earlier layers, and the edges.
+type Topology struct {
+	Layers [][]string `json:"layers"`
+	Edges  []Edge     `json:"edges"`
+}
+
+// Edge is a dependency: From must be done before To runs.
+type Edge struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// validate checks the definition and computes its topology. Each problem is reported once: an
+// empty definition, a step without id or function, a duplicate id, a missing dependency, a
+// self-dependency and a cycle (naming its steps).
+func (d *Definition) validate() (*Topology, error) {
+	var problems []string
+	if d.id == "" {
+		problems = append(problems, "the workflow id is empty")
+	}
+	if d.layerConcurrency < 0 || d.timeout < 0 {
+		problems = append(problems, "LayerConcurrency and Timeout must not be negative")
+	}
+	if len(d.steps) == 0 {
+		problems = append(problems, "the definition has no steps")
+	}
+	byID := map[string]*stepDef{}
+	for i, s := range d.steps {
+		switch {
+		case s.id == "":
+			problems = append(problems, fmt.Sprintf("step %d has no id", i+1))
+			continue
+		case byID[s.id] != nil:
+			problems = append(problems, fmt.Sprintf("step %q is declared twice", s.id))
+			continue
+		}
+		if s.fn == nil {
+			problems = append(problems, fmt.Sprintf("step %q has no function", s.id))
+		}
+		if s.timeout <= 0 {
+			problems = append(problems, fmt.Sprintf("step %q: the timeout must be positive", s.id))
+		}
+		byID[s.id] = s
+	}
+	for _, s := range d.steps {
+		seen := map[string]bool{}
+		for _, dep := range s.deps {
+			switch {
+			case dep == s.id:
+				problems = append(problems, fmt.Sprintf("step %q depends on itself", s.id))
+			case byID[dep] == nil:
+				problems = append(problems, fmt.Sprintf("step %q depends on %q, which is not a step", s.id, dep))
+			case seen[dep]:
+				problems = append(problems, fmt.Sprintf("step %q names dependency %q twice", s.id, dep))
+			}
+			seen[dep] = true
+		}
+	}
+	if len(problems) > 0 {
+		return nil, &DefinitionError{Workflow: d.id, Problems: problems}
+	}
+	topo := &Topology{}
+	indegree := map[string]int{}
+	dependants := map[string][]string{}
+	for _, s := range d.steps {
+		indegree[s.id] = len(s.deps)
+		for _, dep := range s.deps {
+			dependants[dep] = append(dependants[dep], s.id)
+			topo.Edges = append(topo.Edges, Edge{From: dep, To: s.id})
+		}
+	}
+	var layer []string
+	for _, s := range d.steps {
+		if indegree[s.id] == 0 {
+			layer = append(layer, s.id)
+		}
+	}
+	placed := 0
+	for len(layer) > 0 {
+		topo.Layers = append(topo.Layers, layer)
+		placed += len(layer)
+		var next []string
+		for _, id := range layer {
+			for _, to := range dependants[id] {
+				if indegree[to]--; indegree[to] == 0 {
+					next = append(next, to)
+				}
+			}
+		}
+		sort.Strings(next)
+		layer = next
+	}
+	if placed < len(d.steps) {
+		problems = append(problems, "cycle: "+strings.Join(cycle(d.steps, indegree), " → "))
+		return nil, &DefinitionError{Workflow: d.id, Problems: problems}
+	}
+	return topo, nil
+}
+
+// cycle finds one cycle among the steps Kahn's algorithm could not place and returns it as a
+// path that ends where it starts.
+func cycle(steps []*stepDef, indegree map[string]int) []string {
+	deps := map[string][]string{}
+	var start string
+	for _, s := range steps {
+		if indegree[s.id] > 0 {
+			deps[s.id] = s.deps
+			if start == "" {
+				start = s.id
+			}
+		}
+	}
+	// Walk dependencies among unplaced steps until a step repeats: every unplaced step has an
+	// unplaced dependency, so the walk must close a cycle.
+	index := map[string]int{}
+	var path []string
+	for at := start; ; {
+		if i, ok := index[at]; ok {
+			return append(slices.Clone(path[i:]), at)
+		}
+		index[at] = len(path)
+		path = append(path, at)
+		for _, dep := range deps[at] {
+			if indegree[dep] > 0 {
+				at = dep
+				break
+			}
+		}
+	}
+}
+
+// hash identifies the definition's shape (id, version, steps, dependencies, options that change
+// what runs): an execution started under one hash parks with DEFINITION_CHANGED if it resumes
+// under another.
+func (d *Definition) hash() string {
+	type step struct {
+		ID   string   `json:"id"`
+		Deps []string `json:"deps,omitempty"`
+		Cond bool     `json:"cond,omitempty"`
+		Comp bool     `json:"comp,omitempty"`
+	}
+	shape := struct {
+		ID      string `json:"id"`
+		Version int    `json:"version"`
+		Steps   []step `json:"steps"`
+	}{ID: d.id, Version: d.version}
+	for _, s := range d.steps {
+		shape.Steps = append(shape.Steps, step{ID: s.id, Deps: s.deps, Cond: s.cond != nil, Comp: s.compensate != nil})
+	}
+	b, _ := json.Marshal(shape)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}

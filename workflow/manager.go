@@ -1,0 +1,292 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/execution"
+	"github.com/commandbus/commandbus/internal/orchestrate"
+	"github.com/commandbus/commandbus/orchestration"
+)
+
+// Model is the execution model name of workflows.
+const Model = "workflow"
+
+// Manager runs one workflow definition on the orchestration runtime: it starts executions, runs
+// their DAG (ready steps in parallel, up to the layer concurrency) and offers the operator
+// actions. Register managers before starting the client.
+type Manager struct {
+	client *commandbus.Client
+	engine *execution.Engine
+	def    *Definition
+	topo   *Topology
+	steps  map[string]*stepDef
+	hash   string
+	logger *slog.Logger
+
+	randMu sync.Mutex
+	rand   *rand.Rand
+}
+
+// Option configures Register.
+type Option func(*Manager)
+
+// WithRand sets the random source of retry jitter (tests inject a seeded one).
+func WithRand(r *rand.Rand) Option { return func(m *Manager) { m.rand = r } }
+
+// Register validates def, computes its topology and registers it with the runtime. Every problem
+// of the definition is reported at once (a DefinitionError): an empty definition, a duplicate
+// step id, a missing dependency, a self-dependency, a cycle (naming its steps).
+func Register(rt *orchestration.Runtime, def *Definition, opts ...Option) (*Manager, error) {
+	if rt == nil || def == nil {
+		return nil, errors.New("workflow: Register needs a runtime and a definition")
+	}
+	topo, err := def.validate()
+	if err != nil {
+		return nil, err
+	}
+	client := rt.Client()
+	m := &Manager{
+		client: client, engine: orchestrate.Engine(rt), def: def, topo: topo,
+		steps: map[string]*stepDef{}, hash: def.hash(),
+		logger: client.Logger().With("workflow", def.id),
+		rand:   rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x77f)),
+	}
+	for _, o := range opts {
+		o(m)
+	}
+	for _, s := range def.steps {
+		m.steps[s.id] = s
+		if !s.retrySet {
+			s.retry = def.retry
+		}
+		s.retry = s.retry.withDefaults()
+	}
+	if def.layerConcurrency == 0 {
+		def.layerConcurrency = 8
+	}
+	if err := orchestrate.Register(rt, m, engineRunner{m}); err != nil {
+		return nil, fmt.Errorf("workflow: %w", err)
+	}
+	return m, nil
+}
+
+// Model returns "workflow".
+func (m *Manager) Model() string { return Model }
+
+// Type returns the workflow id.
+func (m *Manager) Type() string { return m.def.id }
+
+// Domain returns the workflow's domain.
+func (m *Manager) Domain() string { return m.def.domain }
+
+// Topology returns the definition's layers and edges.
+func (m *Manager) Topology() *Topology { return m.topo }
+
+// StartOption configures Start.
+type StartOption func(*startOptions)
+
+type startOptions struct {
+	id          uuid.UUID
+	businessKey string
+	tenantID    string
+	dryRun      bool
+	immediate   bool
+	startAt     *time.Time
+}
+
+// WithID sets the execution id; starting an id that exists again is refused with
+// commandbus.ErrInvalidState, so a caller retrying a start after a lost answer learns it exists.
+func WithID(id uuid.UUID) StartOption { return func(o *startOptions) { o.id = id } }
+
+// WithBusinessKey records the business key for lookups.
+func WithBusinessKey(key string) StartOption { return func(o *startOptions) { o.businessKey = key } }
+
+// WithTenant records the tenant.
+func WithTenant(id string) StartOption { return func(o *startOptions) { o.tenantID = id } }
+
+// DryRun walks the DAG in layer order and records every step SKIPPED without running any step.
+func DryRun() StartOption { return func(o *startOptions) { o.dryRun = true } }
+
+// Immediate runs the execution in the caller's goroutine until it completes, parks or schedules
+// a retry, instead of leaving it to the runtime's pollers (the default).
+func Immediate() StartOption { return func(o *startOptions) { o.immediate = true } }
+
+// StartAt delays the start: the execution waits until t before its first step.
+func StartAt(t time.Time) StartOption { return func(o *startOptions) { o.startAt = &t } }
+
+// Start creates an execution of the workflow with input (encoded as JSON) and returns its id;
+// the execution is durable when Start returns.
+func (m *Manager) Start(ctx context.Context, input any, opts ...StartOption) (uuid.UUID, error) {
+	o := &startOptions{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	payload, err := json.Marshal(input)
+	if err != nil {
+		return uuid.Nil, &commandbus.ValidationError{Field: "input", Message: "cannot be encoded as JSON: " + err.Error()}
+	}
+	if o.immediate && o.startAt != nil {
+		return uuid.Nil, &commandbus.ValidationError{Field: "options", Message: "Immediate and StartAt exclude each other"}
+	}
+	id := o.id
+	if id == uuid.Nil {
+		id = uuid.Must(uuid.NewV7())
+	}
+	created, _ := json.Marshal(createdInfo{Hash: m.hash, Version: m.def.version, DryRun: o.dryRun})
+	params := &driver.ExecutionInsertParams{
+		ID: id, Model: Model, Type: m.def.id, Domain: m.def.domain, TenantID: o.tenantID,
+		BusinessKey: o.businessKey, State: payload,
+		Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: entryLifecycle, Name: nameCreated, StepStatus: statusCompleted, Request: created}},
+	}
+	if m.def.timeout > 0 {
+		deadline := m.engine.Config().Clock().Add(m.def.timeout)
+		params.DeadlineAt = &deadline
+	}
+	if o.immediate {
+		params.Lease, params.WorkerID = m.engine.Config().Lease, m.engine.Config().WorkerID
+	}
+	leases, err := m.engine.Insert(ctx, []*driver.ExecutionInsertParams{params})
+	if err != nil {
+		if errors.Is(err, driver.ErrConflict) {
+			return uuid.Nil, fmt.Errorf("%w: workflow execution %s exists", commandbus.ErrInvalidState, id)
+		}
+		return uuid.Nil, err
+	}
+	if o.startAt != nil {
+		// The execution exists PENDING; push its first run to the start time.
+		lease, err := m.engine.Acquire(ctx, id)
+		if err == nil {
+			delay := o.startAt.Sub(m.engine.Config().Clock())
+			cp := lease.Base()
+			cp.Status, cp.Release = driver.ExecutionWaitingForRetry, true
+			cp.RetryDelay = max(delay, time.Millisecond)
+			err = lease.Checkpoint(ctx, cp)
+		}
+		if err != nil && !errors.Is(err, execution.ErrBusy) {
+			return id, fmt.Errorf("workflow %s created but its delayed start was not set: %w", id, err)
+		}
+	}
+	if o.immediate && leases[0] != nil {
+		if err := m.run(ctx, leases[0], nil); err != nil {
+			return id, err
+		}
+	}
+	return id, nil
+}
+
+// Instance is a workflow execution as stored, with its log and per-step view.
+type Instance struct {
+	*driver.ExecutionRow
+	Steps []StepStatus                `json:"steps"`
+	Log   []*driver.ExecutionLogEntry `json:"log"`
+}
+
+// StepStatus is one step of an execution: its status (PENDING until it ran), attempts, result
+// and error, and when it last ran.
+type StepStatus struct {
+	ID        string          `json:"id"`
+	Status    string          `json:"status"`
+	Attempts  int             `json:"attempts"`
+	Result    json.RawMessage `json:"result,omitempty"`
+	ErrorCode string          `json:"errorCode,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	StartedAt *time.Time      `json:"startedAt,omitempty"`
+	EndedAt   *time.Time      `json:"endedAt,omitempty"`
+}
+
+// Get returns an execution with its steps and log, or commandbus.ErrNotFound.
+func (m *Manager) Get(ctx context.Context, id uuid.UUID) (*Instance, error) {
+	exec := m.engine.Exec()
+	row, err := exec.ExecutionGet(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if row.Model != Model || row.Type != m.def.id {
+		return nil, fmt.Errorf("%w: execution %s is a %s %q, not workflow %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.def.id)
+	}
+	entries, err := exec.ExecutionLogList(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	inst := &Instance{ExecutionRow: row, Log: entries}
+	f := fold(entries)
+	times := map[string][2]*time.Time{}
+	for _, e := range entries {
+		if e.EntryType == entryStep {
+			at := e.At
+			times[e.Name] = [2]*time.Time{e.StartedAt, &at}
+		}
+	}
+	for _, layer := range m.topo.Layers {
+		for _, sid := range layer {
+			st := StepStatus{ID: sid, Status: "PENDING"}
+			if r := f.steps[sid]; r != nil && r.status != "" {
+				st.Status, st.Attempts, st.ErrorCode, st.Error = r.status, r.attempts, r.errCode, r.errMsg
+				if r.status == statusCompleted {
+					st.Attempts++
+					st.Result = r.result
+				}
+				t := times[sid]
+				st.StartedAt, st.EndedAt = t[0], t[1]
+			}
+			inst.Steps = append(inst.Steps, st)
+		}
+	}
+	return inst, nil
+}
+
+// GetJSON implements orchestration.Operations.
+func (m *Manager) GetJSON(ctx context.Context, id uuid.UUID) (*orchestration.InstanceJSON, error) {
+	inst, err := m.Get(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return &orchestration.InstanceJSON{ExecutionRow: inst.ExecutionRow, Log: inst.Log}, nil
+}
+
+var _ orchestration.Operations = (*Manager)(nil)
+
+// engineRunner is the manager as the execution core's runner.
+type engineRunner struct{ m *Manager }
+
+// Type implements the runtime's runner.
+func (r engineRunner) Type() string { return r.m.def.id }
+
+// Run continues a leased execution from its log.
+func (r engineRunner) Run(ctx context.Context, lease *execution.Lease) error {
+	return r.m.run(ctx, lease, nil)
+}
+
+// Deadline parks an execution whose workflow timeout passed in the troubleshooting queue.
+func (r engineRunner) Deadline(ctx context.Context, lease *execution.Lease) error {
+	return r.m.deadline(ctx, lease)
+}
+
+// RunWithResponse runs an execution; workflows have no in-memory responses yet, so the response
+// is recorded first and applied by the run.
+func (r engineRunner) RunWithResponse(ctx context.Context, lease *execution.Lease, resp *driver.ExecutionResponseRow) error {
+	_ = lease.Release(ctx)
+	if _, err := r.m.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
+		ExecutionID: resp.ExecutionID, Name: resp.Name, Payload: resp.Payload, Now: r.m.engine.Config().Now(),
+	}); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (m *Manager) jitter() float64 {
+	m.randMu.Lock()
+	defer m.randMu.Unlock()
+	return m.rand.Float64()
+}

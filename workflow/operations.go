@@ -1,0 +1,169 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/execution"
+)
+
+// ErrBusy is returned by an operator action on an execution a runner holds right now; try again
+// in a moment.
+var ErrBusy = execution.ErrBusy
+
+// acquireFor leases an execution of this workflow for an operator action, checking its status.
+func (m *Manager) acquireFor(ctx context.Context, id uuid.UUID, action commandbus.OperatorAction, allowed func(driver.ExecutionStatus) bool) (*execution.Lease, error) {
+	if err := action.Validate(); err != nil {
+		return nil, err
+	}
+	lease, err := m.engine.Acquire(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	row := lease.Row
+	if row.Model != Model || row.Type != m.def.id {
+		_ = lease.Release(ctx)
+		return nil, fmt.Errorf("%w: execution %s is a %s %q, not workflow %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.def.id)
+	}
+	if !allowed(row.Status) {
+		_ = lease.Release(ctx)
+		return nil, fmt.Errorf("%w: execution %s is %s", commandbus.ErrInvalidState, id, row.Status)
+	}
+	return lease, nil
+}
+
+func (m *Manager) audit(ctx context.Context, id uuid.UUID, action string, op commandbus.OperatorAction, details any) {
+	var raw json.RawMessage
+	if details != nil {
+		raw, _ = json.Marshal(details)
+	}
+	if err := m.engine.Exec().AuditLogInsert(ctx, &driver.AuditLogInsertParams{
+		EntityType: "execution", EntityID: id.String(), Action: action, Actor: op.Actor, Reason: op.Reason,
+		Details: raw, Now: m.engine.Config().Now(),
+	}); err != nil {
+		m.logger.Error("writing the audit log failed (the execution log has the action)", "execution_id", id, "action", action, "error", err)
+	}
+	m.logger.Info("operator action on execution", "execution_id", id, "action", action, "actor", op.Actor, "reason", op.Reason)
+}
+
+func parked(s driver.ExecutionStatus) bool { return s == driver.ExecutionWaitingForTSQ }
+
+// Retry moves an execution out of the troubleshooting queue and runs it in the caller's
+// goroutine: failed steps get a fresh attempt budget, failed compensations run again, and an
+// execution parked with DEFINITION_CHANGED adopts the definition registered now.
+func (m *Manager) Retry(ctx context.Context, id uuid.UUID, action commandbus.OperatorAction) error {
+	lease, err := m.acquireFor(ctx, id, action, parked)
+	if err != nil {
+		return err
+	}
+	m.audit(ctx, id, entryTSQRetry, action, nil)
+	info, _ := json.Marshal(retryInfo{Hash: m.hash})
+	entry := &driver.ExecutionLogEntry{EntryType: entryTSQRetry, Name: lease.Row.Step, Actor: action.Actor, Reason: action.Reason, Request: info}
+	if lease.Row.ErrorCode == CodeCompensationFailed {
+		lease.Row.Status = driver.ExecutionCompensating
+	} else {
+		lease.Row.Status = driver.ExecutionExecuting
+		lease.Row.ErrorCode, lease.Row.ErrorMessage = "", ""
+	}
+	return m.run(ctx, lease, []*driver.ExecutionLogEntry{entry})
+}
+
+// CancelOverride cancels an execution that has not ended. With runCompensations, the
+// compensations of its completed steps run first (in reverse completion order); it ends
+// CANCELLED, or waits in the troubleshooting queue with COMPENSATION_FAILED if one failed.
+func (m *Manager) CancelOverride(ctx context.Context, id uuid.UUID, runCompensations bool, action commandbus.OperatorAction) error {
+	lease, err := m.acquireFor(ctx, id, action, func(s driver.ExecutionStatus) bool { return !s.Terminal() && s != driver.ExecutionCompensating })
+	if err != nil {
+		return err
+	}
+	m.audit(ctx, id, entryTSQCancel, action, map[string]bool{"runCompensations": runCompensations})
+	entry := &driver.ExecutionLogEntry{EntryType: entryTSQCancel, Name: "cancel", Actor: action.Actor, Reason: action.Reason}
+	entry.Request, _ = json.Marshal(map[string]bool{"runCompensations": runCompensations})
+	message := "cancelled by " + action.Actor + ": " + action.Reason
+	if runCompensations {
+		entries, err := lease.Log(ctx)
+		if err != nil {
+			return m.abandon(ctx, lease, err)
+		}
+		f := fold(entries)
+		f.cancelled = true
+		return m.compensate(ctx, lease, f, []*driver.ExecutionLogEntry{entry})
+	}
+	cp := lease.Base()
+	cp.Status, cp.Release, cp.NextRetryAt = driver.ExecutionCancelled, true, nil
+	cp.ErrorCode, cp.ErrorMessage, cp.Log = commandbus.CodeCancelled, message, []*driver.ExecutionLogEntry{entry}
+	return lease.Checkpoint(ctx, cp)
+}
+
+// CompleteOverride force-completes an execution that has not ended. stateOverrides are merged
+// into the workflow's input (a JSON object) by top-level key.
+func (m *Manager) CompleteOverride(ctx context.Context, id uuid.UUID, stateOverrides map[string]any, action commandbus.OperatorAction) error {
+	lease, err := m.acquireFor(ctx, id, action, func(s driver.ExecutionStatus) bool { return !s.Terminal() })
+	if err != nil {
+		return err
+	}
+	cp := lease.Base()
+	if len(stateOverrides) > 0 {
+		input := map[string]any{}
+		if len(lease.Row.State) > 0 && string(lease.Row.State) != "null" {
+			if err := json.Unmarshal(lease.Row.State, &input); err != nil {
+				_ = lease.Release(ctx)
+				return &commandbus.ValidationError{Field: "stateOverrides", Message: "the workflow input is not a JSON object, so it takes no overrides"}
+			}
+		}
+		maps.Copy(input, stateOverrides)
+		if cp.State, err = json.Marshal(input); err != nil {
+			_ = lease.Release(ctx)
+			return &commandbus.ValidationError{Field: "stateOverrides", Message: err.Error()}
+		}
+	}
+	m.audit(ctx, id, entryTSQComplete, action, map[string]any{"stateOverrides": stateOverrides})
+	entry := &driver.ExecutionLogEntry{EntryType: entryTSQComplete, Name: "complete", Actor: action.Actor, Reason: action.Reason}
+	entry.Request, _ = json.Marshal(stateOverrides)
+	cp.Status, cp.Release, cp.NextRetryAt, cp.ErrorCode, cp.ErrorMessage = driver.ExecutionCompleted, true, nil, "", ""
+	cp.Log = []*driver.ExecutionLogEntry{entry}
+	return lease.Checkpoint(ctx, cp)
+}
+
+// Skip records a failed step as completed with result (JSON, may be empty) and runs the
+// execution on from there; for an execution parked with COMPENSATION_FAILED it gives up the
+// named step's compensation instead.
+func (m *Manager) Skip(ctx context.Context, id uuid.UUID, step string, result json.RawMessage, action commandbus.OperatorAction) error {
+	if m.steps[step] == nil {
+		return &commandbus.ValidationError{Field: "step", Message: fmt.Sprintf("workflow %q has no step %q", m.def.id, step)}
+	}
+	if len(result) > 0 && !json.Valid(result) {
+		return &commandbus.ValidationError{Field: "result", Message: "not valid JSON"}
+	}
+	lease, err := m.acquireFor(ctx, id, action, parked)
+	if err != nil {
+		return err
+	}
+	entries, err := lease.Log(ctx)
+	if err != nil {
+		return m.abandon(ctx, lease, err)
+	}
+	r := fold(entries).steps[step]
+	compensation := lease.Row.ErrorCode == CodeCompensationFailed
+	if r == nil || !compensation && r.status != statusFailed || compensation && r.compStat != statusFailed {
+		_ = lease.Release(ctx)
+		return fmt.Errorf("%w: step %q of execution %s has not failed", commandbus.ErrInvalidState, step, id)
+	}
+	m.audit(ctx, id, entryTSQSkip, action, map[string]string{"step": step})
+	if len(result) == 0 {
+		result = json.RawMessage("null")
+	}
+	entry := &driver.ExecutionLogEntry{EntryType: entryTSQSkip, Name: step, Actor: action.Actor, Reason: action.Reason, Response: result}
+	if compensation {
+		lease.Row.Status = driver.ExecutionCompensating
+	} else {
+		lease.Row.Status = driver.ExecutionExecuting
+	}
+	return m.run(ctx, lease, []*driver.ExecutionLogEntry{entry})
+}

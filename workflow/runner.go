@@ -1,0 +1,409 @@
+package workflow
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"slices"
+	"time"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/execution"
+)
+
+// run drives a leased execution: it folds the log by step id, then runs every ready step (all
+// its dependencies done), up to the layer concurrency at once, each in its own goroutine. The
+// outcomes funnel back to this goroutine, the only writer, which checkpoints them (outcomes that
+// arrive together share a checkpoint) before starting the steps they make ready. A step's record
+// is durable before any step that depends on it starts.
+func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry) error {
+	if err := lease.Load(ctx); err != nil {
+		return m.abandon(ctx, lease, fmt.Errorf("reading log: %w", err))
+	}
+	entries, err := lease.Log(ctx)
+	if err != nil {
+		return m.abandon(ctx, lease, fmt.Errorf("reading log: %w", err))
+	}
+	f := fold(append(entries, extra...))
+	row := lease.Row
+	switch {
+	case row.Status.Terminal(), row.Status == driver.ExecutionWaitingForTSQ && len(extra) == 0:
+		return lease.Release(ctx)
+	case f.hash != m.hash:
+		return m.park(ctx, lease, extra, "", CodeDefinitionChanged,
+			fmt.Sprintf("the definition of workflow %q changed under this execution (hash %s, now %s); Retry adopts the new definition", m.def.id, f.hash, m.hash))
+	case row.Status == driver.ExecutionCompensating:
+		return m.compensate(ctx, lease, f, extra)
+	}
+	if f.dryRun {
+		return m.dryRun(ctx, lease, f, extra)
+	}
+	w := &walk{m: m, ctx: ctx, lease: lease, f: f, pending: extra, input: row.State}
+	return w.run()
+}
+
+// walk is one run of an execution's DAG.
+type walk struct {
+	m       *Manager
+	ctx     context.Context
+	lease   *execution.Lease
+	f       *folded
+	pending []*driver.ExecutionLogEntry // entries for the next checkpoint
+	input   json.RawMessage
+	running map[string]bool
+	failed  *outcome // the first step that failed for good
+}
+
+type outcome struct {
+	step    string
+	attempt int
+	started time.Time
+	result  json.RawMessage
+	err     error
+	skipped bool
+}
+
+func (w *walk) run() error {
+	m := w.m
+	w.running = map[string]bool{}
+	results := make(chan *outcome, len(m.steps))
+	for {
+		if w.failed == nil {
+			for _, sid := range w.ready() {
+				if len(w.running) >= m.def.layerConcurrency {
+					break
+				}
+				w.start(sid, results)
+			}
+		}
+		if len(w.running) == 0 {
+			return w.finish()
+		}
+		// Take every outcome that is there (at least one), then checkpoint them together.
+		batch := []*outcome{<-results}
+	drain:
+		for {
+			select {
+			case o := <-results:
+				batch = append(batch, o)
+			default:
+				break drain
+			}
+		}
+		for _, o := range batch {
+			delete(w.running, o.step)
+			w.record(o)
+		}
+		if err := w.checkpoint(func(cp *driver.ExecutionCheckpoint) { cp.Status = driver.ExecutionExecuting }); err != nil {
+			w.wait(results)
+			return w.m.runnerResult(err)
+		}
+	}
+}
+
+// wait lets steps still running finish (their outcomes are lost with the lease: the next run
+// replays them).
+func (w *walk) wait(results chan *outcome) {
+	for len(w.running) > 0 {
+		o := <-results
+		delete(w.running, o.step)
+	}
+}
+
+// ready returns the steps whose dependencies are done and that are neither done, failed nor
+// running, nor waiting for a retry that is not due, in layer order.
+func (w *walk) ready() []string {
+	now := w.m.engine.Config().Clock()
+	var out []string
+	for _, layer := range w.m.topo.Layers {
+		for _, sid := range layer {
+			r := w.f.steps[sid]
+			if w.running[sid] || r != nil && (r.done() || r.status == statusFailed || r.status == statusRetryScheduled && now.Before(r.retryAt)) {
+				continue
+			}
+			if w.depsDone(sid) {
+				out = append(out, sid)
+			}
+		}
+	}
+	return out
+}
+
+func (w *walk) depsDone(sid string) bool {
+	for _, dep := range w.m.steps[sid].deps {
+		if r := w.f.steps[dep]; r == nil || !r.done() {
+			return false
+		}
+	}
+	return true
+}
+
+// start runs a step's condition and, if it holds, its function in a goroutine.
+func (w *walk) start(sid string, results chan<- *outcome) {
+	s := w.m.steps[sid]
+	attempt := 1
+	if r := w.f.steps[sid]; r != nil {
+		attempt = r.attempts + 1
+	}
+	sc := &StepContext{ExecutionID: w.lease.Row.ID, Step: sid, Attempt: attempt, Input: w.input, results: w.f.results()}
+	w.running[sid] = true
+	started := w.m.engine.Config().Clock()
+	if s.cond != nil {
+		hold, err := callCond(s.cond, sc)
+		if err != nil || !hold {
+			o := &outcome{step: sid, attempt: attempt, started: started, skipped: err == nil, err: err}
+			results <- o
+			return
+		}
+	}
+	go func() {
+		ctx, cancel := context.WithTimeout(w.ctx, s.timeout)
+		defer cancel()
+		res, err := callStep(ctx, s.fn, sc)
+		o := &outcome{step: sid, attempt: attempt, started: started, err: err}
+		if err == nil {
+			if o.result, err = json.Marshal(res); err != nil {
+				o.err = commandbus.Permanent("RESULT_NOT_JSON", fmt.Errorf("the result of step %q cannot be encoded as JSON: %w", sid, err))
+			}
+		}
+		results <- o
+	}()
+}
+
+func callStep(ctx context.Context, fn StepFunc, sc *StepContext) (res any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = commandbus.Permanent("PANIC", fmt.Errorf("step panicked: %v\n%s", r, debug.Stack()))
+		}
+	}()
+	return fn(ctx, sc)
+}
+
+func callCond(cond func(*StepContext) bool, sc *StepContext) (hold bool, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = commandbus.Permanent("PANIC", fmt.Errorf("the condition of step %q panicked: %v", sc.Step, r))
+		}
+	}()
+	return cond(sc), nil
+}
+
+// record turns an outcome into a log entry for the next checkpoint and into the folded view.
+func (w *walk) record(o *outcome) {
+	m := w.m
+	s := m.steps[o.step]
+	r := w.f.steps[o.step]
+	if r == nil {
+		r = &stepRecord{}
+		w.f.steps[o.step] = r
+	}
+	started := o.started
+	entry := &driver.ExecutionLogEntry{EntryType: entryStep, Name: o.step, Attempt: o.attempt, MaxAttempts: s.retry.MaxAttempts, StartedAt: &started}
+	switch {
+	case o.skipped:
+		entry.StepStatus, entry.StartedAt, entry.Reason = statusSkipped, nil, "condition false"
+		r.status, r.order = statusSkipped, w.f.next
+		w.f.next++
+		m.logger.Info("workflow step skipped", "execution_id", w.lease.Row.ID, "step", o.step)
+	case o.err == nil:
+		entry.StepStatus, entry.Response = statusCompleted, o.result
+		r.status, r.result, r.order = statusCompleted, o.result, w.f.next
+		w.f.next++
+	default:
+		class, code := commandbus.Classify(o.err, commandbus.ClassPermanent)
+		entry.ErrorCode, entry.ErrorMessage = code, o.err.Error()
+		if entry.ErrorCode == "" {
+			entry.ErrorCode = commandbus.CodePermanentFailure
+			if errors.Is(o.err, context.DeadlineExceeded) {
+				entry.ErrorCode = "TIMEOUT"
+			}
+		}
+		r.attempts++
+		r.errCode, r.errMsg = entry.ErrorCode, entry.ErrorMessage
+		switch {
+		case class != commandbus.ClassBusiness && s.retry.RetryOn(o.err) && o.attempt < s.retry.MaxAttempts:
+			at := m.engine.Config().Clock().Add(s.retry.delay(o.attempt, m.jitter()))
+			entry.StepStatus = statusRetryScheduled
+			entry.Request, _ = json.Marshal(map[string]time.Time{"retryAt": at})
+			r.status, r.retryAt = statusRetryScheduled, at
+		default:
+			entry.StepStatus, r.status = statusFailed, statusFailed
+			if class != commandbus.ClassBusiness && s.retry.RetryOn(o.err) {
+				entry.ErrorCode = commandbus.CodeRetriesExhausted
+				r.errCode = entry.ErrorCode
+			}
+			if w.failed == nil {
+				w.failed = o
+				w.failed.err = &stepError{code: entry.ErrorCode, msg: entry.ErrorMessage, business: class == commandbus.ClassBusiness}
+			}
+		}
+	}
+	w.pending = append(w.pending, entry)
+}
+
+type stepError struct {
+	code, msg string
+	business  bool
+}
+
+func (e *stepError) Error() string { return e.code + ": " + e.msg }
+
+// finish ends a run once nothing is running: the workflow completed, failed (compensations or
+// the troubleshooting queue), or waits for a retry.
+func (w *walk) finish() error {
+	m := w.m
+	if w.failed != nil {
+		se := w.failed.err.(*stepError)
+		msg := fmt.Sprintf("step %q failed: %s", w.failed.step, se.msg)
+		if se.business {
+			w.f.failStep, w.f.failCode, w.f.failMsg = w.failed.step, se.code, msg
+			return m.compensate(w.ctx, w.lease, w.f, w.pending)
+		}
+		return m.park(w.ctx, w.lease, w.pending, w.failed.step, se.code, msg)
+	}
+	done := true
+	var next time.Time
+	for _, s := range m.def.steps {
+		r := w.f.steps[s.id]
+		if r == nil || !r.done() {
+			done = false
+		}
+		if r != nil && r.status == statusRetryScheduled && (next.IsZero() || r.retryAt.Before(next)) {
+			next = r.retryAt
+		}
+	}
+	if done {
+		return w.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+			cp.Status, cp.Release, cp.Step, cp.ErrorCode, cp.ErrorMessage, cp.NextRetryAt = driver.ExecutionCompleted, true, "", "", "", nil
+		})
+	}
+	if next.IsZero() {
+		// Nothing runnable and nothing scheduled: cannot happen with a valid DAG; park rather
+		// than spin.
+		return m.park(w.ctx, w.lease, w.pending, "", "STUCK", "no step is ready and none is scheduled")
+	}
+	return w.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+		cp.Status, cp.Release = driver.ExecutionWaitingForRetry, true
+		cp.NextRetryAt = nil
+		cp.RetryDelay = max(next.Sub(m.engine.Config().Clock()), time.Millisecond)
+	})
+}
+
+// checkpoint writes the pending entries with the changes set applies.
+func (w *walk) checkpoint(set func(cp *driver.ExecutionCheckpoint)) error {
+	cp := w.lease.Base()
+	set(cp)
+	cp.Log, w.pending = w.pending, nil
+	return w.lease.Checkpoint(w.ctx, cp)
+}
+
+// dryRun records every step SKIPPED in layer order and completes the execution.
+func (m *Manager) dryRun(ctx context.Context, lease *execution.Lease, f *folded, extra []*driver.ExecutionLogEntry) error {
+	entries := slices.Clone(extra)
+	for _, layer := range m.topo.Layers {
+		for _, sid := range layer {
+			if r := f.steps[sid]; r == nil || !r.done() {
+				entries = append(entries, &driver.ExecutionLogEntry{EntryType: entryStep, Name: sid, StepStatus: statusSkipped, Reason: "dry run"})
+			}
+		}
+	}
+	cp := lease.Base()
+	cp.Status, cp.Release, cp.Log = driver.ExecutionCompleted, true, entries
+	return m.runnerResult(lease.Checkpoint(ctx, cp))
+}
+
+// park moves an execution to the troubleshooting queue.
+func (m *Manager) park(ctx context.Context, lease *execution.Lease, entries []*driver.ExecutionLogEntry, step, code, message string) error {
+	m.logger.Warn("workflow execution parked in the troubleshooting queue", "execution_id", lease.Row.ID, "step", step, "code", code, "error", message)
+	cp := lease.Base()
+	cp.Status, cp.Release, cp.Step, cp.ErrorCode, cp.ErrorMessage, cp.Log = driver.ExecutionWaitingForTSQ, true, step, code, message, entries
+	cp.NextRetryAt = nil
+	return m.runnerResult(lease.Checkpoint(ctx, cp))
+}
+
+// compensate runs the compensations of completed steps in reverse completion order (one at a
+// time), then ends the execution: CANCELLED after an operator's cancel, else COMPENSATED with the
+// failed step's code. A compensation that fails parks the execution with COMPENSATION_FAILED,
+// naming it; Retry runs the failed ones again, Skip gives one up.
+func (m *Manager) compensate(ctx context.Context, lease *execution.Lease, f *folded, entries []*driver.ExecutionLogEntry) error {
+	final, code, message := driver.ExecutionCompensated, f.failCode, f.failMsg
+	if f.cancelled {
+		final, code = driver.ExecutionCancelled, commandbus.CodeCancelled
+		message = "cancelled by an operator, compensations run"
+	}
+	if lease.Row.Status != driver.ExecutionCompensating {
+		cp := lease.Base()
+		cp.Status, cp.ErrorCode, cp.ErrorMessage, cp.Log = driver.ExecutionCompensating, code, message, entries
+		cp.NextRetryAt = nil
+		if err := lease.Checkpoint(ctx, cp); err != nil {
+			return m.runnerResult(err)
+		}
+		entries = nil
+	}
+	var order []string
+	for id, r := range f.steps {
+		if r.status == statusCompleted && m.steps[id] != nil && m.steps[id].compensate != nil && r.compStat != statusCompleted && r.compStat != statusSkipped {
+			order = append(order, id)
+		}
+	}
+	slices.SortFunc(order, func(a, b string) int { return f.steps[b].order - f.steps[a].order })
+	var failed []string
+	results := f.results()
+	for _, sid := range order {
+		sc := &StepContext{ExecutionID: lease.Row.ID, Step: sid, Input: lease.Row.State, results: results}
+		started := m.engine.Config().Clock()
+		err := callCompensation(ctx, m.steps[sid], sc)
+		entry := &driver.ExecutionLogEntry{EntryType: entryCompensation, Name: sid, StepStatus: statusCompleted, StartedAt: &started}
+		if err != nil {
+			entry.StepStatus, entry.ErrorMessage = statusFailed, err.Error()
+			failed = append(failed, sid)
+		}
+		cp := lease.Base()
+		cp.Log = append(entries, entry)
+		entries = nil
+		if err := lease.Checkpoint(ctx, cp); err != nil {
+			return m.runnerResult(err)
+		}
+	}
+	if len(failed) > 0 {
+		return m.park(ctx, lease, entries, failed[0], CodeCompensationFailed, fmt.Sprintf("compensation of %v failed", failed))
+	}
+	cp := lease.Base()
+	cp.Status, cp.Release, cp.Log, cp.ErrorCode, cp.ErrorMessage = final, true, entries, code, message
+	return m.runnerResult(lease.Checkpoint(ctx, cp))
+}
+
+func callCompensation(ctx context.Context, s *stepDef, sc *StepContext) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("compensation panicked: %v", r)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	return s.compensate(ctx, sc)
+}
+
+// deadline parks an execution whose workflow timeout passed.
+func (m *Manager) deadline(ctx context.Context, lease *execution.Lease) error {
+	return m.park(ctx, lease, nil, lease.Row.Step, commandbus.CodeDeadlineExceeded,
+		fmt.Sprintf("the workflow's timeout passed (deadline %s)", lease.Row.DeadlineAt.UTC().Format(time.RFC3339)))
+}
+
+// abandon lets go of an execution the run could not handle; the next poll retries it.
+func (m *Manager) abandon(ctx context.Context, lease *execution.Lease, err error) error {
+	m.logger.Warn("workflow run abandoned; it will be retried", "execution_id", lease.Row.ID, "error", err)
+	_ = lease.Release(ctx)
+	return err
+}
+
+// runnerResult maps a fenced checkpoint to nil: another runner has the execution.
+func (m *Manager) runnerResult(err error) error {
+	if errors.Is(err, execution.ErrFenced) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,198 @@
+package workflow
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+)
+
+// Log entry types and step statuses a workflow writes. Replay is by step id: the log folds into
+// one record per step, so the order in which parallel steps completed does not matter.
+const (
+	entryStep         = "STEP"
+	entryCompensation = "COMPENSATION"
+	entryLifecycle    = "LIFECYCLE"
+	entryTSQRetry     = "TSQ_RETRY"
+	entryTSQSkip      = "TSQ_SKIP"
+	entryTSQCancel    = "TSQ_CANCEL"
+	entryTSQComplete  = "TSQ_COMPLETE"
+
+	nameCreated = "WORKFLOW_CREATED"
+
+	statusCompleted      = "COMPLETED"
+	statusSkipped        = "SKIPPED"
+	statusFailed         = "FAILED"
+	statusRetryScheduled = "RETRY_SCHEDULED"
+)
+
+// The error codes the workflow runtime writes.
+const (
+	// CodeDefinitionChanged parks an execution whose definition changed shape under it; an
+	// operator's Retry adopts the new definition.
+	CodeDefinitionChanged = "DEFINITION_CHANGED"
+	// CodeCompensationFailed parks an execution whose compensations did not all succeed.
+	CodeCompensationFailed = "COMPENSATION_FAILED"
+)
+
+// StepContext is what a step sees: the execution, its attempt, the workflow input and the results
+// of the steps done before it.
+type StepContext struct {
+	// ExecutionID is the workflow execution's id.
+	ExecutionID uuid.UUID
+	// Step is the step's id.
+	Step string
+	// Attempt is the attempt number, from 1.
+	Attempt int
+	// Input is the workflow's input as JSON.
+	Input   json.RawMessage
+	results map[string]json.RawMessage
+}
+
+// Key is the step's stable idempotency key (execution id : step id), the same on every attempt.
+func (sc *StepContext) Key() string { return sc.ExecutionID.String() + ":" + sc.Step }
+
+// DecodeInput decodes the workflow input into v.
+func (sc *StepContext) DecodeInput(v any) error {
+	if len(sc.Input) == 0 {
+		return nil
+	}
+	return json.Unmarshal(sc.Input, v)
+}
+
+// Result decodes the result of a completed step into v. It fails for a step that did not
+// complete (skipped, or not run yet).
+func (sc *StepContext) Result(step string, v any) error {
+	r, ok := sc.results[step]
+	if !ok {
+		return fmt.Errorf("%w: step %q has no result", commandbus.ErrNotFound, step)
+	}
+	return json.Unmarshal(r, v)
+}
+
+// stepRecord is one step's outcome as the log tells it.
+type stepRecord struct {
+	status    string // "", COMPLETED, SKIPPED, FAILED, RETRY_SCHEDULED
+	attempts  int    // failed attempts since the last operator retry
+	result    json.RawMessage
+	retryAt   time.Time
+	order     int // completion order, for compensations
+	errCode   string
+	errMsg    string
+	compStat  string // COMPLETED or FAILED once its compensation ran
+	compTries int
+}
+
+func (r *stepRecord) done() bool { return r.status == statusCompleted || r.status == statusSkipped }
+
+// folded is an execution's log folded by step id.
+type folded struct {
+	hash   string
+	dryRun bool
+	// cancelled is set by an operator's cancel with compensations: they end CANCELLED.
+	cancelled bool
+	// failStep, failCode and failMsg are the first step failure that started compensations.
+	failStep, failCode, failMsg string
+	steps                       map[string]*stepRecord
+	next                        int // next completion order
+}
+
+type createdInfo struct {
+	Hash    string `json:"hash"`
+	Version int    `json:"version"`
+	DryRun  bool   `json:"dryRun,omitempty"`
+}
+
+type retryInfo struct {
+	Hash string `json:"hash,omitempty"`
+}
+
+func fold(entries []*driver.ExecutionLogEntry) *folded {
+	f := &folded{steps: map[string]*stepRecord{}}
+	rec := func(name string) *stepRecord {
+		r := f.steps[name]
+		if r == nil {
+			r = &stepRecord{}
+			f.steps[name] = r
+		}
+		return r
+	}
+	for _, e := range entries {
+		switch e.EntryType {
+		case entryLifecycle:
+			if e.Name == nameCreated {
+				var info createdInfo
+				_ = json.Unmarshal(e.Request, &info)
+				f.hash, f.dryRun = info.Hash, info.DryRun
+			}
+		case entryStep:
+			r := rec(e.Name)
+			switch e.StepStatus {
+			case statusCompleted, statusSkipped:
+				r.status, r.result, r.order = e.StepStatus, e.Response, f.next
+				f.next++
+			case statusRetryScheduled:
+				var at struct {
+					RetryAt time.Time `json:"retryAt"`
+				}
+				_ = json.Unmarshal(e.Request, &at)
+				r.status, r.retryAt, r.errCode, r.errMsg = statusRetryScheduled, at.RetryAt, e.ErrorCode, e.ErrorMessage
+				r.attempts++
+			case statusFailed:
+				r.status, r.errCode, r.errMsg = statusFailed, e.ErrorCode, e.ErrorMessage
+				r.attempts++
+				if f.failStep == "" {
+					f.failStep, f.failCode, f.failMsg = e.Name, e.ErrorCode, e.ErrorMessage
+				}
+			}
+		case entryCompensation:
+			r := rec(e.Name)
+			r.compStat = e.StepStatus
+			if e.StepStatus == statusFailed {
+				r.compTries++
+			}
+		case entryTSQRetry:
+			var info retryInfo
+			_ = json.Unmarshal(e.Request, &info)
+			if info.Hash != "" {
+				f.hash = info.Hash
+			}
+			if f.failStep != "" && f.steps[f.failStep].compStat == "" {
+				f.failStep, f.failCode, f.failMsg = "", "", "" // a retried step failure no longer stands
+			}
+			for _, r := range f.steps {
+				if r.status == statusFailed || r.status == statusRetryScheduled {
+					r.status, r.attempts, r.retryAt = "", 0, time.Time{}
+				}
+				if r.compStat == statusFailed {
+					r.compStat = ""
+				}
+			}
+		case entryTSQCancel:
+			f.cancelled = true
+		case entryTSQSkip:
+			r := rec(e.Name)
+			if r.status == statusCompleted && r.compStat == statusFailed {
+				r.compStat = statusSkipped // a failed compensation skipped by an operator
+				continue
+			}
+			r.status, r.result, r.order = statusCompleted, e.Response, f.next
+			f.next++
+		}
+	}
+	return f
+}
+
+func (f *folded) results() map[string]json.RawMessage {
+	out := make(map[string]json.RawMessage, len(f.steps))
+	for id, r := range f.steps {
+		if r.status == statusCompleted {
+			out[id] = r.result
+		}
+	}
+	return out
+}
