@@ -8,6 +8,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/tracecontext"
 )
 
 // Headers a command step puts on its command; replies carry them back.
@@ -98,6 +99,15 @@ func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType st
 	})
 	if err != nil {
 		return zero, &StepFailedError{Step: name, Code: CodePermanentFailure, Message: "building command: " + err.Error(), Err: err}
+	}
+	// The command continues the trace of the request that started the execution.
+	if tp := x.lease.Row.Traceparent; tp != "" {
+		if _, set := cmd.Headers[tracecontext.Header]; !set {
+			if cmd.Headers == nil {
+				cmd.Headers = map[string]string{}
+			}
+			cmd.Headers[tracecontext.Header] = tp
+		}
 	}
 	x.pendingCommands = append(x.pendingCommands, cmd)
 	x.log(&driver.ExecutionLogEntry{EntryType: entryCommand, Name: name, StepStatus: statusSent,
