@@ -8,7 +8,6 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/tracecontext"
 )
 
 // Headers a command step puts on its command; replies carry them back.
@@ -29,7 +28,8 @@ const (
 // domain, commandType and the reply timeout default to the configuration's command-steps.<name>
 // entry when empty or zero. Each attempt sends a new command (command idempotency key
 // "<execution>:<step>:<n>" for its n-th send, counted across operator retries, so a resubmitted
-// step is a new command); the step key header stays "<execution>:<step>".
+// step is a new command); the step key header stays "<execution>:<step>". The command carries the
+// traceparent of the request that started the execution.
 func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType string, req Req, opts ...StepOption) (Resp, error) {
 	var zero Resp
 	o := stepOpts(opts)
@@ -99,15 +99,6 @@ func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType st
 	})
 	if err != nil {
 		return zero, &StepFailedError{Step: name, Code: CodePermanentFailure, Message: "building command: " + err.Error(), Err: err}
-	}
-	// The command continues the trace of the request that started the execution.
-	if tp := x.lease.Row.Traceparent; tp != "" {
-		if _, set := cmd.Headers[tracecontext.Header]; !set {
-			if cmd.Headers == nil {
-				cmd.Headers = map[string]string{}
-			}
-			cmd.Headers[tracecontext.Header] = tp
-		}
 	}
 	x.pendingCommands = append(x.pendingCommands, cmd)
 	x.log(&driver.ExecutionLogEntry{EntryType: entryCommand, Name: name, StepStatus: statusSent,

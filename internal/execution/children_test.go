@@ -198,3 +198,21 @@ func TestCheckpointRejectsInvalidChildren(t *testing.T) {
 		require.NoError(t, lease.Release(ctx), "the lease is still good")
 	})
 }
+
+// TestStampTraceparent: commands without a traceparent get the execution's, in a map of their
+// own; a command that has one keeps it.
+func TestStampTraceparent(t *testing.T) {
+	shared := map[string]string{"user": "u1"}
+	plain := &driver.CommandInsertParams{Headers: shared}
+	bare := &driver.CommandInsertParams{}
+	own := &driver.CommandInsertParams{Headers: map[string]string{"traceparent": "00-own-01"}}
+	stampTraceparent([]*driver.CommandInsertParams{plain, bare, own}, "00-execution-01")
+	require.Equal(t, map[string]string{"user": "u1", "traceparent": "00-execution-01"}, plain.Headers)
+	require.Equal(t, map[string]string{"user": "u1"}, shared, "the caller's map is not changed")
+	require.Equal(t, map[string]string{"traceparent": "00-execution-01"}, bare.Headers)
+	require.Equal(t, "00-own-01", own.Headers["traceparent"])
+
+	untouched := &driver.CommandInsertParams{}
+	stampTraceparent([]*driver.CommandInsertParams{untouched}, "")
+	require.Nil(t, untouched.Headers, "an execution without a trace adds none")
+}

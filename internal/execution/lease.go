@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/tracecontext"
 )
 
 // Lease is an execution leased to this instance. Every write goes through Checkpoint, fenced on
@@ -107,7 +108,9 @@ func (l *Lease) Base() *driver.ExecutionCheckpoint {
 // Checkpoint writes cp durably (grouped with other executions' checkpoints into one commit) and
 // returns when it is committed. It returns ErrFenced when the lease was lost; the caller must
 // then stop without further writes. Log entries get their sequence numbers here. A checkpoint
-// that continues as new gets the LIFECYCLE CONTINUED_AS_NEW entry naming the successor. Children,
+// that continues as new gets the LIFECYCLE CONTINUED_AS_NEW entry naming the successor. Its
+// commands that carry no traceparent get the execution's, so they continue the trace of the
+// request that started it, whatever model built them. Children,
 // a successor, or the end of a child (which answers its parent) wake the pending pollers once
 // committed.
 func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
@@ -120,6 +123,7 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 			return err
 		}
 	}
+	stampTraceparent(cp.Commands, l.Row.Traceparent)
 	if cp.ContinueAsNew != nil && !logsContinuedAsNew(cp.Log) {
 		cp.Log = append(cp.Log, &driver.ExecutionLogEntry{
 			EntryType: "LIFECYCLE", Name: driver.EntryContinuedAsNew, StepStatus: string(driver.ExecutionCompleted),
@@ -145,6 +149,24 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	l.apply(cp, now)
 	l.rememberLog(cp, now)
 	return nil
+}
+
+// stampTraceparent gives the commands that carry no traceparent header the execution's.
+func stampTraceparent(commands []*driver.CommandInsertParams, traceparent string) {
+	if traceparent == "" {
+		return
+	}
+	for _, cmd := range commands {
+		if _, set := cmd.Headers[tracecontext.Header]; set {
+			continue
+		}
+		headers := make(map[string]string, len(cmd.Headers)+1)
+		for k, v := range cmd.Headers {
+			headers[k] = v
+		}
+		headers[tracecontext.Header] = traceparent
+		cmd.Headers = headers
+	}
 }
 
 // logsContinuedAsNew reports whether entries hold the CONTINUED_AS_NEW entry already (a
