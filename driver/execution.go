@@ -177,7 +177,8 @@ type ExecutionInsertParams struct {
 }
 
 // ExecutionInsertManyParams inserts executions in one round trip. Executions whose id exists
-// already are skipped: the insert is idempotent.
+// already are skipped: the insert is idempotent. An id given twice is inserted once, as its first
+// occurrence.
 type ExecutionInsertManyParams struct {
 	Executions []*ExecutionInsertParams
 	Now        *time.Time
@@ -304,7 +305,9 @@ type ExecutionCheckpoint struct {
 	// Children are executions started by this one, inserted idempotently (an existing id is left
 	// alone) with the checkpoint, PENDING, with this execution as parent and its root as root.
 	// When a child ends, its parent receives the response ChildResponseName(child) with a
-	// ChildOutcome payload and is woken.
+	// ChildOutcome payload and is woken. What a child leaves empty (model, type, domain, tenant,
+	// business key, traceparent) is its parent's. When an execution is cancelled, its
+	// non-terminal descendants are cancelled with it, without running their compensations.
 	Children []*ExecutionInsertParams
 	// ContinueAsNew, when set, ends this execution (Status must be COMPLETED) and inserts its
 	// successor in the same transaction, PENDING. Fields left empty are this execution's (model,
@@ -320,11 +323,16 @@ type ExecutionCheckpoint struct {
 // not complete the execution.
 func (cp *ExecutionCheckpoint) Validate() error {
 	var errs []error
+	seen := make(map[uuid.UUID]bool, len(cp.Children))
 	for i, c := range cp.Children {
 		if c == nil || c.ID == uuid.Nil {
 			errs = append(errs, fmt.Errorf("child %d of execution %s has no id", i, cp.ID))
 			continue
 		}
+		if seen[c.ID] {
+			errs = append(errs, fmt.Errorf("child %s of execution %s is given twice", c.ID, cp.ID))
+		}
+		seen[c.ID] = true
 		if c.ID == cp.ID {
 			errs = append(errs, fmt.Errorf("execution %s cannot be its own child", cp.ID))
 		}

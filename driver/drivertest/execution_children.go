@@ -83,6 +83,20 @@ func exerciseExecutionChildren(t *testing.T, setup setupFunc) {
 		})
 		require.NoError(t, err)
 		require.Empty(t, inserted, "nothing new")
+
+		// An id given twice in one call is inserted once, as its first occurrence.
+		twice, second := newExecution("Twice"), newExecution("Other")
+		twice.Log = []*driver.ExecutionLogEntry{{Seq: 1, EntryType: "LIFECYCLE", Name: "first"}}
+		second.ID, second.Log = twice.ID, []*driver.ExecutionLogEntry{{Seq: 1, EntryType: "LIFECYCLE", Name: "second"}}
+		inserted, err = b.exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{
+			Executions: []*driver.ExecutionInsertParams{twice, second}, Now: &t0,
+		})
+		require.NoError(t, err)
+		require.Equal(t, []uuid.UUID{twice.ID}, inserted)
+		require.Equal(t, "Twice", getExecution(t, b.exec, twice.ID).Type)
+		require.Equal(t, []driver.ExecutionLogEntry{
+			{ExecutionID: twice.ID, Seq: 1, At: t0, EntryType: "LIFECYCLE", Name: "first"},
+		}, logList(t, b.exec, twice.ID))
 	})
 
 	t.Run("TopLevelParentTakesParentsRoot", func(t *testing.T) {

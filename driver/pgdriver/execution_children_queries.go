@@ -125,8 +125,12 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 		return nil, nil
 	}
 	var a insertArrays
+	seen := make(map[uuid.UUID]bool, len(params.Executions))
 	for _, x := range params.Executions {
-		a.add(x, uuid.Nil, 0, "")
+		if !seen[x.ID] { // an id given twice is inserted as its first occurrence
+			seen[x.ID] = true
+			a.add(x, uuid.Nil, 0, "")
+		}
 	}
 	rows, err := e.db.Query(ctx, e.d.sql(executionInsertSQL+executionInsertTailSQL), a.args(params.Now)...)
 	if err != nil {

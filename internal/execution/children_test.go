@@ -186,11 +186,12 @@ func TestCheckpointRejectsInvalidChildren(t *testing.T) {
 
 		leased := &driver.ExecutionInsertParams{ID: uuid.Must(uuid.NewV7()), Lease: time.Minute}
 		cp := lease.Base()
-		cp.Children = []*driver.ExecutionInsertParams{leased, {}}
+		cp.Children = []*driver.ExecutionInsertParams{leased, {}, leased}
 		cp.ContinueAsNew = &driver.ExecutionInsertParams{ID: id}
 		err = lease.Checkpoint(ctx, cp)
 		require.ErrorContains(t, err, "has a lease: children start pending")
 		require.ErrorContains(t, err, "has no id")
+		require.ErrorContains(t, err, "is given twice")
 		require.ErrorContains(t, err, "cannot continue as itself")
 		require.ErrorContains(t, err, "it must be COMPLETED")
 		_, err = drv.Executor().ExecutionGet(ctx, leased.ID)
