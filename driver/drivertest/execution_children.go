@@ -183,6 +183,28 @@ func exerciseExecutionChildren(t *testing.T, setup setupFunc) {
 		require.Empty(t, listChildren(t, b.exec, parent.ID))
 	})
 
+	t.Run("FailedChildInsertFailsTheCheckpoint", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		parent := newLeasedExecution("Order", time.Minute)
+		insertExecutions(t, b.exec, &t0, parent)
+		good, bad := newExecution("Pay"), newExecution("Pay")
+		bad.State = json.RawMessage(`{"n":`)
+		_, err := b.exec.ExecutionCheckpointMany(ctx, &driver.ExecutionCheckpointManyParams{Now: &t0,
+			Checkpoints: []*driver.ExecutionCheckpoint{{
+				ID: parent.ID, Fence: 1, Status: driver.ExecutionCompleted, Release: true,
+				Log:      []*driver.ExecutionLogEntry{{Seq: 1, EntryType: "LIFECYCLE", Name: "done"}},
+				Children: []*driver.ExecutionInsertParams{good, bad},
+			}},
+		})
+		require.Error(t, err)
+		got := getExecution(t, b.exec, parent.ID)
+		require.Equal(t, driver.ExecutionExecuting, got.Status, "the checkpoint and its children commit together or not at all")
+		require.Empty(t, logList(t, b.exec, parent.ID))
+		_, err = b.exec.ExecutionGet(ctx, good.ID)
+		require.ErrorIs(t, err, driver.ErrNotFound)
+	})
+
 	t.Run("EndedChildAnswersParentOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
