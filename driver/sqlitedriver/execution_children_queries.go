@@ -32,17 +32,17 @@ type insertOwner struct {
 // readInsertOwner reads the owner of a checkpoint's children and successor.
 func (e *executor) readInsertOwner(ctx context.Context, tx *sql.Tx, id uuid.UUID) (*insertOwner, error) {
 	var (
-		o                                     = &insertOwner{id: id}
-		parentID, rootID, tenant, key, parent sql.NullString
+		o                                          = &insertOwner{id: id}
+		parentID, rootID, tenant, key, traceparent sql.NullString
 	)
 	err := tx.QueryRowContext(ctx, e.d.sql(`
 		SELECT model, type, domain, tenant_id, business_key, parent_id, root_id, traceparent
 		FROM {schema}.execution WHERE id = ?`), id.String()).Scan(&o.model, &o.typ, &o.domain,
-		&tenant, &key, &parentID, &rootID, &parent)
+		&tenant, &key, &parentID, &rootID, &traceparent)
 	if err != nil {
 		return nil, fmt.Errorf("reading execution %s: %w", id, err)
 	}
-	o.tenantID, o.businessKey, o.traceparent = tenant.String, key.String, parent.String
+	o.tenantID, o.businessKey, o.traceparent = tenant.String, key.String, traceparent.String
 	if o.parentID, err = parseNullUUID(parentID); err != nil {
 		return nil, err
 	}
