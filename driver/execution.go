@@ -3,6 +3,7 @@ package driver
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -85,6 +86,17 @@ type ExecutionRow struct {
 	CreatedAt         time.Time  `json:"createdAt"`
 	UpdatedAt         time.Time  `json:"updatedAt"`
 	CompletedAt       *time.Time `json:"completedAt,omitempty"`
+	// ParentID is the execution that started this one as a child in its checkpoint (zero for a
+	// top-level execution); RootID is the top of its tree, its own id for a top-level execution.
+	ParentID uuid.UUID `json:"parentId,omitzero"`
+	RootID   uuid.UUID `json:"rootId,omitzero"`
+	// ContinuedFrom is the execution this one continues (continue-as-new); ContinuedAs is the
+	// successor this one continued as.
+	ContinuedFrom uuid.UUID `json:"continuedFrom,omitzero"`
+	ContinuedAs   uuid.UUID `json:"continuedAs,omitzero"`
+	// Traceparent is the W3C trace context of the request that started the execution; the
+	// commands it sends carry it.
+	Traceparent string `json:"traceparent,omitempty"`
 	// ClaimedFrom is the status the execution had when a claim or acquire took it (those queries
 	// only).
 	ClaimedFrom ExecutionStatus `json:"claimedFrom"`
@@ -140,7 +152,7 @@ func (e ExecutionLogEntry) MarshalJSON() ([]byte, error) {
 
 // ExecutionInsertParams creates an execution. When Lease is set the execution is created
 // EXECUTING and leased to WorkerID with fence 1 (immediate start); otherwise it is PENDING and
-// woken at once.
+// woken at once. An id that exists already is not inserted again (no error, nothing changes).
 type ExecutionInsertParams struct {
 	ID          uuid.UUID
 	Model       string
@@ -154,9 +166,19 @@ type ExecutionInsertParams struct {
 	Lease       time.Duration
 	WorkerID    string
 	Log         []*ExecutionLogEntry // written with the execution (Seq starting at 1)
+	// ParentID and RootID place the execution in a tree; zero RootID means the parent's root, or
+	// the execution's own id when it has no parent. A checkpoint's Children get the checkpointing
+	// execution as parent and its root whatever these say.
+	ParentID uuid.UUID
+	RootID   uuid.UUID
+	// Traceparent is the W3C trace context of the starting request. A child or successor
+	// inserted by a checkpoint inherits the checkpointing execution's when it is empty.
+	Traceparent string
 }
 
-// ExecutionInsertManyParams inserts executions in one round trip.
+// ExecutionInsertManyParams inserts executions in one round trip. Executions whose id exists
+// already are skipped: the insert is idempotent. An id given twice is inserted once, as its first
+// occurrence.
 type ExecutionInsertManyParams struct {
 	Executions []*ExecutionInsertParams
 	Now        *time.Time
@@ -280,6 +302,85 @@ type ExecutionCheckpoint struct {
 	Log              []*ExecutionLogEntry
 	// Commands are sent atomically with the checkpoint (a command step's command).
 	Commands []*CommandInsertParams
+	// Children are executions started by this one, inserted idempotently (an existing id is left
+	// alone) with the checkpoint, PENDING, with this execution as parent and its root as root.
+	// When a child ends, its parent receives the response ChildResponseName(child) with a
+	// ChildOutcome payload and is woken. What a child leaves empty (model, type, domain, tenant,
+	// business key, traceparent) is its parent's. When an execution is cancelled, its
+	// non-terminal descendants are cancelled with it, without running their compensations.
+	Children []*ExecutionInsertParams
+	// ContinueAsNew, when set, ends this execution (Status must be COMPLETED) and inserts its
+	// successor in the same transaction, PENDING. Fields left empty are this execution's (model,
+	// type, domain, tenant, business key, parent, root, traceparent); the successor's
+	// ContinuedFrom is this execution and this execution's ContinuedAs the successor. A
+	// LIFECYCLE entry CONTINUED_AS_NEW naming the successor is logged, and the async responses
+	// this execution received above ResponsesApplied move to the successor.
+	ContinueAsNew *ExecutionInsertParams
+}
+
+// Validate reports what makes the checkpoint unwritable: a child or successor without an id or
+// with a lease (they start PENDING, for the pollers), or a successor on a checkpoint that does
+// not complete the execution.
+func (cp *ExecutionCheckpoint) Validate() error {
+	var errs []error
+	seen := make(map[uuid.UUID]bool, len(cp.Children))
+	for i, c := range cp.Children {
+		if c == nil || c.ID == uuid.Nil {
+			errs = append(errs, fmt.Errorf("child %d of execution %s has no id", i, cp.ID))
+			continue
+		}
+		if seen[c.ID] {
+			errs = append(errs, fmt.Errorf("child %s of execution %s is given twice", c.ID, cp.ID))
+		}
+		seen[c.ID] = true
+		if c.ID == cp.ID {
+			errs = append(errs, fmt.Errorf("execution %s cannot be its own child", cp.ID))
+		}
+		if c.Lease > 0 {
+			errs = append(errs, fmt.Errorf("child %s of execution %s has a lease: children start pending", c.ID, cp.ID))
+		}
+	}
+	if n := cp.ContinueAsNew; n != nil {
+		switch {
+		case n.ID == uuid.Nil:
+			errs = append(errs, fmt.Errorf("the successor of execution %s has no id", cp.ID))
+		case n.ID == cp.ID:
+			errs = append(errs, fmt.Errorf("execution %s cannot continue as itself", cp.ID))
+		}
+		if n.Lease > 0 {
+			errs = append(errs, fmt.Errorf("the successor of execution %s has a lease: it starts pending", cp.ID))
+		}
+		if cp.Status != ExecutionCompleted {
+			errs = append(errs, fmt.Errorf("execution %s continues as new with status %s: it must be COMPLETED", cp.ID, cp.Status))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// EntryContinuedAsNew names the LIFECYCLE log entry a continue-as-new checkpoint writes; its
+// Response is {"successorId": "<id>"}.
+const EntryContinuedAsNew = "CONTINUED_AS_NEW"
+
+// EntryParentCancelled names the LIFECYCLE log entry written on each execution cancelled because
+// an ancestor was cancelled; its Response is {"cancelledId": "<id>"}, the ancestor whose
+// cancellation reached it.
+const EntryParentCancelled = "PARENT_CANCELLED"
+
+// CodeParentCancelled is the error code of an execution cancelled with its ancestor.
+const CodeParentCancelled = "PARENT_CANCELLED"
+
+// ChildResponseName is the name of the async response a parent receives when its child ends.
+func ChildResponseName(childID uuid.UUID) string { return "child:" + childID.String() }
+
+// ChildOutcome is the payload of the response a parent receives when a child execution reaches
+// a terminal status in a checkpoint.
+type ChildOutcome struct {
+	ChildID      uuid.UUID       `json:"childId"`
+	Type         string          `json:"type"`
+	Status       ExecutionStatus `json:"status"`
+	ErrorCode    string          `json:"errorCode,omitempty"`
+	ErrorMessage string          `json:"errorMessage,omitempty"`
+	State        json.RawMessage `json:"state,omitempty"`
 }
 
 // ExecutionCheckpointManyParams writes many checkpoints in one transaction.
@@ -315,8 +416,10 @@ type ExecutionListParams struct {
 	TenantID    string
 	BusinessKey string
 	BatchID     uuid.UUID
-	BeforeID    uuid.UUID
-	Limit       int
+	// ParentID lists the children of one execution.
+	ParentID uuid.UUID
+	BeforeID uuid.UUID
+	Limit    int
 }
 
 // ExecutionDueKind names a time-based check.
@@ -361,7 +464,9 @@ type ExecutionStatusCount struct {
 
 // ExecutionExecutor holds the execution queries.
 type ExecutionExecutor interface {
-	ExecutionInsertMany(ctx context.Context, params *ExecutionInsertManyParams) error
+	// ExecutionInsertMany returns the ids it inserted, in input order: an id that existed is
+	// skipped, not an error, and only the inserted ones are leased (Lease) or logged.
+	ExecutionInsertMany(ctx context.Context, params *ExecutionInsertManyParams) ([]uuid.UUID, error)
 	// ExecutionGet returns ErrNotFound.
 	ExecutionGet(ctx context.Context, id uuid.UUID) (*ExecutionRow, error)
 	ExecutionList(ctx context.Context, params *ExecutionListParams) ([]*ExecutionRow, error)
@@ -379,7 +484,11 @@ type ExecutionExecutor interface {
 	// trip where the database allows. Every id gets an entry, empty for an unknown id.
 	ExecutionLoadMany(ctx context.Context, params *ExecutionLoadManyParams) (map[uuid.UUID]*ExecutionLoaded, error)
 	// ExecutionCheckpointMany returns the ids whose checkpoint applied (fence matched); their log
-	// entries and commands are written in the same transaction.
+	// entries, commands, children and successors are written in the same transaction. In that
+	// transaction too, an applied checkpoint that ends a child records the child's outcome on its
+	// parent (a response) and wakes the parent, and one that cancels an execution cancels its
+	// non-terminal descendants: status CANCELLED, fence bumped, lease cleared, a LIFECYCLE
+	// PARENT_CANCELLED entry. The cascade runs no compensation of the descendants.
 	ExecutionCheckpointMany(ctx context.Context, params *ExecutionCheckpointManyParams) ([]uuid.UUID, error)
 	ExecutionLogList(ctx context.Context, id uuid.UUID) ([]*ExecutionLogEntry, error)
 	// ExecutionResponseInsert returns the response's sequence number; ErrNotFound when the

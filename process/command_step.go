@@ -29,7 +29,8 @@ const (
 // domain, commandType and the reply timeout default to the configuration's command-steps.<name>
 // entry when empty or zero. Each attempt sends a new command (command idempotency key
 // "<execution>:<step>:<n>" for its n-th send, counted across operator retries, so a resubmitted
-// step is a new command); the step key header stays "<execution>:<step>".
+// step is a new command); the step key header stays "<execution>:<step>". The command carries the
+// traceparent of the request that started the execution.
 func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType string, req Req, opts ...StepOption) (Resp, error) {
 	var zero Resp
 	o := stepOpts(opts)

@@ -17,6 +17,7 @@ import (
 	"github.com/commandbus/commandbus/internal/execution"
 	"github.com/commandbus/commandbus/internal/orchestrate"
 	"github.com/commandbus/commandbus/orchestration"
+	"github.com/commandbus/commandbus/tracecontext"
 )
 
 // Model is the execution model name of sequential processes (seed 000's PROCESS_STEP).
@@ -108,12 +109,13 @@ func Deferred() StartOption { return func(o *startOptions) { t := true; o.deferr
 // retry. It is Start's default.
 func Immediate() StartOption { return func(o *startOptions) { f := false; o.deferred = &f } }
 
-// WithID sets the execution id (Start only), for deterministic ids.
+// WithID sets the execution id (Start only), for deterministic ids. Starting again with an id
+// that exists creates nothing and runs nothing: the execution starts once.
 func WithID(id uuid.UUID) StartOption { return func(o *startOptions) { o.id = id } }
 
 // WithIDs sets the execution ids of StartBatch, one per state in order, so a caller can record
 // them with its own rows before the executions exist (and start any that are missing after a
-// crash without creating a second).
+// crash without creating a second: an id that exists is skipped).
 func WithIDs(ids ...uuid.UUID) StartOption { return func(o *startOptions) { o.ids = ids } }
 
 // WithBusinessKeys sets the business keys of StartBatch, one per state in order.
@@ -178,6 +180,11 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 	}
 	params := make([]*driver.ExecutionInsertParams, len(states))
 	ids := make([]uuid.UUID, len(states))
+	// The starting request's trace context is the execution's: its commands carry it.
+	var traceparent string
+	if sc, ok := tracecontext.FromContext(ctx); ok {
+		traceparent = sc.Traceparent()
+	}
 	for i, s := range states {
 		encoded, err := json.Marshal(s)
 		if err != nil {
@@ -198,7 +205,7 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 		params[i] = &driver.ExecutionInsertParams{
 			ID: id, Model: Model, Type: m.typ, Domain: m.domain, TenantID: o.tenantID,
 			BusinessKey: businessKey, BatchID: o.batchID, State: encoded, DeadlineAt: o.deadline,
-			WorkerID: m.client.Config().WorkerID,
+			WorkerID: m.client.Config().WorkerID, Traceparent: traceparent,
 			Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: entryLifecycle, Name: "created", StepStatus: statusProcessCreated,
 				Actor: "process:" + m.typ, Response: marshalOrNil(createdEntry{BusinessKey: businessKey, Deferred: deferred})}},
 		}
@@ -215,6 +222,9 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 	}
 	if !deferred {
 		for _, lease := range leases {
+			if lease == nil {
+				continue // the id existed: started before, by this call or another
+			}
 			if err := m.run(ctx, lease, nil, nil); err != nil {
 				return ids, err
 			}

@@ -105,8 +105,8 @@ type startOptions struct {
 	startAt     *time.Time
 }
 
-// WithID sets the execution id; starting an id that exists again is refused with
-// commandbus.ErrInvalidState, so a caller retrying a start after a lost answer learns it exists.
+// WithID sets the execution id. Start is idempotent on it: starting an id that exists does
+// nothing and returns the id, so a caller may retry a start whose answer it lost.
 func WithID(id uuid.UUID) StartOption { return func(o *startOptions) { o.id = id } }
 
 // WithBusinessKey records the business key for lookups.
@@ -153,32 +153,27 @@ func (m *Manager) Start(ctx context.Context, input any, opts ...StartOption) (uu
 		deadline := m.engine.Config().Clock().Add(m.def.timeout)
 		params.DeadlineAt = &deadline
 	}
-	if o.immediate {
+	if o.immediate || o.startAt != nil {
 		params.Lease, params.WorkerID = m.engine.Config().Lease, m.engine.Config().WorkerID
 	}
 	leases, err := m.engine.Insert(ctx, []*driver.ExecutionInsertParams{params})
 	if err != nil {
-		if errors.Is(err, driver.ErrConflict) {
-			return uuid.Nil, fmt.Errorf("%w: workflow execution %s exists", commandbus.ErrInvalidState, id)
-		}
 		return uuid.Nil, err
 	}
-	if o.startAt != nil {
-		// The execution exists PENDING; push its first run to the start time.
-		lease, err := m.engine.Acquire(ctx, id)
-		if err == nil {
-			delay := o.startAt.Sub(m.engine.Config().Clock())
-			cp := lease.Base()
-			cp.Status, cp.Release = driver.ExecutionWaitingForRetry, true
-			cp.RetryDelay = max(delay, time.Millisecond)
-			err = lease.Checkpoint(ctx, cp)
-		}
-		if err != nil && !errors.Is(err, execution.ErrBusy) {
+	lease := leases[0]
+	switch {
+	case lease == nil:
+		// The id existed (or the execution is pending for the pollers): nothing more to do.
+	case o.startAt != nil:
+		// Leased at its creation, so only this call sets the delay: the first run waits for it.
+		cp := lease.Base()
+		cp.Status, cp.Release = driver.ExecutionWaitingForRetry, true
+		cp.RetryDelay = max(o.startAt.Sub(m.engine.Config().Clock()), time.Millisecond)
+		if err := lease.Checkpoint(ctx, cp); err != nil {
 			return id, fmt.Errorf("workflow %s created but its delayed start was not set: %w", id, err)
 		}
-	}
-	if o.immediate && leases[0] != nil {
-		if err := m.run(ctx, leases[0], nil); err != nil {
+	default:
+		if err := m.run(ctx, lease, nil); err != nil {
 			return id, err
 		}
 	}

@@ -343,7 +343,8 @@ func TestWorkflow(t *testing.T) {
 
 		t.Run("ConditionSkipsAndDryRun", func(t *testing.T) {
 			t.Parallel()
-			client, rt := newRuntime(t, drv, clock.NewFake(testStart))
+			fake := clock.NewFake(testStart)
+			client, rt := newRuntime(t, drv, fake)
 			calls := &counter{}
 			type input struct{ Amount int }
 			def := workflow.New("review", 1).
@@ -376,6 +377,18 @@ func TestWorkflow(t *testing.T) {
 			}
 			require.Equal(t, []string{"score", "manualReview", "book"}, order, "a dry run walks the layers in order")
 			require.Equal(t, 1, calls.get("score"), "a dry run runs no step")
+
+			again, err := m.Start(ctx, input{Amount: 1}, workflow.WithID(dry), workflow.Immediate())
+			require.NoError(t, err, "a start with an existing id is a no-op")
+			require.Equal(t, dry, again)
+			require.Len(t, waitStatus(t, m, dry, driver.ExecutionCompleted).Log, len(inst.Log), "nothing more was written")
+
+			later, err := m.Start(ctx, input{Amount: 1}, workflow.StartAt(testStart.Add(time.Hour)))
+			require.NoError(t, err)
+			delayed := waitStatus(t, m, later, driver.ExecutionWaitingForRetry)
+			require.Equal(t, "PENDING", steps(delayed)["score"].Status, "a delayed start runs nothing before its time")
+			fake.Advance(time.Hour)
+			waitStatus(t, m, later, driver.ExecutionCompleted)
 		})
 
 		t.Run("DefinitionChangedParks", func(t *testing.T) {

@@ -64,6 +64,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"ExecutionResponses", exerciseExecutionResponses},
 		{"ExecutionListDue", exerciseExecutionListDue},
 		{"ExecutionCountByStatus", exerciseExecutionCountByStatus},
+		{"ExecutionChildren", exerciseExecutionChildren},
 		{"Outbox", exerciseOutbox},
 		{"Inbox", exerciseInbox},
 		{"DLQ", exerciseDLQ},

@@ -44,6 +44,10 @@ func createdExecution(p *driver.ExecutionInsertParams, now time.Time) *driver.Ex
 		ID: p.ID, Model: p.Model, Type: p.Type, Domain: p.Domain, TenantID: p.TenantID,
 		BusinessKey: p.BusinessKey, BatchID: p.BatchID, Status: driver.ExecutionPending, State: state,
 		DeadlineAt: p.DeadlineAt, WorkerID: p.WorkerID, WakeAt: &now, CreatedAt: now, UpdatedAt: now,
+		ParentID: p.ParentID, RootID: p.RootID, Traceparent: p.Traceparent,
+	}
+	if x.RootID == uuid.Nil {
+		x.RootID = p.ID
 	}
 	if p.Lease > 0 {
 		end := now.Add(p.Lease)
@@ -52,10 +56,17 @@ func createdExecution(p *driver.ExecutionInsertParams, now time.Time) *driver.Ex
 	return x
 }
 
-// insertExecutions inserts executions at now (nil: the database clock).
+// insertExecutions inserts executions at now (nil: the database clock) and requires that each
+// was new.
 func insertExecutions(t *testing.T, exec driver.Executor, now *time.Time, xs ...*driver.ExecutionInsertParams) {
 	t.Helper()
-	require.NoError(t, exec.ExecutionInsertMany(context.Background(), &driver.ExecutionInsertManyParams{Executions: xs, Now: now}))
+	inserted, err := exec.ExecutionInsertMany(context.Background(), &driver.ExecutionInsertManyParams{Executions: xs, Now: now})
+	require.NoError(t, err)
+	ids := make([]uuid.UUID, len(xs))
+	for i, x := range xs {
+		ids[i] = x.ID
+	}
+	require.Equal(t, ids, inserted, "every execution is new")
 }
 
 func getExecution(t *testing.T, exec driver.Executor, id uuid.UUID) *driver.ExecutionRow {
@@ -179,21 +190,16 @@ func exerciseExecutionInsertMany(t *testing.T, setup setupFunc) {
 		first := newExecution("Pay")
 		insertExecutions(t, b.exec, &t0, first)
 
-		fresh, again := newExecution("Pay"), newExecution("Pay")
-		again.ID = first.ID
-		require.Error(t, b.exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{
-			Executions: []*driver.ExecutionInsertParams{fresh, again}, Now: &t0,
-		}), "the id exists")
-		_, err := b.exec.ExecutionGet(ctx, fresh.ID)
-		require.ErrorIs(t, err, driver.ErrNotFound, "nothing of a failed batch is written")
-
-		clash := newExecution("Pay")
+		fresh, clash := newExecution("Pay"), newExecution("Pay")
 		clash.Log = []*driver.ExecutionLogEntry{{Seq: 1, EntryType: "LIFECYCLE"}, {Seq: 1, EntryType: "LIFECYCLE"}}
-		require.Error(t, b.exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{
-			Executions: []*driver.ExecutionInsertParams{clash}, Now: &t0,
-		}), "two log entries with one seq")
-		_, err = b.exec.ExecutionGet(ctx, clash.ID)
-		require.ErrorIs(t, err, driver.ErrNotFound)
+		_, err := b.exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{
+			Executions: []*driver.ExecutionInsertParams{fresh, clash}, Now: &t0,
+		})
+		require.Error(t, err, "two log entries with one seq")
+		for _, id := range []uuid.UUID{fresh.ID, clash.ID} {
+			_, err = b.exec.ExecutionGet(ctx, id)
+			require.ErrorIs(t, err, driver.ErrNotFound, "nothing of a failed batch is written")
+		}
 	})
 
 	t.Run("InvalidStateFails", func(t *testing.T) {
@@ -201,9 +207,10 @@ func exerciseExecutionInsertMany(t *testing.T, setup setupFunc) {
 		b := setup(t)
 		p := newExecution("Pay")
 		p.State = json.RawMessage(`{"n":`)
-		require.Error(t, b.exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{
+		_, err := b.exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{
 			Executions: []*driver.ExecutionInsertParams{p}, Now: &t0,
-		}))
+		})
+		require.Error(t, err)
 	})
 
 	t.Run("DatabaseClockWhenNowIsNil", func(t *testing.T) {
@@ -219,7 +226,9 @@ func exerciseExecutionInsertMany(t *testing.T, setup setupFunc) {
 	t.Run("Empty", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		require.NoError(t, b.exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{}))
+		inserted, err := b.exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{})
+		require.NoError(t, err)
+		require.Empty(t, inserted)
 	})
 
 	t.Run("RolledBackInTransaction", func(t *testing.T) {

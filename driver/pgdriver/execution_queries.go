@@ -20,6 +20,7 @@ var executionColumns = []string{
 	"step", "current_wait", "next_retry_at", "next_wait_timeout_at", "deadline_at", "retries",
 	"lease_until", "fence", "worker_id", "wake_at", "responses_received", "responses_applied",
 	"error_code", "error_message", "created_at", "updated_at", "completed_at",
+	"parent_id", "root_id", "continued_from", "continued_as", "traceparent",
 }
 
 func executionColumnList(prefix string) string {
@@ -34,63 +35,6 @@ var (
 	executionCols  = executionColumnList("")
 	executionColsE = executionColumnList("e.")
 )
-
-func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.ExecutionInsertManyParams) error {
-	n := len(params.Executions)
-	if n == 0 {
-		return nil
-	}
-	var (
-		ids, batches                     = make([]pgtype.UUID, n), make([]pgtype.UUID, n)
-		models, types, domains, statuses = make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		tenants, keys, workers           = make([]*string, n), make([]*string, n), make([]*string, n)
-		states                           = make([]string, n)
-		deadlines                        = make([]pgtype.Timestamptz, n)
-		leases                           = make([]int64, n)
-		log                              logArrays
-	)
-	for i, x := range params.Executions {
-		ids[i], batches[i] = pgUUID(x.ID), pgUUID(x.BatchID)
-		models[i], types[i], domains[i] = x.Model, x.Type, x.Domain
-		tenants[i], keys[i], workers[i] = nullString(x.TenantID), nullString(x.BusinessKey), nullString(x.WorkerID)
-		states[i] = jsonText(x.State)
-		if x.DeadlineAt != nil {
-			deadlines[i] = pgtype.Timestamptz{Time: *x.DeadlineAt, Valid: true}
-		}
-		leases[i] = x.Lease.Microseconds()
-		statuses[i] = string(driver.ExecutionPending)
-		if x.Lease > 0 {
-			statuses[i] = string(driver.ExecutionExecuting)
-		}
-		for _, entry := range x.Log {
-			log.add(x.ID, 0, entry)
-		}
-	}
-	_, err := e.db.Exec(ctx, e.d.sql(`
-		WITH n AS (
-			SELECT coalesce($13::timestamptz, now()) AS now
-		), ins AS (
-			INSERT INTO {schema}.execution (id, model, type, domain, tenant_id, business_key, batch_id,
-				status, state, deadline_at, lease_until, fence, worker_id, wake_at, created_at, updated_at)
-			SELECT i.id, i.model, i.type, i.domain, i.tenant_id, i.business_key, i.batch_id, i.status,
-				i.state::jsonb, i.deadline_at,
-				CASE WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond' END,
-				CASE WHEN i.lease_us > 0 THEN 1 ELSE 0 END,
-				i.worker_id,
-				-- A leased execution wakes when its lease would end (its runner died); a pending one now.
-				CASE WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond' ELSE n.now END,
-				n.now, n.now
-			FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-				$7::uuid[], $8::text[], $9::text[], $10::timestamptz[], $11::bigint[], $12::text[])
-				AS i(id, model, type, domain, tenant_id, business_key, batch_id, status, state,
-					deadline_at, lease_us, worker_id), n
-		)`+logInsertSQL(14)+`
-		SELECT 1`), ids, models, types, domains, tenants, keys, batches, statuses, states, deadlines,
-		leases, workers, params.Now, log.executionIDs, log.seqs, log.entryTypes, log.names,
-		log.stepStatuses, log.attempts, log.maxAttempts, log.requests, log.responses, log.errorCodes,
-		log.errorMessages, log.actors, log.reasons, log.fences, log.startedAts)
-	return err
-}
 
 // logArrays holds log entries as parallel arrays for unnest.
 type logArrays struct {
@@ -162,6 +106,7 @@ func (e *executor) ExecutionList(ctx context.Context, params *driver.ExecutionLi
 	f.equal("tenant_id", params.TenantID)
 	f.equal("business_key", params.BusinessKey)
 	f.equalID("batch_id", params.BatchID)
+	f.equalID("parent_id", params.ParentID)
 	f.beforeID(params.BeforeID)
 	query := f.query(`SELECT `+executionCols+` FROM {schema}.execution`, params.Limit)
 	args := f.args
@@ -511,6 +456,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		releases, hasState                        = make([]bool, n), make([]bool, n)
 		log                                       logArrays
 		commands                                  []commandRecord
+		followUps                                 checkpointFollowUps
 	)
 	ts := func(t *time.Time) pgtype.Timestamptz {
 		if t == nil {
@@ -534,6 +480,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		for j, cmd := range c.Commands {
 			commands = append(commands, commandRecord{insertRecord: newInsertRecord(j, cmd), Owner: c.ID, OwnerFence: c.Fence})
 		}
+		followUps.add(c)
 	}
 	commandJSON, err := json.Marshal(commands)
 	if err != nil {
@@ -544,16 +491,53 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 	}
 	query := fmt.Sprintf(executionCheckpointSQL,
 		strings.Replace(logInsertSQL(21), "/*applied*/ true", "(l.execution_id, l.fence) IN (SELECT id, fence FROM applied)", 1))
-	rows, err := e.db.Query(ctx, e.d.sql(query), ids, fences, statuses, states, steps, waits, retryAts,
+	args := []any{ids, fences, statuses, states, steps, waits, retryAts,
 		timeoutAts, delays, timeouts, deadlines, retries, leases, releases, wakeAts, applied, codes,
 		messages, hasState, params.Now,
 		log.executionIDs, log.seqs, log.entryTypes, log.names, log.stepStatuses, log.attempts,
 		log.maxAttempts, log.requests, log.responses, log.errorCodes, log.errorMessages, log.actors,
-		log.reasons, log.fences, log.startedAts, commandJSON)
+		log.reasons, log.fences, log.startedAts, commandJSON}
+	if followUps.empty() {
+		rows, err := e.db.Query(ctx, e.d.sql(query), args...)
+		if err != nil {
+			return nil, err
+		}
+		return collectUUIDs(rows)
+	}
+	// Children, successors, ended children and cancellations need statements of their own; a
+	// pipelined batch runs them after the checkpoint in its implicit transaction, in one round
+	// trip.
+	batch := &pgx.Batch{}
+	batch.Queue(e.d.sql(query), args...)
+	followUps.queue(e, batch, params.Now)
+	results := e.db.SendBatch(ctx, batch)
+	appliedIDs, err := readCheckpointBatch(results, batch.Len())
+	if closeErr := results.Close(); err == nil {
+		err = closeErr
+	}
 	if err != nil {
 		return nil, err
 	}
-	return collectUUIDs(rows)
+	return appliedIDs, nil
+}
+
+// readCheckpointBatch reads the applied ids of a checkpoint batch's first statement and the
+// results of its n-1 follow-ups.
+func readCheckpointBatch(results pgx.BatchResults, n int) ([]uuid.UUID, error) {
+	rows, err := results.Query()
+	if err != nil {
+		return nil, err
+	}
+	ids, err := collectUUIDs(rows)
+	if err != nil {
+		return nil, err
+	}
+	for range n - 1 {
+		if _, err := results.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
 }
 
 func (e *executor) ExecutionLogList(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionLogEntry, error) {
@@ -670,6 +654,8 @@ func scanExecution(row pgx.Row, claimed bool) (*driver.ExecutionRow, error) {
 	var (
 		x                                 driver.ExecutionRow
 		id, batchID                       pgtype.UUID
+		parentID, rootID, from, as        pgtype.UUID
+		traceparent                       *string
 		status, claimedFrom               string
 		tenantID, businessKey, step, wait *string
 		workerID, errorCode, errorMessage *string
@@ -678,7 +664,7 @@ func scanExecution(row pgx.Row, claimed bool) (*driver.ExecutionRow, error) {
 	dest := []any{&id, &x.Model, &x.Type, &x.Domain, &tenantID, &businessKey, &batchID, &status, &state,
 		&step, &wait, &x.NextRetryAt, &x.NextWaitTimeoutAt, &x.DeadlineAt, &x.Retries, &x.LeaseUntil,
 		&x.Fence, &workerID, &x.WakeAt, &x.ResponsesReceived, &x.ResponsesApplied, &errorCode,
-		&errorMessage, &x.CreatedAt, &x.UpdatedAt, &x.CompletedAt}
+		&errorMessage, &x.CreatedAt, &x.UpdatedAt, &x.CompletedAt, &parentID, &rootID, &from, &as, &traceparent}
 	if claimed {
 		dest = append(dest, &claimedFrom)
 	}
@@ -686,6 +672,11 @@ func scanExecution(row pgx.Row, claimed bool) (*driver.ExecutionRow, error) {
 		return nil, err
 	}
 	x.ID, x.BatchID = fromPgUUID(id), fromPgUUID(batchID)
+	x.ParentID, x.RootID, x.ContinuedFrom, x.ContinuedAs = fromPgUUID(parentID), fromPgUUID(rootID), fromPgUUID(from), fromPgUUID(as)
+	if x.RootID == uuid.Nil {
+		x.RootID = x.ID // written before roots were recorded: a top-level execution
+	}
+	x.Traceparent = derefString(traceparent)
 	x.Status, x.ClaimedFrom = driver.ExecutionStatus(status), driver.ExecutionStatus(claimedFrom)
 	x.State = state
 	x.TenantID, x.BusinessKey, x.Step, x.CurrentWait = derefString(tenantID), derefString(businessKey), derefString(step), derefString(wait)

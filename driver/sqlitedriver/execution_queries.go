@@ -27,57 +27,16 @@ var executionColumns = []string{
 	"step", "current_wait", "next_retry_at", "next_wait_timeout_at", "deadline_at", "retries",
 	"lease_until", "fence", "worker_id", "wake_at", "responses_received", "responses_applied",
 	"error_code", "error_message", "created_at", "updated_at", "completed_at",
+	"parent_id", "root_id", "continued_from", "continued_as", "traceparent",
 }
 
 var executionCols = strings.Join(executionColumns, ", ")
-
-const executionInsertSQL = `
-	INSERT INTO {schema}.execution (id, model, type, domain, tenant_id, business_key, batch_id,
-		status, state, deadline_at, lease_until, fence, worker_id, wake_at, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, json(?), ?, ?, ?, ?, ?, ?, ?)`
 
 // executionLogInsertSQL stores a zero attempt or max_attempts as NULL, as PostgreSQL does.
 const executionLogInsertSQL = `
 	INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status,
 		attempt, max_attempts, request, response, error_code, error_message, actor, reason, started_at)
 	VALUES (?, ?, ?, ?, ?, ?, nullif(?, 0), nullif(?, 0), json(?), json(?), ?, ?, ?, ?, ?)`
-
-func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.ExecutionInsertManyParams) error {
-	if len(params.Executions) == 0 {
-		return nil
-	}
-	nowUS := micros(now(params.Now))
-	return e.inTx(ctx, func(tx *sql.Tx) error {
-		stmt, err := tx.PrepareContext(ctx, e.d.sql(executionInsertSQL))
-		if err != nil {
-			return err
-		}
-		defer stmt.Close()
-		for _, x := range params.Executions {
-			status := driver.ExecutionPending
-			if x.Lease > 0 {
-				status = driver.ExecutionExecuting
-			}
-			// A leased execution wakes when its lease would end (its runner died); a pending one
-			// now. Like PostgreSQL, the lease counts in whole microseconds.
-			var leaseUntil any
-			fence, wakeAt := int64(0), nowUS
-			if leaseUS := x.Lease.Microseconds(); leaseUS > 0 {
-				leaseUntil, fence, wakeAt = nowUS+leaseUS, 1, nowUS+leaseUS
-			}
-			if _, err := stmt.ExecContext(ctx, x.ID.String(), x.Model, x.Type, x.Domain,
-				nullText(x.TenantID), nullText(x.BusinessKey), nullUUID(x.BatchID), string(status),
-				jsonText(x.State), nullMicros(x.DeadlineAt), leaseUntil, fence, nullText(x.WorkerID),
-				wakeAt, nowUS, nowUS); err != nil {
-				return fmt.Errorf("inserting execution %s: %w", x.ID, err)
-			}
-			if err := e.insertExecutionLog(ctx, tx, x.ID, x.Log, nowUS); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-}
 
 // startedMicros is a log entry's start, never after its end (nowUS), as on PostgreSQL.
 func startedMicros(t *time.Time, nowUS int64) any {
@@ -118,6 +77,7 @@ func (e *executor) ExecutionList(ctx context.Context, params *driver.ExecutionLi
 	f.equal("tenant_id", params.TenantID)
 	f.equal("business_key", params.BusinessKey)
 	f.equalID("batch_id", params.BatchID)
+	f.equalID("parent_id", params.ParentID)
 	f.beforeID(params.BeforeID)
 	query := f.query(`SELECT `+executionCols+` FROM {schema}.execution`, params.Limit)
 	rows, err := e.read.QueryContext(ctx, e.d.sql(query), f.args...)
@@ -314,6 +274,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 	}
 	var applied []uuid.UUID
 	err := e.inTx(ctx, func(tx *sql.Tx) error {
+		var appliedCheckpoints []*driver.ExecutionCheckpoint
 		stmt, err := tx.PrepareContext(ctx, e.d.sql(executionCheckpointSQL))
 		if err != nil {
 			return err
@@ -357,6 +318,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 			if err := e.insertExecutionLog(ctx, tx, c.ID, c.Log, nowUS); err != nil {
 				return err
 			}
+			appliedCheckpoints = append(appliedCheckpoints, c)
 			for _, cmd := range c.Commands {
 				args, err := commandInsertArgs(cmd, now)
 				if err != nil {
@@ -369,7 +331,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 				}
 			}
 		}
-		return nil
+		return e.checkpointFollowUps(ctx, tx, appliedCheckpoints, nowUS)
 	})
 	if err != nil {
 		return nil, err
@@ -557,11 +519,14 @@ func scanExecution(row rowScanner) (*driver.ExecutionRow, error) {
 		deadlineAt, leaseUntil, wakeAt sql.NullInt64
 		createdAt, updatedAt           int64
 		completedAt                    sql.NullInt64
+		parentID, rootID, from, as     sql.NullString
+		traceparent                    sql.NullString
 	)
 	if err := row.Scan(&id, &x.Model, &x.Type, &x.Domain, &tenantID, &businessKey, &batchID,
 		&status, &state, &step, &wait, &nextRetryAt, &nextWaitTimeoutAt, &deadlineAt, &x.Retries,
 		&leaseUntil, &x.Fence, &workerID, &wakeAt, &x.ResponsesReceived, &x.ResponsesApplied,
-		&errorCode, &errorMessage, &createdAt, &updatedAt, &completedAt); err != nil {
+		&errorCode, &errorMessage, &createdAt, &updatedAt, &completedAt, &parentID, &rootID, &from,
+		&as, &traceparent); err != nil {
 		return nil, err
 	}
 	var err error
@@ -571,6 +536,19 @@ func scanExecution(row rowScanner) (*driver.ExecutionRow, error) {
 	if x.BatchID, err = parseNullUUID(batchID); err != nil {
 		return nil, fmt.Errorf("decoding batch id of execution %s: %w", x.ID, err)
 	}
+	for _, link := range []struct {
+		to   *uuid.UUID
+		from sql.NullString
+		name string
+	}{{&x.ParentID, parentID, "parent"}, {&x.RootID, rootID, "root"}, {&x.ContinuedFrom, from, "predecessor"}, {&x.ContinuedAs, as, "successor"}} {
+		if *link.to, err = parseNullUUID(link.from); err != nil {
+			return nil, fmt.Errorf("decoding %s id of execution %s: %w", link.name, x.ID, err)
+		}
+	}
+	if x.RootID == uuid.Nil {
+		x.RootID = x.ID // written before roots were recorded: a top-level execution
+	}
+	x.Traceparent = traceparent.String
 	x.Status = driver.ExecutionStatus(status)
 	x.State = json.RawMessage(state)
 	x.TenantID, x.BusinessKey = tenantID.String, businessKey.String

@@ -23,7 +23,10 @@ type checkpointer struct {
 }
 
 type checkpointRequest struct {
-	cp   *driver.ExecutionCheckpoint
+	cp *driver.ExecutionCheckpoint
+	// wake asks for the pending pollers to be notified once the checkpoint applied: it inserted
+	// executions or woke a parent.
+	wake bool
 	done chan error
 }
 
@@ -39,8 +42,9 @@ func newCheckpointer(exec driver.Executor, now func() *time.Time, logger *slog.L
 }
 
 // write queues a checkpoint and waits until it is committed (nil), fenced (ErrFenced) or failed.
-func (c *checkpointer) write(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
-	req := &checkpointRequest{cp: cp, done: make(chan error, 1)}
+// With wake, the pending pollers are notified after the commit.
+func (c *checkpointer) write(ctx context.Context, cp *driver.ExecutionCheckpoint, wake bool) error {
+	req := &checkpointRequest{cp: cp, wake: wake, done: make(chan error, 1)}
 	c.group.submit(req)
 	select {
 	case err := <-req.done:
@@ -72,6 +76,9 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 		case applied[req.cp.ID]:
 			for _, cmd := range req.cp.Commands {
 				topics["queue:"+cmd.Queue] = struct{}{}
+			}
+			if req.wake {
+				topics[WakeTopic] = struct{}{}
 			}
 			req.done <- nil
 		default:

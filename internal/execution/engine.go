@@ -380,17 +380,28 @@ func (e *Engine) AcquireLoad(ctx context.Context, id uuid.UUID) (*Lease, error) 
 	return e.acquirer.acquire(ctx, id)
 }
 
-// Insert creates executions. Those with a Lease are returned leased to this instance (immediate
-// start), in input order; pending ones wake the pollers.
+// Insert creates executions. An id that exists already is skipped (the insert is idempotent):
+// its lease is nil, so a caller never runs an execution it did not create. New executions with
+// a Lease are returned leased to this instance (immediate start), in input order; new pending
+// ones wake the pollers.
 func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInsertParams) ([]*Lease, error) {
 	now := e.cfg.Now()
-	if err := e.cfg.Exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: executions, Now: now}); err != nil {
+	inserted, err := e.cfg.Exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: executions, Now: now})
+	if err != nil {
 		return nil, err
+	}
+	isNew := make(map[uuid.UUID]bool, len(inserted))
+	for _, id := range inserted {
+		isNew[id] = true
 	}
 	leases := make([]*Lease, len(executions))
 	pending := false
 	created := e.cfg.Clock()
 	for i, x := range executions {
+		if !isNew[x.ID] {
+			continue
+		}
+		isNew[x.ID] = false // an id given twice is created once
 		if x.Lease <= 0 {
 			pending = true
 			continue
@@ -400,7 +411,11 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 			BusinessKey: x.BusinessKey, BatchID: x.BatchID, Status: driver.ExecutionExecuting,
 			State: x.State, DeadlineAt: x.DeadlineAt, Fence: 1, WorkerID: e.cfg.WorkerID,
 			CreatedAt: created, UpdatedAt: created, ClaimedFrom: driver.ExecutionPending,
+			ParentID: x.ParentID, RootID: x.RootID, Traceparent: x.Traceparent,
 		})
+		if leases[i].Row.RootID == uuid.Nil && x.ParentID == uuid.Nil {
+			leases[i].Row.RootID = x.ID
+		}
 		leases[i].nextSeq = len(x.Log) + 1
 		leases[i].logKnown = len(x.Log) == 0 // a new execution's log is empty
 	}

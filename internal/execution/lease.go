@@ -2,11 +2,14 @@ package execution
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/tracecontext"
 )
 
 // Lease is an execution leased to this instance. Every write goes through Checkpoint, fenced on
@@ -104,14 +107,29 @@ func (l *Lease) Base() *driver.ExecutionCheckpoint {
 
 // Checkpoint writes cp durably (grouped with other executions' checkpoints into one commit) and
 // returns when it is committed. It returns ErrFenced when the lease was lost; the caller must
-// then stop without further writes. Log entries get their sequence numbers here.
+// then stop without further writes. Log entries get their sequence numbers here. A checkpoint
+// that continues as new gets the LIFECYCLE CONTINUED_AS_NEW entry naming the successor. Its
+// commands that carry no traceparent get the execution's, so they continue the trace of the
+// request that started it, whatever model built them. Children,
+// a successor, or the end of a child (which answers its parent) wake the pending pollers once
+// committed.
 func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
+	cp.ID, cp.Fence = l.Row.ID, l.Row.Fence
+	if err := cp.Validate(); err != nil {
+		return fmt.Errorf("invalid checkpoint: %w", err)
+	}
 	if l.nextSeq == 0 {
 		if _, err := l.Log(ctx); err != nil {
 			return err
 		}
 	}
-	cp.ID, cp.Fence = l.Row.ID, l.Row.Fence
+	stampTraceparent(cp.Commands, l.Row.Traceparent)
+	if cp.ContinueAsNew != nil && !logsContinuedAsNew(cp.Log) {
+		cp.Log = append(cp.Log, &driver.ExecutionLogEntry{
+			EntryType: "LIFECYCLE", Name: driver.EntryContinuedAsNew, StepStatus: string(driver.ExecutionCompleted),
+			Response: json.RawMessage(`{"successorId":"` + cp.ContinueAsNew.ID.String() + `"}`),
+		})
+	}
 	for _, entry := range cp.Log {
 		entry.Seq = l.nextSeq
 		l.nextSeq++
@@ -120,7 +138,8 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	if !cp.Release && cp.Lease == 0 && !now.Before(l.renewAt) {
 		cp.Lease = l.engine.cfg.Lease
 	}
-	if err := l.engine.checkpointer.write(ctx, cp); err != nil {
+	wake := len(cp.Children) > 0 || cp.ContinueAsNew != nil || cp.Status.Terminal() && l.Row.ParentID != uuid.Nil
+	if err := l.engine.checkpointer.write(ctx, cp, wake); err != nil {
 		l.nextSeq -= len(cp.Log)
 		return err
 	}
@@ -130,6 +149,35 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	l.apply(cp, now)
 	l.rememberLog(cp, now)
 	return nil
+}
+
+// stampTraceparent gives the commands that carry no traceparent header the execution's.
+func stampTraceparent(commands []*driver.CommandInsertParams, traceparent string) {
+	if traceparent == "" {
+		return
+	}
+	for _, cmd := range commands {
+		if _, set := cmd.Headers[tracecontext.Header]; set {
+			continue
+		}
+		headers := make(map[string]string, len(cmd.Headers)+1)
+		for k, v := range cmd.Headers {
+			headers[k] = v
+		}
+		headers[tracecontext.Header] = traceparent
+		cmd.Headers = headers
+	}
+}
+
+// logsContinuedAsNew reports whether entries hold the CONTINUED_AS_NEW entry already (a
+// checkpoint written again after a failure).
+func logsContinuedAsNew(entries []*driver.ExecutionLogEntry) bool {
+	for _, e := range entries {
+		if e.EntryType == "LIFECYCLE" && e.Name == driver.EntryContinuedAsNew {
+			return true
+		}
+	}
+	return false
 }
 
 // rememberLog extends the known log with a committed checkpoint's entries and caches it when the
@@ -173,6 +221,10 @@ func (l *Lease) apply(cp *driver.ExecutionCheckpoint, now time.Time) {
 	}
 	r.ResponsesApplied, r.ErrorCode, r.ErrorMessage = cp.ResponsesApplied, cp.ErrorCode, cp.ErrorMessage
 	r.UpdatedAt = now
+	if cp.ContinueAsNew != nil {
+		r.ContinuedAs = cp.ContinueAsNew.ID
+		r.ResponsesApplied = r.ResponsesReceived // the rest moved to the successor
+	}
 	if cp.Status.Terminal() && r.CompletedAt == nil {
 		r.CompletedAt = &now
 	}
