@@ -180,6 +180,34 @@ func (m *Manager) Start(ctx context.Context, input any, opts ...StartOption) (uu
 	return id, nil
 }
 
+// StartMany creates one execution per input in one round trip, PENDING for the runtime's pollers,
+// and returns their ids in input order.
+func (m *Manager) StartMany(ctx context.Context, inputs []any) ([]uuid.UUID, error) {
+	created, _ := json.Marshal(createdInfo{Hash: m.hash, Version: m.def.version})
+	params := make([]*driver.ExecutionInsertParams, len(inputs))
+	ids := make([]uuid.UUID, len(inputs))
+	var deadline *time.Time
+	if m.def.timeout > 0 {
+		t := m.engine.Config().Clock().Add(m.def.timeout)
+		deadline = &t
+	}
+	for i, in := range inputs {
+		payload, err := json.Marshal(in)
+		if err != nil {
+			return nil, &commandbus.ValidationError{Field: fmt.Sprintf("inputs[%d]", i), Message: "cannot be encoded as JSON: " + err.Error()}
+		}
+		ids[i] = uuid.Must(uuid.NewV7())
+		params[i] = &driver.ExecutionInsertParams{
+			ID: ids[i], Model: Model, Type: m.def.id, Domain: m.def.domain, State: payload, DeadlineAt: deadline,
+			Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: entryLifecycle, Name: nameCreated, StepStatus: statusCompleted, Request: created}},
+		}
+	}
+	if _, err := m.engine.Insert(ctx, params); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
 // Instance is a workflow execution as stored, with its log and per-step view.
 type Instance struct {
 	*driver.ExecutionRow

@@ -97,6 +97,10 @@ func (w *walk) run() error {
 			delete(w.running, o.step)
 			w.record(o)
 		}
+		if len(w.running) == 0 && w.failed == nil && w.allDone() {
+			// The last outcomes and the completion share one checkpoint.
+			return w.m.runnerResult(w.complete())
+		}
 		if err := w.checkpoint(func(cp *driver.ExecutionCheckpoint) { cp.Status = driver.ExecutionExecuting }); err != nil {
 			w.wait(results)
 			return w.m.runnerResult(err)
@@ -264,21 +268,14 @@ func (w *walk) finish() error {
 		}
 		return m.park(w.ctx, w.lease, w.pending, w.failed.step, se.code, msg)
 	}
-	done := true
+	if w.allDone() {
+		return w.complete()
+	}
 	var next time.Time
 	for _, s := range m.def.steps {
-		r := w.f.steps[s.id]
-		if r == nil || !r.done() {
-			done = false
-		}
-		if r != nil && r.status == statusRetryScheduled && (next.IsZero() || r.retryAt.Before(next)) {
+		if r := w.f.steps[s.id]; r != nil && r.status == statusRetryScheduled && (next.IsZero() || r.retryAt.Before(next)) {
 			next = r.retryAt
 		}
-	}
-	if done {
-		return w.checkpoint(func(cp *driver.ExecutionCheckpoint) {
-			cp.Status, cp.Release, cp.Step, cp.ErrorCode, cp.ErrorMessage, cp.NextRetryAt = driver.ExecutionCompleted, true, "", "", "", nil
-		})
 	}
 	if next.IsZero() {
 		// Nothing runnable and nothing scheduled: cannot happen with a valid DAG; park rather
@@ -289,6 +286,23 @@ func (w *walk) finish() error {
 		cp.Status, cp.Release = driver.ExecutionWaitingForRetry, true
 		cp.NextRetryAt = nil
 		cp.RetryDelay = max(next.Sub(m.engine.Config().Clock()), time.Millisecond)
+	})
+}
+
+// allDone reports whether every step completed or was skipped.
+func (w *walk) allDone() bool {
+	for _, s := range w.m.def.steps {
+		if r := w.f.steps[s.id]; r == nil || !r.done() {
+			return false
+		}
+	}
+	return true
+}
+
+// complete ends the execution COMPLETED with the pending entries.
+func (w *walk) complete() error {
+	return w.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+		cp.Status, cp.Release, cp.Step, cp.ErrorCode, cp.ErrorMessage, cp.NextRetryAt = driver.ExecutionCompleted, true, "", "", "", nil
 	})
 }
 

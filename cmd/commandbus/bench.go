@@ -50,7 +50,7 @@ func newBenchCommand() *cobra.Command {
 		pprof.StopCPUProfile()
 		return profileFile.Close()
 	}
-	cmd.AddCommand(newBenchBusCommand(), newBenchProcessCommand(), newBenchResumeCommand(), newBenchPaymentsCommand(), newBenchRelayCommand(), newBenchKillCommand())
+	cmd.AddCommand(newBenchBusCommand(), newBenchProcessCommand(), newBenchWorkflowCommand(), newBenchResumeCommand(), newBenchPaymentsCommand(), newBenchRelayCommand(), newBenchKillCommand())
 	return cmd
 }
 
@@ -195,6 +195,52 @@ func newBenchProcessCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().IntVar(&cfg.Processes, "processes", 5000, "processes to run")
 	cmd.Flags().IntVar(&cfg.Steps, "steps", 5, "checkpointed steps per process")
+	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 400, "executions run at once")
+	return cmd
+}
+
+func newBenchWorkflowCommand() *cobra.Command {
+	var (
+		url    string
+		keep   bool
+		asJSON bool
+		cfg    bench.WorkflowConfig
+	)
+	cmd := &cobra.Command{
+		Use:   "workflow",
+		Short: "Throughput of workflows: N five-step DAGs (one step, three in parallel, one)",
+		Long: "bench workflow starts --workflows executions (StartMany, run by the pollers) of a workflow whose DAG\n" +
+			"is one step, then three in parallel, then one, all local no-ops, each step checkpointed durably,\n" +
+			"and measures until all are COMPLETED. It reports workflows/s and steps/s.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			db, err := benchDatabase(ctx, url, keep, 24, logger)
+			if err != nil {
+				return err
+			}
+			defer db.close()
+			cfg.Logger = logger
+			if !asJSON {
+				cfg.Progress = cmd.ErrOrStderr()
+			}
+			res, err := bench.RunWorkflow(ctx, db, cfg)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d workflows of %s in %.2fs = %.0f workflows/s (%.0f steps/s; concurrency %d)\n",
+				res.Driver, res.Workflows, res.Shape, res.ElapsedS, res.WorkflowsPerS, res.StepsPerS, res.Config.Concurrency)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "database", os.Getenv("COMMANDBUS_DATABASE_URL"), "database URL (postgres://... or sqlite://FILE); empty: a temporary SQLite file")
+	cmd.Flags().BoolVar(&keep, "keep", false, "keep the benchmark schema on PostgreSQL")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
+	cmd.Flags().IntVar(&cfg.Workflows, "workflows", 5000, "workflows to run")
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 400, "executions run at once")
 	return cmd
 }

@@ -173,42 +173,9 @@ func RunProcess(ctx context.Context, drv driver.Driver, cfg ProcessConfig) (*Pro
 			return nil, err
 		}
 	}
-	ticker := time.NewTicker(time.Second)
-	defer ticker.Stop()
-	last := int64(0)
-	for {
-		counts, err := drv.Executor().ExecutionCountByStatus(ctx)
-		if err != nil {
-			return nil, err
-		}
-		done := int64(0)
-		for _, c := range counts {
-			if c.Type == proc.Type() && c.Status == driver.ExecutionCompleted {
-				done = c.Count
-			}
-			if c.Type == proc.Type() && c.Status == driver.ExecutionWaitingForTSQ && c.Count > 0 {
-				return nil, fmt.Errorf("%d benchmark executions went to the troubleshooting queue", c.Count)
-			}
-		}
-		if done >= int64(cfg.Processes) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-ticker.C:
-			if cfg.Progress != nil {
-				fmt.Fprintf(cfg.Progress, "  %6.1fs  %8d/%d completed  %6d/s\n", time.Since(start).Seconds(), done, cfg.Processes, done-last)
-			}
-			last = done
-		case <-time.After(completionPoll):
-		}
-	}
-	elapsed := time.Since(start)
-	if last, err := lastCompletedAt(ctx, drv.Executor(), proc.Type()); err != nil {
+	elapsed, err := waitCompleted(ctx, drv.Executor(), proc.Type(), cfg.Processes, start, cfg.Progress)
+	if err != nil {
 		return nil, err
-	} else if last.After(start) {
-		elapsed = last.Sub(start)
 	}
 	proc.mu.Lock()
 	samples := append([]time.Duration(nil), proc.samples...)
@@ -348,6 +315,50 @@ func RunResume(ctx context.Context, drv driver.Driver, cfg ResumeConfig) (*Resum
 		P50Ms: round(percentile(latencies, 0.50).Seconds()*1000, 2),
 		P99Ms: round(percentile(latencies, 0.99).Seconds()*1000, 2),
 	}, nil
+}
+
+// waitCompleted waits until n executions of typ are COMPLETED, printing progress every second,
+// and returns the time from start to the last completion. It fails if one went to the
+// troubleshooting queue.
+func waitCompleted(ctx context.Context, exec driver.Executor, typ string, n int, start time.Time, progress io.Writer) (time.Duration, error) {
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+	last := int64(0)
+	for {
+		counts, err := exec.ExecutionCountByStatus(ctx)
+		if err != nil {
+			return 0, err
+		}
+		done := int64(0)
+		for _, c := range counts {
+			if c.Type == typ && c.Status == driver.ExecutionCompleted {
+				done = c.Count
+			}
+			if c.Type == typ && c.Status == driver.ExecutionWaitingForTSQ && c.Count > 0 {
+				return 0, fmt.Errorf("%d benchmark executions went to the troubleshooting queue", c.Count)
+			}
+		}
+		if done >= int64(n) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-ticker.C:
+			if progress != nil {
+				fmt.Fprintf(progress, "  %6.1fs  %8d/%d completed  %6d/s\n", time.Since(start).Seconds(), done, n, done-last)
+			}
+			last = done
+		case <-time.After(completionPoll):
+		}
+	}
+	elapsed := time.Since(start)
+	if last, err := lastCompletedAt(ctx, exec, typ); err != nil {
+		return 0, err
+	} else if last.After(start) {
+		elapsed = last.Sub(start)
+	}
+	return elapsed, nil
 }
 
 // completionPoll is how often a benchmark counts finished executions. The count scans the

@@ -1,0 +1,129 @@
+package bench
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"runtime"
+	"time"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/orchestration"
+	"github.com/commandbus/commandbus/workflow"
+)
+
+// WorkflowConfig configures the workflow throughput benchmark.
+type WorkflowConfig struct {
+	// Workflows to run. Default: 5000.
+	Workflows int `json:"workflows"`
+	// Concurrency is how many executions run at once (process.concurrent-executions).
+	// Default: 400.
+	Concurrency int `json:"concurrency"`
+	// StartBatch is how many executions one StartMany call creates. Default: 1000.
+	StartBatch int           `json:"start_batch"`
+	Logger     *slog.Logger  `json:"-"`
+	Progress   io.Writer     `json:"-"`
+	PollEvery  time.Duration `json:"-"`
+}
+
+// WorkflowResult is what the workflow benchmark prints.
+type WorkflowResult struct {
+	Driver        string         `json:"driver"`
+	Workflows     int            `json:"workflows"`
+	Shape         string         `json:"shape"`
+	ElapsedS      float64        `json:"elapsed_s"`
+	WorkflowsPerS float64        `json:"workflows_per_s"`
+	StepsPerS     float64        `json:"steps_per_s"`
+	Config        WorkflowConfig `json:"config"`
+	GoMaxProcs    int            `json:"gomaxprocs"`
+}
+
+// WithDefaults fills unset fields.
+func (c WorkflowConfig) WithDefaults() WorkflowConfig {
+	if c.Workflows == 0 {
+		c.Workflows = 5000
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 400
+	}
+	if c.StartBatch == 0 {
+		c.StartBatch = 1000
+	}
+	if c.PollEvery == 0 {
+		c.PollEvery = 50 * time.Millisecond
+	}
+	return c
+}
+
+// WorkflowShape is the benchmark's DAG: one step, three in parallel, then one; all local no-ops.
+const WorkflowShape = "a → {b, c, d} → e (5 local no-op steps)"
+
+// RunWorkflow starts cfg.Workflows executions of a five-step DAG (StartMany, run by the
+// pollers) and measures until every one is COMPLETED. Each workflow commits its creation and the
+// checkpoints of its steps (the three parallel ones often share one); checkpoints of concurrent
+// executions share commits.
+func RunWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*WorkflowResult, error) {
+	cfg = cfg.WithDefaults()
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	client, err := commandbus.NewClient(drv, &commandbus.Config{
+		Logger: logger,
+		Process: commandbus.ProcessConfig{
+			ConcurrentExecutions: cfg.Concurrency,
+			PendingPollInterval:  commandbus.Duration(cfg.PollEvery),
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	rt, err := orchestration.New(client, orchestration.Config{})
+	if err != nil {
+		return nil, err
+	}
+	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
+	def := workflow.New("BenchWorkflow", 1).
+		Step("a", noop).
+		Step("b", noop, workflow.DependsOn("a")).
+		Step("c", noop, workflow.DependsOn("a")).
+		Step("d", noop, workflow.DependsOn("a")).
+		Step("e", noop, workflow.DependsOn("b", "c", "d"))
+	m, err := workflow.Register(rt, def)
+	if err != nil {
+		return nil, err
+	}
+	if err := client.Start(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = client.Stop(stopCtx)
+	}()
+	start := time.Now()
+	for from := 0; from < cfg.Workflows; from += cfg.StartBatch {
+		inputs := make([]any, min(cfg.StartBatch, cfg.Workflows-from))
+		for i := range inputs {
+			inputs[i] = map[string]int{"n": from + i}
+		}
+		if _, err := m.StartMany(ctx, inputs); err != nil {
+			return nil, err
+		}
+	}
+	elapsed, err := waitCompleted(ctx, drv.Executor(), def.ID(), cfg.Workflows, start, cfg.Progress)
+	if err != nil {
+		return nil, err
+	}
+	return &WorkflowResult{
+		Driver:        drv.Name(),
+		Workflows:     cfg.Workflows,
+		Shape:         WorkflowShape,
+		ElapsedS:      round(elapsed.Seconds(), 3),
+		WorkflowsPerS: round(float64(cfg.Workflows)/elapsed.Seconds(), 0),
+		StepsPerS:     round(float64(cfg.Workflows*5)/elapsed.Seconds(), 0),
+		Config:        cfg,
+		GoMaxProcs:    runtime.GOMAXPROCS(0),
+	}, nil
+}
