@@ -54,6 +54,64 @@ type Operations interface {
 	Skip(ctx context.Context, id uuid.UUID, step string, result json.RawMessage, action commandbus.OperatorAction) error
 }
 
+// Definition describes what a model registered: the execution type, its domain and, for the
+// declarative models, its version, description and topology.
+type Definition struct {
+	Model       string `json:"model"`
+	Type        string `json:"type"`
+	Domain      string `json:"domain"`
+	Version     int    `json:"version,omitempty"`
+	Description string `json:"description,omitempty"`
+	// Topology is the DAG of a declarative model (nil for a process, whose code is its
+	// definition): layers in dependency order, and edges.
+	Topology *Topology `json:"topology,omitempty"`
+}
+
+// Topology is a definition's DAG: layers (every step's dependencies are in earlier layers) and
+// edges.
+type Topology struct {
+	Layers [][]string `json:"layers"`
+	Edges  []Edge     `json:"edges"`
+}
+
+// Edge is a dependency: From must be done before To runs.
+type Edge struct {
+	From string `json:"from"`
+	To   string `json:"to"`
+}
+
+// StartRequest starts an execution from JSON, as the REST API and the CLI do.
+type StartRequest struct {
+	// Input is the execution's input (a process's initial state, a workflow's input).
+	Input json.RawMessage
+	// ID makes the start idempotent: an id that exists is not started again. Zero: a new id.
+	ID          uuid.UUID
+	BusinessKey string
+	TenantID    string
+	// DryRun walks a declarative definition without running any step (refused by models that
+	// cannot).
+	DryRun bool
+}
+
+// Starter is implemented by operations that can start executions from JSON.
+type Starter interface {
+	StartJSON(ctx context.Context, req StartRequest) (uuid.UUID, error)
+}
+
+// Describer is implemented by operations that describe their definition beyond model, type and
+// domain.
+type Describer interface {
+	Describe() Definition
+}
+
+// Describe returns the definition of ops: its own description when it has one.
+func Describe(ops Operations) Definition {
+	if d, ok := ops.(Describer); ok {
+		return d.Describe()
+	}
+	return Definition{Model: ops.Model(), Type: ops.Type(), Domain: ops.Domain()}
+}
+
 // InstanceJSON is an execution with its state left as JSON.
 type InstanceJSON struct {
 	*driver.ExecutionRow

@@ -2,6 +2,7 @@ package orchestration_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
+	"github.com/commandbus/commandbus/workflow"
 )
 
 type greeting struct{ Name string }
@@ -91,5 +93,55 @@ func TestRuntime(t *testing.T) {
 			_, err = orchestration.New(newClient(t, drv), orchestration.Config{})
 			require.NoError(t, err, "another client gets its own runtime")
 		})
+	})
+}
+
+// Every model is described and started from JSON through the runtime, as the REST API and the
+// CLI do it.
+func TestDescribeAndStartJSON(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		client := newClient(t, drv)
+		rt, err := orchestration.New(client, orchestration.Config{})
+		require.NoError(t, err)
+		_, err = process.NewManager(rt, process.Process[greeting](greeter{typ: "greeting"}))
+		require.NoError(t, err)
+		noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
+		_, err = workflow.Register(rt, workflow.New("onboarding", 2).Describe("opens an account").
+			Step("verify", noop).Step("open", noop, workflow.DependsOn("verify")))
+		require.NoError(t, err)
+
+		proc := orchestration.Describe(rt.Operations(process.Model, "greeting"))
+		require.Equal(t, orchestration.Definition{Model: "process", Type: "greeting", Domain: "greetings"}, proc)
+		wf := orchestration.Describe(rt.Operations(workflow.Model, "onboarding"))
+		require.Equal(t, 2, wf.Version)
+		require.Equal(t, "opens an account", wf.Description)
+		require.Equal(t, [][]string{{"verify"}, {"open"}}, wf.Topology.Layers)
+
+		starter := rt.Operations(process.Model, "greeting").(orchestration.Starter)
+		id, err := starter.StartJSON(ctx, orchestration.StartRequest{Input: json.RawMessage(`{"Name":"Ada"}`), BusinessKey: "c-1"})
+		require.NoError(t, err)
+		row, err := drv.Executor().ExecutionGet(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, "c-1", row.BusinessKey)
+		require.JSONEq(t, `{"Name":"Ada"}`, string(row.State))
+
+		var verr *commandbus.ValidationError
+		_, err = starter.StartJSON(ctx, orchestration.StartRequest{Input: json.RawMessage(`{"Nmae":"Ada"}`)})
+		require.ErrorAs(t, err, &verr, "an unknown field is refused")
+		require.Equal(t, "input", verr.Field)
+		_, err = starter.StartJSON(ctx, orchestration.StartRequest{DryRun: true})
+		require.ErrorAs(t, err, &verr)
+		require.Equal(t, "dryRun", verr.Field)
+
+		wstarter := rt.Operations(workflow.Model, "onboarding").(orchestration.Starter)
+		_, err = wstarter.StartJSON(ctx, orchestration.StartRequest{Input: json.RawMessage(`{`)})
+		require.ErrorAs(t, err, &verr)
+		wid, err := wstarter.StartJSON(ctx, orchestration.StartRequest{Input: json.RawMessage(`{"email":"ada@example.com"}`), DryRun: true})
+		require.NoError(t, err)
+		again, err := wstarter.StartJSON(ctx, orchestration.StartRequest{ID: wid})
+		require.NoError(t, err, "a start with an existing id is a no-op")
+		require.Equal(t, wid, again)
 	})
 }

@@ -1,10 +1,13 @@
 package process
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 
 	"github.com/google/uuid"
 
+	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/orchestration"
 )
 
@@ -25,3 +28,33 @@ func (m *Manager[S]) GetJSON(ctx context.Context, id uuid.UUID) (*InstanceJSON, 
 }
 
 var _ Operations = (*Manager[struct{}])(nil)
+
+// StartJSON implements orchestration.Starter: it decodes the input as the process's initial
+// state (unknown fields are refused) and starts the execution for the runtime's pollers. A
+// process has no dry run: its code is its definition.
+func (m *Manager[S]) StartJSON(ctx context.Context, req orchestration.StartRequest) (uuid.UUID, error) {
+	if req.DryRun {
+		return uuid.Nil, &commandbus.ValidationError{Field: "dryRun", Message: "a process cannot be dry-run: its code is its definition"}
+	}
+	var state S
+	if len(req.Input) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(req.Input))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&state); err != nil {
+			return uuid.Nil, &commandbus.ValidationError{Field: "input", Message: err.Error()}
+		}
+	}
+	opts := []StartOption{Deferred()}
+	if req.ID != uuid.Nil {
+		opts = append(opts, WithID(req.ID))
+	}
+	if req.BusinessKey != "" {
+		opts = append(opts, WithBusinessKey(req.BusinessKey))
+	}
+	if req.TenantID != "" {
+		opts = append(opts, WithTenant(req.TenantID))
+	}
+	return m.Start(ctx, state, opts...)
+}
+
+var _ orchestration.Starter = (*Manager[struct{}])(nil)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/orchestration"
 )
 
 // StepFunc is a local step: it gets the step's context (the workflow input, its dependencies'
@@ -181,16 +182,10 @@ var ErrInvalidDefinition = errors.New("workflow: invalid definition")
 
 // Topology is a definition's DAG as computed at registration: layers by Kahn's algorithm, in
 // which every step's dependencies are in earlier layers, and the edges.
-type Topology struct {
-	Layers [][]string `json:"layers"`
-	Edges  []Edge     `json:"edges"`
-}
+type Topology = orchestration.Topology
 
 // Edge is a dependency: From must be done before To runs.
-type Edge struct {
-	From string `json:"from"`
-	To   string `json:"to"`
-}
+type Edge = orchestration.Edge
 
 // validate checks the definition and computes its topology. Each problem is reported once: an
 // empty definition, a step without id or function, a duplicate id, a missing dependency, a

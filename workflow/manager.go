@@ -278,7 +278,36 @@ func (m *Manager) GetJSON(ctx context.Context, id uuid.UUID) (*orchestration.Ins
 	return &orchestration.InstanceJSON{ExecutionRow: inst.ExecutionRow, Log: inst.Log}, nil
 }
 
-var _ orchestration.Operations = (*Manager)(nil)
+// Describe implements orchestration.Describer: the definition with its topology.
+func (m *Manager) Describe() orchestration.Definition {
+	return orchestration.Definition{Model: Model, Type: m.def.id, Domain: m.def.domain, Version: m.def.version,
+		Description: m.def.description, Topology: m.topo}
+}
+
+// StartJSON implements orchestration.Starter.
+func (m *Manager) StartJSON(ctx context.Context, req orchestration.StartRequest) (uuid.UUID, error) {
+	var input any
+	if len(req.Input) > 0 {
+		if !json.Valid(req.Input) {
+			return uuid.Nil, &commandbus.ValidationError{Field: "input", Message: "not valid JSON"}
+		}
+		input = req.Input
+	}
+	opts := []StartOption{WithBusinessKey(req.BusinessKey), WithTenant(req.TenantID)}
+	if req.ID != uuid.Nil {
+		opts = append(opts, WithID(req.ID))
+	}
+	if req.DryRun {
+		opts = append(opts, DryRun())
+	}
+	return m.Start(ctx, input, opts...)
+}
+
+var (
+	_ orchestration.Operations = (*Manager)(nil)
+	_ orchestration.Describer  = (*Manager)(nil)
+	_ orchestration.Starter    = (*Manager)(nil)
+)
 
 // engineRunner is the manager as the execution core's runner.
 type engineRunner struct{ m *Manager }
