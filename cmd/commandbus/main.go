@@ -51,6 +51,7 @@ func newRootCommand() *cobra.Command {
 		newMigrateCommand(),
 		newWorkerCommand(),
 		newTSQCommand(),
+		newExecutionsCommand(),
 		newDLQCommand(),
 		newBenchCommand(),
 		newDemoCommand(),

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -12,7 +11,6 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
 )
@@ -32,23 +30,24 @@ func newTSQProcessesCommand() *cobra.Command {
 	return cmd
 }
 
-// openProcesses opens the database with the reference platform's process managers registered,
-// so executions of its types can be acted on. It starts no workers.
+// openProcesses opens the database with every model of this binary registered on one runtime
+// (the payments platform's processes, the onboarding workflow), so executions of their types can
+// be acted on. It starts no workers.
 func openProcesses(cmd *cobra.Command, db *databaseFlags) (*commandbus.Client, *orchestration.Runtime, func(), error) {
 	database, err := openDatabase(cmd.Context(), db.url, db.schema, 4)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	client, err := commandbus.NewClient(database.Driver, &commandbus.Config{Logger: slog.New(slog.DiscardHandler)})
-	var platform *payments.Platform
+	var rt *orchestration.Runtime
 	if err == nil {
-		platform, err = payments.New(client, payments.Options{DisableSimulator: true})
+		rt, err = registerModels(client)
 	}
 	if err != nil {
 		database.close()
 		return nil, nil, nil, err
 	}
-	return client, platform.Runtime(), database.close, nil
+	return client, rt, database.close, nil
 }
 
 func newTSQProcessesListCommand() *cobra.Command {
@@ -149,73 +148,5 @@ func printExecution(out io.Writer, x *driver.ExecutionRow, log []*driver.Executi
 }
 
 func newTSQProcessesActionCommand(action, short string) *cobra.Command {
-	var db databaseFlags
-	var op commandbus.OperatorAction
-	var compensate bool
-	var state string
-	cmd := &cobra.Command{
-		Use:   action + " ID",
-		Short: short,
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := uuid.Parse(args[0])
-			if err != nil {
-				return fmt.Errorf("execution id: %w", err)
-			}
-			var overrides map[string]any
-			if state != "" {
-				if err := json.Unmarshal([]byte(state), &overrides); err != nil {
-					return fmt.Errorf("--state must be a JSON object: %w", err)
-				}
-			}
-			client, rt, closeDB, err := openProcesses(cmd, &db)
-			if err != nil {
-				return err
-			}
-			defer closeDB()
-			row, err := client.Driver().Executor().ExecutionGet(cmd.Context(), id)
-			if err != nil {
-				return fmt.Errorf("execution %s: %w", id, err)
-			}
-			if action == "complete" {
-				// The same rule as the REST API and the console: a payment is completed by
-				// hand only on evidence that it was made.
-				if err := payments.CheckCompletion(row.Type, overrides); err != nil {
-					return fmt.Errorf("complete %s: %w (pass it with --state)", id, err)
-				}
-			}
-			ops := rt.OperationsFor(row)
-			if ops == nil {
-				return fmt.Errorf("execution %s is a %q, which this binary has no manager for", id, row.Type)
-			}
-			switch action {
-			case "retry":
-				err = ops.Retry(cmd.Context(), id, op)
-			case "cancel":
-				err = ops.CancelOverride(cmd.Context(), id, compensate, op)
-			case "complete":
-				err = ops.CompleteOverride(cmd.Context(), id, overrides, op)
-			}
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", action, id, err)
-			}
-			after, err := client.Driver().Executor().ExecutionGet(cmd.Context(), id)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "execution %s is now %s (by %s: %s)\n", id, after.Status, op.Actor, op.Reason)
-			return nil
-		},
-	}
-	db.register(cmd, "")
-	cmd.Flags().StringVar(&op.Actor, "actor", defaultActor(), "who takes the action (audited)")
-	cmd.Flags().StringVar(&op.Reason, "reason", "", "why (audited; required)")
-	_ = cmd.MarkFlagRequired("reason")
-	switch action {
-	case "cancel":
-		cmd.Flags().BoolVar(&compensate, "compensate", false, "run the compensations of completed steps first")
-	case "complete":
-		cmd.Flags().StringVar(&state, "state", "", "state fields to set first, as a JSON object")
-	}
-	return cmd
+	return newExecutionActionCommand(action, short)
 }

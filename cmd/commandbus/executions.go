@@ -1,0 +1,240 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/spf13/cobra"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/examples/onboarding"
+	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/orchestration"
+)
+
+// registerModels creates the client's runtime with every model this binary runs: the payments
+// platform's processes (its simulator off) and the onboarding workflow.
+func registerModels(client *commandbus.Client) (*orchestration.Runtime, error) {
+	rt, err := orchestration.New(client, orchestration.Config{})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := payments.New(client, payments.Options{Runtime: rt, DisableSimulator: true}); err != nil {
+		return nil, err
+	}
+	if _, err := onboarding.Register(rt); err != nil {
+		return nil, err
+	}
+	return rt, nil
+}
+
+func newExecutionsCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "executions",
+		Short: "List, show, start and act on executions of every model (processes, workflows)",
+		Long: "executions operates any execution by id, whatever its model: list and show them, start one from JSON,\n" +
+			"and retry, cancel, complete or skip a step of one. Every action is audited with --actor and --reason.",
+	}
+	cmd.AddCommand(newExecutionsListCommand(), newExecutionsShowCommand(), newExecutionsStartCommand(),
+		newExecutionActionCommand("retry", "Move an execution out of the troubleshooting queue with a fresh attempt budget"),
+		newExecutionActionCommand("cancel", "Cancel an execution (--compensate runs its compensations first)"),
+		newExecutionActionCommand("complete", "Force-complete an execution (--state sets state fields first)"),
+		newExecutionActionCommand("skip", "Record a failed step as done (--step, --result) and move the execution on"))
+	return cmd
+}
+
+func newExecutionsListCommand() *cobra.Command {
+	var db databaseFlags
+	var asJSON bool
+	var params driver.ExecutionListParams
+	var statuses []string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List executions, newest first",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, s := range statuses {
+				st := driver.ExecutionStatus(strings.ToUpper(s))
+				if !st.Valid() {
+					return fmt.Errorf("--status %q: not an execution status", s)
+				}
+				params.Statuses = append(params.Statuses, st)
+			}
+			if params.Limit < 1 || params.Limit > 1000 {
+				return fmt.Errorf("--limit must be between 1 and 1000")
+			}
+			database, err := openDatabase(cmd.Context(), db.url, db.schema, 2)
+			if err != nil {
+				return err
+			}
+			defer database.close()
+			rows, err := database.Executor().ExecutionList(cmd.Context(), &params)
+			if err != nil {
+				return err
+			}
+			return writeList(cmd.OutOrStdout(), asJSON, rows, "no execution matches",
+				"ID\tMODEL\tTYPE\tSTATUS\tSTEP\tERROR\tUPDATED", func(x *driver.ExecutionRow) string {
+					return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", x.ID, x.Model, x.Type, x.Status, x.Step,
+						truncate(joinNonEmpty(": ", x.ErrorCode, x.ErrorMessage), 50), x.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"))
+				})
+		},
+	}
+	db.register(cmd, "")
+	cmd.Flags().StringVar(&params.Model, "model", "", "only this model (process, workflow)")
+	cmd.Flags().StringVar(&params.Type, "type", "", "only this type")
+	cmd.Flags().StringSliceVar(&statuses, "status", nil, "only these statuses (comma-separated)")
+	cmd.Flags().StringVar(&params.BusinessKey, "business-key", "", "only this business key")
+	cmd.Flags().IntVar(&params.Limit, "limit", 100, "at most this many")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newExecutionsShowCommand() *cobra.Command {
+	cmd := newTSQProcessesShowCommand()
+	cmd.Short = "Show an execution of any model with its state and log"
+	return cmd
+}
+
+func newExecutionsStartCommand() *cobra.Command {
+	var db databaseFlags
+	var input string
+	var req orchestration.StartRequest
+	var id string
+	cmd := &cobra.Command{
+		Use:   "start MODEL TYPE",
+		Short: "Start an execution from JSON input; the running workers or serve instances run it",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if input != "" {
+				if !json.Valid([]byte(input)) {
+					return fmt.Errorf("--input is not valid JSON")
+				}
+				req.Input = json.RawMessage(input)
+			}
+			if id != "" {
+				var err error
+				if req.ID, err = uuid.Parse(id); err != nil {
+					return fmt.Errorf("--id: %w", err)
+				}
+			}
+			_, rt, closeDB, err := openProcesses(cmd, &db)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			ops := rt.Operations(args[0], args[1])
+			if ops == nil {
+				return fmt.Errorf("no %s %q in this binary; known: %s", args[0], args[1], knownDefinitions(rt))
+			}
+			starter, ok := ops.(orchestration.Starter)
+			if !ok {
+				return fmt.Errorf("%s %q cannot be started from JSON", args[0], args[1])
+			}
+			started, err := starter.StartJSON(cmd.Context(), req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "started %s %s: %s\n", args[0], args[1], started)
+			return nil
+		},
+	}
+	db.register(cmd, "")
+	cmd.Flags().StringVar(&input, "input", "", "the input as JSON")
+	cmd.Flags().StringVar(&id, "id", "", "the execution id (starting an existing id does nothing)")
+	cmd.Flags().StringVar(&req.BusinessKey, "business-key", "", "the business key")
+	cmd.Flags().StringVar(&req.TenantID, "tenant", "", "the tenant")
+	cmd.Flags().BoolVar(&req.DryRun, "dry-run", false, "walk a workflow's steps without running any")
+	return cmd
+}
+
+func knownDefinitions(rt *orchestration.Runtime) string {
+	var names []string
+	for _, o := range rt.All() {
+		names = append(names, o.Model()+" "+o.Type())
+	}
+	return strings.Join(names, ", ")
+}
+
+func newExecutionActionCommand(action, short string) *cobra.Command {
+	var db databaseFlags
+	var op commandbus.OperatorAction
+	var compensate bool
+	var state, step, result string
+	cmd := &cobra.Command{
+		Use:   action + " ID",
+		Short: short,
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("execution id: %w", err)
+			}
+			var overrides map[string]any
+			if state != "" {
+				if err := json.Unmarshal([]byte(state), &overrides); err != nil {
+					return fmt.Errorf("--state must be a JSON object: %w", err)
+				}
+			}
+			if result != "" && !json.Valid([]byte(result)) {
+				return fmt.Errorf("--result is not valid JSON")
+			}
+			client, rt, closeDB, err := openProcesses(cmd, &db)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			row, err := client.Driver().Executor().ExecutionGet(cmd.Context(), id)
+			if err != nil {
+				return fmt.Errorf("execution %s: %w", id, err)
+			}
+			if action == "complete" {
+				// The same rule as the REST API and the console: a payment is completed by
+				// hand only on evidence that it was made.
+				if err := payments.CheckCompletion(row.Type, overrides); err != nil {
+					return fmt.Errorf("complete %s: %w (pass it with --state)", id, err)
+				}
+			}
+			ops := rt.OperationsFor(row)
+			if ops == nil {
+				return fmt.Errorf("execution %s is a %s %q, which this binary does not run", id, row.Model, row.Type)
+			}
+			switch action {
+			case "retry":
+				err = ops.Retry(cmd.Context(), id, op)
+			case "cancel":
+				err = ops.CancelOverride(cmd.Context(), id, compensate, op)
+			case "complete":
+				err = ops.CompleteOverride(cmd.Context(), id, overrides, op)
+			case "skip":
+				err = ops.Skip(cmd.Context(), id, step, json.RawMessage(result), op)
+			}
+			if err != nil {
+				return fmt.Errorf("%s %s: %w", action, id, err)
+			}
+			after, err := client.Driver().Executor().ExecutionGet(cmd.Context(), id)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "execution %s is now %s (by %s: %s)\n", id, after.Status, op.Actor, op.Reason)
+			return nil
+		},
+	}
+	db.register(cmd, "")
+	cmd.Flags().StringVar(&op.Actor, "actor", defaultActor(), "who takes the action (audited)")
+	cmd.Flags().StringVar(&op.Reason, "reason", "", "why (audited; required)")
+	_ = cmd.MarkFlagRequired("reason")
+	switch action {
+	case "cancel":
+		cmd.Flags().BoolVar(&compensate, "compensate", false, "run the compensations of completed steps first")
+	case "complete":
+		cmd.Flags().StringVar(&state, "state", "", "state fields to set first, as a JSON object")
+	case "skip":
+		cmd.Flags().StringVar(&step, "step", "", "the failed step to record as done (required)")
+		cmd.Flags().StringVar(&result, "result", "", "the step's result as JSON")
+		_ = cmd.MarkFlagRequired("step")
+	}
+	return cmd
+}
