@@ -154,6 +154,9 @@ type ExecutionInsertParams struct {
 	Lease       time.Duration
 	WorkerID    string
 	Log         []*ExecutionLogEntry // written with the execution (Seq starting at 1)
+	// Attributes are custom search attributes (see ValidateAttribute); one with an empty value
+	// is not stored.
+	Attributes map[string]string
 }
 
 // ExecutionInsertManyParams inserts executions in one round trip.
@@ -280,6 +283,10 @@ type ExecutionCheckpoint struct {
 	Log              []*ExecutionLogEntry
 	// Commands are sent atomically with the checkpoint (a command step's command).
 	Commands []*CommandInsertParams
+	// Attributes sets custom search attributes atomically with the checkpoint: each key is
+	// inserted or overwritten, and a key with an empty value is removed. Keys not named keep
+	// their values.
+	Attributes map[string]string
 }
 
 // ExecutionCheckpointManyParams writes many checkpoints in one transaction.
@@ -315,8 +322,11 @@ type ExecutionListParams struct {
 	TenantID    string
 	BusinessKey string
 	BatchID     uuid.UUID
-	BeforeID    uuid.UUID
-	Limit       int
+	// Attributes keeps executions that have every one of these attributes with exactly this
+	// value (see ValidateAttributeSearch).
+	Attributes map[string]string
+	BeforeID   uuid.UUID
+	Limit      int
 }
 
 // ExecutionDueKind names a time-based check.
@@ -389,4 +399,5 @@ type ExecutionExecutor interface {
 	ExecutionResponseList(ctx context.Context, id uuid.UUID, afterSeq int64) ([]*ExecutionResponseRow, error)
 	ExecutionListDue(ctx context.Context, params *ExecutionListDueParams) ([]*ExecutionRow, error)
 	ExecutionCountByStatus(ctx context.Context) ([]*ExecutionStatusCount, error)
+	ExecutionAttributeExecutor
 }

@@ -48,8 +48,12 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 		deadlines                        = make([]pgtype.Timestamptz, n)
 		leases                           = make([]int64, n)
 		log                              logArrays
+		attrs                            attributeArrays
 	)
 	for i, x := range params.Executions {
+		if err := attrs.add(x.ID, 0, x.Attributes); err != nil {
+			return err
+		}
 		ids[i], batches[i] = pgUUID(x.ID), pgUUID(x.BatchID)
 		models[i], types[i], domains[i] = x.Model, x.Type, x.Domain
 		tenants[i], keys[i], workers[i] = nullString(x.TenantID), nullString(x.BusinessKey), nullString(x.WorkerID)
@@ -66,6 +70,11 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 			log.add(x.ID, 0, entry)
 		}
 	}
+	attrsCTE, attrsArgs := attrs.insertCTE(29)
+	args := []any{ids, models, types, domains, tenants, keys, batches, statuses, states, deadlines,
+		leases, workers, params.Now, log.executionIDs, log.seqs, log.entryTypes, log.names,
+		log.stepStatuses, log.attempts, log.maxAttempts, log.requests, log.responses, log.errorCodes,
+		log.errorMessages, log.actors, log.reasons, log.fences, log.startedAts}
 	_, err := e.db.Exec(ctx, e.d.sql(`
 		WITH n AS (
 			SELECT coalesce($13::timestamptz, now()) AS now
@@ -84,11 +93,8 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 				$7::uuid[], $8::text[], $9::text[], $10::timestamptz[], $11::bigint[], $12::text[])
 				AS i(id, model, type, domain, tenant_id, business_key, batch_id, status, state,
 					deadline_at, lease_us, worker_id), n
-		)`+logInsertSQL(14)+`
-		SELECT 1`), ids, models, types, domains, tenants, keys, batches, statuses, states, deadlines,
-		leases, workers, params.Now, log.executionIDs, log.seqs, log.entryTypes, log.names,
-		log.stepStatuses, log.attempts, log.maxAttempts, log.requests, log.responses, log.errorCodes,
-		log.errorMessages, log.actors, log.reasons, log.fences, log.startedAts)
+		)`+logInsertSQL(14)+attrsCTE+`
+		SELECT 1`), append(args, attrsArgs...)...)
 	return err
 }
 
@@ -162,6 +168,10 @@ func (e *executor) ExecutionList(ctx context.Context, params *driver.ExecutionLi
 	f.equal("tenant_id", params.TenantID)
 	f.equal("business_key", params.BusinessKey)
 	f.equalID("batch_id", params.BatchID)
+	if err := driver.ValidateAttributeSearch(params.Attributes); err != nil {
+		return nil, err
+	}
+	attributesMatch(&f, params.Attributes)
 	f.beforeID(params.BeforeID)
 	query := f.query(`SELECT `+executionCols+` FROM {schema}.execution`, params.Limit)
 	args := f.args
@@ -511,6 +521,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		releases, hasState                        = make([]bool, n), make([]bool, n)
 		log                                       logArrays
 		commands                                  []commandRecord
+		attrs                                     attributeArrays
 	)
 	ts := func(t *time.Time) pgtype.Timestamptz {
 		if t == nil {
@@ -531,6 +542,9 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		for _, entry := range c.Log {
 			log.add(c.ID, c.Fence, entry)
 		}
+		if err := attrs.add(c.ID, c.Fence, c.Attributes); err != nil {
+			return nil, err
+		}
 		for j, cmd := range c.Commands {
 			commands = append(commands, commandRecord{insertRecord: newInsertRecord(j, cmd), Owner: c.ID, OwnerFence: c.Fence})
 		}
@@ -542,14 +556,16 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 	if commands == nil {
 		commandJSON = []byte("[]")
 	}
+	attrsCTE, attrsArgs := attrs.checkpointCTE(37)
 	query := fmt.Sprintf(executionCheckpointSQL,
-		strings.Replace(logInsertSQL(21), "/*applied*/ true", "(l.execution_id, l.fence) IN (SELECT id, fence FROM applied)", 1))
-	rows, err := e.db.Query(ctx, e.d.sql(query), ids, fences, statuses, states, steps, waits, retryAts,
+		strings.Replace(logInsertSQL(21), "/*applied*/ true", "(l.execution_id, l.fence) IN (SELECT id, fence FROM applied)", 1)+attrsCTE)
+	args := []any{ids, fences, statuses, states, steps, waits, retryAts,
 		timeoutAts, delays, timeouts, deadlines, retries, leases, releases, wakeAts, applied, codes,
 		messages, hasState, params.Now,
 		log.executionIDs, log.seqs, log.entryTypes, log.names, log.stepStatuses, log.attempts,
 		log.maxAttempts, log.requests, log.responses, log.errorCodes, log.errorMessages, log.actors,
-		log.reasons, log.fences, log.startedAts, commandJSON)
+		log.reasons, log.fences, log.startedAts, commandJSON}
+	rows, err := e.db.Query(ctx, e.d.sql(query), append(args, attrsArgs...)...)
 	if err != nil {
 		return nil, err
 	}

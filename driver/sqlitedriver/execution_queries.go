@@ -74,6 +74,9 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 			if err := e.insertExecutionLog(ctx, tx, x.ID, x.Log, nowUS); err != nil {
 				return err
 			}
+			if err := e.writeExecutionAttributes(ctx, tx, x.ID, x.Attributes); err != nil {
+				return err
+			}
 		}
 		return nil
 	})
@@ -118,6 +121,10 @@ func (e *executor) ExecutionList(ctx context.Context, params *driver.ExecutionLi
 	f.equal("tenant_id", params.TenantID)
 	f.equal("business_key", params.BusinessKey)
 	f.equalID("batch_id", params.BatchID)
+	if err := driver.ValidateAttributeSearch(params.Attributes); err != nil {
+		return nil, err
+	}
+	attributesMatch(&f, params.Attributes)
 	f.beforeID(params.BeforeID)
 	query := f.query(`SELECT `+executionCols+` FROM {schema}.execution`, params.Limit)
 	rows, err := e.read.QueryContext(ctx, e.d.sql(query), f.args...)
@@ -355,6 +362,9 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 			}
 			applied = append(applied, c.ID)
 			if err := e.insertExecutionLog(ctx, tx, c.ID, c.Log, nowUS); err != nil {
+				return err
+			}
+			if err := e.writeExecutionAttributes(ctx, tx, c.ID, c.Attributes); err != nil {
 				return err
 			}
 			for _, cmd := range c.Commands {
