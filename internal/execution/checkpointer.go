@@ -20,11 +20,15 @@ type checkpointer struct {
 	logger *slog.Logger
 	notify func(ctx context.Context, topics []string)
 	group  *group[*checkpointRequest]
+	// observers, when set, get the observations of applied checkpoints as soon as their commit
+	// returns, before their runners continue.
+	observers *observers
 }
 
 type checkpointRequest struct {
-	cp   *driver.ExecutionCheckpoint
-	done chan error
+	cp       *driver.ExecutionCheckpoint
+	observed *Committed // reported if cp applies; nil without an observer
+	done     chan error
 }
 
 const (
@@ -32,15 +36,16 @@ const (
 	maxConcurrentCheckpoint = 3
 )
 
-func newCheckpointer(exec driver.Executor, now func() *time.Time, logger *slog.Logger, notify func(context.Context, []string)) *checkpointer {
-	c := &checkpointer{exec: exec, now: now, logger: logger, notify: notify}
+func newCheckpointer(exec driver.Executor, now func() *time.Time, logger *slog.Logger, notify func(context.Context, []string), obs *observers) *checkpointer {
+	c := &checkpointer{exec: exec, now: now, logger: logger, notify: notify, observers: obs}
 	c.group = newGroup(maxCheckpointBatch, maxConcurrentCheckpoint, c.flush)
 	return c
 }
 
 // write queues a checkpoint and waits until it is committed (nil), fenced (ErrFenced) or failed.
-func (c *checkpointer) write(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
-	req := &checkpointRequest{cp: cp, done: make(chan error, 1)}
+// observed is handed to the observers if the checkpoint applies.
+func (c *checkpointer) write(ctx context.Context, cp *driver.ExecutionCheckpoint, observed *Committed) error {
+	req := &checkpointRequest{cp: cp, observed: observed, done: make(chan error, 1)}
 	c.group.submit(req)
 	select {
 	case err := <-req.done:
@@ -63,6 +68,15 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 			c.flush([]*checkpointRequest{req})
 		}
 		return
+	}
+	if err == nil && c.observers != nil {
+		var observed []*Committed
+		for _, req := range batch {
+			if applied[req.cp.ID] && req.observed != nil {
+				observed = append(observed, req.observed)
+			}
+		}
+		c.observers.add(observed...)
 	}
 	topics := map[string]struct{}{}
 	for _, req := range batch {

@@ -120,7 +120,11 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	if !cp.Release && cp.Lease == 0 && !now.Before(l.renewAt) {
 		cp.Lease = l.engine.cfg.Lease
 	}
-	if err := l.engine.checkpointer.write(ctx, cp); err != nil {
+	var observed *Committed
+	if l.engine.observers != nil {
+		observed = l.observation(cp, now)
+	}
+	if err := l.engine.checkpointer.write(ctx, cp, observed); err != nil {
 		l.nextSeq -= len(cp.Log)
 		return err
 	}
@@ -153,8 +157,10 @@ func (l *Lease) rememberLog(cp *driver.ExecutionCheckpoint, now time.Time) {
 }
 
 // apply mirrors a committed checkpoint into Row.
-func (l *Lease) apply(cp *driver.ExecutionCheckpoint, now time.Time) {
-	r := l.Row
+func (l *Lease) apply(cp *driver.ExecutionCheckpoint, now time.Time) { applyCheckpoint(l.Row, cp, now) }
+
+// applyCheckpoint mirrors a checkpoint into r.
+func applyCheckpoint(r *driver.ExecutionRow, cp *driver.ExecutionCheckpoint, now time.Time) {
 	r.Status, r.Step, r.CurrentWait, r.Retries = cp.Status, cp.Step, cp.CurrentWait, cp.Retries
 	r.NextRetryAt, r.NextWaitTimeoutAt = cp.NextRetryAt, cp.NextWaitTimeoutAt
 	if cp.RetryDelay > 0 {
