@@ -81,6 +81,9 @@ type Config struct {
 	Clock clock.Clock `yaml:"-"`
 	// Rand draws retry jitter. Default: a randomly seeded source.
 	Rand *rand.Rand `yaml:"-"`
+	// ExecutionObserver, when set, is told about every execution commit of this instance after
+	// it committed (see ExecutionObserver). Default: none.
+	ExecutionObserver ExecutionObserver `yaml:"-"`
 }
 
 // Features are the global capabilities of an instance (seed 001).
