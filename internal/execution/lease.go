@@ -106,6 +106,10 @@ func (l *Lease) Base() *driver.ExecutionCheckpoint {
 // returns when it is committed. It returns ErrFenced when the lease was lost; the caller must
 // then stop without further writes. Log entries get their sequence numbers here.
 func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
+	// An invalid attribute fails this checkpoint alone, before it joins a group commit.
+	if err := driver.ValidateAttributes(cp.Attributes); err != nil {
+		return err
+	}
 	if l.nextSeq == 0 {
 		if _, err := l.Log(ctx); err != nil {
 			return err
