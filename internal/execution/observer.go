@@ -26,7 +26,9 @@ type Committed struct {
 // Observer is told about commits of this instance after they committed. It is called on one
 // goroutine of its own, never on the commit path. Each commit is reported once; an observation is
 // queued the moment its commit returns, before the runner that wrote it goes on, so the commits of
-// one execution arrive in the order they committed. A checkpoint that was fenced out is never
+// one execution arrive in the order they committed (a later commit of it needs a lease taken
+// after this commit and a write of its own: two round trips to the database that the queueing
+// does not wait for, but always outruns in practice). A checkpoint that was fenced out is never
 // reported, nor is anything another instance commits. A slow observer
 // delays only later observations; when DefaultObserverQueue (or Config.ObserverQueue)
 // observations wait, further ones are dropped and counted, with a warning. A panic in the
