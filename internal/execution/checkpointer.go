@@ -20,14 +20,13 @@ type checkpointer struct {
 	logger *slog.Logger
 	notify func(ctx context.Context, topics []string)
 	group  *group[*checkpointRequest]
-	// observers, when set, get the observations of applied checkpoints as soon as their commit
-	// returns, before their runners continue.
+	// observers, when set, get the observations of applied checkpoints.
 	observers *observers
 }
 
 type checkpointRequest struct {
 	cp       *driver.ExecutionCheckpoint
-	observed *Committed // reported if cp applies; nil without an observer
+	observed *observation // delivered if cp applies; nil without an observer
 	done     chan error
 }
 
@@ -45,7 +44,10 @@ func newCheckpointer(exec driver.Executor, now func() *time.Time, logger *slog.L
 // write queues a checkpoint and waits until it is committed (nil), fenced (ErrFenced) or failed.
 // observed is handed to the observers if the checkpoint applies.
 func (c *checkpointer) write(ctx context.Context, cp *driver.ExecutionCheckpoint, observed *Committed) error {
-	req := &checkpointRequest{cp: cp, observed: observed, done: make(chan error, 1)}
+	req := &checkpointRequest{cp: cp, done: make(chan error, 1)}
+	if observed != nil && c.observers != nil {
+		req.observed = c.observers.reserve(observed)
+	}
 	c.group.submit(req)
 	select {
 	case err := <-req.done:
@@ -69,14 +71,8 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 		}
 		return
 	}
-	if err == nil && c.observers != nil {
-		var observed []*Committed
-		for _, req := range batch {
-			if applied[req.cp.ID] && req.observed != nil {
-				observed = append(observed, req.observed)
-			}
-		}
-		c.observers.add(observed...)
+	for _, req := range batch {
+		req.observed.resolve(err == nil && applied[req.cp.ID])
 	}
 	topics := map[string]struct{}{}
 	for _, req := range batch {

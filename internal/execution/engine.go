@@ -398,17 +398,18 @@ func (e *Engine) AcquireLoad(ctx context.Context, id uuid.UUID) (*Lease, error) 
 func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInsertParams) ([]*Lease, error) {
 	now := e.cfg.Now()
 	created := e.cfg.Clock()
-	var observed []*Committed
+	var observed []*observation
 	if e.observers != nil {
 		for _, x := range executions {
-			observed = append(observed, insertedObservation(x, created))
+			observed = append(observed, e.observers.reserve(insertedObservation(x, created)))
 		}
 	}
-	if err := e.cfg.Exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: executions, Now: now}); err != nil {
-		return nil, err
+	err := e.cfg.Exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: executions, Now: now})
+	for _, ob := range observed {
+		ob.resolve(err == nil)
 	}
-	if e.observers != nil {
-		e.observers.add(observed...)
+	if err != nil {
+		return nil, err
 	}
 	leases := make([]*Lease, len(executions))
 	pending := false

@@ -25,10 +25,8 @@ type Committed struct {
 
 // Observer is told about commits of this instance after they committed. It is called on one
 // goroutine of its own, never on the commit path. Each commit is reported once; an observation is
-// queued the moment its commit returns, before the runner that wrote it goes on, so the commits of
-// one execution arrive in the order they committed (a later commit of it needs a lease taken
-// after this commit and a write of its own: two round trips to the database that the queueing
-// does not wait for, but always outruns in practice). A checkpoint that was fenced out is never
+// queued before its write is sent and delivered once the write committed, so the commits of one
+// execution arrive in the order they committed. A checkpoint that was fenced out is never
 // reported, nor is anything another instance commits. A slow observer
 // delays only later observations; when DefaultObserverQueue (or Config.ObserverQueue)
 // observations wait, further ones are dropped and counted, with a warning. A panic in the
@@ -43,13 +41,16 @@ const DefaultObserverQueue = 10_000
 
 // observers delivers observations to an Observer on one goroutine, started when observations
 // arrive and ended when none wait, so an engine that is never started or stopped leaks nothing.
+// A write takes its place in the queue before it is sent to the database and is delivered, in
+// that place, once it is known to have committed: whatever follows a commit causally (a later
+// checkpoint of the same execution) queues behind it.
 type observers struct {
 	fn     Observer
 	max    int
 	logger *slog.Logger
 
 	mu       sync.Mutex
-	queue    []*Committed
+	queue    []*observation
 	running  bool
 	idle     chan struct{} // closed when the goroutine ends; replaced when it starts again
 	dropping bool          // a warning was logged for the drops since the queue last emptied
@@ -66,27 +67,41 @@ func newObservers(fn Observer, max int, logger *slog.Logger) *observers {
 	return &observers{fn: fn, max: max, logger: logger, idle: idle}
 }
 
-// add queues observations without blocking; those that do not fit are dropped.
-func (o *observers) add(cs ...*Committed) {
+// observation is a place in the queue, delivered if its write commits.
+type observation struct {
+	c         *Committed
+	committed chan bool // receives once whether the write committed
+}
+
+// resolve tells the queue whether the write committed; a nil (dropped) observation ignores it.
+func (ob *observation) resolve(committed bool) {
+	if ob != nil {
+		ob.committed <- committed
+	}
+}
+
+// reserve queues c without blocking, to be delivered once resolved as committed. It returns nil
+// (dropped, counted) when the queue is full.
+func (o *observers) reserve(c *Committed) *observation {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, c := range cs {
-		if len(o.queue) >= o.max {
-			total := o.dropped.Add(1)
-			if !o.dropping {
-				o.dropping = true
-				o.logger.Warn("the execution observer is too slow; dropping observations",
-					"queued", len(o.queue), "dropped_total", total)
-			}
-			continue
+	if len(o.queue) >= o.max {
+		total := o.dropped.Add(1)
+		if !o.dropping {
+			o.dropping = true
+			o.logger.Warn("the execution observer is too slow; dropping observations",
+				"queued", len(o.queue), "dropped_total", total)
 		}
-		o.queue = append(o.queue, c)
+		return nil
 	}
-	if !o.running && len(o.queue) > 0 {
+	ob := &observation{c: c, committed: make(chan bool, 1)}
+	o.queue = append(o.queue, ob)
+	if !o.running {
 		o.running = true
 		o.idle = make(chan struct{})
 		go o.deliver(o.idle)
 	}
+	return ob
 }
 
 func (o *observers) deliver(idle chan struct{}) {
@@ -105,8 +120,10 @@ func (o *observers) deliver(idle chan struct{}) {
 			return
 		}
 		o.mu.Unlock()
-		for _, c := range batch {
-			o.call(c)
+		for _, ob := range batch {
+			if <-ob.committed {
+				o.call(ob.c)
+			}
 		}
 	}
 }

@@ -95,6 +95,12 @@ func newParams(typ string, lease time.Duration) *driver.ExecutionInsertParams {
 	}
 }
 
+func newParamsWithID(id uuid.UUID) *driver.ExecutionInsertParams {
+	p := newParams("T", 0)
+	p.ID = id
+	return p
+}
+
 // TestObserverSeesEveryCommitOnceInOrder runs executions through the pollers: the observer sees
 // each one's insert, both steps and its completion, once each and in order.
 func TestObserverSeesEveryCommitOnceInOrder(t *testing.T) {
@@ -153,7 +159,7 @@ func TestObserverSeesEveryCommitOnceInOrder(t *testing.T) {
 }
 
 // TestObserverSkipsFencedCheckpoints checkpoints through a lease another runner took over: the
-// checkpoint is fenced and the observer never hears of it.
+// checkpoint is fenced and the observer never hears of it, nor of an insert that failed.
 func TestObserverSkipsFencedCheckpoints(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		ctx := context.Background()
@@ -174,6 +180,9 @@ func TestObserverSkipsFencedCheckpoints(t *testing.T) {
 		cp.Status, cp.Step = driver.ExecutionExecuting, "a"
 		cp.Log = []*driver.ExecutionLogEntry{{EntryType: "STEP", Name: "a", StepStatus: "COMPLETED"}}
 		require.ErrorIs(t, leases[0].Checkpoint(ctx, cp), ErrFenced)
+		// An insert that fails is not reported either.
+		_, err = e.Insert(ctx, []*driver.ExecutionInsertParams{newParamsWithID(p.ID)})
+		require.Error(t, err, "the id exists")
 
 		// Observations arrive in order on one goroutine: once a later insert is seen, a report of
 		// the fenced checkpoint would have arrived before it.
@@ -181,7 +190,7 @@ func TestObserverSkipsFencedCheckpoints(t *testing.T) {
 		_, err = e.Insert(ctx, []*driver.ExecutionInsertParams{marker})
 		require.NoError(t, err)
 		rec.await(t, marker.ID)
-		require.Len(t, rec.of(p.ID), 1, "only the insert of the fenced execution is reported")
+		require.Len(t, rec.of(p.ID), 1, "only the first insert of the fenced execution is reported")
 		e.observers.wait(ctx)
 	})
 }
