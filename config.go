@@ -81,6 +81,9 @@ type Config struct {
 	Clock clock.Clock `yaml:"-"`
 	// Rand draws retry jitter. Default: a randomly seeded source.
 	Rand *rand.Rand `yaml:"-"`
+	// ExecutionObserver, when set, is told about every execution commit of this instance after
+	// it committed (see ExecutionObserver). Default: none.
+	ExecutionObserver ExecutionObserver `yaml:"-"`
 }
 
 // Features are the global capabilities of an instance (seed 001).
@@ -291,6 +294,13 @@ type ProcessConfig struct {
 	// resuming one reads only the log entries added since it let go. Default (0): 10,000; -1
 	// turns the cache off.
 	LogCache int `yaml:"log-cache"`
+	// Retention is how long an ended execution (COMPLETED, COMPENSATED, CANCELLED, FAILED) is
+	// kept after it ended. Older ones are deleted with their log, responses and search
+	// attributes by the client's maintenance, in batches of 500 executions per transaction.
+	// Default (0): executions are kept forever; deleting history is a choice to make.
+	Retention Duration `yaml:"retention"`
+	// RetentionInterval is how often the retention runs, when Retention is set. Default: 5m.
+	RetentionInterval Duration `yaml:"retention-interval"`
 	// Types holds overrides per process type. An entry may also be written directly under
 	// process, as seed 000 does (process.PaymentStep.default-wait-timeout), unless its name is one
 	// of the keys above; writing one type both ways is a problem.
@@ -423,6 +433,7 @@ func (c *Config) WithDefaults() *Config {
 	orDuration(&p.DeadlineCheckInterval, time.Minute)
 	orDuration(&p.DefaultWaitTimeout, time.Hour)
 	orDuration(&p.ExecutionLease, 30*time.Second)
+	orDuration(&p.RetentionInterval, 5*time.Minute)
 	if p.ConcurrentExecutions == 0 {
 		p.ConcurrentExecutions = 50
 	}
@@ -668,6 +679,7 @@ func (c *Config) Validate() error {
 		{"pending-poll-interval", p.PendingPollInterval}, {"retry-poll-interval", p.RetryPollInterval},
 		{"timeout-check-interval", p.TimeoutCheckInterval}, {"deadline-check-interval", p.DeadlineCheckInterval},
 		{"default-wait-timeout", p.DefaultWaitTimeout}, {"execution-lease", p.ExecutionLease},
+		{"retention-interval", p.RetentionInterval},
 	} {
 		if kv.d.Std() <= 0 {
 			add("process.%s: must be positive, got %s", kv.key, kv.d)
@@ -675,6 +687,9 @@ func (c *Config) Validate() error {
 	}
 	if p.ConcurrentExecutions < 1 {
 		add("process.concurrent-executions: must be at least 1, got %d", p.ConcurrentExecutions)
+	}
+	if p.Retention < 0 {
+		add("process.retention: must be 0 (keep forever) or positive, got %s", p.Retention)
 	}
 	if p.LogCache < -1 {
 		add("process.log-cache: must be -1 (off), 0 (the default) or a number of executions, got %d", p.LogCache)

@@ -166,6 +166,8 @@ process:
   default-wait-timeout: PT2H
   execution-lease: PT30S
   concurrent-executions: 20
+  retention: P30D
+  retention-interval: 10m
   types:
     payment:
       default-wait-timeout: P1D
@@ -208,6 +210,8 @@ shutdown-timeout: PT45S
 		DefaultWaitTimeout:    Duration(2 * time.Hour),
 		ExecutionLease:        Duration(30 * time.Second),
 		ConcurrentExecutions:  20,
+		Retention:             Duration(30 * 24 * time.Hour),
+		RetentionInterval:     Duration(10 * time.Minute),
 		Types: map[string]*ProcessTypeConfig{
 			"payment": {DefaultWaitTimeout: Duration(24 * time.Hour), DeadlineAction: "COMPENSATE"},
 		},
@@ -428,6 +432,16 @@ func TestParseConfigFileProblems(t *testing.T) {
 			name:    "negative log cache",
 			yaml:    "process:\n  log-cache: -5\n",
 			wantErr: "process.log-cache: must be -1 (off), 0 (the default) or a number of executions, got -5",
+		},
+		{
+			name:    "negative execution retention",
+			yaml:    "process:\n  retention: -1h\n",
+			wantErr: `process.retention: duration "-1h" must not be negative`,
+		},
+		{
+			name:    "negative retention interval",
+			yaml:    "process:\n  retention-interval: -1s\n",
+			wantErr: `process.retention-interval: duration "-1s" must not be negative`,
 		},
 	}
 	for _, tt := range tests {

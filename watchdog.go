@@ -10,8 +10,9 @@ import (
 	"github.com/commandbus/commandbus/internal/maintenance"
 )
 
-// newMaintenance builds the client's upkeep: the watchdog, the dead-letter depth gauge, and
-// outbox and inbox retention when a broker is configured.
+// newMaintenance builds the client's upkeep: the watchdog, the dead-letter depth gauge, outbox
+// and inbox retention when a broker is configured, and execution retention when
+// process.retention is set.
 func (c *Client) newMaintenance() *maintenance.Runner {
 	tasks := []maintenance.Task{{Name: "dlq-depth", Interval: 10 * time.Second, Run: c.refreshDLQDepth}}
 	if len(c.brokeredDomains()) > 0 || len(c.workers) > 0 {
@@ -22,6 +23,12 @@ func (c *Client) newMaintenance() *maintenance.Runner {
 	}
 	if c.routing.any {
 		tasks = append(tasks, maintenance.Task{Name: "retention", Interval: time.Minute, Run: c.purgeMessaging})
+	}
+	if retention := c.config.Process.Retention.Std(); retention > 0 {
+		tasks = append(tasks, maintenance.ExecutionRetention{
+			Exec: c.exec, Retention: retention, Interval: c.config.Process.RetentionInterval.Std(),
+			Now: c.Now, Logger: c.logger,
+		}.Task())
 	}
 	return maintenance.New(c.logger, tasks...)
 }

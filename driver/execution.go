@@ -174,6 +174,9 @@ type ExecutionInsertParams struct {
 	// Traceparent is the W3C trace context of the starting request. A child or successor
 	// inserted by a checkpoint inherits the checkpointing execution's when it is empty.
 	Traceparent string
+	// Attributes are custom search attributes (see ValidateAttribute); one with an empty value
+	// is not stored.
+	Attributes map[string]string
 }
 
 // ExecutionInsertManyParams inserts executions in one round trip. Executions whose id exists
@@ -302,6 +305,10 @@ type ExecutionCheckpoint struct {
 	Log              []*ExecutionLogEntry
 	// Commands are sent atomically with the checkpoint (a command step's command).
 	Commands []*CommandInsertParams
+	// Attributes sets custom search attributes atomically with the checkpoint: each key is
+	// inserted or overwritten, and a key with an empty value is removed. Keys not named keep
+	// their values.
+	Attributes map[string]string
 	// Children are executions started by this one, inserted idempotently (an existing id is left
 	// alone) with the checkpoint, PENDING, with this execution as parent and its root as root.
 	// When a child ends, its parent receives the response ChildResponseName(child) with a
@@ -418,8 +425,11 @@ type ExecutionListParams struct {
 	BatchID     uuid.UUID
 	// ParentID lists the children of one execution.
 	ParentID uuid.UUID
-	BeforeID uuid.UUID
-	Limit    int
+	// Attributes keeps executions that have every one of these attributes with exactly this
+	// value (see ValidateAttributeSearch).
+	Attributes map[string]string
+	BeforeID   uuid.UUID
+	Limit      int
 }
 
 // ExecutionDueKind names a time-based check.
@@ -498,4 +508,5 @@ type ExecutionExecutor interface {
 	ExecutionResponseList(ctx context.Context, id uuid.UUID, afterSeq int64) ([]*ExecutionResponseRow, error)
 	ExecutionListDue(ctx context.Context, params *ExecutionListDueParams) ([]*ExecutionRow, error)
 	ExecutionCountByStatus(ctx context.Context) ([]*ExecutionStatusCount, error)
+	ExecutionAttributeExecutor
 }

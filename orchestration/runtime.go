@@ -112,10 +112,11 @@ func Describe(ops Operations) Definition {
 	return Definition{Model: ops.Model(), Type: ops.Type(), Domain: ops.Domain()}
 }
 
-// InstanceJSON is an execution with its state left as JSON.
+// InstanceJSON is an execution with its state left as JSON, its log and its search attributes.
 type InstanceJSON struct {
 	*driver.ExecutionRow
-	Log []*driver.ExecutionLogEntry `json:"log"`
+	Log        []*driver.ExecutionLogEntry `json:"log"`
+	Attributes map[string]string           `json:"attributes,omitempty"`
 }
 
 // Config tunes a runtime. Zero fields take the client's configuration (its process.* keys).
@@ -193,6 +194,7 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		TimeoutCheckInterval:  ccfg.Process.TimeoutCheckInterval.Std(),
 		DeadlineCheckInterval: ccfg.Process.DeadlineCheckInterval.Std(),
 		Wake:                  wake,
+		Observer:              observerOf(ccfg.ExecutionObserver),
 		Notify: func(ctx context.Context, topics []string) {
 			if err := drv.Executor().Notify(ctx, topics); err != nil {
 				client.Logger().Warn("notifying command queues failed; they will poll", "error", err)

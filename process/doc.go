@@ -50,4 +50,8 @@
 //     failures, exhausted retries, timed-out waits and deadlines (by the configured action) go
 //     to the troubleshooting queue, where Retry, CancelOverride, CompleteOverride and Skip act,
 //     each audited with actor and reason.
+//   - Search attributes (WithAttributes at start, Execution.SetAttribute from the code) are short
+//     key/value pairs written with the checkpoints; List finds executions by them
+//     (ListParams.Attributes) and Get returns them. With process.retention set, ended executions
+//     are deleted with their log and attributes once older than the retention.
 package process

@@ -81,6 +81,8 @@ type Execution[S any] struct {
 	// pending holds log entries and commands for the next checkpoint.
 	pendingLog      []*driver.ExecutionLogEntry
 	pendingCommands []*driver.CommandInsertParams
+	// pendingAttributes are search attributes set since the last checkpoint.
+	pendingAttributes map[string]string
 
 	// collectOnly replays to collect compensations and stops at the first new step.
 	collectOnly bool
@@ -147,6 +149,21 @@ func (x *Execution[S]) Send(domain string, args commandbus.CommandArgs, opts *co
 		return err
 	}
 	x.pendingCommands = append(x.pendingCommands, cmd)
+	return nil
+}
+
+// SetAttribute sets a custom search attribute of the execution, written with its next
+// checkpoint (the next step's, a wait's, or its end's); an empty value removes the attribute.
+// Keys are 1 to 64 letters, digits, '_', '.' or '-'; values at most 1024 bytes. Execute runs again
+// on replay, so calling it again with the same value is harmless.
+func (x *Execution[S]) SetAttribute(key, value string) error {
+	if err := driver.ValidateAttribute(key, value); err != nil {
+		return fmt.Errorf("process: SetAttribute: %w", err)
+	}
+	if x.pendingAttributes == nil {
+		x.pendingAttributes = map[string]string{}
+	}
+	x.pendingAttributes[key] = value
 	return nil
 }
 
@@ -262,12 +279,13 @@ func (x *Execution[S]) checkpoint(change func(cp *driver.ExecutionCheckpoint)) e
 	cp.State = state
 	cp.Log = x.pendingLog
 	cp.Commands = x.pendingCommands
+	cp.Attributes = x.pendingAttributes
 	cp.ErrorCode, cp.ErrorMessage = "", ""
 	change(cp)
 	if err := x.lease.Checkpoint(x.ctx, cp); err != nil {
 		return err
 	}
-	x.pendingLog, x.pendingCommands = nil, nil
+	x.pendingLog, x.pendingCommands, x.pendingAttributes = nil, nil, nil
 	x.dirty = false
 	return nil
 }

@@ -98,6 +98,7 @@ type startOptions struct {
 	tenantID    string
 	batchID     uuid.UUID
 	deadline    *time.Time
+	attributes  map[string]string
 	tx          any
 }
 
@@ -132,6 +133,21 @@ func WithBatch(id uuid.UUID) StartOption { return func(o *startOptions) { o.batc
 
 // WithDeadline sets the process deadline: past it, the deadline action applies.
 func WithDeadline(t time.Time) StartOption { return func(o *startOptions) { o.deadline = &t } }
+
+// WithAttributes sets custom search attributes of the execution (of every execution of
+// StartBatch): short key/value pairs to find it by with ListParams.Attributes. Keys are 1 to 64
+// letters, digits, '_', '.' or '-'; values at most 1024 bytes; an empty value is not stored.
+// Later options add to earlier ones. A step changes them with Execution.SetAttribute.
+func WithAttributes(attrs map[string]string) StartOption {
+	return func(o *startOptions) {
+		if o.attributes == nil {
+			o.attributes = make(map[string]string, len(attrs))
+		}
+		for k, v := range attrs {
+			o.attributes[k] = v
+		}
+	}
+}
 
 // Start creates an execution with the initial state and, by default, runs it in the caller's
 // goroutine until it completes, waits for a response or schedules a retry. It returns the
@@ -178,6 +194,9 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 	if o.keys != nil && len(o.keys) != len(states) {
 		return nil, fmt.Errorf("process: WithBusinessKeys has %d keys for %d states", len(o.keys), len(states))
 	}
+	if err := driver.ValidateAttributes(o.attributes); err != nil {
+		return nil, fmt.Errorf("process: WithAttributes: %w", err)
+	}
 	params := make([]*driver.ExecutionInsertParams, len(states))
 	ids := make([]uuid.UUID, len(states))
 	// The starting request's trace context is the execution's: its commands carry it.
@@ -205,7 +224,7 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 		params[i] = &driver.ExecutionInsertParams{
 			ID: id, Model: Model, Type: m.typ, Domain: m.domain, TenantID: o.tenantID,
 			BusinessKey: businessKey, BatchID: o.batchID, State: encoded, DeadlineAt: o.deadline,
-			WorkerID: m.client.Config().WorkerID, Traceparent: traceparent,
+			WorkerID: m.client.Config().WorkerID, Traceparent: traceparent, Attributes: o.attributes,
 			Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: entryLifecycle, Name: "created", StepStatus: statusProcessCreated,
 				Actor: "process:" + m.typ, Response: marshalOrNil(createdEntry{BusinessKey: businessKey, Deferred: deferred})}},
 		}
@@ -234,11 +253,13 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 }
 
 // Instance is an execution of this process as stored: its row, decoded state and, from Get, its
-// log.
+// log and search attributes.
 type Instance[S any] struct {
 	*driver.ExecutionRow
 	State S
 	Log   []*driver.ExecutionLogEntry
+	// Attributes are the execution's custom search attributes (Get only; nil from List).
+	Attributes map[string]string
 }
 
 // Get returns an execution with its state and log, or commandbus.ErrNotFound.
@@ -258,6 +279,9 @@ func (m *Manager[S]) Get(ctx context.Context, id uuid.UUID) (*Instance[S], error
 	if inst.Log, err = exec.ExecutionLogList(ctx, id); err != nil {
 		return nil, err
 	}
+	if inst.Attributes, err = exec.ExecutionAttributes(ctx, id); err != nil {
+		return nil, err
+	}
 	return inst, nil
 }
 
@@ -267,15 +291,19 @@ type ListParams struct {
 	BusinessKey string
 	TenantID    string
 	BatchID     uuid.UUID
-	BeforeID    uuid.UUID
-	Limit       int
+	// Attributes keeps executions that have every one of these search attributes with exactly
+	// this value.
+	Attributes map[string]string
+	BeforeID   uuid.UUID
+	Limit      int
 }
 
 // List returns executions of this process type, newest first.
 func (m *Manager[S]) List(ctx context.Context, params ListParams) ([]*Instance[S], error) {
 	rows, err := m.engine.Exec().ExecutionList(ctx, &driver.ExecutionListParams{
 		Statuses: params.Statuses, Model: Model, Type: m.typ, BusinessKey: params.BusinessKey,
-		TenantID: params.TenantID, BatchID: params.BatchID, BeforeID: params.BeforeID, Limit: params.Limit,
+		TenantID: params.TenantID, BatchID: params.BatchID, Attributes: params.Attributes,
+		BeforeID: params.BeforeID, Limit: params.Limit,
 	})
 	if err != nil {
 		return nil, err

@@ -24,7 +24,7 @@ func (m *Manager[S]) GetJSON(ctx context.Context, id uuid.UUID) (*InstanceJSON, 
 	if err != nil {
 		return nil, err
 	}
-	return &InstanceJSON{ExecutionRow: inst.ExecutionRow, Log: inst.Log}, nil
+	return &InstanceJSON{ExecutionRow: inst.ExecutionRow, Log: inst.Log, Attributes: inst.Attributes}, nil
 }
 
 var _ Operations = (*Manager[struct{}])(nil)

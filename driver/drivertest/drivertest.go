@@ -65,6 +65,8 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"ExecutionListDue", exerciseExecutionListDue},
 		{"ExecutionCountByStatus", exerciseExecutionCountByStatus},
 		{"ExecutionChildren", exerciseExecutionChildren},
+		{"ExecutionAttributes", exerciseExecutionAttributes},
+		{"ExecutionDeleteExpired", exerciseExecutionDeleteExpired},
 		{"Outbox", exerciseOutbox},
 		{"Inbox", exerciseInbox},
 		{"DLQ", exerciseDLQ},

@@ -72,10 +72,17 @@ const executionInsertSQL = `
 		RETURNING id
 	)`
 
-// executionInsertTailSQL ends executionInsertSQL: the log entries (parameters from $19) of the
-// executions inserted, and the inserted ids in input order.
-var executionInsertTailSQL = strings.Replace(logInsertSQL(19), "/*applied*/ true", "l.execution_id IN (SELECT id FROM ins)", 1) + `
+// executionInsertLogSQL follows executionInsertSQL: the log entries (parameters from $19) of the
+// executions inserted.
+var executionInsertLogSQL = strings.Replace(logInsertSQL(19), "/*applied*/ true", "l.execution_id IN (SELECT id FROM ins)", 1)
+
+// executionInsertSelectSQL ends the insert: the inserted ids in input order.
+const executionInsertSelectSQL = `
 	SELECT i.id FROM i WHERE i.id IN (SELECT id FROM ins) ORDER BY i.ord`
+
+// executionInsertAttrsParam is the first parameter of the attributes of new executions, after
+// executionInsertSQL's 18 and the log's 15.
+const executionInsertAttrsParam = 34
 
 // insertArrays holds executions to insert as parallel arrays for executionInsertSQL.
 type insertArrays struct {
@@ -86,10 +93,15 @@ type insertArrays struct {
 	deadlines                            []pgtype.Timestamptz
 	leases, ownerFences                  []int64
 	log                                  logArrays
+	attrs                                attributeArrays
 }
 
-// add appends an execution; owner and relation are zero for a top-level insert.
-func (a *insertArrays) add(x *driver.ExecutionInsertParams, owner uuid.UUID, ownerFence int64, relation string) {
+// add appends an execution; owner and relation are zero for a top-level insert. It fails on an
+// invalid attribute.
+func (a *insertArrays) add(x *driver.ExecutionInsertParams, owner uuid.UUID, ownerFence int64, relation string) error {
+	if err := a.attrs.add(x.ID, 0, x.Attributes); err != nil {
+		return err
+	}
 	a.ids, a.batches = append(a.ids, pgUUID(x.ID)), append(a.batches, pgUUID(x.BatchID))
 	a.parents, a.roots, a.owners = append(a.parents, pgUUID(x.ParentID)), append(a.roots, pgUUID(x.RootID)), append(a.owners, pgUUID(owner))
 	a.models, a.types, a.domains = append(a.models, x.Model), append(a.types, x.Type), append(a.domains, x.Domain)
@@ -106,18 +118,26 @@ func (a *insertArrays) add(x *driver.ExecutionInsertParams, owner uuid.UUID, own
 	for _, entry := range x.Log {
 		a.log.add(x.ID, 0, entry)
 	}
+	return nil
 }
 
 func (a *insertArrays) empty() bool { return len(a.ids) == 0 }
 
-// args are the parameters of executionInsertSQL + executionInsertTailSQL.
+// sql is the insert statement: the executions, their log entries and their attributes.
+func (a *insertArrays) sql() string {
+	attrsCTE, _ := a.attrs.insertCTE(executionInsertAttrsParam)
+	return executionInsertSQL + executionInsertLogSQL + attrsCTE + executionInsertSelectSQL
+}
+
+// args are the parameters of sql.
 func (a *insertArrays) args(now any) []any {
 	l := &a.log
-	return []any{a.ids, a.models, a.types, a.domains, a.tenants, a.keys, a.batches, a.states,
+	_, attrsArgs := a.attrs.insertCTE(executionInsertAttrsParam)
+	return append([]any{a.ids, a.models, a.types, a.domains, a.tenants, a.keys, a.batches, a.states,
 		a.deadlines, a.leases, a.workers, a.parents, a.roots, a.traceparents, a.owners, a.ownerFences,
 		a.relations, now, l.executionIDs, l.seqs, l.entryTypes, l.names, l.stepStatuses, l.attempts,
 		l.maxAttempts, l.requests, l.responses, l.errorCodes, l.errorMessages, l.actors, l.reasons,
-		l.fences, l.startedAts}
+		l.fences, l.startedAts}, attrsArgs...)
 }
 
 func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.ExecutionInsertManyParams) ([]uuid.UUID, error) {
@@ -129,10 +149,12 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 	for _, x := range params.Executions {
 		if !seen[x.ID] { // an id given twice is inserted as its first occurrence
 			seen[x.ID] = true
-			a.add(x, uuid.Nil, 0, "")
+			if err := a.add(x, uuid.Nil, 0, ""); err != nil {
+				return nil, err
+			}
 		}
 	}
-	rows, err := e.db.Query(ctx, e.d.sql(executionInsertSQL+executionInsertTailSQL), a.args(params.Now)...)
+	rows, err := e.db.Query(ctx, e.d.sql(a.sql()), a.args(params.Now)...)
 	if err != nil {
 		return nil, err
 	}
@@ -154,12 +176,16 @@ type checkpointFollowUps struct {
 	cancelledFences     []int64
 }
 
-func (f *checkpointFollowUps) add(c *driver.ExecutionCheckpoint) {
+func (f *checkpointFollowUps) add(c *driver.ExecutionCheckpoint) error {
 	for _, child := range c.Children {
-		f.owned.add(child, c.ID, c.Fence, relationChild)
+		if err := f.owned.add(child, c.ID, c.Fence, relationChild); err != nil {
+			return err
+		}
 	}
 	if n := c.ContinueAsNew; n != nil {
-		f.owned.add(n, c.ID, c.Fence, relationSuccessor)
+		if err := f.owned.add(n, c.ID, c.Fence, relationSuccessor); err != nil {
+			return err
+		}
 		f.continuedIDs, f.continuedFences = append(f.continuedIDs, pgUUID(c.ID)), append(f.continuedFences, c.Fence)
 		f.successors, f.continuedAppliedSeq = append(f.successors, pgUUID(n.ID)), append(f.continuedAppliedSeq, c.ResponsesApplied)
 	}
@@ -169,6 +195,7 @@ func (f *checkpointFollowUps) add(c *driver.ExecutionCheckpoint) {
 	if c.Status == driver.ExecutionCancelled {
 		f.cancelledIDs, f.cancelledFences = append(f.cancelledIDs, pgUUID(c.ID)), append(f.cancelledFences, c.Fence)
 	}
+	return nil
 }
 
 func (f *checkpointFollowUps) empty() bool {
@@ -180,7 +207,7 @@ func (f *checkpointFollowUps) empty() bool {
 // moved; ended children answer their parents; cancelled executions cancel their descendants.
 func (f *checkpointFollowUps) queue(e *executor, batch *pgx.Batch, now any) {
 	if !f.owned.empty() {
-		batch.Queue(e.d.sql(executionInsertSQL+executionInsertTailSQL), f.owned.args(now)...)
+		batch.Queue(e.d.sql(f.owned.sql()), f.owned.args(now)...)
 	}
 	if len(f.continuedIDs) > 0 {
 		batch.Queue(e.d.sql(executionContinueLinkSQL), f.continuedIDs, f.continuedFences, f.successors, now)

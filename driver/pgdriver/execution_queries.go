@@ -107,6 +107,10 @@ func (e *executor) ExecutionList(ctx context.Context, params *driver.ExecutionLi
 	f.equal("business_key", params.BusinessKey)
 	f.equalID("batch_id", params.BatchID)
 	f.equalID("parent_id", params.ParentID)
+	if err := driver.ValidateAttributeSearch(params.Attributes); err != nil {
+		return nil, err
+	}
+	attributesMatch(&f, params.Attributes)
 	f.beforeID(params.BeforeID)
 	query := f.query(`SELECT `+executionCols+` FROM {schema}.execution`, params.Limit)
 	args := f.args
@@ -457,6 +461,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		log                                       logArrays
 		commands                                  []commandRecord
 		followUps                                 checkpointFollowUps
+		attrs                                     attributeArrays
 	)
 	ts := func(t *time.Time) pgtype.Timestamptz {
 		if t == nil {
@@ -477,10 +482,15 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		for _, entry := range c.Log {
 			log.add(c.ID, c.Fence, entry)
 		}
+		if err := attrs.add(c.ID, c.Fence, c.Attributes); err != nil {
+			return nil, err
+		}
 		for j, cmd := range c.Commands {
 			commands = append(commands, commandRecord{insertRecord: newInsertRecord(j, cmd), Owner: c.ID, OwnerFence: c.Fence})
 		}
-		followUps.add(c)
+		if err := followUps.add(c); err != nil {
+			return nil, err
+		}
 	}
 	commandJSON, err := json.Marshal(commands)
 	if err != nil {
@@ -489,14 +499,16 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 	if commands == nil {
 		commandJSON = []byte("[]")
 	}
+	attrsCTE, attrsArgs := attrs.checkpointCTE(37)
 	query := fmt.Sprintf(executionCheckpointSQL,
-		strings.Replace(logInsertSQL(21), "/*applied*/ true", "(l.execution_id, l.fence) IN (SELECT id, fence FROM applied)", 1))
+		strings.Replace(logInsertSQL(21), "/*applied*/ true", "(l.execution_id, l.fence) IN (SELECT id, fence FROM applied)", 1)+attrsCTE)
 	args := []any{ids, fences, statuses, states, steps, waits, retryAts,
 		timeoutAts, delays, timeouts, deadlines, retries, leases, releases, wakeAts, applied, codes,
 		messages, hasState, params.Now,
 		log.executionIDs, log.seqs, log.entryTypes, log.names, log.stepStatuses, log.attempts,
 		log.maxAttempts, log.requests, log.responses, log.errorCodes, log.errorMessages, log.actors,
 		log.reasons, log.fences, log.startedAts, commandJSON}
+	args = append(args, attrsArgs...)
 	if followUps.empty() {
 		rows, err := e.db.Query(ctx, e.d.sql(query), args...)
 		if err != nil {

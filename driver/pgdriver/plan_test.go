@@ -138,6 +138,14 @@ func TestPollerQueryPlans(t *testing.T) {
 			_, err := exec.ExecutionList(ctx, &driver.ExecutionListParams{Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Domain: "payments"})
 			return err
 		}, "execution_tsq_idx"},
+		{"execution retention", func() error {
+			_, err := exec.ExecutionDeleteExpired(ctx, &driver.ExecutionDeleteExpiredParams{Before: now, Limit: 500})
+			return err
+		}, "execution_completed_idx"},
+		{"attribute search", func() error {
+			_, err := exec.ExecutionList(ctx, &driver.ExecutionListParams{Attributes: map[string]string{"customer": "c-1"}})
+			return err
+		}, "execution_attribute_search_idx"},
 	} {
 		rec.plan = ""
 		require.ErrorIs(t, tc.run(), errExplained, tc.name)

@@ -115,7 +115,10 @@ func (e *executor) insertExecution(ctx context.Context, tx *sql.Tx, x *driver.Ex
 	if err != nil || n == 0 {
 		return false, err // the id exists: nothing to do
 	}
-	return true, e.insertExecutionLog(ctx, tx, x.ID, x.Log, nowUS)
+	if err := e.insertExecutionLog(ctx, tx, x.ID, x.Log, nowUS); err != nil {
+		return false, err
+	}
+	return true, e.writeExecutionAttributes(ctx, tx, x.ID, x.Attributes)
 }
 
 func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.ExecutionInsertManyParams) ([]uuid.UUID, error) {

@@ -78,6 +78,10 @@ func (e *executor) ExecutionList(ctx context.Context, params *driver.ExecutionLi
 	f.equal("business_key", params.BusinessKey)
 	f.equalID("batch_id", params.BatchID)
 	f.equalID("parent_id", params.ParentID)
+	if err := driver.ValidateAttributeSearch(params.Attributes); err != nil {
+		return nil, err
+	}
+	attributesMatch(&f, params.Attributes)
 	f.beforeID(params.BeforeID)
 	query := f.query(`SELECT `+executionCols+` FROM {schema}.execution`, params.Limit)
 	rows, err := e.read.QueryContext(ctx, e.d.sql(query), f.args...)
@@ -319,6 +323,9 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 				return err
 			}
 			appliedCheckpoints = append(appliedCheckpoints, c)
+			if err := e.writeExecutionAttributes(ctx, tx, c.ID, c.Attributes); err != nil {
+				return err
+			}
 			for _, cmd := range c.Commands {
 				args, err := commandInsertArgs(cmd, now)
 				if err != nil {

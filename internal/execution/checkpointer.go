@@ -20,14 +20,17 @@ type checkpointer struct {
 	logger *slog.Logger
 	notify func(ctx context.Context, topics []string)
 	group  *group[*checkpointRequest]
+	// observers, when set, get the observations of applied checkpoints.
+	observers *observers
 }
 
 type checkpointRequest struct {
 	cp *driver.ExecutionCheckpoint
 	// wake asks for the pending pollers to be notified once the checkpoint applied: it inserted
 	// executions or woke a parent.
-	wake bool
-	done chan error
+	wake     bool
+	observed *observation // delivered if cp applies; nil without an observer
+	done     chan error
 }
 
 const (
@@ -35,16 +38,20 @@ const (
 	maxConcurrentCheckpoint = 3
 )
 
-func newCheckpointer(exec driver.Executor, now func() *time.Time, logger *slog.Logger, notify func(context.Context, []string)) *checkpointer {
-	c := &checkpointer{exec: exec, now: now, logger: logger, notify: notify}
+func newCheckpointer(exec driver.Executor, now func() *time.Time, logger *slog.Logger, notify func(context.Context, []string), obs *observers) *checkpointer {
+	c := &checkpointer{exec: exec, now: now, logger: logger, notify: notify, observers: obs}
 	c.group = newGroup(maxCheckpointBatch, maxConcurrentCheckpoint, c.flush)
 	return c
 }
 
 // write queues a checkpoint and waits until it is committed (nil), fenced (ErrFenced) or failed.
-// With wake, the pending pollers are notified after the commit.
-func (c *checkpointer) write(ctx context.Context, cp *driver.ExecutionCheckpoint, wake bool) error {
+// With wake, the pending pollers are notified after the commit; observed is handed to the
+// observers if the checkpoint applies.
+func (c *checkpointer) write(ctx context.Context, cp *driver.ExecutionCheckpoint, wake bool, observed *Committed) error {
 	req := &checkpointRequest{cp: cp, wake: wake, done: make(chan error, 1)}
+	if observed != nil && c.observers != nil {
+		req.observed = c.observers.reserve(observed)
+	}
 	c.group.submit(req)
 	select {
 	case err := <-req.done:
@@ -67,6 +74,9 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 			c.flush([]*checkpointRequest{req})
 		}
 		return
+	}
+	for _, req := range batch {
+		req.observed.resolve(err == nil && applied[req.cp.ID])
 	}
 	topics := map[string]struct{}{}
 	for _, req := range batch {

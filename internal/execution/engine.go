@@ -66,6 +66,12 @@ type Config struct {
 	// LogCache is how many waiting executions' logs the engine keeps in memory, so resuming one
 	// reads only the entries added since it let go. 0 means DefaultLogCache; negative turns it off.
 	LogCache int
+	// Observer, when set, is told about every checkpoint and insert after it committed (see
+	// Observer).
+	Observer Observer
+	// ObserverQueue is how many observations wait for a slow observer before further ones are
+	// dropped. 0 means DefaultObserverQueue.
+	ObserverQueue int
 }
 
 // WakeTopic is the notification topic that wakes the pending poller.
@@ -77,6 +83,7 @@ type Engine struct {
 	checkpointer *checkpointer
 	acquirer     *acquirer
 	logs         *logCache
+	observers    *observers // nil without an observer
 
 	mu      sync.RWMutex
 	runners map[string]Runner
@@ -107,7 +114,10 @@ func New(cfg Config) *Engine {
 		runners: map[string]Runner{},
 		slots:   make(chan struct{}, cfg.Concurrency),
 	}
-	e.checkpointer = newCheckpointer(cfg.Exec, cfg.Now, cfg.Logger, cfg.Notify)
+	if cfg.Observer != nil {
+		e.observers = newObservers(cfg.Observer, cfg.ObserverQueue, cfg.Logger)
+	}
+	e.checkpointer = newCheckpointer(cfg.Exec, cfg.Now, cfg.Logger, cfg.Notify, e.observers)
 	e.acquirer = newAcquirer(e)
 	e.logs = newLogCache(cfg.LogCache)
 	return e
@@ -194,6 +204,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 	cancel()
 	e.acquirer.group.wait()
 	e.checkpointer.group.wait()
+	if e.observers != nil {
+		e.observers.wait(ctx)
+	}
 	e.base.Stopped()
 	return nil
 }
@@ -386,7 +399,26 @@ func (e *Engine) AcquireLoad(ctx context.Context, id uuid.UUID) (*Lease, error) 
 // ones wake the pollers.
 func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInsertParams) ([]*Lease, error) {
 	now := e.cfg.Now()
+	created := e.cfg.Clock()
+	var observed []*observation
+	if e.observers != nil {
+		for _, x := range executions {
+			observed = append(observed, e.observers.reserve(insertedObservation(x, created)))
+		}
+	}
 	inserted, err := e.cfg.Exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: executions, Now: now})
+	if observed != nil {
+		// Only executions this call created are observed (an id that existed is not), once.
+		created := make(map[uuid.UUID]bool, len(inserted))
+		for _, id := range inserted {
+			created[id] = true
+		}
+		for i, ob := range observed {
+			id := executions[i].ID
+			ob.resolve(err == nil && created[id])
+			created[id] = false
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +428,6 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 	}
 	leases := make([]*Lease, len(executions))
 	pending := false
-	created := e.cfg.Clock()
 	for i, x := range executions {
 		if !isNew[x.ID] {
 			continue

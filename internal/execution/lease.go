@@ -118,6 +118,10 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	if err := cp.Validate(); err != nil {
 		return fmt.Errorf("invalid checkpoint: %w", err)
 	}
+	// An invalid attribute fails this checkpoint alone, before it joins a group commit.
+	if err := driver.ValidateAttributes(cp.Attributes); err != nil {
+		return err
+	}
 	if l.nextSeq == 0 {
 		if _, err := l.Log(ctx); err != nil {
 			return err
@@ -139,7 +143,11 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 		cp.Lease = l.engine.cfg.Lease
 	}
 	wake := len(cp.Children) > 0 || cp.ContinueAsNew != nil || cp.Status.Terminal() && l.Row.ParentID != uuid.Nil
-	if err := l.engine.checkpointer.write(ctx, cp, wake); err != nil {
+	var observed *Committed
+	if l.engine.observers != nil {
+		observed = l.observation(cp, now)
+	}
+	if err := l.engine.checkpointer.write(ctx, cp, wake, observed); err != nil {
 		l.nextSeq -= len(cp.Log)
 		return err
 	}
@@ -201,8 +209,10 @@ func (l *Lease) rememberLog(cp *driver.ExecutionCheckpoint, now time.Time) {
 }
 
 // apply mirrors a committed checkpoint into Row.
-func (l *Lease) apply(cp *driver.ExecutionCheckpoint, now time.Time) {
-	r := l.Row
+func (l *Lease) apply(cp *driver.ExecutionCheckpoint, now time.Time) { applyCheckpoint(l.Row, cp, now) }
+
+// applyCheckpoint mirrors a checkpoint into r.
+func applyCheckpoint(r *driver.ExecutionRow, cp *driver.ExecutionCheckpoint, now time.Time) {
 	r.Status, r.Step, r.CurrentWait, r.Retries = cp.Status, cp.Step, cp.CurrentWait, cp.Retries
 	r.NextRetryAt, r.NextWaitTimeoutAt = cp.NextRetryAt, cp.NextWaitTimeoutAt
 	if cp.RetryDelay > 0 {

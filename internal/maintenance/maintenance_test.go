@@ -14,7 +14,10 @@ import (
 	"github.com/commandbus/commandbus/internal/maintenance"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("github.com/jackc/pgx/v5/pgxpool.(*Pool).backgroundHealthCheck"),
+		goleak.IgnoreTopFunction("database/sql.(*DB).connectionOpener"))
+}
 
 func TestRunnerRunsTasksUntilStopped(t *testing.T) {
 	t.Parallel()
