@@ -280,6 +280,18 @@ type ExecutionCheckpoint struct {
 	Log              []*ExecutionLogEntry
 	// Commands are sent atomically with the checkpoint (a command step's command).
 	Commands []*CommandInsertParams
+
+	// Timers are scheduled, CancelTimers cancelled and FireTimers marked fired (so never due
+	// again) with the checkpoint; only pending timers change. On release the execution's wake_at
+	// becomes the earliest of WakeAt, its pending timers and its open waits' timeouts.
+	Timers       []*TimerParams
+	CancelTimers []string
+	FireTimers   []string
+	// ConsumeSignals marks these pending signals consumed.
+	ConsumeSignals []string
+	// OpenWaits opens waits and CloseWaits closes them (closing an unknown id does nothing).
+	OpenWaits  []*WaitParams
+	CloseWaits []string
 }
 
 // ExecutionCheckpointManyParams writes many checkpoints in one transaction.

@@ -468,11 +468,17 @@ const executionCheckpointSQL = `
 			retries = i.retries,
 			lease_until = CASE WHEN i.release THEN NULL
 				WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond' ELSE e.lease_until END,
+			-- A release wakes the execution at once for responses it did not apply and signals
+			-- that arrived while it ran, else at the earliest of the runner's wake-up, its
+			-- pending timers and its open waits' timeouts.
 			wake_at = CASE
-				WHEN i.release AND e.responses_received > i.responses_applied THEN n.now
-				WHEN i.release THEN i.wake_at
+				WHEN i.release AND (e.responses_received > i.responses_applied OR e.signal_wake) THEN n.now
+				WHEN i.release THEN least(i.wake_at,
+					(SELECT min(t.fire_at) FROM {schema}.execution_timer t WHERE t.execution_id = e.id AND t.status = 'PENDING'),
+					(SELECT min(w.timeout_at) FROM {schema}.execution_wait w WHERE w.execution_id = e.id))
 				WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond'
 				ELSE e.wake_at END,
+			signal_wake = e.signal_wake AND NOT i.release,
 			responses_applied = i.responses_applied,
 			error_code = i.error_code,
 			error_message = i.error_message,
@@ -497,6 +503,14 @@ type commandRecord struct {
 }
 
 func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.ExecutionCheckpointManyParams) ([]uuid.UUID, error) {
+	if hasSignalOps(params) {
+		return e.checkpointWithSignalOps(ctx, params)
+	}
+	return e.checkpointMany(ctx, params)
+}
+
+// checkpointMany runs the checkpoint statement (and the log and command inserts) for a batch.
+func (e *executor) checkpointMany(ctx context.Context, params *driver.ExecutionCheckpointManyParams) ([]uuid.UUID, error) {
 	n := len(params.Checkpoints)
 	if n == 0 {
 		return nil, nil

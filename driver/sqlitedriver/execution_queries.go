@@ -287,10 +287,16 @@ const executionCheckpointSQL = `
 		lease_until = CASE WHEN :release THEN NULL
 			WHEN :lease_end IS NOT NULL THEN :lease_end ELSE lease_until END,
 		wake_at = CASE
-			WHEN :release AND responses_received > :responses_applied THEN :now
-			WHEN :release THEN :wake_at
+			WHEN :release AND (responses_received > :responses_applied OR signal_wake) THEN :now
+			WHEN :release THEN (SELECT min(at) FROM (
+				SELECT :wake_at AS at
+				UNION ALL SELECT min(t.fire_at) FROM {schema}.execution_timer t
+					WHERE t.execution_id = :id AND t.status = 'PENDING'
+				UNION ALL SELECT min(w.timeout_at) FROM {schema}.execution_wait w
+					WHERE w.execution_id = :id))
 			WHEN :lease_end IS NOT NULL THEN :lease_end
 			ELSE wake_at END,
+		signal_wake = signal_wake AND NOT :release,
 		responses_applied = :responses_applied,
 		error_code = :error_code,
 		error_message = :error_message,
@@ -320,6 +326,16 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		}
 		defer stmt.Close()
 		for _, c := range params.Checkpoints {
+			if c.HasSignalOps() {
+				// Timers and waits go first so that the checkpoint's wake_at sees them.
+				written, err := e.writeSignalOps(ctx, tx, c, nowUS)
+				if err != nil {
+					return err
+				}
+				if !written {
+					continue // fenced out
+				}
+			}
 			var state any
 			if c.State != nil {
 				state = string(c.State)
