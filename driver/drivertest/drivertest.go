@@ -67,6 +67,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"ExecutionSignals", exerciseExecutionSignals},
 		{"ExecutionTimers", exerciseExecutionTimers},
 		{"ExecutionWaits", exerciseExecutionWaits},
+		{"ExecutionSignalsEnded", exerciseExecutionSignalsEnded},
 		{"Outbox", exerciseOutbox},
 		{"Inbox", exerciseInbox},
 		{"DLQ", exerciseDLQ},

@@ -342,3 +342,18 @@ func exerciseExecutionWaits(t *testing.T, setup setupFunc) {
 		require.False(t, (&driver.ExecutionCheckpoint{}).HasSignalOps())
 	})
 }
+
+func exerciseExecutionSignalsEnded(t *testing.T, setup setupFunc) {
+	t.Run("EndedExecutionSleeps", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p := newLeasedExecution("Flow", time.Minute)
+		insertExecutions(t, b.exec, &t0, p)
+		sendSignal(t, b.exec, p.ID, "s1", "approve", t0)
+		require.Equal(t, []uuid.UUID{p.ID}, checkpoint(t, b.exec, t0, &driver.ExecutionCheckpoint{
+			ID: p.ID, Fence: 1, Status: driver.ExecutionCompleted, Release: true,
+			Timers: []*driver.TimerParams{{ID: "t", Delay: time.Second}},
+		}))
+		require.Nil(t, getExecution(t, b.exec, p.ID).WakeAt, "an ended execution is not woken by signals or timers")
+	})
+}

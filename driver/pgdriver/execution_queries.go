@@ -468,11 +468,13 @@ const executionCheckpointSQL = `
 			retries = i.retries,
 			lease_until = CASE WHEN i.release THEN NULL
 				WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond' ELSE e.lease_until END,
-			-- A release wakes the execution at once for responses it did not apply and signals
-			-- that arrived while it ran, else at the earliest of the runner's wake-up, its
-			-- pending timers and its open waits' timeouts.
+			-- A release wakes the execution at once for responses it did not apply and, unless
+			-- it ended, for signals that arrived while it ran, else at the earliest of the
+			-- runner's wake-up, its pending timers and its open waits' timeouts.
 			wake_at = CASE
-				WHEN i.release AND (e.responses_received > i.responses_applied OR e.signal_wake) THEN n.now
+				WHEN i.release AND e.responses_received > i.responses_applied THEN n.now
+				WHEN i.release AND i.status IN ('COMPLETED', 'COMPENSATED', 'CANCELLED', 'FAILED') THEN i.wake_at
+				WHEN i.release AND e.signal_wake THEN n.now
 				WHEN i.release THEN least(i.wake_at,
 					(SELECT min(t.fire_at) FROM {schema}.execution_timer t WHERE t.execution_id = e.id AND t.status = 'PENDING'),
 					(SELECT min(w.timeout_at) FROM {schema}.execution_wait w WHERE w.execution_id = e.id))

@@ -273,7 +273,9 @@ func (e *executor) ExecutionAcquire(ctx context.Context, params *driver.Executio
 // executionCheckpointSQL writes one fenced checkpoint. Column references on the right of SET
 // read the row before the update. The Go side resolves what does not depend on the row:
 // :next_retry_at and :next_wait_timeout_at are final, :lease_end is the renewed lease's end (NULL
-// when not renewing).
+// when not renewing). A release wakes the execution at once for responses it did not apply and,
+// unless it ended, for signals that arrived while it ran, else at the earliest of :wake_at, its
+// pending timers and its open waits' timeouts.
 const executionCheckpointSQL = `
 	UPDATE {schema}.execution SET
 		status = :status,
@@ -287,7 +289,9 @@ const executionCheckpointSQL = `
 		lease_until = CASE WHEN :release THEN NULL
 			WHEN :lease_end IS NOT NULL THEN :lease_end ELSE lease_until END,
 		wake_at = CASE
-			WHEN :release AND (responses_received > :responses_applied OR signal_wake) THEN :now
+			WHEN :release AND responses_received > :responses_applied THEN :now
+			WHEN :release AND :terminal THEN :wake_at
+			WHEN :release AND signal_wake THEN :now
 			WHEN :release THEN (SELECT min(at) FROM (
 				SELECT :wake_at AS at
 				UNION ALL SELECT min(t.fire_at) FROM {schema}.execution_timer t

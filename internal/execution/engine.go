@@ -77,6 +77,7 @@ type Engine struct {
 	checkpointer *checkpointer
 	acquirer     *acquirer
 	logs         *logCache
+	wakeups      *wakeups
 
 	mu      sync.RWMutex
 	runners map[string]Runner
@@ -110,6 +111,7 @@ func New(cfg Config) *Engine {
 	e.checkpointer = newCheckpointer(cfg.Exec, cfg.Now, cfg.Logger, cfg.Notify)
 	e.acquirer = newAcquirer(e)
 	e.logs = newLogCache(cfg.LogCache)
+	e.wakeups = newWakeups(cfg.Clock)
 	return e
 }
 
@@ -162,15 +164,16 @@ func (e *Engine) Start(context.Context) error {
 		name     string
 		interval time.Duration
 		wake     <-chan struct{}
+		local    <-chan struct{} // this instance's own wake-ups (signals sent, timers due)
 		poll     func(ctx context.Context) (more bool)
 	}{
-		{"pending", e.cfg.PendingPollInterval, e.cfg.Wake, func(ctx context.Context) bool { return e.claimAndRun(ctx, driver.ClaimPending) }},
-		{"retry", e.cfg.RetryPollInterval, nil, func(ctx context.Context) bool { return e.claimAndRun(ctx, driver.ClaimRetry) }},
-		{"wait-timeout", e.cfg.TimeoutCheckInterval, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueWaitTimeout) }},
-		{"deadline", e.cfg.DeadlineCheckInterval, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueDeadline) }},
+		{"pending", e.cfg.PendingPollInterval, e.cfg.Wake, e.wakeups.local, func(ctx context.Context) bool { return e.claimAndRun(ctx, driver.ClaimPending) }},
+		{"retry", e.cfg.RetryPollInterval, nil, nil, func(ctx context.Context) bool { return e.claimAndRun(ctx, driver.ClaimRetry) }},
+		{"wait-timeout", e.cfg.TimeoutCheckInterval, nil, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueWaitTimeout) }},
+		{"deadline", e.cfg.DeadlineCheckInterval, nil, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueDeadline) }},
 	}
 	for _, p := range pollers {
-		e.base.Go(func() { e.pollLoop(runCtx, stop, p.interval, p.wake, p.poll) })
+		e.base.Go(func() { e.pollLoop(runCtx, stop, p.interval, p.wake, p.local, p.poll) })
 	}
 	return nil
 }
@@ -192,13 +195,14 @@ func (e *Engine) Stop(ctx context.Context) error {
 		<-done
 	}
 	cancel()
+	e.wakeups.stop()
 	e.acquirer.group.wait()
 	e.checkpointer.group.wait()
 	e.base.Stopped()
 	return nil
 }
 
-func (e *Engine) pollLoop(ctx context.Context, stop <-chan struct{}, interval time.Duration, wake <-chan struct{}, poll func(ctx context.Context) bool) {
+func (e *Engine) pollLoop(ctx context.Context, stop <-chan struct{}, interval time.Duration, wake, local <-chan struct{}, poll func(ctx context.Context) bool) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
@@ -214,6 +218,7 @@ func (e *Engine) pollLoop(ctx context.Context, stop <-chan struct{}, interval ti
 			return
 		case <-ticker.C:
 		case <-wake:
+		case <-local:
 		}
 	}
 }

@@ -104,8 +104,13 @@ func (l *Lease) Base() *driver.ExecutionCheckpoint {
 
 // Checkpoint writes cp durably (grouped with other executions' checkpoints into one commit) and
 // returns when it is committed. It returns ErrFenced when the lease was lost; the caller must
-// then stop without further writes. Log entries get their sequence numbers here.
+// then stop without further writes. Log entries get their sequence numbers here. Invalid timers,
+// waits or ids are rejected before anything is written; the timers and wait timeouts of a
+// committed checkpoint also schedule an in-memory wake-up of this instance's pending poller.
 func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
+	if err := cp.ValidateSignalOps(); err != nil {
+		return err
+	}
 	if l.nextSeq == 0 {
 		if _, err := l.Log(ctx); err != nil {
 			return err
@@ -129,6 +134,7 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	}
 	l.apply(cp, now)
 	l.rememberLog(cp, now)
+	l.engine.wakeups.checkpointed(cp, now)
 	return nil
 }
 
