@@ -340,6 +340,19 @@ func exerciseExecutionWaits(t *testing.T, setup setupFunc) {
 		require.ErrorContains(t, err, "empty timer, signal or wait id")
 		require.True(t, cp.HasSignalOps())
 		require.False(t, (&driver.ExecutionCheckpoint{}).HasSignalOps())
+
+		// The driver rejects the whole batch and writes nothing.
+		b := setup(t)
+		p, q := newLeasedExecution("Flow", time.Minute), newLeasedExecution("Flow", time.Minute)
+		insertExecutions(t, b.exec, &t0, p, q)
+		_, err = b.exec.ExecutionCheckpointMany(ctx, &driver.ExecutionCheckpointManyParams{Now: &t0, Checkpoints: []*driver.ExecutionCheckpoint{
+			{ID: q.ID, Fence: 1, Status: driver.ExecutionCompleted, Release: true, Timers: []*driver.TimerParams{{ID: "ok", Delay: time.Second}}},
+			{ID: p.ID, Fence: 1, Status: driver.ExecutionCompleted, Release: true, OpenWaits: []*driver.WaitParams{{ID: "w", Kind: "NAP"}}},
+		}})
+		require.ErrorContains(t, err, `unknown kind "NAP"`)
+		require.Equal(t, driver.ExecutionExecuting, getExecution(t, b.exec, p.ID).Status)
+		require.Equal(t, driver.ExecutionExecuting, getExecution(t, b.exec, q.ID).Status)
+		require.Empty(t, timerIDs(t, b.exec, q.ID, false, t0))
 	})
 }
 

@@ -505,6 +505,9 @@ type commandRecord struct {
 }
 
 func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.ExecutionCheckpointManyParams) ([]uuid.UUID, error) {
+	if len(params.Checkpoints) == 0 {
+		return nil, nil
+	}
 	if hasSignalOps(params) {
 		return e.checkpointWithSignalOps(ctx, params)
 	}
@@ -513,10 +516,20 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 
 // checkpointMany runs the checkpoint statement (and the log and command inserts) for a batch.
 func (e *executor) checkpointMany(ctx context.Context, params *driver.ExecutionCheckpointManyParams) ([]uuid.UUID, error) {
-	n := len(params.Checkpoints)
-	if n == 0 {
-		return nil, nil
+	query, args, err := e.checkpointStatement(params)
+	if err != nil {
+		return nil, err
 	}
+	rows, err := e.db.Query(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	return collectUUIDs(rows)
+}
+
+// checkpointStatement returns the checkpoint statement of a batch and its arguments.
+func (e *executor) checkpointStatement(params *driver.ExecutionCheckpointManyParams) (string, []any, error) {
+	n := len(params.Checkpoints)
 	var (
 		ids                                       = make([]pgtype.UUID, n)
 		fences, delays, timeouts, leases, applied = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
@@ -553,23 +566,19 @@ func (e *executor) checkpointMany(ctx context.Context, params *driver.ExecutionC
 	}
 	commandJSON, err := json.Marshal(commands)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	if commands == nil {
 		commandJSON = []byte("[]")
 	}
 	query := fmt.Sprintf(executionCheckpointSQL,
 		strings.Replace(logInsertSQL(21), "/*applied*/ true", "(l.execution_id, l.fence) IN (SELECT id, fence FROM applied)", 1))
-	rows, err := e.db.Query(ctx, e.d.sql(query), ids, fences, statuses, states, steps, waits, retryAts,
+	return e.d.sql(query), []any{ids, fences, statuses, states, steps, waits, retryAts,
 		timeoutAts, delays, timeouts, deadlines, retries, leases, releases, wakeAts, applied, codes,
 		messages, hasState, params.Now,
 		log.executionIDs, log.seqs, log.entryTypes, log.names, log.stepStatuses, log.attempts,
 		log.maxAttempts, log.requests, log.responses, log.errorCodes, log.errorMessages, log.actors,
-		log.reasons, log.fences, log.startedAts, commandJSON)
-	if err != nil {
-		return nil, err
-	}
-	return collectUUIDs(rows)
+		log.reasons, log.fences, log.startedAts, commandJSON}, nil
 }
 
 func (e *executor) ExecutionLogList(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionLogEntry, error) {

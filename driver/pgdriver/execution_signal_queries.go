@@ -232,9 +232,9 @@ func jsonArray[T any](records []T) (string, error) {
 	return string(b), err
 }
 
-// writeSignalOps writes the signal, timer and wait changes of the checkpoints that carry any,
-// fenced and locked; the caller runs the checkpoint statement next in the same transaction.
-func (e *executor) writeSignalOps(ctx context.Context, params *driver.ExecutionCheckpointManyParams) error {
+// signalOpsArgs returns the arguments of executionSignalOpsSQL for the checkpoints that carry
+// signal, timer or wait changes.
+func signalOpsArgs(params *driver.ExecutionCheckpointManyParams) ([]any, error) {
 	var (
 		ids     []pgtype.UUID
 		fences  []int64
@@ -278,12 +278,11 @@ func (e *executor) writeSignalOps(ctx context.Context, params *driver.ExecutionC
 	} {
 		s, err := encode()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		args = append(args, s)
 	}
-	_, err := e.db.Exec(ctx, e.d.sql(executionSignalOpsSQL), args...)
-	return err
+	return args, nil
 }
 
 // hasSignalOps reports whether any checkpoint of the batch carries signal, timer or wait changes.
@@ -296,23 +295,41 @@ func hasSignalOps(params *driver.ExecutionCheckpointManyParams) bool {
 	return false
 }
 
-// checkpointWithSignalOps runs writeSignalOps and the checkpoint statement in one transaction.
-func (e *executor) checkpointWithSignalOps(ctx context.Context, params *driver.ExecutionCheckpointManyParams) (ids []uuid.UUID, err error) {
-	tx, err := e.db.Begin(ctx)
+// checkpointWithSignalOps sends the signal, timer and wait changes and the checkpoint statement
+// as one pipelined batch: one round trip and one implicit transaction, in which the checkpoint
+// statement sees the new timers and waits.
+func (e *executor) checkpointWithSignalOps(ctx context.Context, params *driver.ExecutionCheckpointManyParams) ([]uuid.UUID, error) {
+	for _, c := range params.Checkpoints {
+		if err := c.ValidateSignalOps(); err != nil {
+			return nil, fmt.Errorf("checkpointing execution %s: %w", c.ID, err)
+		}
+	}
+	opsArgs, err := signalOpsArgs(params)
 	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		if err != nil {
-			_ = tx.Rollback(context.WithoutCancel(ctx))
-		}
-	}()
-	inTx := &executor{d: e.d, db: tx}
-	if err = inTx.writeSignalOps(ctx, params); err != nil {
+	query, args, err := e.checkpointStatement(params)
+	if err != nil {
 		return nil, err
 	}
-	if ids, err = inTx.checkpointMany(ctx, params); err != nil {
+	batch := &pgx.Batch{}
+	batch.Queue(e.d.sql(executionSignalOpsSQL), opsArgs...)
+	batch.Queue(query, args...)
+	results := e.db.SendBatch(ctx, batch)
+	ids, err := readSignalOpsBatch(results)
+	if closeErr := results.Close(); err == nil {
+		err = closeErr
+	}
+	return ids, err
+}
+
+func readSignalOpsBatch(results pgx.BatchResults) ([]uuid.UUID, error) {
+	if _, err := results.Exec(); err != nil {
 		return nil, err
 	}
-	return ids, tx.Commit(ctx)
+	rows, err := results.Query()
+	if err != nil {
+		return nil, err
+	}
+	return collectUUIDs(rows)
 }

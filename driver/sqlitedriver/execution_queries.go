@@ -322,6 +322,11 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		}
 		return fallback
 	}
+	for _, c := range params.Checkpoints {
+		if err := c.ValidateSignalOps(); err != nil {
+			return nil, fmt.Errorf("checkpointing execution %s: %w", c.ID, err)
+		}
+	}
 	var applied []uuid.UUID
 	err := e.inTx(ctx, func(tx *sql.Tx) error {
 		stmt, err := tx.PrepareContext(ctx, e.d.sql(executionCheckpointSQL))
