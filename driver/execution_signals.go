@@ -180,6 +180,13 @@ type ExecutionTimerListParams struct {
 	Now         *time.Time
 }
 
+// ExecutionTimerListDueManyParams lists the due pending timers of many executions at Now (nil:
+// the database clock).
+type ExecutionTimerListDueManyParams struct {
+	ExecutionIDs []uuid.UUID
+	Now          *time.Time
+}
+
 // ExecutionTimerCancelParams cancels one pending timer (an operator action).
 type ExecutionTimerCancelParams struct {
 	ExecutionID uuid.UUID
@@ -208,6 +215,9 @@ type ExecutionSignalExecutor interface {
 	ExecutionSignalListPending(ctx context.Context, id uuid.UUID) ([]*ExecutionSignalRow, error)
 	// ExecutionTimerList returns pending timers, earliest first.
 	ExecutionTimerList(ctx context.Context, params *ExecutionTimerListParams) ([]*ExecutionTimerRow, error)
+	// ExecutionTimerListDueMany returns the due pending timers of many executions in one round
+	// trip, by execution and then earliest first; an unknown id has none.
+	ExecutionTimerListDueMany(ctx context.Context, params *ExecutionTimerListDueManyParams) ([]*ExecutionTimerRow, error)
 	// ExecutionTimerCancel cancels a pending timer: ErrNotFound when there is no such timer, an
 	// error wrapping ErrConflict when it already fired or was cancelled.
 	ExecutionTimerCancel(ctx context.Context, params *ExecutionTimerCancelParams) error

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -230,6 +231,32 @@ func exerciseExecutionTimers(t *testing.T, setup setupFunc) {
 		}))
 		require.Empty(t, timerIDs(t, b.exec, p.ID, false, t5))
 		require.Nil(t, getExecution(t, b.exec, p.ID).WakeAt)
+	})
+
+	t.Run("DueMany", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p, q, r := newLeasedExecution("Flow", time.Minute), newLeasedExecution("Flow", time.Minute), newLeasedExecution("Flow", time.Minute)
+		insertExecutions(t, b.exec, &t0, p, q, r)
+		schedule := func(x *driver.ExecutionInsertParams, delays ...time.Duration) *driver.ExecutionCheckpoint {
+			cp := &driver.ExecutionCheckpoint{ID: x.ID, Fence: 1, Status: driver.ExecutionWaitingForAsync, Release: true}
+			for i, d := range delays {
+				cp.Timers = append(cp.Timers, &driver.TimerParams{ID: fmt.Sprintf("t%d", i), Delay: d})
+			}
+			return cp
+		}
+		require.Len(t, checkpoint(t, b.exec, t0, schedule(p, 2*time.Second, time.Second, time.Hour), schedule(q, time.Second), schedule(r, time.Hour)), 3)
+		t2 := t0.Add(2 * time.Second)
+		rows, err := b.exec.ExecutionTimerListDueMany(ctx, &driver.ExecutionTimerListDueManyParams{ExecutionIDs: []uuid.UUID{p.ID, q.ID, r.ID, uuid.New()}, Now: &t2})
+		require.NoError(t, err)
+		got := map[uuid.UUID][]string{}
+		for _, row := range rows {
+			got[row.ExecutionID] = append(got[row.ExecutionID], row.TimerID)
+		}
+		require.Equal(t, map[uuid.UUID][]string{p.ID: {"t1", "t0"}, q.ID: {"t0"}}, got, "due ones, earliest first")
+		rows, err = b.exec.ExecutionTimerListDueMany(ctx, &driver.ExecutionTimerListDueManyParams{Now: &t2})
+		require.NoError(t, err)
+		require.Empty(t, rows)
 	})
 
 	t.Run("FireOnce", func(t *testing.T) {

@@ -91,6 +91,31 @@ func (e *executor) ExecutionTimerList(ctx context.Context, params *driver.Execut
 	if err != nil {
 		return nil, err
 	}
+	return collectTimers(rows)
+}
+
+// ExecutionTimerListDueMany reads each execution's due timers with one index range scan (the
+// lateral subquery; see executionLogManySQL).
+func (e *executor) ExecutionTimerListDueMany(ctx context.Context, params *driver.ExecutionTimerListDueManyParams) ([]*driver.ExecutionTimerRow, error) {
+	if len(params.ExecutionIDs) == 0 {
+		return nil, nil
+	}
+	rows, err := e.db.Query(ctx, e.d.sql(`
+		WITH n AS (SELECT coalesce($2::timestamptz, now()) AS now)
+		SELECT t.execution_id, t.timer_id, t.name, t.fire_at, t.status, t.created_at, t.fired_at
+		FROM unnest($1::uuid[]) AS i(id), n
+		CROSS JOIN LATERAL (
+			SELECT * FROM {schema}.execution_timer
+			WHERE execution_id = i.id AND status = 'PENDING' AND fire_at <= n.now
+		) t
+		ORDER BY t.execution_id, t.fire_at, t.timer_id`), pgUUIDs(params.ExecutionIDs), params.Now)
+	if err != nil {
+		return nil, err
+	}
+	return collectTimers(rows)
+}
+
+func collectTimers(rows pgx.Rows) ([]*driver.ExecutionTimerRow, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.ExecutionTimerRow, error) {
 		var (
 			t      driver.ExecutionTimerRow

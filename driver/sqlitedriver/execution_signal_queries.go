@@ -93,23 +93,54 @@ func (e *executor) ExecutionSignalListPending(ctx context.Context, id uuid.UUID)
 
 func (e *executor) ExecutionTimerList(ctx context.Context, params *driver.ExecutionTimerListParams) ([]*driver.ExecutionTimerRow, error) {
 	rows, err := e.read.QueryContext(ctx, e.d.sql(`
-		SELECT timer_id, name, fire_at, status, created_at, fired_at FROM {schema}.execution_timer
+		SELECT execution_id, timer_id, name, fire_at, status, created_at, fired_at FROM {schema}.execution_timer
 		WHERE execution_id = ? AND status = 'PENDING' AND (NOT ? OR fire_at <= ?)
 		ORDER BY fire_at, timer_id`), params.ExecutionID.String(), boolInt(params.Due), micros(now(params.Now)))
 	if err != nil {
 		return nil, err
 	}
+	return collectTimers(rows)
+}
+
+func (e *executor) ExecutionTimerListDueMany(ctx context.Context, params *driver.ExecutionTimerListDueManyParams) ([]*driver.ExecutionTimerRow, error) {
+	if len(params.ExecutionIDs) == 0 {
+		return nil, nil
+	}
+	ids := make([]string, len(params.ExecutionIDs))
+	for i, id := range params.ExecutionIDs {
+		ids[i] = id.String()
+	}
+	idsJSON, err := json.Marshal(ids)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.read.QueryContext(ctx, e.d.sql(`
+		SELECT execution_id, timer_id, name, fire_at, status, created_at, fired_at FROM {schema}.execution_timer
+		WHERE execution_id IN (SELECT value FROM json_each(?)) AND status = 'PENDING' AND fire_at <= ?
+		ORDER BY execution_id, fire_at, timer_id`), string(idsJSON), micros(now(params.Now)))
+	if err != nil {
+		return nil, err
+	}
+	return collectTimers(rows)
+}
+
+func collectTimers(rows *sql.Rows) ([]*driver.ExecutionTimerRow, error) {
 	defer rows.Close()
 	var out []*driver.ExecutionTimerRow
 	for rows.Next() {
 		var (
-			t                 = &driver.ExecutionTimerRow{ExecutionID: params.ExecutionID}
+			t                 = &driver.ExecutionTimerRow{}
+			executionID       string
 			fireAt, createdAt int64
 			firedAt           sql.NullInt64
 			status            string
 		)
-		if err := rows.Scan(&t.TimerID, &t.Name, &fireAt, &status, &createdAt, &firedAt); err != nil {
+		if err := rows.Scan(&executionID, &t.TimerID, &t.Name, &fireAt, &status, &createdAt, &firedAt); err != nil {
 			return nil, err
+		}
+		var err error
+		if t.ExecutionID, err = uuid.Parse(executionID); err != nil {
+			return nil, fmt.Errorf("decoding execution id %q: %w", executionID, err)
 		}
 		t.FireAt, t.CreatedAt, t.FiredAt, t.Status = fromMicros(fireAt), fromMicros(createdAt), fromNullMicros(firedAt), driver.TimerStatus(status)
 		out = append(out, t)

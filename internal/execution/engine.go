@@ -78,6 +78,7 @@ type Engine struct {
 	acquirer     *acquirer
 	logs         *logCache
 	wakeups      *wakeups
+	dueTimers    *dueTimerReader
 
 	mu      sync.RWMutex
 	runners map[string]Runner
@@ -112,6 +113,7 @@ func New(cfg Config) *Engine {
 	e.acquirer = newAcquirer(e)
 	e.logs = newLogCache(cfg.LogCache)
 	e.wakeups = newWakeups(cfg.Clock)
+	e.dueTimers = newDueTimerReader(cfg.Exec, cfg.Now)
 	return e
 }
 
@@ -197,6 +199,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	cancel()
 	e.wakeups.stop()
 	e.acquirer.group.wait()
+	e.dueTimers.group.wait()
 	e.checkpointer.group.wait()
 	e.base.Stopped()
 	return nil

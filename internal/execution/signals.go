@@ -60,9 +60,69 @@ func (l *Lease) Signals(ctx context.Context) ([]*driver.ExecutionSignalRow, erro
 
 // DueTimers returns the execution's pending timers that are due, earliest first. The runner marks
 // those it handles with the checkpoint's FireTimers, after which they are never due again; a due
-// timer it leaves pending wakes the execution again when the runner lets go.
+// timer it leaves pending wakes the execution again when the runner lets go. Concurrent calls of
+// many runners share one round trip.
 func (l *Lease) DueTimers(ctx context.Context) ([]*driver.ExecutionTimerRow, error) {
-	return l.engine.cfg.Exec.ExecutionTimerList(ctx, &driver.ExecutionTimerListParams{ExecutionID: l.Row.ID, Due: true, Now: l.engine.cfg.Now()})
+	return l.engine.dueTimers.read(ctx, l.Row.ID)
+}
+
+// dueTimerReader reads the due timers of many runners' executions in one query: when many timers
+// fall due together, each of their runners asks at about the same time.
+type dueTimerReader struct {
+	exec  driver.Executor
+	now   func() *time.Time
+	group *group[*dueTimerRequest]
+}
+
+type dueTimerRequest struct {
+	id    uuid.UUID
+	done  chan struct{}
+	rows  []*driver.ExecutionTimerRow
+	error error
+}
+
+const (
+	maxDueTimerBatch      = 500
+	maxConcurrentDueTimer = 3
+)
+
+func newDueTimerReader(exec driver.Executor, now func() *time.Time) *dueTimerReader {
+	r := &dueTimerReader{exec: exec, now: now}
+	r.group = newGroup(maxDueTimerBatch, maxConcurrentDueTimer, r.flush)
+	return r
+}
+
+func (r *dueTimerReader) read(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionTimerRow, error) {
+	req := &dueTimerRequest{id: id, done: make(chan struct{})}
+	r.group.submit(req)
+	select {
+	case <-req.done:
+		return req.rows, req.error
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (r *dueTimerReader) flush(batch []*dueTimerRequest) {
+	ids := make([]uuid.UUID, 0, len(batch))
+	seen := make(map[uuid.UUID]bool, len(batch))
+	for _, req := range batch {
+		if !seen[req.id] {
+			seen[req.id] = true
+			ids = append(ids, req.id)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := r.exec.ExecutionTimerListDueMany(ctx, &driver.ExecutionTimerListDueManyParams{ExecutionIDs: ids, Now: r.now()})
+	byID := make(map[uuid.UUID][]*driver.ExecutionTimerRow, len(ids))
+	for _, row := range rows {
+		byID[row.ExecutionID] = append(byID[row.ExecutionID], row)
+	}
+	for _, req := range batch {
+		req.rows, req.error = byID[req.id], err
+		close(req.done)
+	}
 }
 
 // Waits returns the execution's open waits, in the order opened.

@@ -76,7 +76,7 @@ func benchmarkTimers(b *testing.B, executions int) {
 			mu.Unlock()
 			return lease.Checkpoint(ctx, cp)
 		}}
-		e := New(Config{Exec: drv.Executor(), WorkerID: "bench", Lease: 30 * time.Second, Concurrency: 200,
+		e := New(Config{Exec: drv.Executor(), WorkerID: "bench", Lease: 30 * time.Second, Concurrency: 1000,
 			PendingPollInterval: time.Second, RetryPollInterval: time.Hour, TimeoutCheckInterval: time.Hour,
 			DeadlineCheckInterval: time.Hour})
 		require.NoError(b, e.Register(runner))
