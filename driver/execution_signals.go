@@ -187,6 +187,13 @@ type ExecutionTimerListDueManyParams struct {
 	Now          *time.Time
 }
 
+// ExecutionNextWakeParams asks when the pending poller next has work: the earliest wake_at after
+// Now (nil: the database clock) among executions of Types (all types when empty).
+type ExecutionNextWakeParams struct {
+	Types []string
+	Now   *time.Time
+}
+
 // ExecutionTimerCancelParams cancels one pending timer (an operator action).
 type ExecutionTimerCancelParams struct {
 	ExecutionID uuid.UUID
@@ -218,6 +225,9 @@ type ExecutionSignalExecutor interface {
 	// ExecutionTimerListDueMany returns the due pending timers of many executions in one round
 	// trip, by execution and then earliest first; an unknown id has none.
 	ExecutionTimerListDueMany(ctx context.Context, params *ExecutionTimerListDueManyParams) ([]*ExecutionTimerRow, error)
+	// ExecutionNextWake returns the earliest wake_at after now (a timer, a wait's timeout, a
+	// runner's lease end), or nil when no execution is to be woken later.
+	ExecutionNextWake(ctx context.Context, params *ExecutionNextWakeParams) (*time.Time, error)
 	// ExecutionTimerCancel cancels a pending timer: ErrNotFound when there is no such timer, an
 	// error wrapping ErrConflict when it already fired or was cancelled.
 	ExecutionTimerCancel(ctx context.Context, params *ExecutionTimerCancelParams) error

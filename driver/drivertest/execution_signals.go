@@ -259,6 +259,29 @@ func exerciseExecutionTimers(t *testing.T, setup setupFunc) {
 		require.Empty(t, rows)
 	})
 
+	t.Run("NextWake", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		next := func(now time.Time, types ...string) *time.Time {
+			t.Helper()
+			at, err := b.exec.ExecutionNextWake(ctx, &driver.ExecutionNextWakeParams{Types: types, Now: &now})
+			require.NoError(t, err)
+			return at
+		}
+		require.Nil(t, next(t0))
+		p, q := newLeasedExecution("Flow", time.Minute), newLeasedExecution("Other", time.Hour)
+		insertExecutions(t, b.exec, &t0, p, q)
+		require.Equal(t, []uuid.UUID{p.ID}, checkpoint(t, b.exec, t0, &driver.ExecutionCheckpoint{
+			ID: p.ID, Fence: 1, Status: driver.ExecutionWaitingForAsync, Release: true,
+			Timers: []*driver.TimerParams{{ID: "t", Delay: 5 * time.Second}},
+		}))
+		requireTimePtr(t, t0.Add(5*time.Second), next(t0), "the timer")
+		requireTimePtr(t, t0.Add(5*time.Second), next(t0, "Flow"), "the timer")
+		requireTimePtr(t, t0.Add(time.Hour), next(t0, "Other"), "the other type's lease end")
+		requireTimePtr(t, t0.Add(time.Hour), next(t0.Add(5*time.Second)), "only later wake-ups")
+		require.Nil(t, next(t0, "Nobody"))
+	})
+
 	t.Run("FireOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

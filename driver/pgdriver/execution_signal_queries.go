@@ -115,6 +115,19 @@ func (e *executor) ExecutionTimerListDueMany(ctx context.Context, params *driver
 	return collectTimers(rows)
 }
 
+func (e *executor) ExecutionNextWake(ctx context.Context, params *driver.ExecutionNextWakeParams) (*time.Time, error) {
+	types := params.Types
+	if types == nil {
+		types = []string{}
+	}
+	var next *time.Time
+	err := e.db.QueryRow(ctx, e.d.sql(`
+		SELECT min(wake_at) FROM {schema}.execution
+		WHERE wake_at > coalesce($2::timestamptz, now()) AND (cardinality($1::text[]) = 0 OR type = ANY($1::text[]))`),
+		types, params.Now).Scan(&next)
+	return next, err
+}
+
 func collectTimers(rows pgx.Rows) ([]*driver.ExecutionTimerRow, error) {
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.ExecutionTimerRow, error) {
 		var (

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -122,6 +123,24 @@ func (e *executor) ExecutionTimerListDueMany(ctx context.Context, params *driver
 		return nil, err
 	}
 	return collectTimers(rows)
+}
+
+func (e *executor) ExecutionNextWake(ctx context.Context, params *driver.ExecutionNextWakeParams) (*time.Time, error) {
+	query := `SELECT min(wake_at) FROM {schema}.execution WHERE wake_at > ?`
+	args := []any{micros(now(params.Now))}
+	if len(params.Types) > 0 {
+		types, err := json.Marshal(params.Types)
+		if err != nil {
+			return nil, err
+		}
+		query += ` AND type IN (SELECT value FROM json_each(?))`
+		args = append(args, string(types))
+	}
+	var next sql.NullInt64
+	if err := e.read.QueryRowContext(ctx, e.d.sql(query), args...).Scan(&next); err != nil {
+		return nil, err
+	}
+	return fromNullMicros(next), nil
 }
 
 func collectTimers(rows *sql.Rows) ([]*driver.ExecutionTimerRow, error) {

@@ -169,7 +169,13 @@ func (e *Engine) Start(context.Context) error {
 		local    <-chan struct{} // this instance's own wake-ups (signals sent, timers due)
 		poll     func(ctx context.Context) (more bool)
 	}{
-		{"pending", e.cfg.PendingPollInterval, e.cfg.Wake, e.wakeups.local, func(ctx context.Context) bool { return e.claimAndRun(ctx, driver.ClaimPending) }},
+		{"pending", e.cfg.PendingPollInterval, e.cfg.Wake, e.wakeups.local, func(ctx context.Context) bool {
+			more := e.claimAndRun(ctx, driver.ClaimPending)
+			if !more {
+				e.scheduleNextWake(ctx, e.cfg.PendingPollInterval)
+			}
+			return more
+		}},
 		{"retry", e.cfg.RetryPollInterval, nil, nil, func(ctx context.Context) bool { return e.claimAndRun(ctx, driver.ClaimRetry) }},
 		{"wait-timeout", e.cfg.TimeoutCheckInterval, nil, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueWaitTimeout) }},
 		{"deadline", e.cfg.DeadlineCheckInterval, nil, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueDeadline) }},

@@ -137,6 +137,26 @@ func (l *Lease) ExpiredWaits(ctx context.Context) ([]*driver.ExecutionWaitRow, e
 	return l.engine.cfg.Exec.ExecutionWaitList(ctx, &driver.ExecutionWaitListParams{ExecutionID: l.Row.ID, Expired: true, Now: l.engine.cfg.Now()})
 }
 
+// scheduleNextWake asks the database when an execution of this instance's types is next to be
+// woken (a timer or a wait's timeout, whoever scheduled it, also before a restart) and, when that
+// falls before the next poll, schedules an in-memory wake-up of the pending poller then.
+func (e *Engine) scheduleNextWake(ctx context.Context, interval time.Duration) {
+	types := e.types()
+	if len(types) == 0 {
+		return
+	}
+	next, err := e.cfg.Exec.ExecutionNextWake(ctx, &driver.ExecutionNextWakeParams{Types: types, Now: e.cfg.Now()})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.cfg.Logger.Warn("reading the next wake-up failed; the pending poller will poll", "error", err)
+		}
+		return
+	}
+	if next != nil && next.Sub(e.cfg.Clock()) < interval {
+		e.wakeups.at(*next)
+	}
+}
+
 // wakeupGranularity groups in-memory wake-ups: timers due within one such slot share one wake-up
 // of the pending poller, taken just after the slot ends.
 const wakeupGranularity = 5 * time.Millisecond

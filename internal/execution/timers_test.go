@@ -76,7 +76,12 @@ func TestTimerFiresAfterRestart(t *testing.T) {
 		require.Len(t, timers, 1)
 		require.NoError(t, first.Stop(ctx))
 
-		second := newTestEngine(t, drv.Executor(), "second", sleeper(f, 500*time.Millisecond, scheduled))
+		// The new engine polls rarely: it learns of the timer from the database when it starts.
+		second := New(Config{Exec: drv.Executor(), WorkerID: "second", Lease: 30 * time.Second, PendingPollInterval: time.Hour,
+			RetryPollInterval: time.Hour, TimeoutCheckInterval: time.Hour, DeadlineCheckInterval: time.Hour})
+		require.NoError(t, second.Register(sleeper(f, 500*time.Millisecond, scheduled)))
+		require.NoError(t, second.Start(ctx))
+		t.Cleanup(func() { _ = second.Stop(context.Background()) })
 		require.Equal(t, "nap", receive(t, f.ch, "the timer fired"))
 		row, err := drv.Executor().ExecutionGet(ctx, id)
 		require.NoError(t, err)
