@@ -79,6 +79,8 @@ type Engine struct {
 	logs         *logCache
 	wakeups      *wakeups
 	dueTimers    *dueTimerReader
+	// nextWakeAsked is when the pending poller last asked for the next wake-up (its goroutine only).
+	nextWakeAsked time.Time
 
 	mu      sync.RWMutex
 	runners map[string]Runner

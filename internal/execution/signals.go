@@ -140,11 +140,15 @@ func (l *Lease) ExpiredWaits(ctx context.Context) ([]*driver.ExecutionWaitRow, e
 // scheduleNextWake asks the database when an execution of this instance's types is next to be
 // woken (a timer or a wait's timeout, whoever scheduled it, also before a restart) and, when that
 // falls before the next poll, schedules an in-memory wake-up of the pending poller then.
+// It asks at most once per nextWakeSpacing, so that a busy poller, woken again and again, does
+// not pay a query each time.
 func (e *Engine) scheduleNextWake(ctx context.Context, interval time.Duration) {
 	types := e.types()
-	if len(types) == 0 {
+	now := time.Now()
+	if len(types) == 0 || now.Sub(e.nextWakeAsked) < nextWakeSpacing {
 		return
 	}
+	e.nextWakeAsked = now
 	next, err := e.cfg.Exec.ExecutionNextWake(ctx, &driver.ExecutionNextWakeParams{Types: types, Now: e.cfg.Now()})
 	if err != nil {
 		if ctx.Err() == nil {
@@ -156,6 +160,9 @@ func (e *Engine) scheduleNextWake(ctx context.Context, interval time.Duration) {
 		e.wakeups.at(*next)
 	}
 }
+
+// nextWakeSpacing is the least time between two questions of scheduleNextWake.
+const nextWakeSpacing = 50 * time.Millisecond
 
 // wakeupGranularity groups in-memory wake-ups: timers due within one such slot share one wake-up
 // of the pending poller, taken just after the slot ends.
