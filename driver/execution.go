@@ -268,8 +268,9 @@ type ExecutionCheckpoint struct {
 	Retries    int
 	// Lease, when positive, renews the lease for this long from now. Release ends it instead
 	// (the runner is done for now); with neither the lease is left as it is. A released
-	// execution is woken again at once if responses arrived that the runner did not apply, or at
-	// WakeAt when set.
+	// execution is woken again at once if responses arrived that the runner did not apply or,
+	// unless it ended, signals arrived while it held the lease; otherwise at the earliest of
+	// WakeAt, its pending timers and its open waits' timeouts.
 	Lease   time.Duration
 	Release bool
 	WakeAt  *time.Time

@@ -5,6 +5,12 @@
 // async responses, and the TSQ bookkeeping. A model only decides what runs next: it implements
 // Runner and writes its progress through Lease.Checkpoint.
 //
+// For models with several things in flight at once, the engine also keeps named signals
+// (buffered until a runner consumes them), durable timers and open waits with timeouts. A runner
+// reads them through its lease (Signals, DueTimers, Waits, ExpiredWaits) and changes them in its
+// checkpoints; the execution's wake_at follows its earliest timer or wait timeout, so the pending
+// poller takes it up when one is due, and this instance also wakes its poller in memory then.
+//
 // This package holds no SQL (that is the drivers') and imports nothing of the models.
 package execution
 
