@@ -185,3 +185,27 @@ func TestWaitTimeoutTakesBranch(t *testing.T) {
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// TestTimerNotLateByPollInterval runs an engine that polls once an hour: a timer due in 200ms
+// still fires soon after it is due, woken in memory.
+func TestTimerNotLateByPollInterval(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		f, scheduled := newFired(), make(chan uuid.UUID, 10)
+		e := New(Config{Exec: drv.Executor(), WorkerID: "w1", Lease: 30 * time.Second, PendingPollInterval: time.Hour,
+			RetryPollInterval: time.Hour, TimeoutCheckInterval: time.Hour, DeadlineCheckInterval: time.Hour})
+		require.NoError(t, e.Register(sleeper(f, 200*time.Millisecond, scheduled)))
+		require.NoError(t, e.Start(ctx))
+		t.Cleanup(func() { _ = e.Stop(context.Background()) })
+		id := uuid.Must(uuid.NewV7())
+		leases, err := e.Insert(ctx, []*driver.ExecutionInsertParams{{ID: id, Model: "workflow", Type: "Sleeper", Domain: "d",
+			Lease: 30 * time.Second, WorkerID: "w1"}})
+		require.NoError(t, err)
+		require.NoError(t, e.RunLeased(ctx, leases[0]))
+		require.Equal(t, id, receive(t, scheduled, "the timer scheduled"))
+		start := time.Now()
+		require.Equal(t, "nap", receive(t, f.ch, "the timer fired"))
+		t.Logf("fired %s after it was scheduled", time.Since(start))
+		require.Equal(t, 1, f.times(id, "nap"))
+	})
+}
