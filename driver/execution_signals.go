@@ -198,7 +198,6 @@ type ExecutionNextWakeParams struct {
 type ExecutionTimerCancelParams struct {
 	ExecutionID uuid.UUID
 	TimerID     string
-	Now         *time.Time
 }
 
 // ExecutionWaitListParams lists an execution's open waits; with Expired only those whose timeout

@@ -44,7 +44,7 @@ func (e *Engine) PendingTimers(ctx context.Context, id uuid.UUID) ([]*driver.Exe
 // due. It returns driver.ErrNotFound when there is no such timer and an error wrapping
 // driver.ErrConflict when it already fired or was cancelled.
 func (e *Engine) CancelTimer(ctx context.Context, id uuid.UUID, timerID string) error {
-	return e.cfg.Exec.ExecutionTimerCancel(ctx, &driver.ExecutionTimerCancelParams{ExecutionID: id, TimerID: timerID, Now: e.cfg.Now()})
+	return e.cfg.Exec.ExecutionTimerCancel(ctx, &driver.ExecutionTimerCancelParams{ExecutionID: id, TimerID: timerID})
 }
 
 // OpenWaits returns the open waits of an execution, in the order opened.
