@@ -282,6 +282,32 @@ func exerciseExecutionTimers(t *testing.T, setup setupFunc) {
 		require.Nil(t, next(t0, "Nobody"))
 	})
 
+	t.Run("MixedBatch", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		plain, timed, fenced := newLeasedExecution("Flow", time.Minute), newLeasedExecution("Flow", time.Minute), newLeasedExecution("Flow", time.Minute)
+		insertExecutions(t, b.exec, &t0, plain, timed, fenced)
+		applied := checkpoint(t, b.exec, t0,
+			&driver.ExecutionCheckpoint{ID: plain.ID, Fence: 1, Status: driver.ExecutionWaitingForAsync, Release: true,
+				Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: "STEP", Name: "a"}}},
+			&driver.ExecutionCheckpoint{ID: timed.ID, Fence: 1, Status: driver.ExecutionWaitingForAsync, Release: true,
+				Log:    []*driver.ExecutionLogEntry{{Seq: 1, EntryType: "STEP", Name: "b"}},
+				Timers: []*driver.TimerParams{{ID: "t", Delay: time.Second}}},
+			&driver.ExecutionCheckpoint{ID: fenced.ID, Fence: 7, Status: driver.ExecutionWaitingForAsync, Release: true,
+				Timers: []*driver.TimerParams{{ID: "t", Delay: time.Second}}},
+		)
+		require.ElementsMatch(t, []uuid.UUID{plain.ID, timed.ID}, applied)
+		require.Nil(t, getExecution(t, b.exec, plain.ID).WakeAt)
+		requireTimePtr(t, t0.Add(time.Second), getExecution(t, b.exec, timed.ID).WakeAt, "the timer")
+		require.Equal(t, driver.ExecutionExecuting, getExecution(t, b.exec, fenced.ID).Status)
+		require.Empty(t, timerIDs(t, b.exec, fenced.ID, false, t0))
+		for _, id := range []uuid.UUID{plain.ID, timed.ID} {
+			log, err := b.exec.ExecutionLogList(ctx, id)
+			require.NoError(t, err)
+			require.Len(t, log, 1, "the log entries of checkpoints with and without timers")
+		}
+	})
+
 	t.Run("FireOnce", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
