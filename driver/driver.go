@@ -77,6 +77,7 @@ type Executor interface {
 	AuditExecutor
 	NotifyExecutor
 	ExecutionExecutor
+	ExecutionSignalExecutor
 	CommandDeliveryExecutor
 	OutboxExecutor
 	InboxExecutor

@@ -293,8 +293,9 @@ type ExecutionCheckpoint struct {
 	Retries    int
 	// Lease, when positive, renews the lease for this long from now. Release ends it instead
 	// (the runner is done for now); with neither the lease is left as it is. A released
-	// execution is woken again at once if responses arrived that the runner did not apply, or at
-	// WakeAt when set.
+	// execution is woken again at once if responses arrived that the runner did not apply or,
+	// unless it ended, signals arrived while it held the lease; otherwise at the earliest of
+	// WakeAt, its pending timers and its open waits' timeouts.
 	Lease   time.Duration
 	Release bool
 	WakeAt  *time.Time
@@ -323,6 +324,18 @@ type ExecutionCheckpoint struct {
 	// LIFECYCLE entry CONTINUED_AS_NEW naming the successor is logged, and the async responses
 	// this execution received above ResponsesApplied move to the successor.
 	ContinueAsNew *ExecutionInsertParams
+
+	// Timers are scheduled, CancelTimers cancelled and FireTimers marked fired (so never due
+	// again) with the checkpoint; only pending timers change. On release the execution's wake_at
+	// becomes the earliest of WakeAt, its pending timers and its open waits' timeouts.
+	Timers       []*TimerParams
+	CancelTimers []string
+	FireTimers   []string
+	// ConsumeSignals marks these pending signals consumed.
+	ConsumeSignals []string
+	// OpenWaits opens waits and CloseWaits closes them (closing an unknown id does nothing).
+	OpenWaits  []*WaitParams
+	CloseWaits []string
 }
 
 // Validate reports what makes the checkpoint unwritable: a child or successor without an id or

@@ -368,12 +368,24 @@ func exerciseExecutionChildren(t *testing.T, setup setupFunc) {
 		for _, name := range []string{"r1", "r2", "r3"} {
 			respond(t, b.exec, old.ID, name, t0)
 		}
+		// Two signals arrive; the runner consumes the first in the checkpoint that continues.
+		for _, id := range []string{"s1", "s2"} {
+			_, err := b.exec.ExecutionSignalSend(context.Background(), &driver.ExecutionSignalSendParams{ExecutionID: old.ID, SignalID: id, Name: "approve", Now: &t0})
+			require.NoError(t, err)
+		}
 		successor := &driver.ExecutionInsertParams{ID: uuid.Must(uuid.NewV7()), State: json.RawMessage(`{"round":2}`)}
 		t1 := t0.Add(time.Second)
 		require.Len(t, checkpoint(t, b.exec, t1, &driver.ExecutionCheckpoint{
 			ID: old.ID, Fence: 1, Status: driver.ExecutionCompleted, ResponsesApplied: 1, Release: true,
-			ContinueAsNew: successor,
+			ContinueAsNew: successor, ConsumeSignals: []string{"s1"},
 		}), 1)
+		carried, err := b.exec.ExecutionSignalListPending(context.Background(), successor.ID)
+		require.NoError(t, err)
+		require.Len(t, carried, 1, "the unconsumed signal moves with the successor")
+		require.Equal(t, "s2", carried[0].SignalID)
+		left, err := b.exec.ExecutionSignalListPending(context.Background(), old.ID)
+		require.NoError(t, err)
+		require.Empty(t, left)
 
 		got := getExecution(t, b.exec, successor.ID)
 		require.Equal(t, driver.ExecutionPending, got.Status)

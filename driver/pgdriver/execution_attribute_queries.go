@@ -103,7 +103,8 @@ func (e *executor) ExecutionAttributes(ctx context.Context, id uuid.UUID) (map[s
 
 // executionOwnedTables are the tables whose rows belong to one execution (by execution_id) and
 // are deleted with it. A table keyed by execution_id that a feature adds belongs here.
-var executionOwnedTables = []string{"execution_log", "execution_response", "execution_attribute"}
+var executionOwnedTables = []string{"execution_log", "execution_response", "execution_attribute",
+	"execution_signal", "execution_timer", "execution_wait"}
 
 // executionDeleteExpiredSQL deletes one batch of ended executions and their rows in one short
 // statement. SKIP LOCKED: a row some transaction holds is left for the next batch, so retention

@@ -271,7 +271,16 @@ const executionMoveResponsesSQL = `
 // can receive moves here.
 func (e *executor) queueMovePendingInputs(batch *pgx.Batch, ids []pgtype.UUID, fences []int64, successors []pgtype.UUID, appliedSeqs []int64, now any) {
 	batch.Queue(e.d.sql(executionMoveResponsesSQL), ids, fences, successors, appliedSeqs, now)
+	batch.Queue(e.d.sql(executionMoveSignalsSQL), ids, fences, successors)
 }
+
+// executionMoveSignalsSQL moves the signals each continued execution ($1, fence $2) has not
+// consumed to its successor ($3), which applies them.
+const executionMoveSignalsSQL = `
+	UPDATE {schema}.execution_signal s SET execution_id = t.successor
+	FROM unnest($1::uuid[], $2::bigint[], $3::uuid[]) AS t(id, fence, successor)
+	JOIN {schema}.execution e ON e.id = t.id AND e.fence = t.fence
+	WHERE s.execution_id = t.id AND s.consumed_at IS NULL`
 
 // executionChildEndedSQL records, for each execution ($1, fence $2) that ended as a child of a
 // parent that has not ended, a response on the parent carrying the child's outcome, and wakes

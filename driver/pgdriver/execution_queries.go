@@ -417,11 +417,19 @@ const executionCheckpointSQL = `
 			retries = i.retries,
 			lease_until = CASE WHEN i.release THEN NULL
 				WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond' ELSE e.lease_until END,
+			-- A release wakes the execution at once for responses it did not apply and, unless
+			-- it ended, for signals that arrived while it ran, else at the earliest of the
+			-- runner's wake-up, its pending timers and its open waits' timeouts.
 			wake_at = CASE
 				WHEN i.release AND e.responses_received > i.responses_applied THEN n.now
-				WHEN i.release THEN i.wake_at
+				WHEN i.release AND i.status IN ('COMPLETED', 'COMPENSATED', 'CANCELLED', 'FAILED') THEN i.wake_at
+				WHEN i.release AND e.signal_wake THEN n.now
+				WHEN i.release THEN least(i.wake_at,
+					(SELECT min(t.fire_at) FROM {schema}.execution_timer t WHERE t.execution_id = e.id AND t.status = 'PENDING'),
+					(SELECT min(w.timeout_at) FROM {schema}.execution_wait w WHERE w.execution_id = e.id))
 				WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond'
 				ELSE e.wake_at END,
+			signal_wake = e.signal_wake AND NOT i.release,
 			responses_applied = i.responses_applied,
 			error_code = i.error_code,
 			error_message = i.error_message,
@@ -446,10 +454,79 @@ type commandRecord struct {
 }
 
 func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.ExecutionCheckpointManyParams) ([]uuid.UUID, error) {
-	n := len(params.Checkpoints)
-	if n == 0 {
+	if len(params.Checkpoints) == 0 {
 		return nil, nil
 	}
+	query, args, followUps, err := e.checkpointStatement(params)
+	if err != nil {
+		return nil, err
+	}
+	signalOps := hasSignalOps(params)
+	if followUps.empty() && !signalOps {
+		rows, err := e.db.Query(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		return collectUUIDs(rows)
+	}
+	// Signal, timer and wait changes run before the checkpoint (it must see the timers and waits
+	// for the execution's wake time); children, successors, ended children and cancellations run
+	// after it. A pipelined batch runs them all in its implicit transaction, in one round trip.
+	batch := &pgx.Batch{}
+	if signalOps {
+		for _, c := range params.Checkpoints {
+			if err := c.ValidateSignalOps(); err != nil {
+				return nil, fmt.Errorf("checkpointing execution %s: %w", c.ID, err)
+			}
+		}
+		opsArgs, err := signalOpsArgs(params)
+		if err != nil {
+			return nil, err
+		}
+		batch.Queue(e.d.sql(executionSignalOpsSQL), opsArgs...)
+	}
+	batch.Queue(query, args...)
+	followUps.queue(e, batch, params.Now)
+	results := e.db.SendBatch(ctx, batch)
+	appliedIDs, err := readCheckpointBatch(results, signalOps, batch.Len())
+	if closeErr := results.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return appliedIDs, nil
+}
+
+// readCheckpointBatch reads a checkpoint batch of n statements: the signal operations first when
+// there are some, then the checkpoint's applied ids, then the follow-ups.
+func readCheckpointBatch(results pgx.BatchResults, signalOps bool, n int) ([]uuid.UUID, error) {
+	if signalOps {
+		if _, err := results.Exec(); err != nil {
+			return nil, err
+		}
+		n--
+	}
+	rows, err := results.Query()
+	if err != nil {
+		return nil, err
+	}
+	ids, err := collectUUIDs(rows)
+	if err != nil {
+		return nil, err
+	}
+	for range n - 1 {
+		if _, err := results.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	return ids, nil
+}
+
+// checkpointStatement returns the checkpoint statement of a batch and its arguments, and the
+// follow-up statements its children, successors, ends and cancellations need.
+func (e *executor) checkpointStatement(params *driver.ExecutionCheckpointManyParams) (string, []any, *checkpointFollowUps, error) {
+	n := len(params.Checkpoints)
 	var (
 		ids                                       = make([]pgtype.UUID, n)
 		fences, delays, timeouts, leases, applied = make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]int64, n)
@@ -483,18 +560,18 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 			log.add(c.ID, c.Fence, entry)
 		}
 		if err := attrs.add(c.ID, c.Fence, c.Attributes); err != nil {
-			return nil, err
+			return "", nil, nil, err
 		}
 		for j, cmd := range c.Commands {
 			commands = append(commands, commandRecord{insertRecord: newInsertRecord(j, cmd), Owner: c.ID, OwnerFence: c.Fence})
 		}
 		if err := followUps.add(c); err != nil {
-			return nil, err
+			return "", nil, nil, err
 		}
 	}
 	commandJSON, err := json.Marshal(commands)
 	if err != nil {
-		return nil, err
+		return "", nil, nil, err
 	}
 	if commands == nil {
 		commandJSON = []byte("[]")
@@ -508,48 +585,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		log.executionIDs, log.seqs, log.entryTypes, log.names, log.stepStatuses, log.attempts,
 		log.maxAttempts, log.requests, log.responses, log.errorCodes, log.errorMessages, log.actors,
 		log.reasons, log.fences, log.startedAts, commandJSON}
-	args = append(args, attrsArgs...)
-	if followUps.empty() {
-		rows, err := e.db.Query(ctx, e.d.sql(query), args...)
-		if err != nil {
-			return nil, err
-		}
-		return collectUUIDs(rows)
-	}
-	// Children, successors, ended children and cancellations need statements of their own; a
-	// pipelined batch runs them after the checkpoint in its implicit transaction, in one round
-	// trip.
-	batch := &pgx.Batch{}
-	batch.Queue(e.d.sql(query), args...)
-	followUps.queue(e, batch, params.Now)
-	results := e.db.SendBatch(ctx, batch)
-	appliedIDs, err := readCheckpointBatch(results, batch.Len())
-	if closeErr := results.Close(); err == nil {
-		err = closeErr
-	}
-	if err != nil {
-		return nil, err
-	}
-	return appliedIDs, nil
-}
-
-// readCheckpointBatch reads the applied ids of a checkpoint batch's first statement and the
-// results of its n-1 follow-ups.
-func readCheckpointBatch(results pgx.BatchResults, n int) ([]uuid.UUID, error) {
-	rows, err := results.Query()
-	if err != nil {
-		return nil, err
-	}
-	ids, err := collectUUIDs(rows)
-	if err != nil {
-		return nil, err
-	}
-	for range n - 1 {
-		if _, err := results.Exec(); err != nil {
-			return nil, err
-		}
-	}
-	return ids, nil
+	return e.d.sql(query), append(args, attrsArgs...), &followUps, nil
 }
 
 func (e *executor) ExecutionLogList(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionLogEntry, error) {

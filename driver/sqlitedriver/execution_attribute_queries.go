@@ -64,7 +64,8 @@ func (e *executor) ExecutionAttributes(ctx context.Context, id uuid.UUID) (map[s
 
 // executionOwnedTables are the tables whose rows belong to one execution (by execution_id) and
 // are deleted with it. A table keyed by execution_id that a feature adds belongs here.
-var executionOwnedTables = []string{"execution_log", "execution_response", "execution_attribute"}
+var executionOwnedTables = []string{"execution_log", "execution_response", "execution_attribute",
+	"execution_signal", "execution_timer", "execution_wait"}
 
 // ExecutionDeleteExpired picks one batch of ended executions, then deletes their rows and them
 // in the same transaction; the single writer connection keeps it as isolated as PostgreSQL's one

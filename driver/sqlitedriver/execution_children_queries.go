@@ -207,6 +207,11 @@ func (e *executor) checkpointFollowUps(ctx context.Context, tx *sql.Tx, applied 
 // responses above afterSeq) to its successor, after the successor's own, and wakes the
 // successor. Every kind of pending input an execution can receive moves here.
 func (e *executor) movePendingInputs(ctx context.Context, tx *sql.Tx, from, to uuid.UUID, afterSeq, nowUS int64) error {
+	// Signals not consumed move to the successor, which applies them.
+	if _, err := tx.ExecContext(ctx, e.d.sql(`UPDATE {schema}.execution_signal SET execution_id = ?
+		WHERE execution_id = ? AND consumed_at IS NULL`), to.String(), from.String()); err != nil {
+		return fmt.Errorf("moving the signals of execution %s: %w", from, err)
+	}
 	var moved int64
 	err := tx.QueryRowContext(ctx, e.d.sql(`SELECT count(*) FROM {schema}.execution_response
 		WHERE execution_id = ? AND seq > ?`), from.String(), afterSeq).Scan(&moved)

@@ -237,7 +237,9 @@ func (e *executor) ExecutionAcquire(ctx context.Context, params *driver.Executio
 // executionCheckpointSQL writes one fenced checkpoint. Column references on the right of SET
 // read the row before the update. The Go side resolves what does not depend on the row:
 // :next_retry_at and :next_wait_timeout_at are final, :lease_end is the renewed lease's end (NULL
-// when not renewing).
+// when not renewing). A release wakes the execution at once for responses it did not apply and,
+// unless it ended, for signals that arrived while it ran, else at the earliest of :wake_at, its
+// pending timers and its open waits' timeouts.
 const executionCheckpointSQL = `
 	UPDATE {schema}.execution SET
 		status = :status,
@@ -252,9 +254,17 @@ const executionCheckpointSQL = `
 			WHEN :lease_end IS NOT NULL THEN :lease_end ELSE lease_until END,
 		wake_at = CASE
 			WHEN :release AND responses_received > :responses_applied THEN :now
-			WHEN :release THEN :wake_at
+			WHEN :release AND :terminal THEN :wake_at
+			WHEN :release AND signal_wake THEN :now
+			WHEN :release THEN (SELECT min(at) FROM (
+				SELECT :wake_at AS at
+				UNION ALL SELECT min(t.fire_at) FROM {schema}.execution_timer t
+					WHERE t.execution_id = :id AND t.status = 'PENDING'
+				UNION ALL SELECT min(w.timeout_at) FROM {schema}.execution_wait w
+					WHERE w.execution_id = :id))
 			WHEN :lease_end IS NOT NULL THEN :lease_end
 			ELSE wake_at END,
+		signal_wake = signal_wake AND NOT :release,
 		responses_applied = :responses_applied,
 		error_code = :error_code,
 		error_message = :error_message,
@@ -276,6 +286,11 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		}
 		return fallback
 	}
+	for _, c := range params.Checkpoints {
+		if err := c.ValidateSignalOps(); err != nil {
+			return nil, fmt.Errorf("checkpointing execution %s: %w", c.ID, err)
+		}
+	}
 	var applied []uuid.UUID
 	err := e.inTx(ctx, func(tx *sql.Tx) error {
 		var appliedCheckpoints []*driver.ExecutionCheckpoint
@@ -285,6 +300,16 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		}
 		defer stmt.Close()
 		for _, c := range params.Checkpoints {
+			if c.HasSignalOps() {
+				// Timers and waits go first so that the checkpoint's wake_at sees them.
+				written, err := e.writeSignalOps(ctx, tx, c, nowUS)
+				if err != nil {
+					return err
+				}
+				if !written {
+					continue // fenced out
+				}
+			}
 			var state any
 			if c.State != nil {
 				state = string(c.State)

@@ -5,6 +5,12 @@
 // async responses, and the TSQ bookkeeping. A model only decides what runs next: it implements
 // Runner and writes its progress through Lease.Checkpoint.
 //
+// For models with several things in flight at once, the engine also keeps named signals
+// (buffered until a runner consumes them), durable timers and open waits with timeouts. A runner
+// reads them through its lease (Signals, DueTimers, Waits, ExpiredWaits) and changes them in its
+// checkpoints; the execution's wake_at follows its earliest timer or wait timeout, so the pending
+// poller takes it up when one is due, and this instance also wakes its poller in memory then.
+//
 // This package holds no SQL (that is the drivers') and imports nothing of the models.
 package execution
 
@@ -84,6 +90,10 @@ type Engine struct {
 	acquirer     *acquirer
 	logs         *logCache
 	observers    *observers // nil without an observer
+	wakeups      *wakeups
+	dueTimers    *dueTimerReader
+	// nextWakeAsked is when the pending poller last asked for the next wake-up (its goroutine only).
+	nextWakeAsked time.Time
 
 	mu      sync.RWMutex
 	runners map[string]Runner
@@ -120,6 +130,8 @@ func New(cfg Config) *Engine {
 	e.checkpointer = newCheckpointer(cfg.Exec, cfg.Now, cfg.Logger, cfg.Notify, e.observers)
 	e.acquirer = newAcquirer(e)
 	e.logs = newLogCache(cfg.LogCache)
+	e.wakeups = newWakeups(cfg.Clock)
+	e.dueTimers = newDueTimerReader(cfg.Exec, cfg.Now)
 	return e
 }
 
@@ -172,15 +184,22 @@ func (e *Engine) Start(context.Context) error {
 		name     string
 		interval time.Duration
 		wake     <-chan struct{}
+		local    <-chan struct{} // this instance's own wake-ups (signals sent, timers due)
 		poll     func(ctx context.Context) (more bool)
 	}{
-		{"pending", e.cfg.PendingPollInterval, e.cfg.Wake, func(ctx context.Context) bool { return e.claimAndRun(ctx, driver.ClaimPending) }},
-		{"retry", e.cfg.RetryPollInterval, nil, func(ctx context.Context) bool { return e.claimAndRun(ctx, driver.ClaimRetry) }},
-		{"wait-timeout", e.cfg.TimeoutCheckInterval, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueWaitTimeout) }},
-		{"deadline", e.cfg.DeadlineCheckInterval, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueDeadline) }},
+		{"pending", e.cfg.PendingPollInterval, e.cfg.Wake, e.wakeups.local, func(ctx context.Context) bool {
+			more := e.claimAndRun(ctx, driver.ClaimPending)
+			if !more {
+				e.scheduleNextWake(ctx, e.cfg.PendingPollInterval)
+			}
+			return more
+		}},
+		{"retry", e.cfg.RetryPollInterval, nil, nil, func(ctx context.Context) bool { return e.claimAndRun(ctx, driver.ClaimRetry) }},
+		{"wait-timeout", e.cfg.TimeoutCheckInterval, nil, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueWaitTimeout) }},
+		{"deadline", e.cfg.DeadlineCheckInterval, nil, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueDeadline) }},
 	}
 	for _, p := range pollers {
-		e.base.Go(func() { e.pollLoop(runCtx, stop, p.interval, p.wake, p.poll) })
+		e.base.Go(func() { e.pollLoop(runCtx, stop, p.interval, p.wake, p.local, p.poll) })
 	}
 	return nil
 }
@@ -202,7 +221,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 		<-done
 	}
 	cancel()
+	e.wakeups.stop()
 	e.acquirer.group.wait()
+	e.dueTimers.group.wait()
 	e.checkpointer.group.wait()
 	if e.observers != nil {
 		e.observers.wait(ctx)
@@ -211,7 +232,7 @@ func (e *Engine) Stop(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) pollLoop(ctx context.Context, stop <-chan struct{}, interval time.Duration, wake <-chan struct{}, poll func(ctx context.Context) bool) {
+func (e *Engine) pollLoop(ctx context.Context, stop <-chan struct{}, interval time.Duration, wake, local <-chan struct{}, poll func(ctx context.Context) bool) {
 	ticker := time.NewTicker(interval)
 	defer ticker.Stop()
 	for {
@@ -227,6 +248,7 @@ func (e *Engine) pollLoop(ctx context.Context, stop <-chan struct{}, interval ti
 			return
 		case <-ticker.C:
 		case <-wake:
+		case <-local:
 		}
 	}
 }

@@ -110,12 +110,17 @@ func (l *Lease) Base() *driver.ExecutionCheckpoint {
 // then stop without further writes. Log entries get their sequence numbers here. A checkpoint
 // that continues as new gets the LIFECYCLE CONTINUED_AS_NEW entry naming the successor. Its
 // commands that carry no traceparent get the execution's, so they continue the trace of the
-// request that started it, whatever model built them. Children,
-// a successor, or the end of a child (which answers its parent) wake the pending pollers once
-// committed.
+// request that started it, whatever model built them. Children, a successor, or the end of a
+// child (which answers its parent) wake the pending pollers once committed. Invalid children,
+// attributes, timers or waits are rejected before anything is written; the timers and wait
+// timeouts of a committed checkpoint also schedule an in-memory wake-up of this instance's
+// pending poller.
 func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
 	cp.ID, cp.Fence = l.Row.ID, l.Row.Fence
 	if err := cp.Validate(); err != nil {
+		return fmt.Errorf("invalid checkpoint: %w", err)
+	}
+	if err := cp.ValidateSignalOps(); err != nil {
 		return fmt.Errorf("invalid checkpoint: %w", err)
 	}
 	// An invalid attribute fails this checkpoint alone, before it joins a group commit.
@@ -156,6 +161,7 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	}
 	l.apply(cp, now)
 	l.rememberLog(cp, now)
+	l.engine.wakeups.checkpointed(cp, now)
 	return nil
 }
 
