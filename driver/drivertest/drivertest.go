@@ -64,6 +64,8 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"ExecutionResponses", exerciseExecutionResponses},
 		{"ExecutionListDue", exerciseExecutionListDue},
 		{"ExecutionCountByStatus", exerciseExecutionCountByStatus},
+		{"ExecutionSuspend", exerciseExecutionSuspend},
+		{"ExecutionHeartbeat", exerciseExecutionHeartbeat},
 		{"Outbox", exerciseOutbox},
 		{"Inbox", exerciseInbox},
 		{"DLQ", exerciseDLQ},

@@ -37,7 +37,7 @@ CREATE TABLE {schema}.execution_prev (
 INSERT INTO {schema}.execution_prev (id, model, type, domain, tenant_id, business_key, batch_id, status, state, step, current_wait, next_retry_at, next_wait_timeout_at, deadline_at, retries, lease_until, fence, worker_id, wake_at, responses_received, responses_applied, error_code, error_message, created_at, updated_at, completed_at)
     SELECT id, model, type, domain, tenant_id, business_key, batch_id, status, state, step, current_wait, next_retry_at, next_wait_timeout_at, deadline_at, retries, lease_until, fence, worker_id, wake_at, responses_received, responses_applied, error_code, error_message, created_at, updated_at, completed_at FROM {schema}.execution;
 DROP TABLE {schema}.execution;
-ALTER TABLE {schema}.execution_prev RENAME TO execution;
+ALTER TABLE {schema}.execution_prev RENAME TO {schema}.execution;
 
 -- The pending poller: new executions, arrived responses, expired runner leases.
 CREATE INDEX {schema}.execution_wake_idx ON {schema}.execution (wake_at) WHERE wake_at IS NOT NULL;
