@@ -22,6 +22,10 @@ type Operations interface {
 	CancelOverride(ctx context.Context, id uuid.UUID, runCompensations bool, action commandbus.OperatorAction) error
 	CompleteOverride(ctx context.Context, id uuid.UUID, stateOverrides map[string]any, action commandbus.OperatorAction) error
 	Skip(ctx context.Context, id uuid.UUID, step string, result json.RawMessage, action commandbus.OperatorAction) error
+	// Suspend pauses an execution; a running one stops after its current step.
+	Suspend(ctx context.Context, id uuid.UUID, action commandbus.OperatorAction) error
+	// Resume continues a suspended execution, or cancels a pending suspend request.
+	Resume(ctx context.Context, id uuid.UUID, action commandbus.OperatorAction) error
 }
 
 // InstanceJSON is an execution with its state left as JSON.

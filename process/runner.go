@@ -22,6 +22,13 @@ func (m *Manager[S]) Run(ctx context.Context, lease *execution.Lease) error {
 // checkpoint, and injected responses (a command-step reply handed over directly) are applied
 // after the stored ones.
 func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry, injected []*driver.ExecutionResponseRow) error {
+	if lease.Row.Status == driver.ExecutionSuspended {
+		// Nothing runs a suspended execution; its responses stay recorded until the resume.
+		if err := lease.Release(ctx); err != nil && !errors.Is(err, execution.ErrFenced) {
+			return err
+		}
+		return nil
+	}
 	if err := lease.Load(ctx); err != nil {
 		return m.abandon(ctx, lease, fmt.Errorf("reading log: %w", err))
 	}
@@ -249,7 +256,7 @@ func (m *Manager[S]) compensationFailed(x *Execution[S], final driver.ExecutionS
 // runnerResult is the result of a compensation the runtime started itself: failed compensations
 // are parked for an operator, which is the outcome, not an error of the run.
 func (m *Manager[S]) runnerResult(err error) error {
-	if errors.Is(err, ErrCompensationFailed) {
+	if errors.Is(err, ErrCompensationFailed) || errors.Is(err, ErrSuspended) {
 		return nil
 	}
 	return err
