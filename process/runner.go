@@ -23,11 +23,7 @@ func (m *Manager[S]) Run(ctx context.Context, lease *execution.Lease) error {
 // after the stored ones.
 func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry, injected []*driver.ExecutionResponseRow) error {
 	if lease.Row.Status == driver.ExecutionSuspended {
-		// Nothing runs a suspended execution; its responses stay recorded until the resume.
-		if err := lease.Release(ctx); err != nil && !errors.Is(err, execution.ErrFenced) {
-			return err
-		}
-		return nil
+		return m.leaveSuspended(ctx, lease, injected)
 	}
 	if err := lease.Load(ctx); err != nil {
 		return m.abandon(ctx, lease, fmt.Errorf("reading log: %w", err))
@@ -69,6 +65,23 @@ func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*d
 		return m.runnerResult(m.compensate(x, pass.final, pass.code, pass.message, false))
 	}
 	return m.finish(x, m.execute(x))
+}
+
+// leaveSuspended lets go of a suspended execution without running it. A response handed over
+// directly is recorded first, to be applied after the resume.
+func (m *Manager[S]) leaveSuspended(ctx context.Context, lease *execution.Lease, injected []*driver.ExecutionResponseRow) error {
+	for _, r := range injected {
+		if _, err := m.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
+			ExecutionID: lease.Row.ID, Name: r.Name, Payload: r.Payload, Now: m.engine.Config().Now(),
+		}); err != nil {
+			_ = lease.Release(ctx)
+			return fmt.Errorf("recording a response for suspended execution %s: %w", lease.Row.ID, err)
+		}
+	}
+	if err := lease.Release(ctx); err != nil && !errors.Is(err, execution.ErrFenced) {
+		return err
+	}
+	return nil
 }
 
 // load reads the log and state of a leased execution.

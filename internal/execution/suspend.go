@@ -72,7 +72,9 @@ func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
 				return
 			case <-ticker.C:
 			}
-			hbCtx, cancel := context.WithTimeout(ctx, interval)
+			// Worth waiting for as long as the lease lasts: a renewal that lands late still
+			// renews it if nobody took the execution meanwhile (the fence decides).
+			hbCtx, cancel := context.WithTimeout(ctx, l.engine.cfg.Lease)
 			err := l.Heartbeat(hbCtx)
 			cancel()
 			switch {
