@@ -249,4 +249,3 @@ func TestLongStepKeepsItsLeaseAgainstAnotherRunner(t *testing.T) {
 		require.Equal(t, 1, proc.calls.get("after"))
 	})
 }
-
