@@ -45,4 +45,13 @@
 //     failures, exhausted retries, timed-out waits and deadlines (by the configured action) go
 //     to the troubleshooting queue, where Retry, CancelOverride, CompleteOverride and Skip act,
 //     each audited with actor and reason.
+//   - Suspend pauses an execution and Resume continues it, both audited and logged. An execution
+//     a runner holds finishes its running step and stops before the next one; nothing runs a
+//     suspended execution, and responses that arrive are kept for after the resume. Its deadline
+//     and its wait's timeout keep counting while it is suspended, but their actions wait: they
+//     apply at once on Resume if the time passed meanwhile. CancelOverride and CompleteOverride
+//     also act on a suspended execution.
+//   - A step's function may run longer than the execution lease: while it runs, the runner
+//     renews the lease (a fenced heartbeat every third of the lease), so no other runner takes
+//     the execution over and runs the step a second time.
 package process

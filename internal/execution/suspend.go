@@ -3,6 +3,7 @@ package execution
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -86,14 +87,12 @@ func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
 			}
 		}
 	}()
-	var once bool
+	var once sync.Once
 	return func() {
-		if once {
-			return
-		}
-		once = true
-		close(done)
-		<-exited
+		once.Do(func() {
+			close(done)
+			<-exited
+		})
 	}
 }
 
