@@ -71,7 +71,7 @@ func TestSuspendBetweenStepsHoldsTheExecutionUntilResume(t *testing.T) {
 		require.Equal(t, []string{
 			"LIFECYCLE created PROCESS_CREATED",
 			"STEP reserve COMPLETED", "SIDE_EFFECT token RECORDED", "WAIT awaitConfirmation PENDING",
-			"LIFECYCLE SUSPENDED SUSPENDED", "LIFECYCLE RESUMED WAITING_FOR_ASYNC",
+			"LIFECYCLE SUSPENDED SUSPENDED", "LIFECYCLE RESUMED",
 			"ASYNC_RESPONSE Confirmed APPLIED", "WAIT awaitConfirmation SATISFIED", "STEP ship COMPLETED",
 		}, logLines(inst.Log))
 		require.Equal(t, operator.Actor, inst.Log[4].Actor)
@@ -247,5 +247,86 @@ func TestLongStepKeepsItsLeaseAgainstAnotherRunner(t *testing.T) {
 		waitStatus(t, managers[0], id, driver.ExecutionCompleted)
 		require.Equal(t, 1, proc.calls.get("slow"), "the step's effect happened once")
 		require.Equal(t, 1, proc.calls.get("after"))
+	})
+}
+
+func TestWaitTimeoutPassingDuringSuspensionAppliesAfterResume(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		b := setupOrder(t, drv, &orderProcess{})
+		ctx := context.Background()
+		id, err := b.manager.Start(ctx, orderState{OrderID: "W"})
+		require.NoError(t, err)
+		waitStatus(t, b.manager, id, driver.ExecutionWaitingForAsync)
+		require.NoError(t, b.manager.Suspend(ctx, id, operator))
+
+		b.fake.Advance(6 * time.Minute) // past the wait's five-minute timeout
+		staysFor(t, 200*time.Millisecond, "the wait does not time out while suspended", func() bool {
+			inst, err := b.manager.Get(ctx, id)
+			require.NoError(t, err)
+			return inst.Status == driver.ExecutionSuspended
+		})
+
+		require.NoError(t, b.manager.Resume(ctx, id, operator))
+		inst := waitStatus(t, b.manager, id, driver.ExecutionWaitingForTSQ)
+		require.Equal(t, process.CodeWaitTimeout, inst.ErrorCode)
+	})
+}
+
+// undoProcess runs two steps with compensations, then fails on a business rule; the first
+// compensation to run ("undo-b") signals entered and blocks until gate closes.
+type undoProcess struct {
+	calls   *counter
+	entered chan struct{}
+	gate    chan struct{}
+}
+
+func (p *undoProcess) Type() string   { return "SuspendUndo" }
+func (p *undoProcess) Domain() string { return "payments" }
+
+func (p *undoProcess) Execute(x *process.Execution[orderState]) error {
+	for _, name := range []string{"a", "b"} {
+		if _, err := process.Step(x, name, func(ctx context.Context) (bool, error) {
+			return true, nil
+		}, process.Compensate(func(x *process.Execution[orderState]) error {
+			if p.calls.inc("undo-"+name) == 1 && name == "b" {
+				close(p.entered)
+				<-p.gate
+			}
+			return nil
+		})); err != nil {
+			return err
+		}
+	}
+	_, err := process.Step(x, "c", func(ctx context.Context) (bool, error) {
+		return false, commandbus.BusinessRule("REFUSED", "refused")
+	})
+	return err
+}
+
+func TestSuspendDuringCompensationResumesCompensating(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		client := newClient(t, drv, testConfig(t, clock.NewFake(testStart), nil))
+		proc := &undoProcess{calls: newCounter(), entered: make(chan struct{}), gate: make(chan struct{})}
+		m, err := process.NewManager(client, process.Process[orderState](proc))
+		require.NoError(t, err)
+		start(t, client)
+		id, err := m.Start(ctx, orderState{OrderID: "U"}, process.Deferred())
+		require.NoError(t, err)
+		<-proc.entered
+		require.NoError(t, m.Suspend(ctx, id, operator))
+		close(proc.gate)
+
+		inst := waitStatus(t, m, id, driver.ExecutionSuspended)
+		require.Equal(t, driver.ExecutionCompensating, inst.SuspendedFrom)
+		require.Zero(t, proc.calls.get("undo-a"), "no compensation starts after the request")
+
+		require.NoError(t, m.Resume(ctx, id, operator))
+		inst = waitStatus(t, m, id, driver.ExecutionCompensated)
+		require.Equal(t, 1, proc.calls.get("undo-b"))
+		require.Equal(t, 1, proc.calls.get("undo-a"))
+		require.Equal(t, "REFUSED", inst.ErrorCode)
 	})
 }

@@ -113,7 +113,7 @@ func (e *executor) ExecutionResume(ctx context.Context, params *driver.Execution
 		if out, err = scanExecution(row, false); err != nil {
 			return err
 		}
-		if err := in.logLifecycle(ctx, params.ID, driver.LogResumed, string(out.Status), params.Actor, params.Reason, params.Now, map[string]any{"to": out.Status}); err != nil {
+		if err := in.logLifecycle(ctx, params.ID, driver.LogResumed, "", params.Actor, params.Reason, params.Now, map[string]any{"to": out.Status}); err != nil {
 			return err
 		}
 		return in.auditSuspension(ctx, driver.AuditExecutionResume, params.ID, params.Actor, params.Reason, params.Now,
@@ -148,7 +148,7 @@ func (e *executor) logLifecycle(ctx context.Context, id uuid.UUID, name, stepSta
 		INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status, actor, reason, request)
 		SELECT $1, coalesce(max(seq), 0) + 1, coalesce($2::timestamptz, now()), 'LIFECYCLE', $3, $4, $5, $6, $7::jsonb
 		FROM {schema}.execution_log WHERE execution_id = $1`),
-		pgUUID(id), now, name, stepStatus, nullString(actor), nullString(reason), string(body))
+		pgUUID(id), now, name, nullString(stepStatus), nullString(actor), nullString(reason), string(body))
 	return err
 }
 

@@ -105,7 +105,7 @@ func (e *executor) ExecutionResume(ctx context.Context, params *driver.Execution
 		if out, err = scanExecution(row); err != nil {
 			return err
 		}
-		if err := e.logLifecycle(ctx, tx, params.ID, driver.LogResumed, string(out.Status), params.Actor, params.Reason, nowUS, map[string]any{"to": out.Status}); err != nil {
+		if err := e.logLifecycle(ctx, tx, params.ID, driver.LogResumed, "", params.Actor, params.Reason, nowUS, map[string]any{"to": out.Status}); err != nil {
 			return err
 		}
 		return e.auditSuspension(ctx, tx, driver.AuditExecutionResume, params.ID, params.Actor, params.Reason, nowUS,
@@ -140,7 +140,7 @@ func (e *executor) logLifecycle(ctx context.Context, tx *sql.Tx, id uuid.UUID, n
 		INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status, actor, reason, request)
 		SELECT ?, coalesce(max(seq), 0) + 1, ?, 'LIFECYCLE', ?, ?, ?, ?, json(?)
 		FROM {schema}.execution_log WHERE execution_id = ?`),
-		id.String(), nowUS, name, stepStatus, nullText(actor), nullText(reason), string(body), id.String())
+		id.String(), nowUS, name, nullText(stepStatus), nullText(actor), nullText(reason), string(body), id.String())
 	return err
 }
 
