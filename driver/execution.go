@@ -24,7 +24,8 @@ import (
 // runner holds is asked to stop (ExecutionRow.SuspendRequested): its running step finishes, no
 // new step starts, and its release stores SUSPENDED (a terminal checkpoint simply ends it).
 // While suspended nothing runs it: claims, the wait-timeout check and the deadline check skip
-// it, and async responses are recorded to be applied after the resume. Its deadline and its
+// it (it has no wake time of its own), and async responses are recorded to be applied after the
+// resume. Its deadline and its
 // wait's timeout keep counting, but their actions do not apply while it is suspended: they
 // apply at once after the resume if the time passed meanwhile. A resume restores the status it
 // had with its wait, retry time and error, and wakes it at once if it was runnable, responses

@@ -47,6 +47,7 @@ func exerciseExecutionSuspend(t *testing.T, setup setupFunc) {
 		require.Equal(t, driver.ExecutionPending, row.SuspendedFrom)
 		require.False(t, row.SuspendRequested)
 		require.Equal(t, int64(1), row.Fence, "the suspension fences out any earlier holder")
+		require.Nil(t, row.WakeAt, "out of the pending poller's way until the resume")
 		requireExecution(t, row, getExecution(t, b.exec, p.ID))
 
 		entry := lastLog(t, b.exec, p.ID)
@@ -110,6 +111,7 @@ func exerciseExecutionSuspend(t *testing.T, setup setupFunc) {
 		require.Equal(t, driver.ExecutionPending, row.SuspendedFrom)
 		require.False(t, row.SuspendRequested)
 		require.Nil(t, row.LeaseUntil)
+		require.Nil(t, row.WakeAt)
 		log := logList(t, b.exec, p.ID)
 		require.Len(t, log, 3)
 		require.Equal(t, "b", log[1].Name)

@@ -203,7 +203,7 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 	var where, order string
 	switch params.Kind {
 	case driver.ClaimPending:
-		// A SUSPENDED execution keeps its wake time (a response may set it) for the resume.
+		// A response may wake a SUSPENDED execution: it runs after the resume.
 		where, order = "wake_at <= n.now AND status <> 'SUSPENDED'", "wake_at"
 	case driver.ClaimRetry:
 		where, order = "status = 'WAITING_FOR_RETRY' AND next_retry_at <= n.now", "next_retry_at"
@@ -478,6 +478,8 @@ const executionCheckpointSQL = `
 			lease_until = CASE WHEN i.release THEN NULL
 				WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond' ELSE e.lease_until END,
 			wake_at = CASE
+				-- a suspended execution waits for its resume, outside the pending poller's index
+				WHEN i.release AND (e.suspend_requested AND NOT i.terminal OR i.status = 'SUSPENDED') THEN NULL
 				WHEN i.release AND e.responses_received > i.responses_applied THEN n.now
 				WHEN i.release THEN i.wake_at
 				WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond'

@@ -46,7 +46,7 @@ func (e *executor) ExecutionSuspend(ctx context.Context, params *driver.Executio
 		}
 		row := tx.QueryRow(ctx, e.d.sql(`
 			UPDATE {schema}.execution SET status = 'SUSPENDED', suspended_from = $2, suspend_requested = false,
-				suspend_actor = $3, suspend_reason = $4, fence = fence + 1, lease_until = NULL,
+				suspend_actor = $3, suspend_reason = $4, fence = fence + 1, lease_until = NULL, wake_at = NULL,
 				updated_at = coalesce($5::timestamptz, now())
 			WHERE id = $1
 			RETURNING `+executionCols), pgUUID(params.ID), string(driver.SuspendedFromStatus(status)), params.Actor,

@@ -148,7 +148,7 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 	var where, order string
 	switch params.Kind {
 	case driver.ClaimPending:
-		// A SUSPENDED execution keeps its wake time (a response may set it) for the resume.
+		// A response may wake a SUSPENDED execution: it runs after the resume.
 		where, order = "wake_at <= ? AND status <> 'SUSPENDED'", "wake_at"
 	case driver.ClaimRetry:
 		where, order = "status = 'WAITING_FOR_RETRY' AND next_retry_at <= ?", "next_retry_at"
@@ -293,6 +293,8 @@ const executionCheckpointSQL = `
 		lease_until = CASE WHEN :release THEN NULL
 			WHEN :lease_end IS NOT NULL THEN :lease_end ELSE lease_until END,
 		wake_at = CASE
+			-- a suspended execution waits for its resume, outside the pending poller's index
+			WHEN :release AND (suspend_requested AND NOT :terminal OR :status = 'SUSPENDED') THEN NULL
 			WHEN :release AND responses_received > :responses_applied THEN :now
 			WHEN :release THEN :wake_at
 			WHEN :lease_end IS NOT NULL THEN :lease_end

@@ -45,7 +45,7 @@ func (e *executor) ExecutionSuspend(ctx context.Context, params *driver.Executio
 		}
 		row := tx.QueryRowContext(ctx, e.d.sql(`
 			UPDATE {schema}.execution SET status = 'SUSPENDED', suspended_from = ?, suspend_requested = 0,
-				suspend_actor = ?, suspend_reason = ?, fence = fence + 1, lease_until = NULL, updated_at = ?
+				suspend_actor = ?, suspend_reason = ?, fence = fence + 1, lease_until = NULL, wake_at = NULL, updated_at = ?
 			WHERE id = ?
 			RETURNING `+executionCols), string(driver.SuspendedFromStatus(status)), params.Actor,
 			nullText(params.Reason), nowUS, params.ID.String())
