@@ -25,11 +25,10 @@ import (
 // new step starts, and its release stores SUSPENDED (a terminal checkpoint simply ends it).
 // While suspended nothing runs it: claims, the wait-timeout check and the deadline check skip
 // it (it has no wake time of its own), and async responses are recorded to be applied after the
-// resume. Its deadline and its
-// wait's timeout keep counting, but their actions do not apply while it is suspended: they
-// apply at once after the resume if the time passed meanwhile. A resume restores the status it
-// had with its wait, retry time and error, and wakes it at once if it was runnable, responses
-// arrived or a retry fell due.
+// resume. Its deadline and its wait's timeout keep counting, but their actions do not apply
+// while it is suspended: they apply at once after the resume if the time passed meanwhile. A
+// resume restores the status it had with its wait, retry time and error, and wakes it at once if
+// it was runnable, responses arrived or a retry fell due.
 type ExecutionStatus string
 
 // The execution statuses.
@@ -415,10 +414,15 @@ type ExecutionExecutor interface {
 	ExecutionListDue(ctx context.Context, params *ExecutionListDueParams) ([]*ExecutionRow, error)
 	ExecutionCountByStatus(ctx context.Context) ([]*ExecutionStatusCount, error)
 	// ExecutionSuspend suspends an execution, or asks its runner to (see ExecutionStatus), and
-	// returns the row after. ErrNotFound; ErrConflict when it is terminal or already SUSPENDED.
+	// returns the row after. It writes the audit row (EXECUTION_SUSPEND) and, when the execution
+	// is suspended at once, the LIFECYCLE SUSPENDED log entry, in the same transaction; asking
+	// again while a request is pending changes nothing. ErrNotFound; ErrConflict when it is
+	// terminal or already SUSPENDED.
 	ExecutionSuspend(ctx context.Context, params *ExecutionSuspendParams) (*ExecutionRow, error)
-	// ExecutionResume resumes a SUSPENDED execution, or cancels the pending suspend request of
-	// one a runner holds, and returns the row after. ErrNotFound; ErrConflict otherwise.
+	// ExecutionResume resumes a SUSPENDED execution (fencing out anyone who acquired it since,
+	// with a LIFECYCLE RESUMED log entry), or cancels the pending suspend request of one a runner
+	// holds, and returns the row after; the audit row (EXECUTION_RESUME) is written in the same
+	// transaction. ErrNotFound; ErrConflict, naming the status, otherwise.
 	ExecutionResume(ctx context.Context, params *ExecutionResumeParams) (*ExecutionRow, error)
 	// ExecutionHeartbeat renews the lease of a running execution and reports whether a suspend
 	// request is pending. ErrNotFound when the execution does not exist, its fence moved (another
