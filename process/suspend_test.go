@@ -206,17 +206,20 @@ func TestDeadlinePassingDuringSuspensionAppliesAfterResume(t *testing.T) {
 }
 
 // A step that runs longer than the lease keeps its execution: its runner heartbeats, and a second
-// client polling the same database does not take the execution over.
+// client polling the same database does not take the execution over. The shared fake clock moves
+// by half a lease at a time, each time only after a heartbeat renewed the lease from the new now:
+// without heartbeats the lease would run out at the third move and either runner would claim the
+// execution again, running the step a second time.
 func TestLongStepKeepsItsLeaseAgainstAnotherRunner(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		ctx := context.Background()
-		const lease = time.Second
+		const lease = 600 * time.Millisecond
+		fake := clock.NewFake(testStart)
 		proc := newGated("LongStep")
 		var managers []*process.Manager[orderState]
 		for _, worker := range []string{"runner-a", "runner-b"} {
-			cfg := testConfig(t, nil, nil)
-			cfg.Clock = nil // the real clock: the lease expires in real time
+			cfg := testConfig(t, fake, nil)
 			cfg.WorkerID = worker
 			cfg.Process.ExecutionLease = commandbus.Duration(lease)
 			client := newClient(t, drv, cfg)
@@ -232,13 +235,17 @@ func TestLongStepKeepsItsLeaseAgainstAnotherRunner(t *testing.T) {
 		require.NoError(t, err)
 		require.NotNil(t, first.LeaseUntil)
 
-		// Wait until the first lease is long over, and heartbeats have moved its end on.
 		var inst *process.Instance[orderState]
-		eventually(t, 10*time.Second, "the lease to be renewed past its first end", func() bool {
-			inst, err = managers[0].Get(ctx, id)
-			require.NoError(t, err)
-			return time.Now().After(first.LeaseUntil.Add(2*lease)) && inst.LeaseUntil != nil && inst.LeaseUntil.After(first.LeaseUntil.Add(lease))
-		})
+		for range 5 {
+			fake.Advance(lease / 2)
+			renewed := fake.Now().Add(lease)
+			eventually(t, 15*time.Second, "a heartbeat to renew the lease", func() bool {
+				inst, err = managers[0].Get(ctx, id)
+				require.NoError(t, err)
+				return inst.LeaseUntil != nil && !inst.LeaseUntil.Before(renewed)
+			})
+		}
+		require.True(t, fake.Now().After(first.LeaseUntil.Add(lease)), "the first lease is long over")
 		require.Equal(t, first.Fence, inst.Fence, "nobody took the execution over")
 		require.Equal(t, first.WorkerID, inst.WorkerID)
 		require.Equal(t, 1, proc.calls.get("slow"))
