@@ -11,7 +11,7 @@ import (
 )
 
 // ExecutionStatus is where an execution (a process, saga, TCC transaction or workflow run) is in
-// its lifecycle. The ten statuses are seed 000's:
+// its lifecycle:
 //
 //	PENDING ──runner──▶ EXECUTING ──▶ COMPLETED
 //	                        │  ▲
@@ -19,6 +19,17 @@ import (
 //	          WAITING_FOR_ASYNC | WAITING_FOR_RETRY | WAITING_FOR_TSQ
 //	EXECUTING ──business failure──▶ COMPENSATING ──▶ COMPENSATED
 //	operator cancel ──▶ CANCELLED;  deadline FAIL ──▶ FAILED
+//	any non-terminal ──operator suspend──▶ SUSPENDED ──operator resume──▶ the status it had
+//
+// SUSPENDED is an operator's pause. An execution no runner holds is suspended at once; one a
+// runner holds is asked to stop (ExecutionRow.SuspendRequested): its running step finishes, no
+// new step starts, and its release stores SUSPENDED (a terminal checkpoint simply ends it).
+// While suspended nothing runs it: claims, the wait-timeout check and the deadline check skip
+// it (it has no wake time of its own), and async responses are recorded to be applied after the
+// resume. Its deadline and its wait's timeout keep counting, but their actions do not apply
+// while it is suspended: they apply at once after the resume if the time passed meanwhile. A
+// resume restores the status it had with its wait, retry time and error, and wakes it at once if
+// it was runnable, responses arrived or a retry fell due.
 type ExecutionStatus string
 
 // The execution statuses.
@@ -33,6 +44,7 @@ const (
 	ExecutionCompleted       ExecutionStatus = "COMPLETED"
 	ExecutionCancelled       ExecutionStatus = "CANCELLED"
 	ExecutionFailed          ExecutionStatus = "FAILED"
+	ExecutionSuspended       ExecutionStatus = "SUSPENDED"
 )
 
 // Terminal reports whether the execution has ended.
@@ -44,12 +56,12 @@ func (s ExecutionStatus) Terminal() bool {
 	return false
 }
 
-// Valid reports whether s is one of the ten statuses.
+// Valid reports whether s is one of the eleven statuses.
 func (s ExecutionStatus) Valid() bool {
 	switch s {
 	case ExecutionPending, ExecutionExecuting, ExecutionWaitingForAsync, ExecutionWaitingForRetry,
 		ExecutionWaitingForTSQ, ExecutionCompensating, ExecutionCompensated, ExecutionCompleted,
-		ExecutionCancelled, ExecutionFailed:
+		ExecutionCancelled, ExecutionFailed, ExecutionSuspended:
 		return true
 	}
 	return false
@@ -97,6 +109,12 @@ type ExecutionRow struct {
 	// Traceparent is the W3C trace context of the request that started the execution; the
 	// commands it sends carry it.
 	Traceparent string `json:"traceparent,omitempty"`
+	// SuspendedFrom is the status a SUSPENDED execution had (PENDING for one that was running),
+	// restored by the resume.
+	SuspendedFrom ExecutionStatus `json:"suspendedFrom,omitempty"`
+	// SuspendRequested means an operator asked to suspend the execution while a runner held it:
+	// the runner starts no new step and its release stores SUSPENDED.
+	SuspendRequested bool `json:"suspendRequested,omitempty"`
 	// ClaimedFrom is the status the execution had when a claim or acquire took it (those queries
 	// only).
 	ClaimedFrom ExecutionStatus `json:"claimedFrom"`
@@ -336,6 +354,11 @@ type ExecutionCheckpoint struct {
 	// OpenWaits opens waits and CloseWaits closes them (closing an unknown id does nothing).
 	OpenWaits  []*WaitParams
 	CloseWaits []string
+	// SuspendRequested is set by the driver, not read: true when the checkpoint applied while an
+	// operator's suspend request was pending. A release with a non-terminal status then stored
+	// SUSPENDED (with a LIFECYCLE SUSPENDED log entry after the checkpoint's own) instead of
+	// Status; any other checkpoint leaves the request pending.
+	SuspendRequested bool
 }
 
 // Validate reports what makes the checkpoint unwritable: a child or successor without an id or
@@ -459,13 +482,14 @@ const (
 // unwinding), including parked in the troubleshooting queue, unless parked by the deadline
 // action itself (DEADLINE_EXCEEDED) or by compensations that failed (COMPENSATION_FAILED). So
 // the action applies once to a parked execution, and again only if an operator moves it on.
-const DeadlineDueSQL = `status <> 'COMPENSATING' AND NOT (status = 'WAITING_FOR_TSQ' AND ` +
+// A SUSPENDED execution is not due either: its deadline action applies after the resume.
+const DeadlineDueSQL = `status NOT IN ('COMPENSATING', 'SUSPENDED') AND NOT (status = 'WAITING_FOR_TSQ' AND ` +
 	`coalesce(error_code, '') IN ('DEADLINE_EXCEEDED', 'COMPENSATION_FAILED'))`
 
 // DeadlineHandled reports whether an execution's deadline action has been applied, or must not
 // apply, in its current status: the Go form of DeadlineDueSQL.
 func DeadlineHandled(row *ExecutionRow) bool {
-	return row.Status == ExecutionCompensating || row.Status.Terminal() ||
+	return row.Status == ExecutionCompensating || row.Status == ExecutionSuspended || row.Status.Terminal() ||
 		row.Status == ExecutionWaitingForTSQ && (row.ErrorCode == "DEADLINE_EXCEEDED" || row.ErrorCode == "COMPENSATION_FAILED")
 }
 
@@ -522,4 +546,19 @@ type ExecutionExecutor interface {
 	ExecutionListDue(ctx context.Context, params *ExecutionListDueParams) ([]*ExecutionRow, error)
 	ExecutionCountByStatus(ctx context.Context) ([]*ExecutionStatusCount, error)
 	ExecutionAttributeExecutor
+	// ExecutionSuspend suspends an execution, or asks its runner to (see ExecutionStatus), and
+	// returns the row after. It writes the audit row (EXECUTION_SUSPEND) and, when the execution
+	// is suspended at once, the LIFECYCLE SUSPENDED log entry, in the same transaction; asking
+	// again while a request is pending changes nothing. ErrNotFound; ErrConflict when it is
+	// terminal or already SUSPENDED.
+	ExecutionSuspend(ctx context.Context, params *ExecutionSuspendParams) (*ExecutionRow, error)
+	// ExecutionResume resumes a SUSPENDED execution (fencing out anyone who acquired it since,
+	// with a LIFECYCLE RESUMED log entry), or cancels the pending suspend request of one a runner
+	// holds, and returns the row after; the audit row (EXECUTION_RESUME) is written in the same
+	// transaction. ErrNotFound; ErrConflict, naming the status, otherwise.
+	ExecutionResume(ctx context.Context, params *ExecutionResumeParams) (*ExecutionRow, error)
+	// ExecutionHeartbeat renews the lease of a running execution and reports whether a suspend
+	// request is pending. ErrNotFound when the execution does not exist, its fence moved (another
+	// runner took it) or it was released.
+	ExecutionHeartbeat(ctx context.Context, params *ExecutionHeartbeatParams) (suspendRequested bool, err error)
 }

@@ -52,6 +52,12 @@ type Operations interface {
 	CompleteOverride(ctx context.Context, id uuid.UUID, stateOverrides map[string]any, action commandbus.OperatorAction) error
 	// Skip records a step as done with the given result and moves the execution on.
 	Skip(ctx context.Context, id uuid.UUID, step string, result json.RawMessage, action commandbus.OperatorAction) error
+	// Suspend pauses an execution: one a runner holds finishes its running step and starts no
+	// other; nothing runs a suspended execution until Resume.
+	Suspend(ctx context.Context, id uuid.UUID, action commandbus.OperatorAction) error
+	// Resume continues a suspended execution where it stopped, or cancels a pending suspend
+	// request.
+	Resume(ctx context.Context, id uuid.UUID, action commandbus.OperatorAction) error
 }
 
 // Definition describes what a model registered: the execution type, its domain and, for the

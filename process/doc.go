@@ -54,4 +54,13 @@
 //     key/value pairs written with the checkpoints; List finds executions by them
 //     (ListParams.Attributes) and Get returns them. With process.retention set, ended executions
 //     are deleted with their log and attributes once older than the retention.
+//   - Suspend pauses an execution and Resume continues it, both audited and logged. An execution
+//     a runner holds finishes its running step and stops before the next one; nothing runs a
+//     suspended execution, and responses that arrive are kept for after the resume. Its deadline
+//     and its wait's timeout keep counting while it is suspended, but their actions wait: they
+//     apply at once on Resume if the time passed meanwhile. CancelOverride and CompleteOverride
+//     also act on a suspended execution.
+//   - A step's function may run longer than the execution lease: while it runs, the runner
+//     renews the lease (a fenced heartbeat every third of the lease), so no other runner takes
+//     the execution over and runs the step a second time.
 package process

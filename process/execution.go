@@ -295,12 +295,26 @@ func (x *Execution[S]) progressed(step string) {
 	x.dirty, x.dirtyStep = true, step
 }
 
-// flush makes recorded progress durable before an effect runs.
+// flush makes recorded progress durable before an effect runs. When an operator asked to
+// suspend the execution (as that checkpoint, an earlier one or a heartbeat reported), no new
+// effect starts: the execution is released, and the driver stores it SUSPENDED.
 func (x *Execution[S]) flush() error {
-	if !x.dirty {
-		return nil
+	if x.dirty {
+		if err := x.continueRunning(x.dirtyStep); err != nil {
+			return err
+		}
 	}
-	return x.continueRunning(x.dirtyStep)
+	if x.lease.SuspendRequested() {
+		status := driver.ExecutionExecuting
+		if x.lease.Row.Status == driver.ExecutionCompensating {
+			status = driver.ExecutionCompensating
+		}
+		return x.suspend("an operator suspended the execution", func(cp *driver.ExecutionCheckpoint) {
+			cp.Status = status
+			cp.NextRetryAt, cp.NextWaitTimeoutAt = nil, nil
+		})
+	}
+	return nil
 }
 
 // suspend checkpoints a stop and returns the error that unwinds Execute.

@@ -184,7 +184,7 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 	}
 	if o.tx != nil {
 		if !deferred && o.deferred != nil {
-			return nil, errors.New("process: Immediate cannot run an execution inside the caller's transaction; call Resume after the commit")
+			return nil, errors.New("process: Immediate cannot run an execution inside the caller's transaction; call RunNow after the commit")
 		}
 		deferred = true
 	}
@@ -327,9 +327,9 @@ func (m *Manager[S]) instance(row *driver.ExecutionRow) (*Instance[S], error) {
 	return inst, nil
 }
 
-// Resume runs an execution now in the caller's goroutine if no runner holds it and it is not
-// terminal or in the troubleshooting queue; otherwise it does nothing.
-func (m *Manager[S]) Resume(ctx context.Context, id uuid.UUID) error {
+// RunNow runs an execution now in the caller's goroutine if no runner holds it and it is not
+// terminal, suspended or in the troubleshooting queue; otherwise it does nothing.
+func (m *Manager[S]) RunNow(ctx context.Context, id uuid.UUID) error {
 	lease, err := m.engine.Acquire(ctx, id)
 	if errors.Is(err, execution.ErrBusy) {
 		return nil

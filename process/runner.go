@@ -39,6 +39,9 @@ func (r engineRunner[S]) RunWithResponse(ctx context.Context, lease *execution.L
 // checkpoint, and injected responses (a command-step reply handed over directly) are applied
 // after the stored ones.
 func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry, injected []*driver.ExecutionResponseRow) error {
+	if lease.Row.Status == driver.ExecutionSuspended {
+		return m.leaveSuspended(ctx, lease, injected)
+	}
 	if err := lease.Load(ctx); err != nil {
 		return m.abandon(ctx, lease, fmt.Errorf("reading log: %w", err))
 	}
@@ -79,6 +82,23 @@ func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*d
 		return m.runnerResult(m.compensate(x, pass.final, pass.code, pass.message, false))
 	}
 	return m.finish(x, m.execute(x))
+}
+
+// leaveSuspended lets go of a suspended execution without running it. A response handed over
+// directly is recorded first, to be applied after the resume.
+func (m *Manager[S]) leaveSuspended(ctx context.Context, lease *execution.Lease, injected []*driver.ExecutionResponseRow) error {
+	for _, r := range injected {
+		if _, err := m.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
+			ExecutionID: lease.Row.ID, Name: r.Name, Payload: r.Payload, Now: m.engine.Config().Now(),
+		}); err != nil {
+			_ = lease.Release(ctx)
+			return fmt.Errorf("recording a response for suspended execution %s: %w", lease.Row.ID, err)
+		}
+	}
+	if err := lease.Release(ctx); err != nil && !errors.Is(err, execution.ErrFenced) {
+		return err
+	}
+	return nil
 }
 
 // load reads the log and state of a leased execution.
@@ -266,7 +286,7 @@ func (m *Manager[S]) compensationFailed(x *Execution[S], final driver.ExecutionS
 // runnerResult is the result of a compensation the runtime started itself: failed compensations
 // are parked for an operator, which is the outcome, not an error of the run.
 func (m *Manager[S]) runnerResult(err error) error {
-	if errors.Is(err, ErrCompensationFailed) {
+	if errors.Is(err, ErrCompensationFailed) || errors.Is(err, ErrSuspended) {
 		return nil
 	}
 	return err

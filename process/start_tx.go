@@ -12,7 +12,7 @@ import (
 // *sql.Tx begun on the SQLite driver's DB), so they commit or roll back with the caller's own
 // writes: a business row and the execution that works on it exist together or not at all.
 // Nothing runs before the commit: the executions are created PENDING for the runners, and a
-// caller that wants to run one at once calls Resume after committing. Immediate cannot be
+// caller that wants to run one at once calls RunNow after committing. Immediate cannot be
 // combined with InTx.
 func InTx(tx any) StartOption { return func(o *startOptions) { o.tx = tx } }
 

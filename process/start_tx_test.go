@@ -59,7 +59,7 @@ func TestStartInCallersTransaction(t *testing.T) {
 
 		tx, _, rollback = callerTx(t, drv)
 		_, err = b.manager.Start(ctx, orderState{OrderID: "9"}, process.InTx(tx), process.Immediate())
-		require.ErrorContains(t, err, "Resume after the commit")
+		require.ErrorContains(t, err, "RunNow after the commit")
 		require.NoError(t, rollback())
 		_, err = b.manager.Start(ctx, orderState{OrderID: "9"}, process.InTx("not a transaction"))
 		require.ErrorIs(t, err, driver.ErrWrongTxType)

@@ -119,7 +119,9 @@ func Step[S, R any](x *Execution[S], name string, fn func(ctx context.Context) (
 	}
 	started := x.clock()
 	ctx, cancel := context.WithTimeout(x.ctx, o.timeout)
+	stopKeepAlive := x.lease.KeepAlive(ctx) // a step may outlast the lease
 	result, err := callStep(ctx, fn)
+	stopKeepAlive()
 	cancel()
 	if err == nil {
 		x.logMet(&driver.ExecutionLogEntry{EntryType: entryStep, Name: name, StepStatus: statusCompleted, StartedAt: &started,

@@ -30,7 +30,8 @@ func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driv
 	f := fold(append(entries, extra...))
 	row := lease.Row
 	switch {
-	case row.Status.Terminal(), row.Status == driver.ExecutionWaitingForTSQ && len(extra) == 0:
+	case row.Status.Terminal(), row.Status == driver.ExecutionSuspended,
+		row.Status == driver.ExecutionWaitingForTSQ && len(extra) == 0:
 		return lease.Release(ctx)
 	case f.hash != m.hash:
 		return m.park(ctx, lease, extra, "", CodeDefinitionChanged,
@@ -42,6 +43,9 @@ func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driv
 		return m.dryRun(ctx, lease, f, extra)
 	}
 	w := &walk{m: m, ctx: ctx, lease: lease, f: f, pending: extra, input: row.State}
+	// Steps may run longer than the lease: a heartbeat keeps it while they run.
+	stop := lease.KeepAlive(ctx)
+	defer stop()
 	return w.run()
 }
 
@@ -71,7 +75,7 @@ func (w *walk) run() error {
 	w.running = map[string]bool{}
 	results := make(chan *outcome, len(m.steps))
 	for {
-		if w.failed == nil {
+		if w.failed == nil && !w.lease.SuspendRequested() {
 			for _, sid := range w.ready() {
 				if len(w.running) >= m.def.layerConcurrency {
 					break
@@ -80,6 +84,13 @@ func (w *walk) run() error {
 			}
 		}
 		if len(w.running) == 0 {
+			if w.failed == nil && w.lease.SuspendRequested() && !w.allDone() {
+				// An operator asked to suspend: the running steps finished, no other starts; the
+				// release stores SUSPENDED.
+				return w.m.runnerResult(w.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+					cp.Status, cp.Release = driver.ExecutionExecuting, true
+				}))
+			}
 			return w.finish()
 		}
 		// Take every outcome that is there (at least one), then checkpoint them together.

@@ -439,5 +439,36 @@ func TestWorkflow(t *testing.T) {
 			require.EqualValues(t, 1, undone.Load())
 			require.ErrorIs(t, m.CancelOverride(ctx, id, false, operator), commandbus.ErrInvalidState)
 		})
+
+		t.Run("SuspendLetsRunningStepsFinish", func(t *testing.T) {
+			t.Parallel()
+			client, rt := newRuntime(t, drv, clock.NewFake(testStart))
+			calls := &counter{}
+			entered, release := make(chan struct{}), make(chan struct{})
+			def := workflow.New("suspendable", 1).
+				Step("slow", counted(calls, func(ctx context.Context, sc *workflow.StepContext) (any, error) {
+					close(entered)
+					<-release
+					return "slow done", nil
+				})).
+				Step("next", counted(calls, noop), workflow.DependsOn("slow"))
+			m, err := workflow.Register(rt, def)
+			require.NoError(t, err)
+			start(t, client)
+			id, err := m.Start(ctx, nil)
+			require.NoError(t, err)
+			<-entered
+			require.NoError(t, m.Suspend(ctx, id, operator))
+			close(release)
+			inst := waitStatus(t, m, id, driver.ExecutionSuspended)
+			require.Equal(t, "COMPLETED", steps(inst)["slow"].Status, "the running step finished")
+			require.Equal(t, 0, calls.get("next"), "no step starts once suspended")
+			require.ErrorIs(t, m.Suspend(ctx, id, operator), commandbus.ErrInvalidState)
+
+			require.NoError(t, m.Resume(ctx, id, operator))
+			waitStatus(t, m, id, driver.ExecutionCompleted)
+			require.Equal(t, 1, calls.get("next"))
+			require.Equal(t, 1, calls.get("slow"))
+		})
 	})
 }

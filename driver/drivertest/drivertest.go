@@ -71,6 +71,8 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"ExecutionTimers", exerciseExecutionTimers},
 		{"ExecutionWaits", exerciseExecutionWaits},
 		{"ExecutionSignalsEnded", exerciseExecutionSignalsEnded},
+		{"ExecutionSuspend", exerciseExecutionSuspend},
+		{"ExecutionHeartbeat", exerciseExecutionHeartbeat},
 		{"Outbox", exerciseOutbox},
 		{"Inbox", exerciseInbox},
 		{"DLQ", exerciseDLQ},

@@ -20,7 +20,8 @@ var executionColumns = []string{
 	"step", "current_wait", "next_retry_at", "next_wait_timeout_at", "deadline_at", "retries",
 	"lease_until", "fence", "worker_id", "wake_at", "responses_received", "responses_applied",
 	"error_code", "error_message", "created_at", "updated_at", "completed_at",
-	"parent_id", "root_id", "continued_from", "continued_as", "traceparent",
+	"parent_id", "root_id", "continued_from", "continued_as", "traceparent", "suspended_from",
+	"suspend_requested",
 }
 
 func executionColumnList(prefix string) string {
@@ -151,7 +152,8 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 	var where, order string
 	switch params.Kind {
 	case driver.ClaimPending:
-		where, order = "wake_at <= n.now", "wake_at"
+		// A response may wake a SUSPENDED execution: it runs after the resume.
+		where, order = "wake_at <= n.now AND status <> 'SUSPENDED'", "wake_at"
 	case driver.ClaimRetry:
 		where, order = "status = 'WAITING_FOR_RETRY' AND next_retry_at <= n.now", "next_retry_at"
 	default:
@@ -402,12 +404,19 @@ const executionCheckpointSQL = `
 			$19::bool[])
 			AS t(id, fence, status, state, step, current_wait, next_retry_at, next_wait_timeout_at,
 				retry_delay_us, wait_timeout_us, deadline_at, retries, lease_us, release, wake_at,
-				responses_applied, error_code, error_message, has_state)
+				responses_applied, error_code, error_message, has_state),
+			LATERAL (SELECT t.status IN ('COMPLETED', 'COMPENSATED', 'CANCELLED', 'FAILED') AS terminal) AS k
 	), n AS (
 		SELECT coalesce($20::timestamptz, now()) AS now
 	), applied AS (
 		UPDATE {schema}.execution e SET
-			status = i.status,
+			-- A release while a suspend request is pending stores SUSPENDED, remembering the
+			-- released status (a running one as PENDING); a terminal checkpoint drops the request.
+			status = CASE WHEN i.release AND e.suspend_requested AND NOT i.terminal THEN 'SUSPENDED' ELSE i.status END,
+			suspended_from = CASE WHEN i.release AND e.suspend_requested AND NOT i.terminal
+				THEN CASE WHEN i.status = 'EXECUTING' THEN 'PENDING' ELSE i.status END
+				ELSE e.suspended_from END,
+			suspend_requested = e.suspend_requested AND NOT i.release AND NOT i.terminal,
 			state = CASE WHEN i.has_state THEN i.state::jsonb ELSE e.state END,
 			step = i.step,
 			current_wait = i.current_wait,
@@ -421,6 +430,8 @@ const executionCheckpointSQL = `
 			-- it ended, for signals that arrived while it ran, else at the earliest of the
 			-- runner's wake-up, its pending timers and its open waits' timeouts.
 			wake_at = CASE
+				-- a suspended execution waits for its resume, outside the pending poller's index
+				WHEN i.release AND (e.suspend_requested AND NOT i.terminal OR i.status = 'SUSPENDED') THEN NULL
 				WHEN i.release AND e.responses_received > i.responses_applied THEN n.now
 				WHEN i.release AND i.status IN ('COMPLETED', 'COMPENSATED', 'CANCELLED', 'FAILED') THEN i.wake_at
 				WHEN i.release AND e.signal_wake THEN n.now
@@ -438,13 +449,25 @@ const executionCheckpointSQL = `
 			updated_at = n.now
 		FROM input i, n
 		WHERE e.id = i.id AND e.fence = i.fence
-		RETURNING e.id, e.fence
-	)` + "%s" + `, commands AS (` + insertSelect + `
+		RETURNING e.id, e.fence, e.suspend_actor, e.suspend_reason,
+			e.status = 'SUSPENDED' AND i.status <> 'SUSPENDED' AS suspended_now,
+			e.suspend_requested OR (e.status = 'SUSPENDED' AND i.status <> 'SUSPENDED') AS suspend_flag
+	)` + "%s" + `, suspended_log AS (
+		-- The suspension's log entry follows the checkpoint's own entries.
+		INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status, actor, reason)
+		SELECT a.id, coalesce(greatest(
+				(SELECT max(seq) FROM {schema}.execution_log WHERE execution_id = a.id),
+				(SELECT max(l.seq) FROM unnest($21::uuid[], $22::int[]) AS l(execution_id, seq) WHERE l.execution_id = a.id)
+			), 0) + 1,
+			n.now, 'LIFECYCLE', 'SUSPENDED', 'SUSPENDED', a.suspend_actor, a.suspend_reason
+		FROM applied a, n
+		WHERE a.suspended_now
+	), commands AS (` + insertSelect + `
 		FROM jsonb_to_recordset($36::jsonb) AS i(` + insertRecordColumns + `, owner uuid, owner_fence bigint), n
 		WHERE (i.owner, i.owner_fence) IN (SELECT id, fence FROM applied)
 		ON CONFLICT (domain, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 	)
-	SELECT id FROM applied`
+	SELECT id, suspend_flag FROM applied`
 
 // commandRecord is a command of a checkpoint, tagged with the execution that sends it.
 type commandRecord struct {
@@ -467,7 +490,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		if err != nil {
 			return nil, err
 		}
-		return collectUUIDs(rows)
+		return checkpointsApplied(rows, params.Checkpoints)
 	}
 	// Signal, timer and wait changes run before the checkpoint (it must see the timers and waits
 	// for the execution's wake time); children, successors, ended children and cancellations run
@@ -488,7 +511,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 	batch.Queue(query, args...)
 	followUps.queue(e, batch, params.Now)
 	results := e.db.SendBatch(ctx, batch)
-	appliedIDs, err := readCheckpointBatch(results, signalOps, batch.Len())
+	appliedIDs, err := readCheckpointBatch(results, params.Checkpoints, signalOps, batch.Len())
 	if closeErr := results.Close(); err == nil {
 		err = closeErr
 	}
@@ -500,7 +523,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 
 // readCheckpointBatch reads a checkpoint batch of n statements: the signal operations first when
 // there are some, then the checkpoint's applied ids, then the follow-ups.
-func readCheckpointBatch(results pgx.BatchResults, signalOps bool, n int) ([]uuid.UUID, error) {
+func readCheckpointBatch(results pgx.BatchResults, cps []*driver.ExecutionCheckpoint, signalOps bool, n int) ([]uuid.UUID, error) {
 	if signalOps {
 		if _, err := results.Exec(); err != nil {
 			return nil, err
@@ -511,7 +534,7 @@ func readCheckpointBatch(results pgx.BatchResults, signalOps bool, n int) ([]uui
 	if err != nil {
 		return nil, err
 	}
-	ids, err := collectUUIDs(rows)
+	ids, err := checkpointsApplied(rows, cps)
 	if err != nil {
 		return nil, err
 	}
@@ -586,6 +609,26 @@ func (e *executor) checkpointStatement(params *driver.ExecutionCheckpointManyPar
 		log.maxAttempts, log.requests, log.responses, log.errorCodes, log.errorMessages, log.actors,
 		log.reasons, log.fences, log.startedAts, commandJSON}
 	return e.d.sql(query), append(args, attrsArgs...), &followUps, nil
+}
+
+// checkpointsApplied reads the ids of the checkpoints that applied, each with whether a suspend
+// request was pending, which it reports on the checkpoint.
+func checkpointsApplied(rows pgx.Rows, cps []*driver.ExecutionCheckpoint) ([]uuid.UUID, error) {
+	suspend := map[uuid.UUID]bool{}
+	ids, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (uuid.UUID, error) {
+		var id pgtype.UUID
+		var flag bool
+		err := row.Scan(&id, &flag)
+		suspend[fromPgUUID(id)] = flag
+		return fromPgUUID(id), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, cp := range cps {
+		cp.SuspendRequested = suspend[cp.ID]
+	}
+	return ids, nil
 }
 
 func (e *executor) ExecutionLogList(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionLogEntry, error) {
@@ -707,12 +750,14 @@ func scanExecution(row pgx.Row, claimed bool) (*driver.ExecutionRow, error) {
 		status, claimedFrom               string
 		tenantID, businessKey, step, wait *string
 		workerID, errorCode, errorMessage *string
+		suspendedFrom                     *string
 		state                             []byte
 	)
 	dest := []any{&id, &x.Model, &x.Type, &x.Domain, &tenantID, &businessKey, &batchID, &status, &state,
 		&step, &wait, &x.NextRetryAt, &x.NextWaitTimeoutAt, &x.DeadlineAt, &x.Retries, &x.LeaseUntil,
 		&x.Fence, &workerID, &x.WakeAt, &x.ResponsesReceived, &x.ResponsesApplied, &errorCode,
-		&errorMessage, &x.CreatedAt, &x.UpdatedAt, &x.CompletedAt, &parentID, &rootID, &from, &as, &traceparent}
+		&errorMessage, &x.CreatedAt, &x.UpdatedAt, &x.CompletedAt, &parentID, &rootID, &from, &as, &traceparent,
+		&suspendedFrom, &x.SuspendRequested}
 	if claimed {
 		dest = append(dest, &claimedFrom)
 	}
@@ -729,6 +774,7 @@ func scanExecution(row pgx.Row, claimed bool) (*driver.ExecutionRow, error) {
 	x.State = state
 	x.TenantID, x.BusinessKey, x.Step, x.CurrentWait = derefString(tenantID), derefString(businessKey), derefString(step), derefString(wait)
 	x.WorkerID, x.ErrorCode, x.ErrorMessage = derefString(workerID), derefString(errorCode), derefString(errorMessage)
+	x.SuspendedFrom = driver.ExecutionStatus(derefString(suspendedFrom))
 	return &x, nil
 }
 

@@ -27,7 +27,8 @@ var executionColumns = []string{
 	"step", "current_wait", "next_retry_at", "next_wait_timeout_at", "deadline_at", "retries",
 	"lease_until", "fence", "worker_id", "wake_at", "responses_received", "responses_applied",
 	"error_code", "error_message", "created_at", "updated_at", "completed_at",
-	"parent_id", "root_id", "continued_from", "continued_as", "traceparent",
+	"parent_id", "root_id", "continued_from", "continued_as", "traceparent", "suspended_from",
+	"suspend_requested",
 }
 
 var executionCols = strings.Join(executionColumns, ", ")
@@ -111,7 +112,8 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 	var where, order string
 	switch params.Kind {
 	case driver.ClaimPending:
-		where, order = "wake_at <= ?", "wake_at"
+		// A response may wake a SUSPENDED execution: it runs after the resume.
+		where, order = "wake_at <= ? AND status <> 'SUSPENDED'", "wake_at"
 	case driver.ClaimRetry:
 		where, order = "status = 'WAITING_FOR_RETRY' AND next_retry_at <= ?", "next_retry_at"
 	default:
@@ -242,7 +244,11 @@ func (e *executor) ExecutionAcquire(ctx context.Context, params *driver.Executio
 // pending timers and its open waits' timeouts.
 const executionCheckpointSQL = `
 	UPDATE {schema}.execution SET
-		status = :status,
+		status = CASE WHEN :release AND suspend_requested AND NOT :terminal THEN 'SUSPENDED' ELSE :status END,
+		suspended_from = CASE WHEN :release AND suspend_requested AND NOT :terminal
+			THEN CASE WHEN :status = 'EXECUTING' THEN 'PENDING' ELSE :status END
+			ELSE suspended_from END,
+		suspend_requested = suspend_requested AND NOT :release AND NOT :terminal,
 		state = coalesce(json(:state), state),
 		step = :step,
 		current_wait = :current_wait,
@@ -253,6 +259,8 @@ const executionCheckpointSQL = `
 		lease_until = CASE WHEN :release THEN NULL
 			WHEN :lease_end IS NOT NULL THEN :lease_end ELSE lease_until END,
 		wake_at = CASE
+			-- a suspended execution waits for its resume, outside the pending poller's index
+			WHEN :release AND (suspend_requested AND NOT :terminal OR :status = 'SUSPENDED') THEN NULL
 			WHEN :release AND responses_received > :responses_applied THEN :now
 			WHEN :release AND :terminal THEN :wake_at
 			WHEN :release AND signal_wake THEN :now
@@ -270,7 +278,8 @@ const executionCheckpointSQL = `
 		error_message = :error_message,
 		completed_at = CASE WHEN :terminal THEN coalesce(completed_at, :now) END,
 		updated_at = :now
-	WHERE id = :id AND fence = :fence`
+	WHERE id = :id AND fence = :fence
+	RETURNING status, suspend_requested, suspend_actor, suspend_reason`
 
 func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.ExecutionCheckpointManyParams) ([]uuid.UUID, error) {
 	if len(params.Checkpoints) == 0 {
@@ -314,7 +323,12 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 			if c.State != nil {
 				state = string(c.State)
 			}
-			res, err := stmt.ExecContext(ctx,
+			var (
+				status                string
+				requested             bool
+				suspActor, suspReason sql.NullString
+			)
+			err := stmt.QueryRowContext(ctx,
 				sql.Named("status", string(c.Status)),
 				sql.Named("state", state),
 				sql.Named("step", nullText(c.Step)),
@@ -332,24 +346,32 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 				sql.Named("error_message", nullText(c.ErrorMessage)),
 				sql.Named("terminal", boolInt(c.Status.Terminal())),
 				sql.Named("id", c.ID.String()),
-				sql.Named("fence", c.Fence))
+				sql.Named("fence", c.Fence)).Scan(&status, &requested, &suspActor, &suspReason)
+			if errors.Is(err, sql.ErrNoRows) {
+				continue // fenced out: another runner holds the execution now, or it is gone
+			}
 			if err != nil {
 				return fmt.Errorf("checkpointing execution %s: %w", c.ID, err)
 			}
-			n, err := res.RowsAffected()
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				continue // fenced out: another runner holds the execution now, or it is gone
-			}
 			applied = append(applied, c.ID)
+			suspendedNow := status == string(driver.ExecutionSuspended) && c.Status != driver.ExecutionSuspended
+			c.SuspendRequested = requested || suspendedNow
 			if err := e.insertExecutionLog(ctx, tx, c.ID, c.Log, nowUS); err != nil {
 				return err
 			}
 			appliedCheckpoints = append(appliedCheckpoints, c)
 			if err := e.writeExecutionAttributes(ctx, tx, c.ID, c.Attributes); err != nil {
 				return err
+			}
+			if suspendedNow {
+				// The suspension's log entry follows the checkpoint's own entries.
+				if _, err := tx.ExecContext(ctx, e.d.sql(`
+					INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status, actor, reason)
+					SELECT ?, coalesce(max(seq), 0) + 1, ?, 'LIFECYCLE', 'SUSPENDED', 'SUSPENDED', ?, ?
+					FROM {schema}.execution_log WHERE execution_id = ?`),
+					c.ID.String(), nowUS, suspActor, suspReason, c.ID.String()); err != nil {
+					return fmt.Errorf("logging the suspension of execution %s: %w", c.ID, err)
+				}
 			}
 			for _, cmd := range c.Commands {
 				args, err := commandInsertArgs(cmd, now)
@@ -552,13 +574,13 @@ func scanExecution(row rowScanner) (*driver.ExecutionRow, error) {
 		createdAt, updatedAt           int64
 		completedAt                    sql.NullInt64
 		parentID, rootID, from, as     sql.NullString
-		traceparent                    sql.NullString
+		traceparent, suspendedFrom     sql.NullString
 	)
 	if err := row.Scan(&id, &x.Model, &x.Type, &x.Domain, &tenantID, &businessKey, &batchID,
 		&status, &state, &step, &wait, &nextRetryAt, &nextWaitTimeoutAt, &deadlineAt, &x.Retries,
 		&leaseUntil, &x.Fence, &workerID, &wakeAt, &x.ResponsesReceived, &x.ResponsesApplied,
 		&errorCode, &errorMessage, &createdAt, &updatedAt, &completedAt, &parentID, &rootID, &from,
-		&as, &traceparent); err != nil {
+		&as, &traceparent, &suspendedFrom, &x.SuspendRequested); err != nil {
 		return nil, err
 	}
 	var err error
@@ -589,6 +611,7 @@ func scanExecution(row rowScanner) (*driver.ExecutionRow, error) {
 	x.NextRetryAt, x.NextWaitTimeoutAt = fromNullMicros(nextRetryAt), fromNullMicros(nextWaitTimeoutAt)
 	x.DeadlineAt, x.LeaseUntil, x.WakeAt = fromNullMicros(deadlineAt), fromNullMicros(leaseUntil), fromNullMicros(wakeAt)
 	x.CreatedAt, x.UpdatedAt, x.CompletedAt = fromMicros(createdAt), fromMicros(updatedAt), fromNullMicros(completedAt)
+	x.SuspendedFrom = driver.ExecutionStatus(suspendedFrom.String)
 	return &x, nil
 }
 

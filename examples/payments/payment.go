@@ -230,9 +230,9 @@ func (p *Platform) SubmitPayment(ctx context.Context, req PaymentRequest) (*Paym
 	if !created {
 		return nil, p.duplicate(ctx, req.IdempotencyKey)
 	}
-	// A runner may have taken the execution already; then Resume leaves it to that runner. An
+	// A runner may have taken the execution already; then RunNow leaves it to that runner. An
 	// error of the first run leaves the execution to the runners too: it exists whatever happens.
-	if err := p.resumer(typ).Resume(ctx, execID); err != nil {
+	if err := p.resumer(typ).RunNow(ctx, execID); err != nil {
 		p.logger.Warn("the payment's first run stopped with an error; runners continue it", "payment_id", d.PaymentID, "execution_id", execID, "error", err)
 	}
 	result := &PaymentResult{PaymentID: d.PaymentID, ExecutionID: execID, ProcessType: typ}
@@ -257,7 +257,7 @@ func (p *Platform) SubmitPayment(ctx context.Context, req PaymentRequest) (*Paym
 
 // resumer returns the manager of a payment process type, to run an execution now.
 func (p *Platform) resumer(typ string) interface {
-	Resume(ctx context.Context, id uuid.UUID) error
+	RunNow(ctx context.Context, id uuid.UUID) error
 } {
 	if typ == TypePaymentManager {
 		return p.manager

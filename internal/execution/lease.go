@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -29,10 +30,15 @@ type Lease struct {
 	// once logKnown; it is cached when the lease is released.
 	log      []*driver.ExecutionLogEntry
 	logKnown bool
+	// suspendRequested mirrors the operator's pending suspend request as the last acquire,
+	// checkpoint or heartbeat reported it; the heartbeat goroutine writes it too.
+	suspendRequested atomic.Bool
 }
 
 func (e *Engine) newLease(row *driver.ExecutionRow) *Lease {
-	return &Lease{Row: row, engine: e, renewAt: e.cfg.Clock().Add(e.cfg.Lease / 2)}
+	l := &Lease{Row: row, engine: e, renewAt: e.cfg.Clock().Add(e.cfg.Lease / 2)}
+	l.suspendRequested.Store(row.SuspendRequested)
+	return l
 }
 
 // Engine returns the engine that leased the execution.
@@ -160,6 +166,7 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 		l.renewAt = now.Add(cp.Lease / 2)
 	}
 	l.apply(cp, now)
+	l.applySuspension(cp)
 	l.rememberLog(cp, now)
 	l.engine.wakeups.checkpointed(cp, now)
 	return nil
