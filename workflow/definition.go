@@ -103,9 +103,47 @@ func When(cond func(sc *StepContext) bool) StepOption { return func(s *stepDef) 
 // workflow.
 func Compensate(fn CompensateFunc) StepOption { return func(s *stepDef) { s.compensate = fn } }
 
+// stepKind is what a step does when it is ready.
+type stepKind int
+
+const (
+	kindLocal  stepKind = iota // runs its function
+	kindSignal                 // waits for a signal by name
+	kindTimer                  // waits for a durable timer
+	kindChild                  // starts a child workflow and waits for its end
+)
+
+// OnTimeout is what a signal gate does when its timeout passes without the signal.
+type OnTimeout int
+
+// The timeout policies of a signal gate.
+const (
+	// TimeoutFail fails the step as a business failure: the workflow runs its compensations.
+	TimeoutFail OnTimeout = iota
+	// TimeoutBranch completes the step with the result {"timedOut": true}; dependants take the
+	// timeout branch with When(func(sc) bool { return sc.TimedOut(gate) }).
+	TimeoutBranch
+	// TimeoutTSQ parks the execution in the troubleshooting queue (SIGNAL_TIMEOUT) for an
+	// operator to retry (wait again) or skip (give the step a result).
+	TimeoutTSQ
+)
+
+// SignalTimeout bounds how long a signal gate waits, and says what happens then.
+func SignalTimeout(d time.Duration, then OnTimeout) StepOption {
+	return func(s *stepDef) { s.waitTimeout, s.onTimeout = d, then }
+}
+
 type stepDef struct {
 	id         string
-	fn         StepFunc
+	kind       stepKind
+	signal     string
+	sleep      time.Duration
+	childType  string
+	childInput func(sc *StepContext) (any, error)
+	// waitTimeout and onTimeout bound a signal gate.
+	waitTimeout time.Duration
+	onTimeout   OnTimeout
+	fn          StepFunc
 	deps       []string
 	retry      RetryPolicy
 	retrySet   bool
@@ -150,6 +188,43 @@ func (d *Definition) DefaultRetry(p RetryPolicy) *Definition { d.retry = p; retu
 // Step adds a local step.
 func (d *Definition) Step(id string, fn StepFunc, opts ...StepOption) *Definition {
 	s := &stepDef{id: id, fn: fn, timeout: 30 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	d.steps = append(d.steps, s)
+	return d
+}
+
+// WaitSignal adds a signal gate: once its dependencies are done, the step waits for a signal
+// named signal (one sent earlier is buffered and counts) and completes with the signal's payload
+// as its result. SignalTimeout bounds the wait.
+func (d *Definition) WaitSignal(id, signal string, opts ...StepOption) *Definition {
+	s := &stepDef{id: id, kind: kindSignal, signal: signal, timeout: 30 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	d.steps = append(d.steps, s)
+	return d
+}
+
+// Sleep adds a durable timer: once its dependencies are done, the step completes after delay,
+// across restarts; no goroutine sleeps on it.
+func (d *Definition) Sleep(id string, delay time.Duration, opts ...StepOption) *Definition {
+	s := &stepDef{id: id, kind: kindTimer, sleep: delay, timeout: 30 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	d.steps = append(d.steps, s)
+	return d
+}
+
+// Child adds a child workflow step: once its dependencies are done, it starts an execution of
+// workflow childType (registered on the same runtime) with the input input returns, and
+// completes with the child's outcome when the child completes. A child that fails, is
+// compensated or cancelled fails the step (CHILD_<STATUS>), which parks the parent in the
+// troubleshooting queue. Cancelling the parent cancels its children.
+func (d *Definition) Child(id, childType string, input func(sc *StepContext) (any, error), opts ...StepOption) *Definition {
+	s := &stepDef{id: id, kind: kindChild, childType: childType, childInput: input, timeout: 30 * time.Second}
 	for _, o := range opts {
 		o(s)
 	}
@@ -211,8 +286,18 @@ func (d *Definition) validate() (*Topology, error) {
 			problems = append(problems, fmt.Sprintf("step %q is declared twice", s.id))
 			continue
 		}
-		if s.fn == nil {
+		switch {
+		case s.kind == kindLocal && s.fn == nil:
 			problems = append(problems, fmt.Sprintf("step %q has no function", s.id))
+		case s.kind == kindSignal && s.signal == "":
+			problems = append(problems, fmt.Sprintf("step %q waits for a signal without a name", s.id))
+		case s.kind == kindTimer && s.sleep <= 0:
+			problems = append(problems, fmt.Sprintf("step %q: the sleep must be positive", s.id))
+		case s.kind == kindChild && (s.childType == "" || s.childInput == nil):
+			problems = append(problems, fmt.Sprintf("step %q needs a child workflow type and an input function", s.id))
+		}
+		if s.waitTimeout < 0 {
+			problems = append(problems, fmt.Sprintf("step %q: the signal timeout must not be negative", s.id))
 		}
 		if s.timeout <= 0 {
 			problems = append(problems, fmt.Sprintf("step %q: the timeout must be positive", s.id))
@@ -312,6 +397,8 @@ func cycle(steps []*stepDef, indegree map[string]int) []string {
 func (d *Definition) hash() string {
 	type step struct {
 		ID   string   `json:"id"`
+		Kind int      `json:"kind,omitempty"`
+		Wait string   `json:"wait,omitempty"`
 		Deps []string `json:"deps,omitempty"`
 		Cond bool     `json:"cond,omitempty"`
 		Comp bool     `json:"comp,omitempty"`
@@ -322,7 +409,7 @@ func (d *Definition) hash() string {
 		Steps   []step `json:"steps"`
 	}{ID: d.id, Version: d.version}
 	for _, s := range d.steps {
-		shape.Steps = append(shape.Steps, step{ID: s.id, Deps: s.deps, Cond: s.cond != nil, Comp: s.compensate != nil})
+		shape.Steps = append(shape.Steps, step{ID: s.id, Kind: int(s.kind), Wait: s.signal + s.childType, Deps: s.deps, Cond: s.cond != nil, Comp: s.compensate != nil})
 	}
 	b, _ := json.Marshal(shape)
 	sum := sha256.Sum256(b)

@@ -26,6 +26,7 @@ const Model = "workflow"
 // their DAG (ready steps in parallel, up to the layer concurrency) and offers the operator
 // actions. Register managers before starting the client.
 type Manager struct {
+	rt     *orchestration.Runtime
 	client *commandbus.Client
 	engine *execution.Engine
 	def    *Definition
@@ -57,7 +58,7 @@ func Register(rt *orchestration.Runtime, def *Definition, opts ...Option) (*Mana
 	}
 	client := rt.Client()
 	m := &Manager{
-		client: client, engine: orchestrate.Engine(rt), def: def, topo: topo,
+		rt: rt, client: client, engine: orchestrate.Engine(rt), def: def, topo: topo,
 		steps: map[string]*stepDef{}, hash: def.hash(),
 		logger: client.Logger().With("workflow", def.id),
 		rand:   rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x77f)),
@@ -143,7 +144,7 @@ func (m *Manager) Start(ctx context.Context, input any, opts ...StartOption) (uu
 	if id == uuid.Nil {
 		id = uuid.Must(uuid.NewV7())
 	}
-	created, _ := json.Marshal(createdInfo{Hash: m.hash, Version: m.def.version, DryRun: o.dryRun})
+	created, _ := json.Marshal(createdInfo{Hash: m.hash, Version: m.def.version, DryRun: o.dryRun, StartAt: o.startAt})
 	params := &driver.ExecutionInsertParams{
 		ID: id, Model: Model, Type: m.def.id, Domain: m.def.domain, TenantID: o.tenantID,
 		BusinessKey: o.businessKey, State: payload,

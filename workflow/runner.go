@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/commandbus/commandbus"
@@ -39,6 +40,12 @@ func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driv
 	case row.Status == driver.ExecutionCompensating:
 		return m.compensate(ctx, lease, f, extra)
 	}
+	if now := m.engine.Config().Clock(); f.startAt != nil && now.Before(*f.startAt) && len(extra) == 0 {
+		// Woken before its delayed start (a signal arrived): wait on; signals stay buffered.
+		cp := lease.Base()
+		cp.Status, cp.Release, cp.NextRetryAt, cp.RetryDelay = driver.ExecutionWaitingForRetry, true, nil, f.startAt.Sub(now)
+		return m.runnerResult(lease.Checkpoint(ctx, cp))
+	}
 	if f.dryRun {
 		return m.dryRun(ctx, lease, f, extra)
 	}
@@ -56,9 +63,35 @@ type walk struct {
 	lease   *execution.Lease
 	f       *folded
 	pending []*driver.ExecutionLogEntry // entries for the next checkpoint
+	ops     waitOps                     // signal, timer, wait and child changes for the next checkpoint
 	input   json.RawMessage
 	running map[string]bool
 	failed  *outcome // the first step that failed for good
+	// signals are the execution's unconsumed signals, read once per run when a gate needs them.
+	signals       []*driver.ExecutionSignalRow
+	signalsLoaded bool
+}
+
+// waitOps are the changes a checkpoint makes besides its log: signals consumed, timers
+// scheduled and fired, waits opened and closed, children started.
+type waitOps struct {
+	consume, fire, closeWaits []string
+	timers                    []*driver.TimerParams
+	openWaits                 []*driver.WaitParams
+	children                  []*driver.ExecutionInsertParams
+}
+
+func (o *waitOps) empty() bool {
+	return len(o.consume)+len(o.fire)+len(o.closeWaits)+len(o.timers)+len(o.openWaits)+len(o.children) == 0
+}
+
+func (o *waitOps) add(x waitOps) {
+	o.consume = append(o.consume, x.consume...)
+	o.fire = append(o.fire, x.fire...)
+	o.closeWaits = append(o.closeWaits, x.closeWaits...)
+	o.timers = append(o.timers, x.timers...)
+	o.openWaits = append(o.openWaits, x.openWaits...)
+	o.children = append(o.children, x.children...)
 }
 
 type outcome struct {
@@ -68,12 +101,19 @@ type outcome struct {
 	result  json.RawMessage
 	err     error
 	skipped bool
+	// waiting means the step waits for a signal, a timer or a child; ops start or end the wait.
+	waiting bool
+	request json.RawMessage // what a waiting step waits for, for the log
+	ops     waitOps
 }
 
 func (w *walk) run() error {
 	m := w.m
 	w.running = map[string]bool{}
 	results := make(chan *outcome, len(m.steps))
+	if err := w.absorb(); err != nil {
+		return m.abandon(w.ctx, w.lease, err)
+	}
 	for {
 		if w.failed == nil && !w.lease.SuspendRequested() {
 			for _, sid := range w.ready() {
@@ -136,7 +176,8 @@ func (w *walk) ready() []string {
 	for _, layer := range w.m.topo.Layers {
 		for _, sid := range layer {
 			r := w.f.steps[sid]
-			if w.running[sid] || r != nil && (r.done() || r.status == statusFailed || r.status == statusRetryScheduled && now.Before(r.retryAt)) {
+			if w.running[sid] || r != nil && (r.done() || r.status == statusFailed || r.status == statusWaiting ||
+				r.status == statusRetryScheduled && now.Before(r.retryAt)) {
 				continue
 			}
 			if w.depsDone(sid) {
@@ -173,6 +214,12 @@ func (w *walk) start(sid string, results chan<- *outcome) {
 			results <- o
 			return
 		}
+	}
+	if s.kind != kindLocal {
+		o := w.openWait(s, sc)
+		o.attempt, o.started = attempt, started
+		results <- o
+		return
 	}
 	go func() {
 		ctx, cancel := context.WithTimeout(w.ctx, s.timeout)
@@ -215,9 +262,16 @@ func (w *walk) record(o *outcome) {
 		r = &stepRecord{}
 		w.f.steps[o.step] = r
 	}
+	w.ops.add(o.ops)
 	started := o.started
 	entry := &driver.ExecutionLogEntry{EntryType: entryStep, Name: o.step, Attempt: o.attempt, MaxAttempts: s.retry.MaxAttempts, StartedAt: &started}
+	if o.started.IsZero() {
+		entry.StartedAt = nil
+	}
 	switch {
+	case o.waiting:
+		entry.StepStatus, entry.StartedAt, entry.Request = statusWaiting, nil, o.request
+		r.status = statusWaiting
 	case o.skipped:
 		entry.StepStatus, entry.StartedAt, entry.Reason = statusSkipped, nil, "condition false"
 		r.status, r.order = statusSkipped, w.f.next
@@ -271,6 +325,12 @@ func (e *stepError) Error() string { return e.code + ": " + e.msg }
 func (w *walk) finish() error {
 	m := w.m
 	if w.failed != nil {
+		if !w.ops.empty() {
+			// The signals, timers and waits the run handled are recorded before it parks.
+			if err := w.checkpoint(func(cp *driver.ExecutionCheckpoint) {}); err != nil {
+				return m.runnerResult(err)
+			}
+		}
 		se := w.failed.err.(*stepError)
 		msg := fmt.Sprintf("step %q failed: %s", w.failed.step, se.msg)
 		if se.business {
@@ -283,10 +343,26 @@ func (w *walk) finish() error {
 		return w.complete()
 	}
 	var next time.Time
+	var waiting []string
 	for _, s := range m.def.steps {
-		if r := w.f.steps[s.id]; r != nil && r.status == statusRetryScheduled && (next.IsZero() || r.retryAt.Before(next)) {
+		r := w.f.steps[s.id]
+		if r != nil && r.status == statusRetryScheduled && (next.IsZero() || r.retryAt.Before(next)) {
 			next = r.retryAt
 		}
+		if r != nil && r.status == statusWaiting {
+			waiting = append(waiting, s.id)
+		}
+	}
+	if len(waiting) > 0 {
+		// Waiting for signals, timers or children: their arrival, the timers' and the waits'
+		// timeouts wake the execution; so does a retry that falls due meanwhile.
+		return w.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+			cp.Status, cp.Release, cp.NextRetryAt, cp.NextWaitTimeoutAt = driver.ExecutionWaitingForAsync, true, nil, nil
+			cp.CurrentWait = strings.Join(waiting, ",")
+			if !next.IsZero() {
+				cp.WakeAt = &next
+			}
+		})
 	}
 	if next.IsZero() {
 		// Nothing runnable and nothing scheduled: cannot happen with a valid DAG; park rather
@@ -322,6 +398,10 @@ func (w *walk) checkpoint(set func(cp *driver.ExecutionCheckpoint)) error {
 	cp := w.lease.Base()
 	set(cp)
 	cp.Log, w.pending = w.pending, nil
+	o := w.ops
+	w.ops = waitOps{}
+	cp.ConsumeSignals, cp.FireTimers, cp.CloseWaits = o.consume, o.fire, o.closeWaits
+	cp.Timers, cp.OpenWaits, cp.Children = o.timers, o.openWaits, o.children
 	return w.lease.Checkpoint(w.ctx, cp)
 }
 

@@ -28,6 +28,8 @@ const (
 	statusSkipped        = "SKIPPED"
 	statusFailed         = "FAILED"
 	statusRetryScheduled = "RETRY_SCHEDULED"
+	// statusWaiting marks a signal gate, timer or child step waiting for its input.
+	statusWaiting = "WAITING"
 )
 
 // The error codes the workflow runtime writes.
@@ -37,6 +39,8 @@ const (
 	CodeDefinitionChanged = "DEFINITION_CHANGED"
 	// CodeCompensationFailed parks an execution whose compensations did not all succeed.
 	CodeCompensationFailed = "COMPENSATION_FAILED"
+	// CodeSignalTimeout is a signal gate's timeout passing without its signal.
+	CodeSignalTimeout = "SIGNAL_TIMEOUT"
 )
 
 // StepContext is what a step sees: the execution, its attempt, the workflow input and the results
@@ -51,6 +55,15 @@ type StepContext struct {
 	// Input is the workflow's input as JSON.
 	Input   json.RawMessage
 	results map[string]json.RawMessage
+}
+
+// TimedOut reports whether a signal gate completed because its timeout passed (policy
+// TimeoutBranch), for the conditions of the steps after it.
+func (sc *StepContext) TimedOut(gate string) bool {
+	var r struct {
+		TimedOut bool `json:"timedOut"`
+	}
+	return json.Unmarshal(sc.results[gate], &r) == nil && r.TimedOut
 }
 
 // Key is the step's stable idempotency key (execution id : step id), the same on every attempt.
@@ -91,8 +104,9 @@ func (r *stepRecord) done() bool { return r.status == statusCompleted || r.statu
 
 // folded is an execution's log folded by step id.
 type folded struct {
-	hash   string
-	dryRun bool
+	hash    string
+	dryRun  bool
+	startAt *time.Time // a delayed start: no step runs before it
 	// cancelled is set by an operator's cancel with compensations: they end CANCELLED.
 	cancelled bool
 	// failStep, failCode and failMsg are the first step failure that started compensations.
@@ -102,9 +116,10 @@ type folded struct {
 }
 
 type createdInfo struct {
-	Hash    string `json:"hash"`
-	Version int    `json:"version"`
-	DryRun  bool   `json:"dryRun,omitempty"`
+	Hash    string     `json:"hash"`
+	Version int        `json:"version"`
+	DryRun  bool       `json:"dryRun,omitempty"`
+	StartAt *time.Time `json:"startAt,omitempty"`
 }
 
 type retryInfo struct {
@@ -127,7 +142,7 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 			if e.Name == nameCreated {
 				var info createdInfo
 				_ = json.Unmarshal(e.Request, &info)
-				f.hash, f.dryRun = info.Hash, info.DryRun
+				f.hash, f.dryRun, f.startAt = info.Hash, info.DryRun, info.StartAt
 			}
 		case entryStep:
 			r := rec(e.Name)
@@ -142,6 +157,8 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 				_ = json.Unmarshal(e.Request, &at)
 				r.status, r.retryAt, r.errCode, r.errMsg = statusRetryScheduled, at.RetryAt, e.ErrorCode, e.ErrorMessage
 				r.attempts++
+			case statusWaiting:
+				r.status = statusWaiting
 			case statusFailed:
 				r.status, r.errCode, r.errMsg = statusFailed, e.ErrorCode, e.ErrorMessage
 				r.attempts++

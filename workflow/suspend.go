@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/google/uuid"
@@ -52,4 +53,23 @@ func (m *Manager) checkOwn(ctx context.Context, id uuid.UUID, action commandbus.
 		return fmt.Errorf("%w: execution %s is a %s %q, not workflow %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.def.id)
 	}
 	return nil
+}
+
+// Signal sends a signal to an execution of this workflow: a gate waiting for name completes
+// with payload (JSON-encoded) as its result; sent before the gate opens, it waits for it.
+// signalID makes the send idempotent (empty: generated); duplicate reports a repeat.
+func (m *Manager) Signal(ctx context.Context, id uuid.UUID, name string, payload any, signalID string) (duplicate bool, err error) {
+	row, err := m.engine.Exec().ExecutionGet(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	if row.Model != Model || row.Type != m.def.id {
+		return false, fmt.Errorf("%w: execution %s is a %s %q, not workflow %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.def.id)
+	}
+	raw, err := json.Marshal(payload)
+	if err != nil {
+		return false, &commandbus.ValidationError{Field: "payload", Message: "cannot be encoded as JSON: " + err.Error()}
+	}
+	_, duplicate, err = m.rt.Signal(ctx, id, name, raw, signalID)
+	return duplicate, err
 }

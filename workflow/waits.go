@@ -1,0 +1,261 @@
+package workflow
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+)
+
+// openWait starts a signal gate, a timer or a child step. A gate whose signal was sent before it
+// opened completes at once with it.
+func (w *walk) openWait(s *stepDef, sc *StepContext) *outcome {
+	o := &outcome{step: s.id}
+	switch s.kind {
+	case kindSignal:
+		sig, err := w.takeSignal(s.signal)
+		if err != nil {
+			o.err = err
+			return o
+		}
+		if sig != nil {
+			o.result, o.ops.consume = signalResult(sig), []string{sig.SignalID}
+			return o
+		}
+		o.waiting = true
+		o.request, _ = json.Marshal(map[string]any{"signal": s.signal, "timeout": s.waitTimeout.String()})
+		wait := &driver.WaitParams{ID: s.id, Kind: driver.WaitSignal, Name: s.signal}
+		if s.waitTimeout > 0 {
+			wait.Timeout = s.waitTimeout
+		}
+		o.ops.openWaits = []*driver.WaitParams{wait}
+	case kindTimer:
+		o.waiting = true
+		o.request, _ = json.Marshal(map[string]string{"sleep": s.sleep.String()})
+		o.ops.timers = []*driver.TimerParams{{ID: s.id, Name: s.id, Delay: s.sleep}}
+	case kindChild:
+		child, err := w.childParams(s, sc)
+		if err != nil {
+			o.err = err
+			return o
+		}
+		o.waiting = true
+		o.request, _ = json.Marshal(map[string]any{"childId": child.ID, "workflow": s.childType})
+		o.ops.children = []*driver.ExecutionInsertParams{child}
+	}
+	return o
+}
+
+// childID is the id of the child a step starts: derived from the parent and the step, so a
+// replayed start inserts the same child (idempotently).
+func childID(parent uuid.UUID, step string) uuid.UUID {
+	return uuid.NewSHA1(parent, []byte("child:"+step))
+}
+
+func (w *walk) childParams(s *stepDef, sc *StepContext) (*driver.ExecutionInsertParams, error) {
+	ops, _ := w.m.rt.Operations(Model, s.childType).(*Manager)
+	if ops == nil {
+		return nil, commandbus.Permanent("CHILD_NOT_REGISTERED", fmt.Errorf("step %q starts workflow %q, which is not registered on this runtime", s.id, s.childType))
+	}
+	input, err := callChildInput(s, sc)
+	if err != nil {
+		return nil, err
+	}
+	payload, err := json.Marshal(input)
+	if err != nil {
+		return nil, commandbus.Permanent(commandbus.CodeInvalidData, fmt.Errorf("the input of child %q cannot be encoded as JSON: %w", s.id, err))
+	}
+	created, _ := json.Marshal(createdInfo{Hash: ops.hash, Version: ops.def.version})
+	params := &driver.ExecutionInsertParams{
+		ID: childID(sc.ExecutionID, s.id), Model: Model, Type: ops.def.id, Domain: ops.def.domain, State: payload,
+		Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: entryLifecycle, Name: nameCreated, StepStatus: statusCompleted, Request: created}},
+	}
+	if ops.def.timeout > 0 {
+		deadline := w.m.engine.Config().Clock().Add(ops.def.timeout)
+		params.DeadlineAt = &deadline
+	}
+	return params, nil
+}
+
+func callChildInput(s *stepDef, sc *StepContext) (in any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = commandbus.Permanent("PANIC", fmt.Errorf("the child input of step %q panicked: %v", s.id, r))
+		}
+	}()
+	return s.childInput(sc)
+}
+
+// takeSignal returns the first unconsumed signal named name, and takes it from the run's view
+// (the checkpoint consumes it); nil when there is none.
+func (w *walk) takeSignal(name string) (*driver.ExecutionSignalRow, error) {
+	if !w.signalsLoaded {
+		signals, err := w.lease.Signals(w.ctx)
+		if err != nil {
+			return nil, fmt.Errorf("reading signals: %w", err)
+		}
+		w.signals, w.signalsLoaded = signals, true
+	}
+	for i, sig := range w.signals {
+		if sig.Name == name {
+			w.signals = slices.Delete(w.signals, i, i+1)
+			return sig, nil
+		}
+	}
+	return nil, nil
+}
+
+func signalResult(sig *driver.ExecutionSignalRow) json.RawMessage {
+	if len(sig.Payload) == 0 {
+		return json.RawMessage("null")
+	}
+	return sig.Payload
+}
+
+// absorb applies what arrived for the waiting steps since the last run: signals for open gates,
+// due timers, expired gate timeouts and the ends of children. It reads only what some waiting
+// step needs.
+func (w *walk) absorb() error {
+	var gates, timers, children []*stepDef
+	gateTimeouts := false
+	for _, s := range w.m.def.steps {
+		if r := w.f.steps[s.id]; r == nil || r.status != statusWaiting {
+			continue
+		}
+		switch s.kind {
+		case kindSignal:
+			gates = append(gates, s)
+			gateTimeouts = gateTimeouts || s.waitTimeout > 0
+		case kindTimer:
+			timers = append(timers, s)
+		case kindChild:
+			children = append(children, s)
+		}
+	}
+	if err := w.absorbResponses(children); err != nil {
+		return err
+	}
+	if len(gates)+len(timers)+len(children) == 0 {
+		return nil
+	}
+	now := w.m.engine.Config().Clock()
+	for _, s := range gates {
+		sig, err := w.takeSignal(s.signal)
+		if err != nil {
+			return err
+		}
+		if sig != nil {
+			w.record(&outcome{step: s.id, attempt: 1, started: now, result: signalResult(sig),
+				ops: waitOps{consume: []string{sig.SignalID}, closeWaits: []string{s.id}}})
+		}
+	}
+	if gateTimeouts {
+		expired, err := w.lease.ExpiredWaits(w.ctx)
+		if err != nil {
+			return fmt.Errorf("reading expired waits: %w", err)
+		}
+		for _, wait := range expired {
+			s := w.m.steps[wait.WaitID]
+			if s == nil || s.kind != kindSignal || w.f.steps[s.id].status != statusWaiting {
+				continue
+			}
+			o := &outcome{step: s.id, attempt: 1, started: now, ops: waitOps{closeWaits: []string{s.id}}}
+			msg := fmt.Sprintf("no signal %q within %s", s.signal, s.waitTimeout)
+			switch s.onTimeout {
+			case TimeoutBranch:
+				o.result = json.RawMessage(`{"timedOut":true}`)
+			case TimeoutTSQ:
+				o.err = commandbus.Permanent(CodeSignalTimeout, errors.New(msg))
+			default:
+				o.err = commandbus.BusinessRule(CodeSignalTimeout, msg)
+			}
+			w.m.logger.Info("signal gate timed out", "execution_id", w.lease.Row.ID, "step", s.id, "policy", s.onTimeout)
+			w.record(o)
+		}
+	}
+	if len(timers) > 0 {
+		due, err := w.lease.DueTimers(w.ctx)
+		if err != nil {
+			return fmt.Errorf("reading due timers: %w", err)
+		}
+		for _, t := range due {
+			if s := w.m.steps[t.TimerID]; s != nil && s.kind == kindTimer && w.f.steps[s.id].status == statusWaiting {
+				w.record(&outcome{step: s.id, attempt: 1, started: t.CreatedAt, result: json.RawMessage(`{"fired":true}`),
+					ops: waitOps{fire: []string{t.TimerID}}})
+			}
+		}
+		if err := w.absorbCancelledTimers(timers); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// absorbCancelledTimers completes the sleep steps whose timer an operator cancelled (it is no
+// longer pending), with the result {"cancelled": true}.
+func (w *walk) absorbCancelledTimers(timers []*stepDef) error {
+	var still []*stepDef
+	for _, s := range timers {
+		if w.f.steps[s.id].status == statusWaiting {
+			still = append(still, s)
+		}
+	}
+	if len(still) == 0 {
+		return nil
+	}
+	pending, err := w.m.engine.PendingTimers(w.ctx, w.lease.Row.ID)
+	if err != nil {
+		return fmt.Errorf("reading timers: %w", err)
+	}
+	for _, s := range still {
+		if !slices.ContainsFunc(pending, func(t *driver.ExecutionTimerRow) bool { return t.TimerID == s.id }) {
+			w.record(&outcome{step: s.id, attempt: 1, started: w.m.engine.Config().Clock(), result: json.RawMessage(`{"cancelled":true}`)})
+		}
+	}
+	return nil
+}
+
+// absorbResponses applies the responses the execution received: a child's end completes or fails
+// the step that started it. Every response read is marked applied.
+func (w *walk) absorbResponses(children []*stepDef) error {
+	row := w.lease.Row
+	if row.ResponsesReceived <= row.ResponsesApplied {
+		return nil
+	}
+	responses, err := w.lease.Responses(w.ctx)
+	if err != nil {
+		return fmt.Errorf("reading responses: %w", err)
+	}
+	byName := map[string]*stepDef{}
+	for _, s := range children {
+		byName[driver.ChildResponseName(childID(row.ID, s.id))] = s
+	}
+	now := w.m.engine.Config().Clock()
+	for _, r := range responses {
+		row.ResponsesApplied = max(row.ResponsesApplied, r.Seq)
+		s := byName[r.Name]
+		if s == nil || w.f.steps[s.id].status != statusWaiting {
+			continue
+		}
+		var child driver.ChildOutcome
+		if err := json.Unmarshal(r.Payload, &child); err != nil {
+			w.record(&outcome{step: s.id, attempt: 1, started: now, err: commandbus.Permanent(commandbus.CodeInvalidData, err)})
+			continue
+		}
+		o := &outcome{step: s.id, attempt: 1, started: r.ReceivedAt}
+		if child.Status == driver.ExecutionCompleted {
+			o.result, _ = json.Marshal(map[string]any{"childId": child.ChildID, "status": child.Status})
+		} else {
+			o.err = commandbus.Permanent("CHILD_"+strings.ToUpper(string(child.Status)),
+				fmt.Errorf("child workflow %s ended %s: %s %s", child.ChildID, child.Status, child.ErrorCode, child.ErrorMessage))
+		}
+		w.record(o)
+	}
+	return nil
+}
