@@ -197,10 +197,30 @@ func (m *Mount) handle(pattern string, h http.HandlerFunc) {
 	m.s.mux.HandleFunc(pattern, h)
 }
 
-// Document adds the extension's operations and component schemas to /api/openapi.json.
-func (m *Mount) Document(ops []Operation, schemas map[string]any) {
-	m.s.docOps = append(m.s.docOps, ops...)
-	for name, schema := range schemas {
+// Document adds the extension's operations and component schemas to /api/openapi.json. An
+// operationId or a schema name the document has already fails New.
+func (m *Mount) Document(ops []Operation, extra map[string]any) {
+	ids := map[string]bool{}
+	for _, o := range builtinOperations() {
+		ids[o.ID] = true
+	}
+	for _, o := range m.s.docOps {
+		ids[o.ID] = true
+	}
+	for _, o := range ops {
+		if o.ID == "" || ids[o.ID] {
+			m.errs = append(m.errs, fmt.Errorf("OpenAPI operation %s %s: the operationId %q is empty or taken", o.Method, o.Path, o.ID))
+			continue
+		}
+		ids[o.ID] = true
+		m.s.docOps = append(m.s.docOps, o)
+	}
+	builtin := schemas()
+	for name, schema := range extra {
+		if _, taken := builtin[name]; taken || m.s.docSchemas[name] != nil {
+			m.errs = append(m.errs, fmt.Errorf("OpenAPI schema %q: the name is taken", name))
+			continue
+		}
 		m.s.docSchemas[name] = schema
 	}
 }
@@ -271,6 +291,8 @@ func (m *Mount) RenderRegions(w http.ResponseWriter, r *http.Request, name strin
 }
 
 // Fragment renders the extension's {{define}} block name (from a "_" template file) with data.
+// The templates are parsed when every extension is mounted: call it from handlers and hooks, not
+// from Mount.
 func (m *Mount) Fragment(name string, data any) (template.HTML, error) {
 	return m.c.fragment(name, data)
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"maps"
 	"net/http"
 
 	"github.com/google/uuid"
@@ -82,4 +83,4 @@ func Annotate(schema map[string]any, properties map[string]map[string]any) map[s
 }
 
 // ReasonSchema documents the reason every operator action carries.
-func ReasonSchema() map[string]any { return reasonAnnotation }
+func ReasonSchema() map[string]any { return maps.Clone(reasonAnnotation) }

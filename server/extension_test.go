@@ -208,8 +208,8 @@ func TestExtensionMountsRoutesPagesAndHooks(t *testing.T) {
 	})
 }
 
-// A nil extension, one whose Mount fails, or one registering a bad role or a route the server
-// has already, fails New with the reason.
+// A nil extension, one whose Mount fails, or one registering a bad role, a route, an operationId
+// or a schema name the server has already, fails New with the reason.
 func TestExtensionMountErrors(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
@@ -222,6 +222,8 @@ func TestExtensionMountErrors(t *testing.T) {
 		_, err = New(Config{Client: client, Tokens: testTokens, Extensions: []Extension{clashingExtension{}}})
 		require.ErrorContains(t, err, `route "GET /extra": role must be "viewer" or "operator", got "admin"`)
 		require.ErrorContains(t, err, `route "GET /api/queues"`, "a route the server has already is refused")
+		require.ErrorContains(t, err, `the operationId "getHealth" is empty or taken`)
+		require.ErrorContains(t, err, `OpenAPI schema "Problem": the name is taken`)
 	})
 }
 
@@ -235,5 +237,6 @@ type clashingExtension struct{ ExtensionBase }
 func (clashingExtension) Mount(m *Mount) error {
 	m.HandlePage("GET /extra", "admin", func(http.ResponseWriter, *http.Request) {})
 	m.HandleAPI("GET /api/queues", RoleViewer, func(http.ResponseWriter, *http.Request) {})
+	m.Document([]Operation{{ID: "getHealth", Method: "get", Path: "/other"}}, map[string]any{"Problem": map[string]any{}})
 	return nil
 }

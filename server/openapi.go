@@ -103,69 +103,7 @@ const exampleReason = "Downstream fixed after incident INC-4711."
 // the handlers' request types, response schemas from the types they encode.
 // The extensions' operations and schemas are added to the server's own.
 func openAPIDocument(extra []Operation, extraSchemas map[string]any) object {
-	id := pathParam("id", "resource id")
-	ops := []Operation{
-		{ID: "getHealth", Method: "get", Path: "/healthz", Summary: "Liveness", Tag: "operations", Public: true,
-			Responses: object{"200": jsonResponse("The process is up.", statusObject)}},
-		{ID: "getReadiness", Method: "get", Path: "/readyz", Summary: "Readiness: the database answers and the workers run", Tag: "operations", Public: true,
-			Responses: object{"200": jsonResponse("Ready.", statusObject), "503": problem("Not ready.")}},
-		{ID: "getMetrics", Method: "get", Path: "/metrics", Summary: "Prometheus metrics", Tag: "operations",
-			Responses: object{"200": object{"description": "Prometheus text exposition.", "content": object{"text/plain": object{"schema": object{"type": "string"}}}}}},
-		{ID: "getOpenAPI", Method: "get", Path: "/api/openapi.json", Summary: "This document", Tag: "operations", Public: true,
-			Responses: object{"200": jsonResponse("OpenAPI 3 document.", anyObject)}},
-		{ID: "listQueueDepths", Method: "get", Path: "/api/queues", Summary: "Queue depths", Tag: "commands",
-			Responses: object{"200": jsonResponse("Depth per queue with unfinished commands.", object{"type": "object", "required": []string{"queues"},
-				"properties": object{"queues": object{"type": "array", "items": schemaOf[commandbus.QueueDepth]()}}})}},
-		{ID: "getCommand", Method: "get", Path: "/api/commands/{id}", Summary: "A command with its audit trail", Tag: "commands", Params: []object{id},
-			Responses: object{"200": jsonResponse("The command.", ref("Command")), "404": problem("No such command.")}},
-		{ID: "getProcess", Method: "get", Path: "/api/processes/{id}", Summary: "An execution with its state and log", Tag: "processes", Params: []object{id},
-			Responses: object{"200": jsonResponse("The execution.", ref("Execution")), "404": problem("No such execution.")}},
-		{ID: "listCommandTSQ", Method: "get", Path: "/api/tsq/commands", Summary: "Commands in the troubleshooting queue, newest first", Tag: "tsq",
-			Params: []object{textParam("domain", "only this domain"), textParam("type", "only this command type"), textParam("tenant", "only this tenant"),
-				uuidParam("batch", "only this batch"), limitParam(defaultListLimit, maxListLimit)},
-			Responses: object{"200": jsonResponse("Commands waiting for an operator.", itemsOf(ref("Command")))}},
-	}
-	commandBodies := map[string]struct {
-		schema  string
-		example object
-		summary string
-	}{
-		"retry":    {"CommandAction", object{"reason": exampleReason}, "Retry a command with a fresh attempt budget (audited)"},
-		"cancel":   {"CommandAction", object{"reason": "The customer withdrew the order."}, "Cancel a command (audited)"},
-		"complete": {"CommandComplete", object{"reason": "Booked by phone with the provider.", "result": object{"reference": "RISK-MANUAL-1"}}, "Complete a command with the result its handler would have given (audited)"},
-	}
-	for _, action := range commandTSQActions {
-		b := commandBodies[action]
-		ops = append(ops, Operation{ID: action + "Command", Method: "post", Path: "/api/tsq/commands/{id}/" + action, Summary: b.summary, Tag: "tsq", Operator: true,
-			Params: []object{id}, Body: b.schema, Example: b.example,
-			Responses: object{"200": jsonResponse("The command after the action.", ref("Command")), "404": problem("No such command."),
-				"409": problem("The command is not in the troubleshooting queue.")}})
-	}
-	ops = append(ops, Operation{ID: "listProcessTSQ", Method: "get", Path: "/api/tsq/processes", Summary: "Executions in the troubleshooting queue, newest first", Tag: "tsq",
-		Params:    []object{textParam("domain", "only this domain"), textParam("type", "only this process type"), limitParam(defaultListLimit, maxListLimit)},
-		Responses: object{"200": jsonResponse("Executions waiting for an operator, without their logs.", itemsOf(ref("ExecutionSummary")))}})
-	processBodies := map[string]struct {
-		schema, summary, description string
-		example                      object
-	}{
-		"retry": {"ProcessRetry", "Retry an execution (audited)", "The execution runs again from the top with a fresh attempt budget for the step it stopped at.",
-			object{"reason": exampleReason}},
-		"cancel": {"ProcessCancel", "Cancel an execution, optionally running its compensations first (audited)", "",
-			object{"reason": "The customer withdrew the payment.", "runCompensations": true}},
-		"complete": {"ProcessComplete", "Force-complete an execution (audited)",
-			"The execution ends COMPLETED with the given state fields set first. The server's extensions may require fields for their process types (the payments example requires stateOverrides.evidence for its payments), as in the console.",
-			object{"reason": "Confirmed by the beneficiary bank.", "stateOverrides": object{"evidence": "SWIFT gpi tracker shows ACSC"}}},
-		"skip": {"ProcessSkip", "Complete the step an execution is at with a given result (audited)", "step must be the step the execution is at.",
-			object{"reason": "Hold placed by hand in the core banking system.", "step": "STEP_CHECK_BALANCE", "result": object{"holdId": "HOLD-MANUAL-1"}}},
-	}
-	for _, action := range processTSQActions {
-		b := processBodies[action]
-		ops = append(ops, Operation{ID: action + "Process", Method: "post", Path: "/api/tsq/processes/{id}/" + action, Summary: b.summary, Description: b.description,
-			Tag: "tsq", Operator: true, Params: []object{id}, Body: b.schema, Example: b.example,
-			Responses: object{"200": jsonResponse("The execution after the action.", ref("Execution")), "404": problem("No such execution."),
-				"409": problem("Not in a state the action applies to, or a runner holds it right now.")}})
-	}
-	ops = append(ops, extra...)
+	ops := append(builtinOperations(), extra...)
 
 	paths := object{}
 	for _, o := range ops {
@@ -253,7 +191,7 @@ func schemas() object {
 	}
 }
 
-// withSchemas adds extra to schemas; a name the server uses already keeps the server's schema.
+// withSchemas adds the extensions' schemas to the server's (Mount.Document refused names taken).
 func withSchemas(schemas, extra map[string]any) object {
 	for name, schema := range extra {
 		if _, taken := schemas[name]; !taken {
@@ -261,4 +199,71 @@ func withSchemas(schemas, extra map[string]any) object {
 		}
 	}
 	return schemas
+}
+
+// builtinOperations are the server's own routes.
+func builtinOperations() []Operation {
+	id := pathParam("id", "resource id")
+	ops := []Operation{
+		{ID: "getHealth", Method: "get", Path: "/healthz", Summary: "Liveness", Tag: "operations", Public: true,
+			Responses: object{"200": jsonResponse("The process is up.", statusObject)}},
+		{ID: "getReadiness", Method: "get", Path: "/readyz", Summary: "Readiness: the database answers and the workers run", Tag: "operations", Public: true,
+			Responses: object{"200": jsonResponse("Ready.", statusObject), "503": problem("Not ready.")}},
+		{ID: "getMetrics", Method: "get", Path: "/metrics", Summary: "Prometheus metrics", Tag: "operations",
+			Responses: object{"200": object{"description": "Prometheus text exposition.", "content": object{"text/plain": object{"schema": object{"type": "string"}}}}}},
+		{ID: "getOpenAPI", Method: "get", Path: "/api/openapi.json", Summary: "This document", Tag: "operations", Public: true,
+			Responses: object{"200": jsonResponse("OpenAPI 3 document.", anyObject)}},
+		{ID: "listQueueDepths", Method: "get", Path: "/api/queues", Summary: "Queue depths", Tag: "commands",
+			Responses: object{"200": jsonResponse("Depth per queue with unfinished commands.", object{"type": "object", "required": []string{"queues"},
+				"properties": object{"queues": object{"type": "array", "items": schemaOf[commandbus.QueueDepth]()}}})}},
+		{ID: "getCommand", Method: "get", Path: "/api/commands/{id}", Summary: "A command with its audit trail", Tag: "commands", Params: []object{id},
+			Responses: object{"200": jsonResponse("The command.", ref("Command")), "404": problem("No such command.")}},
+		{ID: "getProcess", Method: "get", Path: "/api/processes/{id}", Summary: "An execution with its state and log", Tag: "processes", Params: []object{id},
+			Responses: object{"200": jsonResponse("The execution.", ref("Execution")), "404": problem("No such execution.")}},
+		{ID: "listCommandTSQ", Method: "get", Path: "/api/tsq/commands", Summary: "Commands in the troubleshooting queue, newest first", Tag: "tsq",
+			Params: []object{textParam("domain", "only this domain"), textParam("type", "only this command type"), textParam("tenant", "only this tenant"),
+				uuidParam("batch", "only this batch"), limitParam(defaultListLimit, maxListLimit)},
+			Responses: object{"200": jsonResponse("Commands waiting for an operator.", itemsOf(ref("Command")))}},
+	}
+	commandBodies := map[string]struct {
+		schema  string
+		example object
+		summary string
+	}{
+		"retry":    {"CommandAction", object{"reason": exampleReason}, "Retry a command with a fresh attempt budget (audited)"},
+		"cancel":   {"CommandAction", object{"reason": "The customer withdrew the order."}, "Cancel a command (audited)"},
+		"complete": {"CommandComplete", object{"reason": "Booked by phone with the provider.", "result": object{"reference": "RISK-MANUAL-1"}}, "Complete a command with the result its handler would have given (audited)"},
+	}
+	for _, action := range commandTSQActions {
+		b := commandBodies[action]
+		ops = append(ops, Operation{ID: action + "Command", Method: "post", Path: "/api/tsq/commands/{id}/" + action, Summary: b.summary, Tag: "tsq", Operator: true,
+			Params: []object{id}, Body: b.schema, Example: b.example,
+			Responses: object{"200": jsonResponse("The command after the action.", ref("Command")), "404": problem("No such command."),
+				"409": problem("The command is not in the troubleshooting queue.")}})
+	}
+	ops = append(ops, Operation{ID: "listProcessTSQ", Method: "get", Path: "/api/tsq/processes", Summary: "Executions in the troubleshooting queue, newest first", Tag: "tsq",
+		Params:    []object{textParam("domain", "only this domain"), textParam("type", "only this process type"), limitParam(defaultListLimit, maxListLimit)},
+		Responses: object{"200": jsonResponse("Executions waiting for an operator, without their logs.", itemsOf(ref("ExecutionSummary")))}})
+	processBodies := map[string]struct {
+		schema, summary, description string
+		example                      object
+	}{
+		"retry": {"ProcessRetry", "Retry an execution (audited)", "The execution runs again from the top with a fresh attempt budget for the step it stopped at.",
+			object{"reason": exampleReason}},
+		"cancel": {"ProcessCancel", "Cancel an execution, optionally running its compensations first (audited)", "",
+			object{"reason": "The customer withdrew the payment.", "runCompensations": true}},
+		"complete": {"ProcessComplete", "Force-complete an execution (audited)",
+			"The execution ends COMPLETED with the given state fields set first. The server's extensions may require fields for their process types (the payments example requires stateOverrides.evidence for its payments), as in the console.",
+			object{"reason": "Confirmed by the beneficiary bank.", "stateOverrides": object{"evidence": "SWIFT gpi tracker shows ACSC"}}},
+		"skip": {"ProcessSkip", "Complete the step an execution is at with a given result (audited)", "step must be the step the execution is at.",
+			object{"reason": "Hold placed by hand in the core banking system.", "step": "STEP_CHECK_BALANCE", "result": object{"holdId": "HOLD-MANUAL-1"}}},
+	}
+	for _, action := range processTSQActions {
+		b := processBodies[action]
+		ops = append(ops, Operation{ID: action + "Process", Method: "post", Path: "/api/tsq/processes/{id}/" + action, Summary: b.summary, Description: b.description,
+			Tag: "tsq", Operator: true, Params: []object{id}, Body: b.schema, Example: b.example,
+			Responses: object{"200": jsonResponse("The execution after the action.", ref("Execution")), "404": problem("No such execution."),
+				"409": problem("Not in a state the action applies to, or a runner holds it right now.")}})
+	}
+	return ops
 }
