@@ -13,9 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/shopspring/decimal"
-
 	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"

@@ -250,7 +250,7 @@ func (c *Extension) readBatchForm(form url.Values) (*batchForm, int, string, *pa
 	}
 	count, err := strconv.Atoi(f.Count)
 	if err != nil || count < 1 || count > maxConsoleBatch {
-		f.addError("count", fmt.Sprintf("Enter a whole number from 1 to %s.", "100,000"))
+		f.addError("count", fmt.Sprintf("Enter a whole number from 1 to %s.", server.FormatNumber(maxConsoleBatch)))
 	}
 	if _, err := time.Parse(time.DateOnly, f.Day); err != nil {
 		f.addError("day", "Enter a date as YYYY-MM-DD.")
