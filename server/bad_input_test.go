@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	. "github.com/commandbus/commandbus/server"
 )
 
 // snapshot is everything a refused request could have written: row counts and the statuses of

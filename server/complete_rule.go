@@ -2,7 +2,6 @@ package server
 
 import (
 	"github.com/commandbus/commandbus"
-	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/input"
 )
 
@@ -11,13 +10,28 @@ import (
 var overrideText = input.Text{Max: 10_000, Multiline: true}
 
 // checkCompleteOverrides is the one rule for completing an execution by hand, which the REST API
-// and the console both apply before acting: every text in the overrides is printable, and a
-// payment is completed only on the evidence that it was made.
-func checkCompleteOverrides(processType string, overrides map[string]any) error {
+// and the console both apply before acting: every text in the overrides is printable, and the
+// extensions' completion rule for the type holds.
+func (s *Server) checkCompleteOverrides(processType string, overrides map[string]any) error {
 	if p := overrideText.CheckJSON(map[string]any(overrides)); p != nil {
 		return &commandbus.ValidationError{Field: joinField("stateOverrides", p.Path), Message: p.Message}
 	}
-	return payments.CheckCompletion(processType, overrides)
+	if rule := s.completionRule(processType); rule != nil {
+		if rule.Check != nil {
+			return rule.Check(overrides)
+		}
+	}
+	return nil
+}
+
+// completionRule is the first rule an extension sets for processType, or nil.
+func (s *Server) completionRule(processType string) *CompletionRule {
+	for _, ext := range s.cfg.Extensions {
+		if rule := ext.CompletionRule(processType); rule != nil {
+			return rule
+		}
+	}
+	return nil
 }
 
 // checkJSONText applies overrideText to a raw JSON value (a step or command result).

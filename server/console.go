@@ -21,11 +21,10 @@ import (
 	"time"
 
 	"github.com/commandbus/commandbus"
-	"github.com/commandbus/commandbus/examples/payments"
 )
 
-// The operator console: server-rendered pages (html/template) over the same client and platform
-// as the REST API, with its templates and assets embedded. Pages read completely without
+// The operator console: server-rendered pages (html/template) over the same client as the REST
+// API, with the pages the extensions add, with its templates and assets embedded. Pages read completely without
 // JavaScript; console.js only refreshes the regions of a page marked live.
 
 //go:embed console/templates/*.html console/static/*
@@ -44,13 +43,19 @@ const (
 
 // console serves the operator console's pages.
 type console struct {
-	s        *Server
-	client   *commandbus.Client
-	platform *payments.Platform
-	logger   *slog.Logger
-	pages    map[string]*template.Template
-	assets   map[string]string // file name → URL with a content hash, for long caching
-	static   http.Handler
+	s      *Server
+	client *commandbus.Client
+	logger *slog.Logger
+	pages  map[string]*template.Template
+	assets map[string]string // file name → URL with a content hash, for long caching
+	static http.Handler
+	// fragments holds the extensions' shared blocks, for Mount.Fragment.
+	fragments *template.Template
+	// What the extensions mounted: their templates, navigation and wording.
+	extensionTemplates []extensionTemplates
+	nav                []NavEntry
+	contextLabel       string
+	searchHint         SearchHint
 	// key signs the CSRF tokens, the sign-in form and flash messages. It is generated at start:
 	// a restart invalidates open forms, never sessions (the session cookie is the token).
 	key     []byte
@@ -63,13 +68,14 @@ type console struct {
 	overviewLast *overviewData
 }
 
-// routeConsole builds the console, registers its routes and starts its sampler; Close stops it.
+// routeConsole builds the console and registers its routes; New starts its sampler once the
+// extensions are mounted, and Close stops it.
 func (s *Server) routeConsole() *console {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	c := &console{
-		s: s, client: s.cfg.Client, platform: s.cfg.Platform, logger: s.cfg.Logger.With("component", "console"),
-		pages: consoleTemplates.pages, assets: consoleTemplates.assets, key: key,
+		s: s, client: s.cfg.Client, logger: s.cfg.Logger.With("component", "console"),
+		assets: consoleAssets, key: key, contextLabel: "Context", searchHint: defaultSearchHint,
 		origin:  http.NewCrossOriginProtection(),
 		sampler: newSampler(s.cfg.Client, s.cfg.Gatherer, s.cfg.ConsoleSampleInterval, s.cfg.Logger),
 	}
@@ -82,7 +88,6 @@ func (s *Server) routeConsole() *console {
 		files.ServeHTTP(w, r)
 	}))
 	c.routes(s.mux)
-	c.sampler.start()
 	return c
 }
 
@@ -125,23 +130,6 @@ func (c *console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /processes/{id}", c.viewer(c.processPage))
 	mux.HandleFunc("GET /live/processes/{id}", c.live(c.processLive))
 
-	if c.platform != nil {
-		mux.HandleFunc("GET /batches", c.viewer(c.batches))
-		mux.HandleFunc("GET /live/batches", c.live(c.batchesLive))
-		mux.HandleFunc("GET /batches/new", c.operator(c.newBatchForm))
-		mux.HandleFunc("POST /batches/new", c.operator(c.createBatch))
-		mux.HandleFunc("GET /batches/{id}", c.viewer(c.batch))
-		mux.HandleFunc("GET /live/batches/{id}", c.live(c.batchLive))
-		mux.HandleFunc("GET /payments", c.viewer(c.payments))
-		mux.HandleFunc("GET /payments/{id}", c.viewer(c.payment))
-		mux.HandleFunc("GET /live/payments/{id}", c.live(c.paymentLive))
-		mux.HandleFunc("GET /approvals", c.viewer(c.approvals))
-		mux.HandleFunc("GET /approvals/{id}/{decision}", c.operator(c.approvalAction))
-		mux.HandleFunc("POST /approvals/{id}/{decision}", c.operator(c.approvalAction))
-		mux.HandleFunc("GET /network", c.viewer(c.network))
-		mux.HandleFunc("GET /network/{id}/{answer}", c.operator(c.networkAction))
-		mux.HandleFunc("POST /network/{id}/{answer}", c.operator(c.networkAction))
-	}
 	mux.HandleFunc("GET /", c.notFound)
 }
 
@@ -261,17 +249,26 @@ func (c *console) csrfToken(r *http.Request) string {
 	return c.mac("csrf", token)
 }
 
-// page is what every template receives.
-type page struct {
-	Title    string
-	Nav      string
-	User     *principal
-	CanAct   bool
-	CSRF     string
-	Flash    *flash
-	LiveURL  string
-	Live     int // refresh interval in milliseconds
-	Payments bool
+// Page is what every console template receives: the layout reads its fields, the page's own
+// template its Data. Start one with Mount.NewPage.
+type Page struct {
+	// Title is the page's title; Nav the key of the navigation entry marked current.
+	Title string
+	Nav   string
+	// User is the signed-in principal; CanAct says it has the operator role; CSRF is the token
+	// every form posts.
+	User   *principal
+	CanAct bool
+	CSRF   string
+	Flash  *flash
+	// LiveURL, when set, is polled for the page's live regions every Live milliseconds.
+	LiveURL string
+	Live    int
+	// Menu is the navigation the extensions add; Search and ContextLabel word the search box
+	// and the column of business context.
+	Menu         []NavEntry
+	Search       SearchHint
+	ContextLabel string
 	// Now is the server's clock, for the ages in queue rows.
 	Now  time.Time
 	Data any
@@ -283,8 +280,8 @@ type flash struct {
 	Message string
 }
 
-func (c *console) newPage(w http.ResponseWriter, r *http.Request, title, nav string) *page {
-	p := &page{Title: title, Nav: nav, Payments: c.platform != nil, Live: int(liveRefresh / time.Millisecond), Now: c.client.Now()}
+func (c *console) newPage(w http.ResponseWriter, r *http.Request, title, nav string) *Page {
+	p := &Page{Title: title, Nav: nav, Menu: c.nav, Search: c.searchHint, ContextLabel: c.contextLabel, Live: int(liveRefresh / time.Millisecond), Now: c.client.Now()}
 	if pr, ok := principalFrom(r.Context()); ok {
 		p.User, p.CanAct, p.CSRF = &pr, pr.Role == RoleOperator, c.csrfToken(r)
 	}
@@ -294,7 +291,7 @@ func (c *console) newPage(w http.ResponseWriter, r *http.Request, title, nav str
 	return p
 }
 
-func (c *console) render(w http.ResponseWriter, r *http.Request, status int, name string, p *page) {
+func (c *console) render(w http.ResponseWriter, r *http.Request, status int, name string, p *Page) {
 	t, ok := c.pages[name]
 	if !ok {
 		c.logger.Error("console: no such template", "template", name)
@@ -314,9 +311,17 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, status int, nam
 
 // renderRegions answers console.js with the named regions of a page, rendered by the same
 // templates as the full page.
-func (c *console) renderRegions(w http.ResponseWriter, r *http.Request, name string, p *page, regions ...string) {
+func (c *console) renderRegions(w http.ResponseWriter, r *http.Request, name string, p *Page, regions ...string) {
+	c.renderRegionsWith(w, r, name, p, nil, regions...)
+}
+
+// renderRegionsWith is renderRegions with regions rendered already (an extension's panels).
+func (c *console) renderRegionsWith(w http.ResponseWriter, r *http.Request, name string, p *Page, rendered map[string]string, regions ...string) {
 	t := c.pages[name]
 	out := map[string]string{}
+	for region, html := range rendered {
+		out[region] = html
+	}
 	for _, region := range regions {
 		var buf bytes.Buffer
 		if err := t.ExecuteTemplate(&buf, region, p); err != nil {
@@ -409,19 +414,17 @@ func localPath(target, fallback string) string {
 	return target
 }
 
-// consoleTemplates are parsed once: each page with the layout and the shared partials.
-var consoleTemplates = mustParseConsole()
+// defaultSearchHint words the search for what the console finds without extensions.
+var defaultSearchHint = SearchHint{Label: "Execution or command id", Placeholder: "Execution or command id",
+	Help:   "The search matches whole values exactly: the id of an execution or a command. Copy the value from where you found it and try again.",
+	Prompt: "Type an execution or command id in the search box and press Search."}
 
-type parsedConsole struct {
-	pages  map[string]*template.Template
-	assets map[string]string
-}
-
-func mustParseConsole() *parsedConsole {
-	out := &parsedConsole{pages: map[string]*template.Template{}, assets: map[string]string{}}
+// consoleAssets maps each static file to its URL with a content hash.
+var consoleAssets = func() map[string]string {
+	out := map[string]string{}
 	statics, err := fs.ReadDir(consoleFiles, "console/static")
 	if err != nil {
-		panic(err)
+		panic(err) // the files are embedded: only a broken build gets here
 	}
 	for _, e := range statics {
 		data, err := consoleFiles.ReadFile("console/static/" + e.Name())
@@ -429,21 +432,69 @@ func mustParseConsole() *parsedConsole {
 			panic(err)
 		}
 		sum := sha256.Sum256(data)
-		out.assets[e.Name()] = "/static/" + e.Name() + "?v=" + hex.EncodeToString(sum[:6])
-	}
-	funcs := consoleFuncs(out.assets)
-	names, err := fs.Glob(consoleFiles, "console/templates/*.html")
-	if err != nil {
-		panic(err)
-	}
-	for _, name := range names {
-		base := path.Base(name)
-		if base == "layout.html" || base == "partials.html" {
-			continue
-		}
-		t := template.Must(template.New(base).Funcs(funcs).ParseFS(consoleFiles,
-			"console/templates/layout.html", "console/templates/partials.html", name))
-		out.pages[base] = t
+		out[e.Name()] = "/static/" + e.Name() + "?v=" + hex.EncodeToString(sum[:6])
 	}
 	return out
+}()
+
+// parseTemplates parses every page, the console's and the extensions', with the layout, the
+// console's partials and the extensions' shared blocks.
+func (c *console) parseTemplates() error {
+	funcs := consoleFuncs(c.assets)
+	// shared parses the shared blocks into t: the console's partials, then each extension's.
+	shared := func(t *template.Template) (*template.Template, error) {
+		t, err := t.ParseFS(consoleFiles, "console/templates/layout.html", "console/templates/partials.html")
+		if err != nil {
+			return nil, err
+		}
+		for _, ext := range c.extensionTemplates {
+			if len(ext.partials) == 0 {
+				continue
+			}
+			if t, err = t.ParseFS(ext.fsys, ext.partials...); err != nil {
+				return nil, err
+			}
+		}
+		return t, nil
+	}
+	fragments, err := shared(template.New("fragments").Funcs(funcs))
+	if err != nil {
+		return fmt.Errorf("server: console templates: %w", err)
+	}
+	c.fragments = fragments
+	c.pages = map[string]*template.Template{}
+	add := func(fsys fs.FS, name string) error {
+		base := path.Base(name)
+		if _, dup := c.pages[base]; dup {
+			return fmt.Errorf("server: console templates: two pages are named %s", base)
+		}
+		t, err := shared(template.New(base).Funcs(funcs))
+		if err == nil {
+			t, err = t.ParseFS(fsys, name)
+		}
+		if err != nil {
+			return fmt.Errorf("server: console templates: %w", err)
+		}
+		c.pages[base] = t
+		return nil
+	}
+	names, err := fs.Glob(consoleFiles, "console/templates/*.html")
+	if err != nil {
+		return err
+	}
+	for _, name := range names {
+		if base := path.Base(name); base != "layout.html" && base != "partials.html" {
+			if err := add(consoleFiles, name); err != nil {
+				return err
+			}
+		}
+	}
+	for _, ext := range c.extensionTemplates {
+		for _, name := range ext.pages {
+			if err := add(ext.fsys, name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -24,8 +24,8 @@ import (
 // the action audited with the session's subject and redirects back with a flash message. Invalid
 // input re-renders the page with each error next to its field.
 
-// formField is one input of a confirmation form besides the reason.
-type formField struct {
+// FormField is one input of a confirmation form besides the reason.
+type FormField struct {
 	Name        string
 	Label       string
 	Hint        string
@@ -35,29 +35,32 @@ type formField struct {
 	Required    bool
 }
 
-// fact is one line of what the action applies to.
-type fact struct {
+// Fact is one line of what an action applies to, linked to Href when set.
+type Fact struct {
 	Label string
 	Value string
 	Href  string
 }
 
-// actionSpec describes one action on one item.
-type actionSpec struct {
+// ActionPage describes one operator action on one item for the confirmation flow (Mount.Act):
+// what it does, to what, the fields it asks for besides the reason, and Run, which does it.
+type ActionPage struct {
 	Nav         string
 	Title       string
 	Description string
 	Submit      string
 	Danger      bool
-	Facts       []fact
-	Fields      []formField
+	Facts       []Fact
+	Fields      []FormField
 	// Unavailable, when set, says why the action cannot apply now; no form is shown.
 	Unavailable string
 	// Return is where the operator goes back to, and lands after the action.
 	Return string
 	// Done is the flash message after the action succeeded.
 	Done string
-	run  func(ctx context.Context, op commandbus.OperatorAction, form url.Values) error
+	// Run takes the action as op (the signed-in subject and the reason given) with the posted
+	// form; a *commandbus.ValidationError is shown next to its field.
+	Run func(ctx context.Context, op commandbus.OperatorAction, form url.Values) error
 }
 
 // fieldError is an error shown next to its field and listed in the summary above the form.
@@ -67,7 +70,7 @@ type fieldError struct {
 }
 
 type confirmData struct {
-	*actionSpec
+	*ActionPage
 	Action    string
 	Reason    string
 	Errors    map[string]string
@@ -93,8 +96,8 @@ func returnTo(r *http.Request, fallback string) string {
 }
 
 // act runs the confirmation flow of spec.
-func (c *console) act(w http.ResponseWriter, r *http.Request, spec *actionSpec) {
-	data := &confirmData{actionSpec: spec, Action: r.URL.Path, Errors: map[string]string{}}
+func (c *console) act(w http.ResponseWriter, r *http.Request, spec *ActionPage) {
+	data := &confirmData{ActionPage: spec, Action: r.URL.Path, Errors: map[string]string{}}
 	if r.Method != http.MethodPost {
 		c.renderConfirm(w, r, http.StatusOK, data)
 		return
@@ -122,7 +125,7 @@ func (c *console) act(w http.ResponseWriter, r *http.Request, spec *actionSpec) 
 		c.renderConfirm(w, r, http.StatusUnprocessableEntity, data)
 		return
 	}
-	err := spec.run(r.Context(), commandbus.OperatorAction{Actor: subject(r), Reason: data.Reason}, form)
+	err := spec.Run(r.Context(), commandbus.OperatorAction{Actor: subject(r), Reason: data.Reason}, form)
 	if err == nil {
 		c.redirectWith(w, r, spec.Return, "success", spec.Done)
 		return

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"context"
@@ -22,6 +22,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	. "github.com/commandbus/commandbus/server"
 )
 
 // The console in a real browser: headless Debian Chromium driven by chromedp against a real
@@ -638,7 +639,7 @@ func browserScreenshots(t *testing.T, f *consoleFixture, browser context.Context
 
 	tb := f.openTab(t, browser, operatorToken)
 	tb.viewport(1366, 900)
-	eventually(t, 10*time.Second, "a few samples for the charts", func() bool { return len(f.server.console.sampler.samples()) >= 5 })
+	eventually(t, 10*time.Second, "a few samples for the charts", func() bool { return ExportSampleCount(f.server) >= 5 })
 	shoot(tb, "overview", "/")
 	shoot(tb, "batches", "/batches")
 	shoot(tb, "batch", "/batches/"+batch.ID.String())
@@ -683,7 +684,7 @@ func (tb *tab) viewport(width, height int64) {
 
 // checkAccessibility checks what a machine can: every field has a label, ids are unique, the
 // page has one h1, a skip link to main, and every table has header cells.
-func (tb *tab) checkAccessibility(page string) {
+func (tb *tab) checkAccessibility(Page string) {
 	tb.t.Helper()
 	problems, err := chromedp.Run(tb.ctx, chromedp.Evaluate[[]string](`(function(){
 		var out = [];
@@ -708,7 +709,7 @@ func (tb *tab) checkAccessibility(page string) {
 		return out;
 	})()`))
 	require.NoError(tb.t, err)
-	require.Empty(tb.t, problems, "accessibility of %s", page)
+	require.Empty(tb.t, problems, "accessibility of %s", Page)
 }
 
 func firstApproval(t *testing.T, f *consoleFixture) uuid.UUID {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/process"
 )
 
@@ -55,7 +54,7 @@ type bulkItem struct {
 	// when it left the queue since.
 	ErrorCode, ErrorMessage string
 	Status                  string
-	Payment                 *payments.PaymentView
+	Item                    *ItemContext
 	// Missing says the id names nothing in this queue's tables.
 	Missing bool
 	exec    *driver.ExecutionRow
@@ -77,6 +76,8 @@ type bulkData struct {
 	Reason  string
 	Errors  map[string]string
 	Summary []fieldError
+	// ContextLabel names the column of business context.
+	ContextLabel string
 	// After the action:
 	Outcomes []*bulkOutcome
 	Done     int
@@ -194,7 +195,7 @@ func (c *console) commandBulkItems(ctx context.Context, ids []uuid.UUID, f tsqFi
 			it.Status = string(row.Status)
 		}
 		if row.Context != nil {
-			it.Payment = row.Context.Payment
+			it.Item = row.Context.Item
 		}
 		out = append(out, it)
 	}
@@ -231,7 +232,7 @@ func (c *console) processBulkItems(ctx context.Context, ids []uuid.UUID, f tsqFi
 	byID := map[uuid.UUID]*bulkItem{}
 	out := make([]*bulkItem, 0, len(rows))
 	for _, row := range withContext {
-		it := &bulkItem{ID: row.ID, Href: row.Href, What: row.Type + " at " + or(row.Step, "its start"), Payment: row.Payment,
+		it := &bulkItem{ID: row.ID, Href: row.Href, What: row.Type + " at " + or(row.Step, "its start"), Item: row.Item,
 			ErrorCode: row.ErrorCode, ErrorMessage: row.ErrorMessage, exec: row.ExecutionRow}
 		if row.Status != driver.ExecutionWaitingForTSQ {
 			it.Status = string(row.Status)
@@ -400,6 +401,7 @@ func (c *console) refusal(it *bulkItem, err error) string {
 }
 
 func (c *console) renderBulk(w http.ResponseWriter, r *http.Request, status int, name string, d *bulkData) {
+	d.ContextLabel = c.contextLabel
 	title := fmt.Sprintf("%s %d %s", d.Action.Label, len(d.Items), d.Queue.Nouns)
 	if len(d.Items) == 1 {
 		title = fmt.Sprintf("%s 1 %s", d.Action.Label, d.Queue.Noun)

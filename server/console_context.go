@@ -3,44 +3,41 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/google/uuid"
 
+	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/examples/payments"
 )
 
-// A queue row says what it is about: the payment an item concerns (its reference, amount,
-// parties, batch and age, with a link to it) and the process it belongs to. The item names
-// either its payment (approvals, network responses), its execution (a process in the process
-// TSQ) or its execution through the command's correlation id (a command step's command).
+// A queue row says what it is about: the business item an execution runs (as the extensions
+// describe it, with a link to it) and the process it belongs to. The item names either its
+// execution (a process in the process TSQ) or its execution through the command's correlation
+// id (a command step's command).
 
-// itemContext is the payment and process a queue item belongs to; either may be nil.
+// itemContext is the business item and process a queue item belongs to; either may be nil.
 type itemContext struct {
-	Payment   *payments.PaymentView
+	Item      *ItemContext
 	Execution *driver.ExecutionRow
-	// ProcessHref is where the process reads best: its payment's page for a payment.
+	// ProcessHref is where the process reads best: its business item's page, if it has one.
 	ProcessHref string
 	// ProcessInTSQ says the process waits in the process troubleshooting queue too.
 	ProcessInTSQ bool
 }
 
-// isPaymentType says whether an execution type runs a payment.
-func isPaymentType(typ string) bool {
-	return typ == payments.TypePaymentStep || typ == payments.TypePaymentManager
+func isNotFound(err error) bool {
+	return err != nil && (errors.Is(err, commandbus.ErrNotFound) || errors.Is(err, driver.ErrNotFound))
 }
 
-// paymentIDOf is the payment an execution runs (its business key), or uuid.Nil.
-func (c *console) paymentIDOf(row *driver.ExecutionRow) uuid.UUID {
-	if c.platform == nil || row == nil || !isPaymentType(row.Type) {
-		return uuid.Nil
+// executionHref is where an execution reads best: the page an extension gives it, else its
+// process page.
+func (c *console) executionHref(row *driver.ExecutionRow) string {
+	for _, ext := range c.s.cfg.Extensions {
+		if href := ext.ExecutionPage(row); href != "" {
+			return href
+		}
 	}
-	id, err := uuid.Parse(row.BusinessKey)
-	if err != nil {
-		return uuid.Nil
-	}
-	return id
+	return "/processes/" + row.ID.String()
 }
 
 // executionsByID reads the executions with these ids; ids that name none are absent.
@@ -62,16 +59,28 @@ func (c *console) executionsByID(ctx context.Context, ids []uuid.UUID) (map[uuid
 	return out, nil
 }
 
-// paymentFacts reads the facts of payments by id; without the payments platform it finds none.
-func (c *console) paymentFacts(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*payments.PaymentView, error) {
-	if c.platform == nil || len(ids) == 0 {
-		return map[uuid.UUID]*payments.PaymentView{}, nil
+// itemsOf asks the extensions what the executions run; the first that knows one wins.
+func (c *console) itemsOf(ctx context.Context, rows []*driver.ExecutionRow) (map[uuid.UUID]*ItemContext, error) {
+	out := map[uuid.UUID]*ItemContext{}
+	if len(rows) == 0 {
+		return out, nil
 	}
-	return c.platform.PaymentFacts(ctx, ids)
+	for _, ext := range c.s.cfg.Extensions {
+		found, err := ext.ExecutionContexts(ctx, rows)
+		if err != nil {
+			return nil, err
+		}
+		for id, x := range found {
+			if _, known := out[id]; !known && x != nil {
+				out[id] = x
+			}
+		}
+	}
+	return out, nil
 }
 
-// contextsOfExecutions resolves the payment and process of items that name their execution;
-// known rows (a listing's) save reading them again.
+// contextsOfExecutions resolves the business item and process of items that name their
+// execution; known rows (a listing's) save reading them again.
 func (c *console) contextsOfExecutions(ctx context.Context, ids []uuid.UUID, known []*driver.ExecutionRow) (map[uuid.UUID]*itemContext, error) {
 	rows := map[uuid.UUID]*driver.ExecutionRow{}
 	for _, r := range known {
@@ -90,39 +99,36 @@ func (c *console) contextsOfExecutions(ctx context.Context, ids []uuid.UUID, kno
 	for id, r := range read {
 		rows[id] = r
 	}
-	var paymentIDs []uuid.UUID
+	list := make([]*driver.ExecutionRow, 0, len(rows))
 	for _, r := range rows {
-		if id := c.paymentIDOf(r); id != uuid.Nil {
-			paymentIDs = append(paymentIDs, id)
-		}
+		list = append(list, r)
 	}
-	facts, err := c.paymentFacts(ctx, paymentIDs)
+	items, err := c.itemsOf(ctx, list)
 	if err != nil {
 		return nil, err
 	}
 	out := map[uuid.UUID]*itemContext{}
 	for id, r := range rows {
-		out[id] = &itemContext{Execution: r, Payment: facts[c.paymentIDOf(r)], ProcessHref: c.executionHref(r),
+		out[id] = &itemContext{Execution: r, Item: items[id], ProcessHref: c.executionHref(r),
 			ProcessInTSQ: r.Status == driver.ExecutionWaitingForTSQ}
 	}
 	return out, nil
 }
 
-// paymentFact names the payment a process runs (by its execution id), for a confirmation page.
-func (c *console) paymentFact(ctx context.Context, execID uuid.UUID) (fact, bool) {
-	if execID == uuid.Nil {
-		return fact{}, false
+// itemFact names the business item a process runs (by its execution id), for a confirmation
+// page.
+func (c *console) itemFact(ctx context.Context, execID uuid.UUID) (Fact, bool) {
+	if execID == uuid.Nil || len(c.s.cfg.Extensions) == 0 {
+		return Fact{}, false
 	}
 	contexts, err := c.contextsOfExecutions(ctx, []uuid.UUID{execID}, nil)
 	if err != nil {
-		c.logger.Warn("console: reading the payment of a process failed", "execution_id", execID, "error", err)
-		return fact{}, false
+		c.logger.Warn("console: reading the business item of a process failed", "execution_id", execID, "error", err)
+		return Fact{}, false
 	}
 	x := contexts[execID]
-	if x == nil || x.Payment == nil {
-		return fact{}, false
+	if x == nil || x.Item == nil || x.Item.Fact.Label == "" {
+		return Fact{}, false
 	}
-	v := x.Payment
-	return fact{Label: "Payment", Value: fmt.Sprintf("%s: %s from %s to %s", shortID(v.ID), formatMoney(v.Amount, v.Currency),
-		v.DebitAccount, v.CreditAccount), Href: "/payments/" + v.ID.String()}, true
+	return x.Item.Fact, true
 }

@@ -13,11 +13,11 @@ import (
 )
 
 // The dead-letter page lists the record written when each command was parked (command_dlq):
-// when, by whom, after how many attempts and with which error, beside the payment it concerns.
+// when, by whom, after how many attempts and with which error, beside the business item it concerns.
 // Resubmitting puts the command back on its queue with a fresh attempt budget and the same
 // idempotency key, audited like every action.
 
-// dlqRow is a dead-letter record with the payment and process its command belongs to.
+// dlqRow is a dead-letter record with the business item and process its command belongs to.
 type dlqRow struct {
 	*commandbus.DLQEntry
 	Context *itemContext
@@ -85,14 +85,14 @@ func (c *console) dlqResubmit(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	short := shortID(id)
-	spec := &actionSpec{Nav: "tsq", Return: returnTo(r, "/dlq"), Title: "Resubmit command " + short, Submit: "Resubmit command",
+	spec := &ActionPage{Nav: "tsq", Return: returnTo(r, "/dlq"), Title: "Resubmit command " + short, Submit: "Resubmit command",
 		Description: "The command goes back on its queue with a fresh attempt budget and its idempotency key unchanged, so a " +
 			"handler that did its work already recognises it. Its dead-letter record is removed.",
 		Done: "Command " + short + " was resubmitted and is back on its queue."}
 	entry, err := c.client.DLQ().Get(r.Context(), id)
 	switch {
 	case isNotFound(err):
-		spec.Facts = []fact{{Label: "Command", Value: id.String(), Href: "/commands/" + id.String()}}
+		spec.Facts = []Fact{{Label: "Command", Value: id.String(), Href: "/commands/" + id.String()}}
 		spec.Unavailable = "This command has no dead-letter record any more: it was resubmitted, retried or settled already."
 	case err != nil:
 		c.failed(w, r, err)
@@ -100,7 +100,7 @@ func (c *console) dlqResubmit(w http.ResponseWriter, r *http.Request) {
 	default:
 		spec.Facts = c.dlqFacts(r.Context(), entry)
 	}
-	spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+	spec.Run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
 		_, err := c.client.DLQ().Resubmit(ctx, id, op)
 		return err
 	}
@@ -108,8 +108,8 @@ func (c *console) dlqResubmit(w http.ResponseWriter, r *http.Request) {
 }
 
 // dlqFacts describe a dead-letter record on its confirmation page.
-func (c *console) dlqFacts(ctx context.Context, e *commandbus.DLQEntry) []fact {
-	facts := []fact{
+func (c *console) dlqFacts(ctx context.Context, e *commandbus.DLQEntry) []Fact {
+	facts := []Fact{
 		{Label: "Command", Value: e.CommandID.String(), Href: "/commands/" + e.CommandID.String()},
 		{Label: "Parked at", Value: formatTime(e.ParkedAt)},
 		{Label: "Parked by", Value: e.ParkedBy},
@@ -119,8 +119,8 @@ func (c *console) dlqFacts(ctx context.Context, e *commandbus.DLQEntry) []fact {
 	if e.Command == nil {
 		return facts
 	}
-	facts = append(facts[:1], append([]fact{{Label: "Domain and type", Value: e.Command.Domain + " / " + e.Command.Type}}, facts[1:]...)...)
-	if f, ok := c.paymentFact(ctx, e.Command.CorrelationID); ok {
+	facts = append(facts[:1], append([]Fact{{Label: "Domain and type", Value: e.Command.Domain + " / " + e.Command.Type}}, facts[1:]...)...)
+	if f, ok := c.itemFact(ctx, e.Command.CorrelationID); ok {
 		facts = append(facts, f)
 	}
 	return facts

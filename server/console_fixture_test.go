@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"context"
@@ -21,7 +21,9 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
 	"github.com/commandbus/commandbus/internal/clock"
+	. "github.com/commandbus/commandbus/server"
 )
 
 // consoleStart is the fake clock's start: the day batches default to.
@@ -79,7 +81,7 @@ func setupConsole(t *testing.T, drv driver.Driver) *consoleFixture {
 		defer cancel()
 		require.NoError(t, client.Stop(ctx))
 	})
-	srv, err := New(Config{Client: client, Platform: platform, Tokens: testTokens, Gatherer: reg,
+	srv, err := New(Config{Client: client, Runtime: platform.Runtime(), Extensions: []Extension{paymentsweb.New(platform)}, Tokens: testTokens, Gatherer: reg,
 		ConsoleSampleInterval: 250 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
@@ -391,3 +393,6 @@ func requireNoHTML(t testing.TB, body, unwanted string, msg ...any) {
 		t.Fatalf("the page contains %q %v", unwanted, msg)
 	}
 }
+
+// shortID is how the console shows an id.
+func shortID(v any) string { return ExportShortID(v) }

@@ -166,7 +166,7 @@ func shortID(v any) string {
 	return s
 }
 
-// terminal reports whether a payment or execution status is final.
+// terminal reports whether a status (an execution's or a business item's) is final.
 func terminal(status any) bool {
 	switch fmt.Sprint(status) {
 	case "COMPLETED", "COMPENSATED", "CANCELLED", "FAILED":
@@ -221,7 +221,7 @@ func statusClass(status any) string {
 		return "bad"
 	case "WAITING", "WAITING_FOR_ASYNC", "WAITING_FOR_RETRY", "RETRYING", "WAITING_RETRY", "PENDING", "PARTIAL",
 		"COMPENSATING", "COMPENSATED", "CANCELLED", "SCHEDULED", "WAITING FOR OPERATOR",
-		batchWaitingForOperators:
+		"WAITING_FOR_OPERATORS":
 		return "warn"
 	case "RUNNING", "EXECUTING", "PROCESSING", "SENT", "NEW":
 		return "info"

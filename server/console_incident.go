@@ -11,8 +11,8 @@ import (
 )
 
 // One incident, one place: a process whose command is parked in the command troubleshooting
-// queue cannot go on until an operator acts on that command. The process's page, its payment's
-// page and its row in the process TSQ say so at once, with the command's error (the root
+// queue cannot go on until an operator acts on that command. The process's page, its business
+// item's page and its row in the process TSQ say so at once, with the command's error (the root
 // cause) and its actions, and both queues link to each other; the command's operator actions
 // show in the process's audit log.
 

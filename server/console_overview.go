@@ -2,13 +2,13 @@ package server
 
 import (
 	"context"
+	"html/template"
 	"net/http"
 	"sort"
 	"time"
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/examples/payments"
 )
 
 // domainLoad is one domain's in-flight work against this instance's concurrency limits.
@@ -41,20 +41,45 @@ type overviewData struct {
 	DLQ            []*driver.DLQDepth
 	DLQTotal       int64
 	Executions     []statusCount
-	Batches        []*payments.BatchView
-	Approvals      int
-	PendingNetwork int
+	// Cards and extPanels are what the extensions add; Panels are extPanels rendered for one
+	// request (a panel may show an operator more than a viewer).
+	Cards     []Card
+	extPanels []Panel
+	Panels    []renderedPanel
 }
 
-var overviewRegions = []string{"ov-summary", "ov-charts", "ov-load", "ov-batches"}
+// renderedPanel is an extension's overview panel rendered for one request.
+type renderedPanel struct {
+	ID, Title          string
+	Body               template.HTML
+	LinkHref, LinkText string
+}
 
-func (c *console) overviewPage(w http.ResponseWriter, r *http.Request) (*page, error) {
+var overviewRegions = []string{"ov-summary", "ov-charts", "ov-load"}
+
+func (c *console) overviewPage(w http.ResponseWriter, r *http.Request) (*Page, error) {
 	d, err := c.overviewData(r.Context())
 	if err != nil {
 		return nil, err
 	}
 	p := c.newPage(w, r, "Overview", "overview")
-	p.LiveURL, p.Data = "/live/overview", d
+	p.LiveURL = "/live/overview"
+	if len(d.extPanels) > 0 {
+		shown := *d // d is shared by every viewer: render the panels into a copy
+		shown.Panels = make([]renderedPanel, 0, len(d.extPanels))
+		for _, panel := range d.extPanels {
+			fragmentPage := *p
+			fragmentPage.Data = panel.Data
+			body, err := c.fragment(panel.Template, &fragmentPage)
+			if err != nil {
+				return nil, err
+			}
+			shown.Panels = append(shown.Panels, renderedPanel{ID: panel.ID, Title: panel.Title, Body: body,
+				LinkHref: panel.LinkHref, LinkText: panel.LinkText})
+		}
+		d = &shown
+	}
+	p.Data = d
 	return p, nil
 }
 
@@ -73,7 +98,11 @@ func (c *console) overviewLive(w http.ResponseWriter, r *http.Request) {
 		writeProblem(w, http.StatusInternalServerError, "INTERNAL", "The overview could not be read.", err.Error())
 		return
 	}
-	c.renderRegions(w, r, "overview.html", p, overviewRegions...)
+	extra := map[string]string{}
+	for _, panel := range p.Data.(*overviewData).Panels {
+		extra["ov-"+panel.ID] = string(panel.Body)
+	}
+	c.renderRegionsWith(w, r, "overview.html", p, extra, overviewRegions...)
 }
 
 // overviewMaxAge is how long one reading of the overview serves every viewer.
@@ -161,22 +190,15 @@ func (c *console) readOverview(ctx context.Context) (*overviewData, error) {
 		d.DLQTotal += q.Count
 	}
 
-	if c.platform != nil {
-		if d.Batches, err = c.platform.ListBatches(ctx, 5); err != nil {
-			return nil, err
-		}
-		if err := c.markOperatorWaits(ctx, d.Batches); err != nil {
-			return nil, err
-		}
-		approvals, err := c.platform.ListApprovals(ctx, payments.ApprovalPending, 1000)
+	for _, ext := range c.s.cfg.Extensions {
+		more, err := ext.Overview(ctx)
 		if err != nil {
 			return nil, err
 		}
-		pending, err := c.platform.ListPendingNetworkResponses(ctx, 1000)
-		if err != nil {
-			return nil, err
+		if more != nil {
+			d.Cards = append(d.Cards, more.Cards...)
+			d.extPanels = append(d.extPanels, more.Panels...)
 		}
-		d.Approvals, d.PendingNetwork = len(approvals), len(pending)
 	}
 	return d, nil
 }

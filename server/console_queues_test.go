@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/shopspring/decimal"
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus"
@@ -17,72 +16,12 @@ import (
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/process"
+	. "github.com/commandbus/commandbus/server"
 )
 
 // The operator's queues, without a browser: what each row says, one incident in one place,
 // search, bulk actions, the dead-letter page, network levels and a batch waiting for operators.
 
-func TestFormatMoney(t *testing.T) {
-	t.Parallel()
-	for _, c := range []struct{ amount, currency, want string }{
-		{"1082325", "JPY", "1,082,325 JPY"},
-		{"284.5", "EUR", "284.50 EUR"},
-		{"75000", "USD", "75,000.00 USD"},
-		{"0.5", "GBP", "0.50 GBP"},
-		{"-1234567.891", "USD", "-1,234,567.891 USD"}, // more places than the currency has: kept, never rounded away
-		{"12.3", "ZZZ", "12.30 ZZZ"},                  // unknown: two places
-	} {
-		require.Equal(t, c.want, formatMoney(decimal.RequireFromString(c.amount), c.currency), c.amount+" "+c.currency)
-	}
-	now := consoleStart
-	require.Equal(t, "0s", formatAge(now, now))
-	require.Equal(t, "45s", formatAge(now.Add(-45*time.Second), now))
-	require.Equal(t, "12m", formatAge(now.Add(-12*time.Minute), now))
-	require.Equal(t, "3h 05m", formatAge(now.Add(-185*time.Minute), now))
-	require.Equal(t, "2d 4h", formatAge(now.Add(-52*time.Hour), now))
-	require.Equal(t, "—", formatAge((*time.Time)(nil), now))
-}
-
-func TestLevelRows(t *testing.T) {
-	t.Parallel()
-	levels := func(received int, errAt int) []payments.LevelView {
-		var out []payments.LevelView
-		for n := 1; n <= 4; n++ {
-			l := payments.LevelView{Level: n}
-			l.Received = n <= received
-			if n == errAt {
-				l.Received, l.ErrorCode, l.ErrorMessage = true, "PERM_ERROR", "simulated"
-			}
-			out = append(out, l)
-		}
-		return out
-	}
-	statuses := func(rows []levelRow) []string {
-		var out []string
-		for _, r := range rows {
-			out = append(out, r.Status)
-		}
-		return out
-	}
-	// Before submission nothing is reached; only the level a payment waits at says WAITING.
-	require.Equal(t, []string{"NOT REACHED", "NOT REACHED", "NOT REACHED", "NOT REACHED"},
-		statuses(levelRows(&payments.PaymentView{Status: "WAITING", CurrentWait: "bookRisk", Network: levels(0, 0)}, nil)))
-	require.Equal(t, []string{"RECEIVED", "WAITING", "NOT REACHED", "NOT REACHED"},
-		statuses(levelRows(&payments.PaymentView{Status: "WAITING", CurrentWait: "awaitL2", Network: levels(1, 0)}, nil)))
-	require.Equal(t, []string{"RECEIVED", "WAITING FOR OPERATOR", "NOT REACHED", "NOT REACHED"},
-		statuses(levelRows(&payments.PaymentView{Status: "WAITING", CurrentWait: "awaitL2", Network: levels(1, 0)},
-			[]*payments.PendingNetworkResponse{{Level: 2}})))
-	require.Equal(t, []string{"RECEIVED", "RECEIVED", "STOPPED", "NOT REACHED"},
-		statuses(levelRows(&payments.PaymentView{Status: "IN_TSQ", Step: "awaitL3", CurrentWait: "awaitL3", Network: levels(2, 0)}, nil)))
-	require.Equal(t, []string{"FAILED", "NOT REACHED", "NOT REACHED", "NOT REACHED"},
-		statuses(levelRows(&payments.PaymentView{Status: "IN_TSQ", Step: "awaitL1", Network: levels(0, 1)}, nil)))
-	require.Equal(t, []string{"RECEIVED", "RECEIVED", "NOT RECEIVED", "NOT REACHED"},
-		statuses(levelRows(&payments.PaymentView{Status: "COMPENSATED", Step: "awaitL3", Network: levels(2, 0)}, nil)))
-}
-
-// Command TSQ, process TSQ, approvals and network rows say which payment they are about:
-// reference, amount, parties, batch and age, with links to the payment, and the two TSQs link to
-// each other.
 func TestConsoleQueueRowsSayWhatTheyAreAbout(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
@@ -146,7 +85,7 @@ func TestConsoleQueueRowsSayWhatTheyAreAbout(t *testing.T) {
 			require.NoError(t, err)
 			require.Contains(t, row, `href="/batches/`+batch.ID.String()+`"`, "the batch")
 			require.Contains(t, row, `href="/payments/`+n.PaymentID.String()+`"`)
-			require.Contains(t, textOf(row), formatMoney(v.Amount, v.Currency))
+			require.Contains(t, textOf(row), FormatMoney(v.Amount, v.Currency))
 			require.Contains(t, textOf(row), v.DebitAccount+" → "+v.CreditAccount)
 		}
 
@@ -156,11 +95,11 @@ func TestConsoleQueueRowsSayWhatTheyAreAbout(t *testing.T) {
 		// both payments to settle at L2.
 		eventually(t, 30*time.Second, "the batch page to say it waits for operators", func() bool {
 			_, body = op.get("/batches/" + batch.ID.String())
-			return strings.Contains(body, batchWaitingForOperators)
+			return strings.Contains(body, "WAITING_FOR_OPERATORS")
 		})
 		require.Contains(t, textOf(body), "Nothing moves until an operator acts: every unfinished payment waits for one (2 for a network answer)")
 		_, body = op.get("/batches")
-		require.Contains(t, rowOf(t, body, "data-id", batch.ID.String()), batchWaitingForOperators)
+		require.Contains(t, rowOf(t, body, "data-id", batch.ID.String()), "WAITING_FOR_OPERATORS")
 		// The pending answer is recorded before the runner applies L1: wait until the payment
 		// page shows it waiting at L2.
 		eventually(t, 30*time.Second, "the payment to wait at L2", func() bool {
@@ -179,7 +118,7 @@ func TestConsoleQueueRowsSayWhatTheyAreAbout(t *testing.T) {
 			return b.Status == payments.BatchSucceeded
 		})
 		_, body = op.get("/batches/" + batch.ID.String())
-		requireNoHTML(t, body, batchWaitingForOperators)
+		requireNoHTML(t, body, "WAITING_FOR_OPERATORS")
 	})
 }
 

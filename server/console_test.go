@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bytes"
@@ -17,6 +17,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	. "github.com/commandbus/commandbus/server"
 )
 
 // Sign-in, sessions, roles and CSRF, without a browser.
@@ -184,11 +185,11 @@ func TestConsolePages(t *testing.T) {
 		require.Contains(t, body, "Enter a batch id")
 
 		for path, regions := range map[string][]string{
-			"/live/overview":                                overviewRegions,
+			"/live/overview":                                ExportOverviewRegions,
 			"/live/batches":                                 {"batches-table"},
 			"/live/batches/" + batch.ID.String():            {"batch-progress", "batch-items"},
 			"/live/payments/" + stuck.PaymentID.String():    {"payment-status", "payment-timeline"},
-			"/live/processes/" + stuck.ExecutionID.String(): processRegions,
+			"/live/processes/" + stuck.ExecutionID.String(): ExportProcessRegions,
 		} {
 			resp, body := op.get(path)
 			require.Equal(t, http.StatusOK, resp.StatusCode, path)
@@ -265,47 +266,6 @@ func TestConsoleNewBatchForm(t *testing.T) {
 	})
 }
 
-func TestLocalPath(t *testing.T) {
-	t.Parallel()
-	for target, want := range map[string]string{
-		"/payments/1?x=2": "/payments/1?x=2", "": "/", "//evil.example/x": "/", "https://evil.example": "/",
-		"/\\evil.example": "/", "relative": "/", "/ok\r\nSet-Cookie: x": "/",
-	} {
-		require.Equal(t, want, localPath(target, "/"), target)
-	}
-}
-
-func TestChartsAndSampler(t *testing.T) {
-	t.Parallel()
-	now := time.Now()
-	var samples []sample
-	for i := 0; i < 10; i++ {
-		samples = append(samples, sample{At: now.Add(time.Duration(i-20) * time.Second), CommandsPerSecond: float64(i),
-			QueueDepth: 100, TSQ: 2, Rates: i > 0})
-	}
-	// A gap breaks the line.
-	samples = append(samples, sample{At: now, CommandsPerSecond: 3, QueueDepth: 50, Rates: true})
-	charts := buildCharts(samples, time.Second, now)
-	require.Len(t, charts, 4)
-	require.Equal(t, "Commands completed per second", charts[0].Title)
-	require.Equal(t, 9.0, charts[0].Peak)
-	require.Equal(t, 3.0, charts[0].Latest)
-	svg := string(charts[0].SVG)
-	require.Contains(t, svg, `role="img"`)
-	require.Contains(t, svg, "<polyline")
-	require.Contains(t, svg, "<circle", "the point after the gap stands alone")
-	require.Contains(t, svg, "peak 9.0/s")
-	require.Equal(t, 10.0, niceCeil(9))
-	require.Equal(t, 1.0, niceCeil(0))
-	require.Equal(t, 200.0, niceCeil(101))
-
-	s := newSampler(nil, nil, time.Second, nil)
-	require.Len(t, s.ring, int(consoleWindow/time.Second)+1)
-	s.stop() // never started: returns at once
-}
-
-// The actions the browser tests do not click: compensate and cancel, skip, reject an approval,
-// answer failure; each audited with the session's subject.
 func TestConsoleMoreActions(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
@@ -404,7 +364,7 @@ func TestConsoleCloseStopsSampler(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv, err := New(Config{Client: client, Tokens: testTokens, ConsoleSampleInterval: 10 * time.Millisecond})
 	require.NoError(t, err)
-	eventually(t, 5*time.Second, "a sample", func() bool { return len(srv.console.sampler.samples()) > 1 })
+	eventually(t, 5*time.Second, "a sample", func() bool { return ExportSampleCount(srv) > 1 })
 	require.NoError(t, srv.Close())
 	require.NoError(t, srv.Close(), "Close is idempotent")
 }

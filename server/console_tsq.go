@@ -14,7 +14,6 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/examples/payments"
 )
 
 // tsqFilter is the troubleshooting queue pages' filter form. Error matches the error code
@@ -42,7 +41,7 @@ func (f tsqFilter) Active() bool {
 	return f.Domain != "" || f.Type != "" || f.Error != "" || f.Batch != ""
 }
 
-// commandTSQRow is a parked command with the payment and process it belongs to.
+// commandTSQRow is a parked command with the business item and process it belongs to.
 type commandTSQRow struct {
 	*commandbus.CommandRow
 	Context *itemContext
@@ -57,12 +56,12 @@ type commandTSQData struct {
 }
 
 // processRow is an execution in the process troubleshooting queue with where to read it, its
-// payment and the commands it waits on in the command troubleshooting queue.
+// business item and the commands it waits on in the command troubleshooting queue.
 type processRow struct {
 	*driver.ExecutionRow
-	Href    string
-	Payment *payments.PaymentView
-	Parked  []*commandbus.CommandRow
+	Href   string
+	Item   *ItemContext
+	Parked []*commandbus.CommandRow
 }
 
 type processTSQData struct {
@@ -171,7 +170,7 @@ func (c *console) listProcessTSQ(ctx context.Context, f tsqFilter) (rows []*driv
 	return rows, len(all) == tsqScan, nil
 }
 
-// commandRowsWithContext adds to parked commands the payment and process each belongs to.
+// commandRowsWithContext adds to parked commands the business item and process each belongs to.
 func (c *console) commandRowsWithContext(ctx context.Context, rows []*commandbus.CommandRow) ([]*commandTSQRow, error) {
 	var execIDs []uuid.UUID
 	for _, row := range rows {
@@ -213,15 +212,7 @@ func (c *console) commandTSQ(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "tsq_commands.html", p)
 }
 
-// executionHref is where an execution reads best: its payment's page for a payment.
-func (c *console) executionHref(row *driver.ExecutionRow) string {
-	if id := c.paymentIDOf(row); id != uuid.Nil {
-		return "/payments/" + id.String()
-	}
-	return "/processes/" + row.ID.String()
-}
-
-// processRows adds to executions their payments and the commands they wait on.
+// processRows adds to executions their business items and the commands they wait on.
 func (c *console) processRows(ctx context.Context, rows []*driver.ExecutionRow) ([]*processRow, error) {
 	ids := make([]uuid.UUID, 0, len(rows))
 	for _, row := range rows {
@@ -239,7 +230,7 @@ func (c *console) processRows(ctx context.Context, rows []*driver.ExecutionRow) 
 	for _, row := range rows {
 		pr := &processRow{ExecutionRow: row, Href: c.executionHref(row), Parked: parked[row.ID]}
 		if x := contexts[row.ID]; x != nil {
-			pr.Payment = x.Payment
+			pr.Item = x.Item
 		}
 		out = append(out, pr)
 	}
@@ -278,7 +269,7 @@ type commandPageData struct {
 	Row     *commandbus.CommandRow
 	Data    string
 	Result  string
-	Headers []fact
+	Headers []Fact
 	Context *itemContext
 	Return  string
 	Audit   []*commandbus.AuditLogEntry
@@ -306,7 +297,7 @@ func (c *console) commandPage(w http.ResponseWriter, r *http.Request) {
 	d := commandPageData{Row: row, Data: prettyJSON(row.Data), Result: prettyJSON(row.Result), Audit: audit,
 		Parked: row.Status == commandbus.StatusInTSQ, Return: r.URL.Path}
 	for k, v := range row.Headers {
-		d.Headers = append(d.Headers, fact{Label: k, Value: v})
+		d.Headers = append(d.Headers, Fact{Label: k, Value: v})
 	}
 	sort.Slice(d.Headers, func(i, j int) bool { return d.Headers[i].Label < d.Headers[j].Label })
 	if row.CorrelationID != uuid.Nil {
@@ -328,13 +319,17 @@ func (c *console) commandPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "command.html", p)
 }
 
-type processPageData struct {
+// ProcessView is what the console's process page shows of an execution; an extension's page
+// may embed it (see Mount.Process) with the console's "why-stuck", "timeline" and
+// "process-actions" blocks.
+type ProcessView struct {
 	Row      *driver.ExecutionRow
 	State    string
 	Timeline []*timelineStep
 	Audit    []*commandbus.AuditLogEntry
 	Actions  []processAction
-	Payment  string
+	// Item is the business item the process runs, when an extension knows it.
+	Item *ItemContext
 	// Parked are the process's commands waiting in the command troubleshooting queue: what it
 	// waits on, and what an operator must act on first.
 	Parked []*commandbus.CommandRow
@@ -346,7 +341,7 @@ var processRegions = []string{"process-status", "process-timeline"}
 
 // loadProcess reads what a process's page shows; the audit log only for a full page (live
 // updates leave it alone).
-func (c *console) loadProcess(ctx context.Context, id uuid.UUID, ret string, full bool) (*processPageData, error) {
+func (c *console) loadProcess(ctx context.Context, id uuid.UUID, ret string, full bool) (*ProcessView, error) {
 	row, err := c.client.Driver().Executor().ExecutionGet(ctx, id)
 	if err != nil {
 		if errors.Is(err, driver.ErrNotFound) {
@@ -358,7 +353,7 @@ func (c *console) loadProcess(ctx context.Context, id uuid.UUID, ret string, ful
 	if err != nil {
 		return nil, err
 	}
-	d := &processPageData{Row: row, State: prettyJSON(row.State), Timeline: c.buildTimeline(ctx, row, log),
+	d := &ProcessView{Row: row, State: prettyJSON(row.State), Timeline: c.buildTimeline(ctx, row, log),
 		Actions: processActions(row, ret), Return: ret}
 	if !row.Status.Terminal() {
 		if d.Parked, err = c.parkedCommands(ctx, id); err != nil {
@@ -376,13 +371,17 @@ func (c *console) loadProcess(ctx context.Context, id uuid.UUID, ret string, ful
 		d.Audit = append(d.Audit, commands...)
 		sortAudit(d.Audit)
 	}
-	if href := c.executionHref(row); strings.HasPrefix(href, "/payments/") {
-		d.Payment = href
+	if href := c.executionHref(row); href != "/processes/"+row.ID.String() {
+		items, err := c.itemsOf(ctx, []*driver.ExecutionRow{row})
+		if err != nil {
+			return nil, err
+		}
+		d.Item = items[row.ID]
 	}
 	return d, nil
 }
 
-func (c *console) processPageOf(w http.ResponseWriter, r *http.Request, full bool) (*page, error) {
+func (c *console) processPageOf(w http.ResponseWriter, r *http.Request, full bool) (*Page, error) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q is not an execution id", commandbus.ErrNotFound, r.PathValue("id"))
@@ -414,18 +413,18 @@ func (c *console) processLive(w http.ResponseWriter, r *http.Request) {
 	c.renderRegions(w, r, "process.html", p, processRegions...)
 }
 
-func commandFacts(row *commandbus.CommandRow) []fact {
-	facts := []fact{
+func commandFacts(row *commandbus.CommandRow) []Fact {
+	facts := []Fact{
 		{Label: "Command", Value: row.ID.String(), Href: "/commands/" + row.ID.String()},
 		{Label: "Domain and type", Value: row.Domain + " / " + row.Type},
 		{Label: "Status", Value: string(row.Status)},
 		{Label: "Attempts", Value: fmt.Sprintf("%d of %d", row.Attempt, row.MaxAttempts)},
 	}
 	if row.ErrorCode != "" || row.ErrorMessage != "" {
-		facts = append(facts, fact{Label: "Error", Value: row.ErrorCode + ": " + row.ErrorMessage})
+		facts = append(facts, Fact{Label: "Error", Value: row.ErrorCode + ": " + row.ErrorMessage})
 	}
 	if row.CorrelationID != uuid.Nil {
-		facts = append(facts, fact{Label: "Correlation (process)", Value: row.CorrelationID.String(), Href: "/processes/" + row.CorrelationID.String()})
+		facts = append(facts, Fact{Label: "Correlation (process)", Value: row.CorrelationID.String(), Href: "/processes/" + row.CorrelationID.String()})
 	}
 	return facts
 }
@@ -442,8 +441,8 @@ func (c *console) commandAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tsq := c.client.TSQ()
-	spec := &actionSpec{Nav: "tsq", Facts: commandFacts(row), Return: returnTo(r, "/tsq/commands")}
-	if f, ok := c.paymentFact(r.Context(), row.CorrelationID); ok {
+	spec := &ActionPage{Nav: "tsq", Facts: commandFacts(row), Return: returnTo(r, "/tsq/commands")}
+	if f, ok := c.itemFact(r.Context(), row.CorrelationID); ok {
 		spec.Facts = append(spec.Facts, f)
 	}
 	short := shortID(id)
@@ -453,7 +452,7 @@ func (c *console) commandAction(w http.ResponseWriter, r *http.Request) {
 		spec.Description = "The command goes back on its queue with a fresh attempt budget, and its handler runs it again " +
 			"with the same idempotency key, so work it did already is not done twice."
 		spec.Done = "Command " + short + " is back on its queue."
-		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+		spec.Run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
 			_, err := tsq.Retry(ctx, id, op)
 			return err
 		}
@@ -462,7 +461,7 @@ func (c *console) commandAction(w http.ResponseWriter, r *http.Request) {
 		spec.Description = "The command ends CANCELLED and is not run again. Its sender (a waiting process, if any) gets a " +
 			"CANCELLED reply and treats it as a failure of the step."
 		spec.Done = "Command " + short + " was cancelled."
-		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+		spec.Run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
 			_, err := tsq.Cancel(ctx, id, op)
 			return err
 		}
@@ -470,10 +469,10 @@ func (c *console) commandAction(w http.ResponseWriter, r *http.Request) {
 		spec.Title, spec.Submit = "Complete command "+short, "Complete command"
 		spec.Description = "The command ends COMPLETED with the result you give, and its sender gets the success reply as if " +
 			"the handler had returned that result. Do this only when you know the work was done elsewhere."
-		spec.Fields = []formField{{Name: "result", Label: "Result (JSON)", Kind: "textarea",
+		spec.Fields = []FormField{{Name: "result", Label: "Result (JSON)", Kind: "textarea",
 			Hint: "The handler's result, shaped as its reply. Leave it empty for none.", Placeholder: `{"reference": "…"}`}}
 		spec.Done = "Command " + short + " was completed."
-		spec.run = func(ctx context.Context, op commandbus.OperatorAction, form url.Values) error {
+		spec.Run = func(ctx context.Context, op commandbus.OperatorAction, form url.Values) error {
 			result, err := jsonField(form, "result")
 			if err != nil {
 				return err
@@ -507,16 +506,16 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 	}
 	ops := c.s.operationsFor(row)
 	short := shortID(id)
-	spec := &actionSpec{Nav: "tsq", Return: returnTo(r, "/tsq/processes"), Facts: []fact{
+	spec := &ActionPage{Nav: "tsq", Return: returnTo(r, "/tsq/processes"), Facts: []Fact{
 		{Label: "Execution", Value: id.String(), Href: c.executionHref(row)},
 		{Label: "Process type", Value: row.Type},
 		{Label: "Status", Value: string(row.Status)},
 		{Label: "Step", Value: row.Step},
 	}}
 	if row.ErrorCode != "" {
-		spec.Facts = append(spec.Facts, fact{Label: "Error", Value: row.ErrorCode + ": " + row.ErrorMessage})
+		spec.Facts = append(spec.Facts, Fact{Label: "Error", Value: row.ErrorCode + ": " + row.ErrorMessage})
 	}
-	if f, ok := c.paymentFact(r.Context(), id); ok {
+	if f, ok := c.itemFact(r.Context(), id); ok {
 		spec.Facts = append(spec.Facts, f)
 	}
 	if !row.Status.Terminal() {
@@ -526,7 +525,7 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, cmd := range parked {
-			spec.Facts = append(spec.Facts, fact{Label: "Waiting on parked command",
+			spec.Facts = append(spec.Facts, Fact{Label: "Waiting on parked command",
 				Value: cmd.Type + ": " + cmd.ErrorCode + ": " + cmd.ErrorMessage, Href: "/commands/" + cmd.ID.String()})
 		}
 	}
@@ -538,7 +537,7 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 			"it stopped at gets a fresh attempt budget. A command step sends its command again with the same step key."
 		spec.Done = "Process " + short + " was retried."
 		allowed = row.Status == driver.ExecutionWaitingForTSQ
-		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+		spec.Run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
 			return whileBusy(ctx, func() error { return ops.Retry(ctx, id, op) })
 		}
 	case "cancel", "compensate":
@@ -555,7 +554,7 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 				"\"Compensate and cancel\" instead if its completed steps must be reversed."
 			spec.Done = "Process " + short + " was cancelled without compensation."
 		}
-		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+		spec.Run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
 			if err := whileBusy(ctx, func() error { return ops.CancelOverride(ctx, id, compensate, op) }); err != nil {
 				return err
 			}
@@ -570,18 +569,18 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 	case "complete":
 		spec.Title, spec.Submit = "Complete process "+short, "Complete process"
 		spec.Description = "The process ends COMPLETED now, with the state fields you give set first (for example the " +
-			"evidence that the payment was made). Steps it did not reach are not run."
-		// A payment is force-completed on external evidence (seed 004), so the evidence is required.
-		isPayment := row.Type == payments.TypePaymentStep || row.Type == payments.TypePaymentManager
-		field := formField{Name: "stateOverrides", Label: "State overrides (JSON object)", Kind: "textarea",
+			"evidence that the work was done). Steps it did not reach are not run."
+		field := FormField{Name: "stateOverrides", Label: "State overrides (JSON object)", Kind: "textarea",
 			Hint: "A JSON object of top-level state fields to set. Leave it empty to set none.", Placeholder: `{"evidence": "…"}`}
-		if isPayment {
-			field.Required = true
-			field.Hint = `A JSON object of top-level state fields to set. A payment needs the evidence that it was made, such as {"evidence": "SWIFT gpi tracker shows ACSC"}.`
+		if rule := c.s.completionRule(row.Type); rule != nil {
+			field.Required = rule.Required
+			if rule.Hint != "" {
+				field.Hint = rule.Hint
+			}
 		}
-		spec.Fields = []formField{field}
+		spec.Fields = []FormField{field}
 		spec.Done = "Process " + short + " was completed."
-		spec.run = func(ctx context.Context, op commandbus.OperatorAction, form url.Values) error {
+		spec.Run = func(ctx context.Context, op commandbus.OperatorAction, form url.Values) error {
 			raw, err := jsonField(form, "stateOverrides")
 			if err != nil {
 				return err
@@ -592,7 +591,7 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 					return &commandbus.ValidationError{Field: "stateOverrides", Message: "Give a JSON object, such as {\"evidence\": \"…\"}."}
 				}
 			}
-			if err := checkCompleteOverrides(row.Type, overrides); err != nil {
+			if err := c.s.checkCompleteOverrides(row.Type, overrides); err != nil {
 				return err
 			}
 			return whileBusy(ctx, func() error { return ops.CompleteOverride(ctx, id, overrides, op) })
@@ -601,7 +600,7 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 		spec.Title, spec.Submit = "Skip the step of process "+short, "Skip step"
 		spec.Description = "The step the process is at completes with the result you give, as if it had run, and the " +
 			"process continues with the next step. Do this only when the step's work was done another way."
-		spec.Fields = []formField{
+		spec.Fields = []FormField{
 			{Name: "step", Label: "Step", Kind: "text", Value: row.Step, Required: true,
 				Hint: "The step the process is at; it must match."},
 			{Name: "result", Label: "Step result (JSON)", Kind: "textarea", Hint: "Shaped as the step's result. Leave it empty for none."},
@@ -609,7 +608,7 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 		spec.Done = "Process " + short + " skipped its step and continues."
 		allowed = row.Status == driver.ExecutionWaitingForTSQ || row.Status == driver.ExecutionWaitingForAsync ||
 			row.Status == driver.ExecutionWaitingForRetry
-		spec.run = func(ctx context.Context, op commandbus.OperatorAction, form url.Values) error {
+		spec.Run = func(ctx context.Context, op commandbus.OperatorAction, form url.Values) error {
 			result, err := jsonField(form, "result")
 			if err != nil {
 				return err

@@ -1,4 +1,4 @@
-package server
+package server_test
 
 import (
 	"bytes"
@@ -23,6 +23,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	. "github.com/commandbus/commandbus/server"
 )
 
 // apiDoc is the server's own OpenAPI document, loaded and validated by kin-openapi, with a
@@ -125,7 +126,7 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 		_, cancelCommand := f.parkRiskCommand()
 		_, completeCommand := f.parkRiskCommand()
 		parked := map[string]uuid.UUID{}
-		for _, action := range processTSQActions {
+		for _, action := range ExportProcessTSQActions {
 			parked[action] = f.parkManagerPayment().ExecutionID
 		}
 		approve, reject := f.submit(bigPayment()), f.submit(bigPayment())

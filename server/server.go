@@ -1,6 +1,6 @@
-// Package server is the HTTP face of commandbus: the REST API (payments, batches, approvals,
-// network responses, both troubleshooting queues), the operator console, Prometheus metrics and
-// health. Every route needs a bearer token; viewers read, operators also act, and every action is
+// Package server is the HTTP face of commandbus: the REST API (commands, executions, both
+// troubleshooting queues), the operator console, Prometheus metrics and health. An application
+// adds its own routes, pages and business context through Extensions. Every route needs a bearer token; viewers read, operators also act, and every action is
 // audited with the token's subject. Errors are application/problem+json with a stable code.
 package server
 
@@ -11,13 +11,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/commandbus/commandbus"
-	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/input"
 	"github.com/commandbus/commandbus/orchestration"
 )
@@ -26,13 +26,12 @@ import (
 type Config struct {
 	// Client is the commandbus client whose commands, executions and queues the server shows.
 	Client *commandbus.Client
-	// Platform is the reference payments platform whose payments, batches, approvals and network
-	// responses the server serves; nil leaves those routes out.
-	Platform *payments.Platform
 	// Runtime is the orchestration runtime whose executions the server operates (retry, cancel,
-	// complete, skip). Default: the platform's runtime; with neither, execution actions are
-	// refused as "no runtime for this type".
+	// complete, skip). Without it, execution actions are refused as "no runtime for this type".
 	Runtime *orchestration.Runtime
+	// Extensions add an application's routes, console pages and business context, mounted in
+	// order. Default: none, and the server serves only its generic API and console.
+	Extensions []Extension
 	// Tokens are the accepted bearer tokens.
 	Tokens []commandbus.TokenConfig
 	// Gatherer is what /metrics exposes. Default: prometheus.DefaultGatherer.
@@ -50,6 +49,10 @@ type Server struct {
 	mux     *http.ServeMux
 	tokens  map[string]principal
 	console *console
+	// docOps and docSchemas are what the extensions add to the OpenAPI document.
+	docOps     []Operation
+	docSchemas map[string]any
+	document   func() object
 }
 
 // New returns the server; it validates the tokens and starts the console's sampler, which Close
@@ -57,9 +60,6 @@ type Server struct {
 func New(cfg Config) (*Server, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("server: Client is required")
-	}
-	if cfg.Runtime == nil && cfg.Platform != nil {
-		cfg.Runtime = cfg.Platform.Runtime()
 	}
 	if cfg.Runtime != nil && cfg.Runtime.Client() != cfg.Client {
 		return nil, errors.New("server: Runtime belongs to another client")
@@ -74,8 +74,16 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), tokens: tokens}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), tokens: tokens, docSchemas: map[string]any{}}
 	s.routes()
+	if err := s.mountExtensions(); err != nil {
+		return nil, err
+	}
+	s.document = sync.OnceValue(func() object { return openAPIDocument(s.docOps, s.docSchemas) })
+	if err := s.console.parseTemplates(); err != nil {
+		return nil, err
+	}
+	s.console.sampler.start()
 	return s, nil
 }
 
@@ -128,11 +136,6 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/commands/{id}", s.viewer(s.getCommand))
 	s.mux.HandleFunc("GET /api/processes/{id}", s.viewer(s.getProcess))
 	s.mux.HandleFunc("GET /api/queues", s.viewer(s.queueDepths))
-
-	if s.cfg.Platform != nil {
-		api := &PaymentsAPI{Platform: s.cfg.Platform, s: s}
-		api.Routes(s.mux, s.viewer, s.operator)
-	}
 	s.console = s.routeConsole()
 }
 

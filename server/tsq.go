@@ -242,8 +242,8 @@ func (s *Server) actOnProcess(w http.ResponseWriter, r *http.Request) {
 	case "cancel":
 		err = ops.CancelOverride(r.Context(), id, cancel.RunCompensations, op)
 	case "complete":
-		// The same rule as the console's: a payment is completed only on its evidence.
-		if err = checkCompleteOverrides(row.Type, complete.StateOverrides); err == nil {
+		// The same rule as the console's: the extensions' completion rule for the type.
+		if err = s.checkCompleteOverrides(row.Type, complete.StateOverrides); err == nil {
 			err = ops.CompleteOverride(r.Context(), id, complete.StateOverrides, op)
 		}
 	case "skip":

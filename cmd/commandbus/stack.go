@@ -16,6 +16,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
 	"github.com/commandbus/commandbus/server"
 )
 
@@ -107,7 +108,7 @@ func startStack(ctx context.Context, opts stackOptions) (*stack, error) {
 		return nil, err
 	}
 	if opts.ServeAddr != "" {
-		srv, err := server.New(server.Config{Client: client, Platform: platform, Tokens: cfg.Server.Tokens, Gatherer: registry, Logger: opts.Logger})
+		srv, err := server.New(server.Config{Client: client, Runtime: platform.Runtime(), Extensions: []server.Extension{paymentsweb.New(platform)}, Tokens: cfg.Server.Tokens, Gatherer: registry, Logger: opts.Logger})
 		if err != nil {
 			return nil, err
 		}

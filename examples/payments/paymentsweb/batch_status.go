@@ -1,4 +1,4 @@
-package server
+package paymentsweb
 
 import (
 	"context"
@@ -31,7 +31,7 @@ type operatorLookups struct {
 	parked    map[uuid.UUID]bool // execution ids with a parked command
 }
 
-func (c *console) loadOperatorLookups(ctx context.Context, l *operatorLookups) error {
+func (c *Extension) loadOperatorLookups(ctx context.Context, l *operatorLookups) error {
 	if l.loaded {
 		return nil
 	}
@@ -65,7 +65,7 @@ func (c *console) loadOperatorLookups(ctx context.Context, l *operatorLookups) e
 
 // batchOperatorWait returns what a running batch waits for when each of its unfinished payments
 // waits for an operator, or nil when some payment can still move on its own.
-func (c *console) batchOperatorWait(ctx context.Context, b *payments.BatchView, l *operatorLookups) (*operatorWait, error) {
+func (c *Extension) batchOperatorWait(ctx context.Context, b *payments.BatchView, l *operatorLookups) (*operatorWait, error) {
 	open := b.Total - b.Counts.Terminal()
 	// Only payments in the TSQ or waiting for a response can be waiting for an operator.
 	if b.Status != payments.BatchRunning || open == 0 || b.Counts.InTSQ+b.Counts.Waiting < open {
@@ -90,7 +90,7 @@ func (c *console) batchOperatorWait(ctx context.Context, b *payments.BatchView, 
 		return nil, err
 	}
 	for _, row := range waiting {
-		paymentID := c.paymentIDOf(row)
+		paymentID := paymentIDOf(row)
 		switch {
 		case l.parked[row.ID]:
 			w.Commands++
@@ -107,7 +107,7 @@ func (c *console) batchOperatorWait(ctx context.Context, b *payments.BatchView, 
 
 // markOperatorWaits shows WAITING_FOR_OPERATORS for each listed batch that waits only for
 // operators.
-func (c *console) markOperatorWaits(ctx context.Context, batches []*payments.BatchView) error {
+func (c *Extension) markOperatorWaits(ctx context.Context, batches []*payments.BatchView) error {
 	var l operatorLookups
 	for _, b := range batches {
 		w, err := c.batchOperatorWait(ctx, b, &l)

@@ -1,9 +1,8 @@
-package server
+package paymentsweb
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -14,6 +13,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/server"
 )
 
 // paymentStatuses are the statuses the payments list filters on.
@@ -36,7 +36,7 @@ type paymentsData struct {
 	Limits       []int
 }
 
-func (c *console) payments(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) payments(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	d := paymentsData{Filter: paymentFilterForm{Status: q.Get("status"), ProcessType: q.Get("processType"),
 		Batch: strings.TrimSpace(q.Get("batch")), Limit: queryInt(r, "limit", 50)},
@@ -67,7 +67,7 @@ func (c *console) payments(w http.ResponseWriter, r *http.Request) {
 
 type paymentData struct {
 	Payment  *payments.PaymentView
-	Process  *processPageData
+	Process  *server.ProcessView
 	Approval *payments.Approval
 	Pending  []*payments.PendingNetworkResponse
 	Audit    []*commandbus.AuditLogEntry
@@ -128,7 +128,7 @@ func levelRows(v *payments.PaymentView, pending []*payments.PendingNetworkRespon
 	return out
 }
 
-func (c *console) paymentPage(w http.ResponseWriter, r *http.Request, full bool) (*page, error) {
+func (c *Extension) paymentPage(w http.ResponseWriter, r *http.Request, full bool) (*server.Page, error) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q is not a payment id", commandbus.ErrNotFound, r.PathValue("id"))
@@ -141,7 +141,7 @@ func (c *console) paymentPage(w http.ResponseWriter, r *http.Request, full bool)
 	d := &paymentData{Payment: v, Return: "/payments/" + id.String()}
 	if v.ExecutionID != uuid.Nil {
 		d.Process, err = c.loadProcess(ctx, v.ExecutionID, d.Return, full)
-		if err != nil && !isNotFound(err) {
+		if err != nil && !server.IsNotFound(err) {
 			return nil, err
 		}
 		if d.Process != nil {
@@ -150,7 +150,7 @@ func (c *console) paymentPage(w http.ResponseWriter, r *http.Request, full bool)
 	}
 	if v.Risk != nil && v.Risk.ApprovalID != "" {
 		if aid, err := uuid.Parse(v.Risk.ApprovalID); err == nil {
-			if d.Approval, err = c.platform.GetApproval(ctx, aid); err != nil && !isNotFound(err) {
+			if d.Approval, err = c.platform.GetApproval(ctx, aid); err != nil && !server.IsNotFound(err) {
 				return nil, err
 			}
 			if full {
@@ -189,7 +189,7 @@ func (c *console) paymentPage(w http.ResponseWriter, r *http.Request, full bool)
 }
 
 // pendingFor lists the network confirmations waiting for an operator on one payment.
-func (c *console) pendingFor(ctx context.Context, paymentID uuid.UUID) ([]*payments.PendingNetworkResponse, error) {
+func (c *Extension) pendingFor(ctx context.Context, paymentID uuid.UUID) ([]*payments.PendingNetworkResponse, error) {
 	all, err := c.platform.ListPendingNetworkResponses(ctx, 1000)
 	if err != nil {
 		return nil, err
@@ -203,11 +203,7 @@ func (c *console) pendingFor(ctx context.Context, paymentID uuid.UUID) ([]*payme
 	return out, nil
 }
 
-func isNotFound(err error) bool {
-	return err != nil && (errors.Is(err, commandbus.ErrNotFound) || errors.Is(err, driver.ErrNotFound))
-}
-
-func (c *console) payment(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) payment(w http.ResponseWriter, r *http.Request) {
 	p, err := c.paymentPage(w, r, true)
 	if err != nil {
 		c.failed(w, r, err)
@@ -216,7 +212,7 @@ func (c *console) payment(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "payment.html", p)
 }
 
-func (c *console) paymentLive(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) paymentLive(w http.ResponseWriter, r *http.Request) {
 	p, err := c.paymentPage(w, r, false)
 	if err != nil {
 		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "The payment could not be read.", err.Error())
@@ -234,7 +230,7 @@ type approvalsData struct {
 	Items []*approvalRow
 }
 
-func (c *console) approvals(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) approvals(w http.ResponseWriter, r *http.Request) {
 	list, err := c.platform.ListApprovals(r.Context(), payments.ApprovalPending, 500)
 	if err != nil {
 		c.failed(w, r, err)
@@ -258,7 +254,7 @@ func (c *console) approvals(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "approvals.html", p)
 }
 
-func (c *console) approvalAction(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) approvalAction(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not an approval id.")
@@ -270,11 +266,11 @@ func (c *console) approvalAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	short := shortID(id)
-	spec := &actionSpec{Nav: "approvals", Return: returnTo(r, "/approvals"), Facts: []fact{
+	spec := &server.ActionPage{Nav: "approvals", Return: c.m.ReturnTo(r, "/approvals"), Facts: []server.Fact{
 		{Label: "Payment", Value: a.PaymentID.String(), Href: "/payments/" + a.PaymentID.String()},
-		{Label: "Amount", Value: formatMoney(a.Amount, a.Currency)},
+		{Label: "Amount", Value: server.FormatMoney(a.Amount, a.Currency)},
 		{Label: "Risk reference", Value: a.RiskReference},
-		{Label: "Requested", Value: formatTime(a.RequestedAt)},
+		{Label: "Requested", Value: server.FormatTime(a.RequestedAt)},
 		{Label: "Status", Value: a.Status},
 	}}
 	switch r.PathValue("decision") {
@@ -282,14 +278,14 @@ func (c *console) approvalAction(w http.ResponseWriter, r *http.Request) {
 		spec.Title, spec.Submit = "Approve payment "+shortID(a.PaymentID), "Approve"
 		spec.Description = "The payment passes its risk check and continues: FX if needed, submission, then the network's confirmations."
 		spec.Done = "Approval " + short + " approved; the payment continues."
-		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+		spec.Run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
 			return c.platform.Approve(ctx, id, op.Actor, op.Reason)
 		}
 	case "reject":
 		spec.Title, spec.Submit, spec.Danger = "Reject payment "+shortID(a.PaymentID), "Reject", true
 		spec.Description = "The payment fails its risk check: it compensates (its risk booking is unwound) and ends COMPENSATED."
 		spec.Done = "Approval " + short + " rejected; the payment compensates."
-		spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+		spec.Run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
 			return c.platform.Reject(ctx, id, op.Actor, op.Reason)
 		}
 	default:
@@ -314,7 +310,7 @@ type networkData struct {
 	Items []*networkRow
 }
 
-func (c *console) network(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) network(w http.ResponseWriter, r *http.Request) {
 	list, err := c.platform.ListPendingNetworkResponses(r.Context(), 500)
 	if err != nil {
 		c.failed(w, r, err)
@@ -338,7 +334,7 @@ func (c *console) network(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "network.html", p)
 }
 
-func (c *console) networkAction(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) networkAction(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not a pending response id.")
@@ -355,12 +351,12 @@ func (c *console) networkAction(w http.ResponseWriter, r *http.Request) {
 			n = x
 		}
 	}
-	spec := &actionSpec{Nav: "network", Return: returnTo(r, "/network")}
+	spec := &server.ActionPage{Nav: "network", Return: c.m.ReturnTo(r, "/network")}
 	if n != nil {
-		spec.Facts = []fact{
+		spec.Facts = []server.Fact{
 			{Label: "Payment", Value: n.PaymentID.String(), Href: "/payments/" + n.PaymentID.String()},
 			{Label: "Confirmation level", Value: fmt.Sprintf("L%d", n.Level)},
-			{Label: "Waiting since", Value: formatTime(n.CreatedAt)},
+			{Label: "Waiting since", Value: server.FormatTime(n.CreatedAt)},
 		}
 	} else {
 		spec.Unavailable = "This response is not pending any more: it was answered already."
@@ -385,7 +381,7 @@ func (c *console) networkAction(w http.ResponseWriter, r *http.Request) {
 	if n != nil {
 		spec.Title += fmt.Sprintf(" to L%d of payment %s", n.Level, shortID(n.PaymentID))
 	}
-	spec.run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+	spec.Run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
 		return c.platform.RespondNetwork(ctx, id, answer, op.Actor, op.Reason)
 	}
 	c.act(w, r, spec)

@@ -1,4 +1,4 @@
-package server
+package paymentsweb
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/server"
 )
 
 // maxConsoleBatch bounds a batch created from the console: the request creates every payment
@@ -25,7 +26,7 @@ type batchesData struct {
 	Batches []*payments.BatchView
 }
 
-func (c *console) batchesPage(w http.ResponseWriter, r *http.Request) (*page, error) {
+func (c *Extension) batchesPage(w http.ResponseWriter, r *http.Request) (*server.Page, error) {
 	list, err := c.platform.ListBatches(r.Context(), 50)
 	if err != nil {
 		return nil, err
@@ -38,7 +39,7 @@ func (c *console) batchesPage(w http.ResponseWriter, r *http.Request) (*page, er
 	return p, nil
 }
 
-func (c *console) batches(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) batches(w http.ResponseWriter, r *http.Request) {
 	p, err := c.batchesPage(w, r)
 	if err != nil {
 		c.failed(w, r, err)
@@ -47,7 +48,7 @@ func (c *console) batches(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "batches.html", p)
 }
 
-func (c *console) batchesLive(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) batchesLive(w http.ResponseWriter, r *http.Request) {
 	p, err := c.batchesPage(w, r)
 	if err != nil {
 		writeProblem(w, http.StatusInternalServerError, "INTERNAL", "The batches could not be read.", err.Error())
@@ -86,7 +87,7 @@ func batchCountRows(b payments.BatchCounts) []countRow {
 	}
 }
 
-func (c *console) batchPage(w http.ResponseWriter, r *http.Request) (*page, error) {
+func (c *Extension) batchPage(w http.ResponseWriter, r *http.Request) (*server.Page, error) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q is not a batch id", commandbus.ErrNotFound, r.PathValue("id"))
@@ -124,7 +125,7 @@ func (c *console) batchPage(w http.ResponseWriter, r *http.Request) (*page, erro
 	return p, nil
 }
 
-func (c *console) batch(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) batch(w http.ResponseWriter, r *http.Request) {
 	p, err := c.batchPage(w, r)
 	if err != nil {
 		c.failed(w, r, err)
@@ -133,7 +134,7 @@ func (c *console) batch(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "batch.html", p)
 }
 
-func (c *console) batchLive(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) batchLive(w http.ResponseWriter, r *http.Request) {
 	p, err := c.batchPage(w, r)
 	if err != nil {
 		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "The batch could not be read.", err.Error())
@@ -193,7 +194,7 @@ type batchForm struct {
 	FormError    string
 	// The confirmation step.
 	Reason   string
-	Hidden   []fact
+	Hidden   []server.Fact
 	Behavior *payments.Behavior
 	Custom   []behaviorRow
 }
@@ -217,7 +218,7 @@ var batchPresets = []option{
 	{"custom", "Custom: the table below"},
 }
 
-func (c *console) blankBatchForm() *batchForm {
+func (c *Extension) blankBatchForm() *batchForm {
 	f := &batchForm{ProcessType: payments.TypePaymentStep, Count: "100", Day: c.client.Now().UTC().Format(time.DateOnly),
 		Preset: payments.PresetHappy, Columns: behaviorColumns, ProcessTypes: batchProcessTypes, Presets: batchPresets,
 		Errors: map[string]string{}}
@@ -227,18 +228,18 @@ func (c *console) blankBatchForm() *batchForm {
 	return f
 }
 
-func (c *console) renderBatchForm(w http.ResponseWriter, r *http.Request, status int, f *batchForm) {
+func (c *Extension) renderBatchForm(w http.ResponseWriter, r *http.Request, status int, f *batchForm) {
 	p := c.newPage(w, r, "New batch", "batches")
 	p.Data = f
 	c.render(w, r, status, "batch_new.html", p)
 }
 
-func (c *console) newBatchForm(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) newBatchForm(w http.ResponseWriter, r *http.Request) {
 	c.renderBatchForm(w, r, http.StatusOK, c.blankBatchForm())
 }
 
 // readBatchForm fills the form from a POST and parses it, noting every problem.
-func (c *console) readBatchForm(form url.Values) (*batchForm, int, string, *payments.Behavior) {
+func (c *Extension) readBatchForm(form url.Values) (*batchForm, int, string, *payments.Behavior) {
 	f := c.blankBatchForm()
 	f.ProcessType, f.Count, f.Day, f.Preset = form.Get("processType"), strings.TrimSpace(form.Get("count")),
 		strings.TrimSpace(form.Get("day")), form.Get("preset")
@@ -249,7 +250,7 @@ func (c *console) readBatchForm(form url.Values) (*batchForm, int, string, *paym
 	}
 	count, err := strconv.Atoi(f.Count)
 	if err != nil || count < 1 || count > maxConsoleBatch {
-		f.addError("count", fmt.Sprintf("Enter a whole number from 1 to %s.", formatNumber(maxConsoleBatch)))
+		f.addError("count", fmt.Sprintf("Enter a whole number from 1 to %s.", server.FormatNumber(maxConsoleBatch)))
 	}
 	if _, err := time.Parse(time.DateOnly, f.Day); err != nil {
 		f.addError("day", "Enter a date as YYYY-MM-DD.")
@@ -324,7 +325,7 @@ func (f *batchForm) fillFromPreset(b *payments.Behavior) {
 
 // createBatch is the New batch form's POST: "Load preset into the table" fills the table,
 // a valid form goes to the confirmation step, and the confirmation creates the batch.
-func (c *console) createBatch(w http.ResponseWriter, r *http.Request) {
+func (c *Extension) createBatch(w http.ResponseWriter, r *http.Request) {
 	form := r.PostForm
 	f, count, day, behavior := c.readBatchForm(form)
 	if form.Has("load") {
@@ -365,7 +366,7 @@ func (c *console) createBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		for _, v := range values {
 			if v != "" {
-				f.Hidden = append(f.Hidden, fact{Label: key, Value: v})
+				f.Hidden = append(f.Hidden, server.Fact{Label: key, Value: v})
 			}
 		}
 	}
@@ -376,10 +377,10 @@ func (c *console) createBatch(w http.ResponseWriter, r *http.Request) {
 	f.Reason = strings.TrimSpace(form.Get("reason"))
 	if f.Reason == "" {
 		f.addError("reason", "Say why you create this batch: it is recorded in the audit log.")
-	} else if msg := reasonProblem(f.Reason); msg != "" {
+	} else if msg := server.ReasonProblem(f.Reason); msg != "" {
 		f.addError("reason", msg)
 	}
-	if f.Reason == "" || reasonProblem(f.Reason) != "" {
+	if f.Reason == "" || server.ReasonProblem(f.Reason) != "" {
 		c.renderBatchConfirm(w, r, http.StatusUnprocessableEntity, f)
 		return
 	}
@@ -393,7 +394,7 @@ func (c *console) createBatch(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		if fields == 0 {
-			c.logger.Error("console: creating a batch failed", "actor", subject(r), "error", err)
+			c.m.Logger().Error("console: creating a batch failed", "actor", server.Subject(r), "error", err)
 			f.FormError = "The batch could not be created: " + err.Error()
 			c.renderBatchForm(w, r, http.StatusInternalServerError, f)
 			return
@@ -401,22 +402,22 @@ func (c *console) createBatch(w http.ResponseWriter, r *http.Request) {
 		c.renderBatchForm(w, r, http.StatusUnprocessableEntity, f)
 		return
 	}
-	c.auditBatch(r.Context(), batch, behavior, subject(r), f.Reason)
+	c.auditBatch(r.Context(), batch, behavior, server.Subject(r), f.Reason)
 	c.redirectWith(w, r, "/batches/"+batch.ID.String(), "success",
-		fmt.Sprintf("Batch %s created: %s payments for %s run as %s.", shortID(batch.ID), formatNumber(batch.Total), batch.ScheduledFor, batch.ProcessType))
+		fmt.Sprintf("Batch %s created: %s payments for %s run as %s.", shortID(batch.ID), server.FormatNumber(batch.Total), batch.ScheduledFor, batch.ProcessType))
 }
 
-func (c *console) renderBatchConfirm(w http.ResponseWriter, r *http.Request, status int, f *batchForm) {
+func (c *Extension) renderBatchConfirm(w http.ResponseWriter, r *http.Request, status int, f *batchForm) {
 	p := c.newPage(w, r, "Create this batch?", "batches")
 	p.Data = f
 	c.render(w, r, status, "batch_confirm.html", p)
 }
 
 // auditBatch records who created a batch and why.
-func (c *console) auditBatch(ctx context.Context, b *payments.BatchView, behavior *payments.Behavior, actor, reason string) {
+func (c *Extension) auditBatch(ctx context.Context, b *payments.BatchView, behavior *payments.Behavior, actor, reason string) {
 	details, _ := json.Marshal(map[string]any{"total": b.Total, "day": b.ScheduledFor, "processType": b.ProcessType, "behavior": behavior})
 	if err := c.client.Driver().Executor().AuditLogInsert(ctx, &driver.AuditLogInsertParams{EntityType: "batch", EntityID: b.ID.String(),
 		Action: "BATCH_CREATED", Actor: actor, Reason: reason, Details: details, Now: c.client.DriverNow()}); err != nil {
-		c.logger.Error("console: writing the audit log failed", "batch", b.ID, "error", err)
+		c.m.Logger().Error("console: writing the audit log failed", "batch", b.ID, "error", err)
 	}
 }

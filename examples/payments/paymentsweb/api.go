@@ -1,0 +1,273 @@
+package paymentsweb
+
+import (
+	"errors"
+	"net/http"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/internal/input"
+	"github.com/commandbus/commandbus/server"
+)
+
+// maxBatchListLimit is the most batches one listing returns (each is counted when read).
+const maxBatchListLimit = 200
+
+// reply writes v as JSON with status, or err as a problem.
+func (c *Extension) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	server.WriteJSON(w, status, v)
+}
+
+// noQuery refuses query parameters on a route that takes none.
+func noQuery(r *http.Request) error { return server.ParseQuery(r).Err() }
+
+func (c *Extension) submitPayment(w http.ResponseWriter, r *http.Request) {
+	var req payments.PaymentRequest
+	err := server.DecodeBody(w, r, &req)
+	if err == nil {
+		err = noQuery(r)
+	}
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	res, err := c.platform.SubmitPayment(r.Context(), req)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	status := http.StatusAccepted
+	if res.Completed {
+		status = http.StatusOK
+	}
+	server.WriteJSON(w, status, res)
+}
+
+func (c *Extension) getPayment(w http.ResponseWriter, r *http.Request) {
+	id, err := server.PathID(r)
+	if err == nil {
+		err = noQuery(r)
+	}
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	view, err := c.platform.GetPayment(r.Context(), id)
+	c.reply(w, r, http.StatusOK, view, err)
+}
+
+// getPaymentStatus answers the short status of a payment's process, addressed by the process
+// (execution) id that submitting the payment returned.
+func (c *Extension) getPaymentStatus(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("processId"))
+	if err != nil {
+		err = &commandbus.ValidationError{Field: "processId", Message: "must be a UUID, got " + input.Quote(r.PathValue("processId"))}
+	} else {
+		err = noQuery(r)
+	}
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	status, err := c.platform.GetPaymentStatus(r.Context(), id)
+	c.reply(w, r, http.StatusOK, status, err)
+}
+
+func (c *Extension) listPayments(w http.ResponseWriter, r *http.Request) {
+	q := server.ParseQuery(r, "status", "processType", "batch", "limit")
+	filter := payments.PaymentFilter{Status: q.OneOf("status", payments.PaymentStatuses()), ProcessType: q.OneOf("processType", payments.ProcessTypes),
+		BatchID: q.UUID("batch"), Limit: q.Limit(50, server.MaxListLimit)}
+	if err := q.Err(); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	list, err := c.platform.ListPayments(r.Context(), filter)
+	c.reply(w, r, http.StatusOK, server.Items(list), err)
+}
+
+// batchRequest is the body of POST /api/batches.
+type batchRequest struct {
+	Count int `json:"count"`
+	// Day is the value date of the batch's payments, YYYY-MM-DD; default today.
+	Day string `json:"day,omitempty"`
+	// ProcessType is PaymentStep (default) or PaymentManager.
+	ProcessType string `json:"processType,omitempty"`
+	// Behavior, or the name of a preset, shapes the simulators for the batch; default happy.
+	Behavior       *payments.Behavior `json:"behavior,omitempty"`
+	BehaviorPreset string             `json:"behaviorPreset,omitempty"`
+}
+
+func (c *Extension) createBatchAPI(w http.ResponseWriter, r *http.Request) {
+	var req batchRequest
+	err := server.DecodeBody(w, r, &req)
+	if err == nil {
+		err = noQuery(r)
+	}
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	behavior := req.Behavior
+	if req.BehaviorPreset != "" {
+		if behavior != nil {
+			c.writeError(w, r, &commandbus.ValidationError{Field: "behaviorPreset", Message: "give a behavior or a preset, not both"})
+			return
+		}
+		preset, err := payments.Preset(req.BehaviorPreset)
+		if err != nil {
+			c.writeError(w, r, &commandbus.ValidationError{Field: "behaviorPreset", Message: "unknown preset " + input.Quote(req.BehaviorPreset) + " (happy, realistic, chaos)"})
+			return
+		}
+		behavior = preset
+	}
+	batch, err := c.platform.CreateBatch(r.Context(), req.Count, req.Day, req.ProcessType, behavior)
+	c.reply(w, r, http.StatusCreated, batch, err)
+}
+
+func (c *Extension) getBatch(w http.ResponseWriter, r *http.Request) {
+	id, err := server.PathID(r)
+	if err == nil {
+		err = noQuery(r)
+	}
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	batch, err := c.platform.GetBatch(r.Context(), id)
+	c.reply(w, r, http.StatusOK, batch, err)
+}
+
+func (c *Extension) listBatches(w http.ResponseWriter, r *http.Request) {
+	q := server.ParseQuery(r, "limit")
+	limit := q.Limit(50, maxBatchListLimit)
+	if err := q.Err(); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	list, err := c.platform.ListBatches(r.Context(), limit)
+	c.reply(w, r, http.StatusOK, server.Items(list), err)
+}
+
+func (c *Extension) listApprovals(w http.ResponseWriter, r *http.Request) {
+	q := server.ParseQuery(r, "status", "limit")
+	status, limit := q.OneOf("status", payments.ApprovalStatuses), q.Limit(server.DefaultListLimit, server.MaxListLimit)
+	if err := q.Err(); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	list, err := c.platform.ListApprovals(r.Context(), status, limit)
+	c.reply(w, r, http.StatusOK, server.Items(list), err)
+}
+
+// decisionRequest is the body of an approval decision.
+type decisionRequest struct {
+	Reason string `json:"reason"`
+}
+
+// approvalDecisions are the decisions on a pending approval.
+var approvalDecisions = []string{"approve", "reject"}
+
+func (c *Extension) decideApproval(w http.ResponseWriter, r *http.Request) {
+	decision := r.PathValue("decision")
+	if !slices.Contains(approvalDecisions, decision) {
+		unknownAction(w, r, approvalDecisions)
+		return
+	}
+	id, err := server.PathID(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	var req decisionRequest
+	err = server.DecodeBody(w, r, &req)
+	if err == nil {
+		err = noQuery(r)
+	}
+	if err = errors.Join(err, commandbus.OperatorAction{Actor: server.Subject(r), Reason: req.Reason}.Validate()); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	if decision == "approve" {
+		err = c.platform.Approve(r.Context(), id, server.Subject(r), req.Reason)
+	} else {
+		err = c.platform.Reject(r.Context(), id, server.Subject(r), req.Reason)
+	}
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	approval, err := c.platform.GetApproval(r.Context(), id)
+	c.reply(w, r, http.StatusOK, approval, err)
+}
+
+func (c *Extension) listPendingNetwork(w http.ResponseWriter, r *http.Request) {
+	q := server.ParseQuery(r, "limit")
+	limit := q.Limit(server.DefaultListLimit, server.MaxListLimit)
+	if err := q.Err(); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	list, err := c.platform.ListPendingNetworkResponses(r.Context(), limit)
+	c.reply(w, r, http.StatusOK, server.Items(list), err)
+}
+
+// respondRequest is the body of an operator's answer to a pending network confirmation.
+type respondRequest struct {
+	// Answer is ACCEPT (the level is confirmed) or REJECT (the payment fails and compensates).
+	Answer string `json:"answer,omitempty"`
+	// Success is the older form of Answer: true for ACCEPT, false for REJECT. Give one of them.
+	Success *bool  `json:"success,omitempty"`
+	Reason  string `json:"reason"`
+}
+
+// answer is the request's answer, from Answer or Success.
+func (req respondRequest) answer() (string, error) {
+	if req.Success == nil {
+		if req.Answer == "" {
+			return "", &commandbus.ValidationError{Field: "answer", Message: "required: ACCEPT or REJECT"}
+		}
+		return req.Answer, nil
+	}
+	fromSuccess := payments.AnswerReject
+	if *req.Success {
+		fromSuccess = payments.AnswerAccept
+	}
+	if req.Answer != "" && req.Answer != fromSuccess {
+		return "", &commandbus.ValidationError{Field: "success", Message: "contradicts answer; give one of them"}
+	}
+	return fromSuccess, nil
+}
+
+func (c *Extension) respondNetwork(w http.ResponseWriter, r *http.Request) {
+	id, err := server.PathID(r)
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	var req respondRequest
+	err = server.DecodeBody(w, r, &req)
+	if err == nil {
+		err = noQuery(r)
+	}
+	answer := ""
+	if err == nil {
+		answer, err = req.answer()
+	}
+	if err = errors.Join(err, commandbus.OperatorAction{Actor: server.Subject(r), Reason: req.Reason}.Validate()); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	if err := c.platform.RespondNetwork(r.Context(), id, answer, server.Subject(r), req.Reason); err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	pending, err := c.platform.GetPendingNetworkResponse(r.Context(), id)
+	c.reply(w, r, http.StatusOK, pending, err)
+}
