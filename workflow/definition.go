@@ -144,12 +144,12 @@ type stepDef struct {
 	waitTimeout time.Duration
 	onTimeout   OnTimeout
 	fn          StepFunc
-	deps       []string
-	retry      RetryPolicy
-	retrySet   bool
-	timeout    time.Duration
-	cond       func(*StepContext) bool
-	compensate CompensateFunc
+	deps        []string
+	retry       RetryPolicy
+	retrySet    bool
+	timeout     time.Duration
+	cond        func(*StepContext) bool
+	compensate  CompensateFunc
 }
 
 // Definition is a workflow: its id (the execution type), version, description and a DAG of
