@@ -343,3 +343,22 @@ func (m *Manager) jitter() float64 {
 	defer m.randMu.Unlock()
 	return m.rand.Float64()
 }
+
+// ListParams filters List; zero fields do not filter.
+type ListParams struct {
+	Statuses    []driver.ExecutionStatus
+	BusinessKey string
+	TenantID    string
+	// Attributes keeps executions with every one of these search attributes.
+	Attributes map[string]string
+	BeforeID   uuid.UUID
+	Limit      int
+}
+
+// List returns executions of this workflow, newest first.
+func (m *Manager) List(ctx context.Context, params ListParams) ([]*driver.ExecutionRow, error) {
+	return m.engine.Exec().ExecutionList(ctx, &driver.ExecutionListParams{
+		Statuses: params.Statuses, Model: Model, Type: m.def.id, BusinessKey: params.BusinessKey,
+		TenantID: params.TenantID, Attributes: params.Attributes, BeforeID: params.BeforeID, Limit: params.Limit,
+	})
+}

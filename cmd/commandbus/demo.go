@@ -16,7 +16,9 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/workflow"
 )
 
 const demoDatabaseFile = "commandbus-demo.db"
@@ -75,11 +77,13 @@ type demoSummary struct {
 	DuplicateSubmissions int `json:"duplicate_submissions"`
 	// LeftoverEffects counts holds, limit reservations, FX contracts and risk bookings left live
 	// under compensated or cancelled payments: always 0.
-	LeftoverEffects int     `json:"leftover_effects"`
-	ElapsedS        float64 `json:"elapsed_s"`
-	PaymentsPerS    float64 `json:"payments_per_s"`
-	P50Ms           float64 `json:"p50_ms"`
-	P99Ms           float64 `json:"p99_ms"`
+	LeftoverEffects int `json:"leftover_effects"`
+	// Onboarding counts the onboarding workflows the demo ran beside the batch, by status.
+	Onboarding   map[driver.ExecutionStatus]int `json:"onboarding,omitempty"`
+	ElapsedS     float64                        `json:"elapsed_s"`
+	PaymentsPerS float64                        `json:"payments_per_s"`
+	P50Ms        float64                        `json:"p50_ms"`
+	P99Ms        float64                        `json:"p99_ms"`
 }
 
 func processType(name string) (string, error) {
@@ -172,6 +176,9 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 			return err
 		}
 		batchID = batch.ID
+		if err := startOnboardings(ctx, s.onboarding); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	sum, err := waitForBatch(ctx, s.platform, batchID, errOut, !f.asJSON)
@@ -186,6 +193,9 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 		PaymentsPerS: round2(float64(sum.Total) / elapsed.Seconds()), P50Ms: round2(sum.LatencyP50Ms), P99Ms: round2(sum.LatencyP99Ms),
 	}
 	if result.LeftoverEffects, err = s.platform.LeftoverEffects(ctx); err != nil {
+		return err
+	}
+	if result.Onboarding, err = waitForOnboardings(ctx, s.onboarding); err != nil {
 		return err
 	}
 	if err := s.platform.CheckInvariants(ctx); err != nil {
@@ -203,6 +213,53 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 		<-ctx.Done()
 	}
 	return nil
+}
+
+// demoApplicants are the onboarding workflows the demo runs beside the batch, one per path: a
+// straight run, a busy KYC provider (retries), a sanctioned country (compensation) and a bouncing
+// welcome pack (troubleshooting queue).
+var demoApplicants = []onboarding.Applicant{
+	{Name: "Ada Lovelace", Email: "ada@example.com", Country: "GB", CreditLimit: 5000},
+	{Name: "Busy Bee", Email: "bee@example.com", Country: "FR"},
+	{Name: "Eve", Email: "eve@example.com", Country: "XS"},
+	{Name: "Bob", Email: "bob@bounce.example", Country: "DE"},
+}
+
+func startOnboardings(ctx context.Context, flow *onboarding.Flow) error {
+	for _, a := range demoApplicants {
+		if _, err := flow.Start(ctx, a, workflow.WithBusinessKey(a.Email)); err != nil {
+			return fmt.Errorf("starting the onboarding of %s: %w", a.Email, err)
+		}
+	}
+	return nil
+}
+
+// waitForOnboardings waits (at most a minute) until no onboarding workflow runs or waits for a
+// retry, and counts them by status.
+func waitForOnboardings(ctx context.Context, flow *onboarding.Flow) (map[driver.ExecutionStatus]int, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rows, err := flow.List(ctx, workflow.ListParams{Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		counts, moving := map[driver.ExecutionStatus]int{}, 0
+		for _, r := range rows {
+			counts[r.Status]++
+			switch r.Status {
+			case driver.ExecutionPending, driver.ExecutionExecuting, driver.ExecutionWaitingForRetry, driver.ExecutionCompensating:
+				moving++
+			}
+		}
+		if moving == 0 || time.Now().After(deadline) {
+			return counts, nil
+		}
+		select {
+		case <-ctx.Done():
+			return counts, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func round2(v float64) float64 { return float64(int64(v*100+0.5)) / 100 }
@@ -271,6 +328,19 @@ func printDemoSummary(ctx context.Context, out io.Writer, s *stack, r demoSummar
 		r.Payments, r.ElapsedS, r.PaymentsPerS, r.P50Ms, r.P99Ms)
 	fmt.Fprintf(out, "duplicate submissions: %d; effects left under compensated payments: %d; balances conserved per currency: yes\n",
 		r.DuplicateSubmissions, r.LeftoverEffects)
+	if len(r.Onboarding) > 0 {
+		var parts []string
+		for _, st := range []struct {
+			status driver.ExecutionStatus
+			label  string
+		}{{driver.ExecutionCompleted, "completed"}, {driver.ExecutionCompensated, "compensated"},
+			{driver.ExecutionWaitingForTSQ, "in the troubleshooting queue"}, {driver.ExecutionWaitingForAsync, "waiting"}} {
+			if n := r.Onboarding[st.status]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, st.label))
+			}
+		}
+		fmt.Fprintf(out, "onboarding workflows (parallel checks, retries, a compensation, a parked step): %s\n", strings.Join(parts, ", "))
+	}
 
 	tsq, err := s.client.Driver().Executor().ExecutionList(ctx, &driver.ExecutionListParams{
 		Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Limit: 5})
@@ -282,7 +352,7 @@ func printDemoSummary(ctx context.Context, out io.Writer, s *stack, r demoSummar
 		for _, x := range tsq {
 			fmt.Fprintf(out, "  %s  %s at %s: %s: %s\n", x.ID, x.Type, x.Step, x.ErrorCode, x.ErrorMessage)
 		}
-		fmt.Fprintf(out, "\nRetry one from a terminal:\n  go run ./cmd/commandbus tsq processes retry %s --database %s --reason \"network confirmed\"\n", tsq[0].ID, redact(url))
+		fmt.Fprintf(out, "\nAct on one from a terminal:\n  go run ./cmd/commandbus executions retry %s --database %s --reason \"cause fixed\"\n", tsq[0].ID, redact(url))
 	}
 	approvals, err := s.platform.ListApprovals(ctx, "PENDING", 1000)
 	if err == nil && len(approvals) > 0 {

@@ -15,8 +15,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
+	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/server"
 )
 
@@ -27,6 +29,7 @@ type stack struct {
 	db              *database
 	client          *commandbus.Client
 	platform        *payments.Platform
+	onboarding      *onboarding.Flow
 	server          *server.Server
 	http            *http.Server
 	addr            string
@@ -96,6 +99,14 @@ func startStack(ctx context.Context, opts stackOptions) (*stack, error) {
 	}
 	platformOpts.Seed, platformOpts.DisableSimulator, platformOpts.Logger = opts.Seed, !opts.Simulator, opts.Logger
 	platformOpts.FXAPIURL = cfg.FX.URL
+	// One runtime runs every model of the binary: the payment processes and the onboarding
+	// workflow.
+	if platformOpts.Runtime, err = orchestration.New(client, orchestration.Config{}); err != nil {
+		return nil, err
+	}
+	if s.onboarding, err = onboarding.Register(platformOpts.Runtime); err != nil {
+		return nil, err
+	}
 	platform, err := payments.New(client, platformOpts)
 	if err != nil {
 		return nil, err

@@ -65,7 +65,7 @@ func newTSQProcessesListCommand() *cobra.Command {
 			}
 			defer database.close()
 			rows, err := database.Executor().ExecutionList(cmd.Context(), &driver.ExecutionListParams{
-				Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Type: typ, Limit: 200})
+				Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Model: process.Model, Type: typ, Limit: 200})
 			if err != nil {
 				return err
 			}
