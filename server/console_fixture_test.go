@@ -24,6 +24,7 @@ import (
 	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
 	"github.com/commandbus/commandbus/internal/clock"
 	. "github.com/commandbus/commandbus/server"
+	"github.com/commandbus/commandbus/workflow"
 )
 
 // consoleStart is the fake clock's start: the day batches default to.
@@ -45,8 +46,11 @@ type consoleFixture struct {
 	fake     *clock.Fake
 	client   *commandbus.Client
 	platform *payments.Platform
-	server   *Server
-	http     *httptest.Server
+	// review is a workflow beside the payments: prepare, wait for the signal "approved", sleep an
+	// hour, done.
+	review *workflow.Manager
+	server *Server
+	http   *httptest.Server
 }
 
 func setupConsole(t *testing.T, drv driver.Driver) *consoleFixture {
@@ -75,6 +79,13 @@ func setupConsole(t *testing.T, drv driver.Driver) *consoleFixture {
 	platform, err := payments.New(client, payments.Options{SimulatorPollInterval: 50 * time.Millisecond,
 		CustomersPerCurrency: 3, BeneficiariesPerCurrency: 3, FXTimeout: 500 * time.Millisecond})
 	require.NoError(t, err)
+	noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
+	review, err := workflow.Register(platform.Runtime(), workflow.New("ReviewFlow", 1).Describe("a review with a sign-off and a cooling-off period").
+		Step("prepare", noop).
+		WaitSignal("approve", "approved", workflow.DependsOn("prepare")).
+		Sleep("coolOff", time.Hour, workflow.DependsOn("approve")).
+		Step("done", noop, workflow.DependsOn("coolOff")))
+	require.NoError(t, err)
 	require.NoError(t, client.Start(context.Background()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -87,7 +98,7 @@ func setupConsole(t *testing.T, drv driver.Driver) *consoleFixture {
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	return &consoleFixture{t: t, fake: fake, client: client, platform: platform, server: srv, http: hs}
+	return &consoleFixture{t: t, fake: fake, client: client, platform: platform, review: review, server: srv, http: hs}
 }
 
 // eventually polls cond until it holds or the timeout passes.

@@ -20,10 +20,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	. "github.com/commandbus/commandbus/server"
+	"github.com/commandbus/commandbus/workflow"
 )
 
 // apiDoc is the server's own OpenAPI document, loaded and validated by kin-openapi, with a
@@ -128,6 +130,7 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 		parked := map[string]uuid.UUID{}
 		for _, action := range ExportProcessTSQActions {
 			parked[action] = f.parkManagerPayment().ExecutionID
+			parked[action+"2"] = f.parkManagerPayment().ExecutionID // for /api/executions/{id}/{action}
 		}
 		approve, reject := f.submit(bigPayment()), f.submit(bigPayment())
 		approveID, rejectID := f.waitApproval(approve.PaymentID).ID, f.waitApproval(reject.PaymentID).ID
@@ -143,13 +146,40 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 			}
 			return pendingID != uuid.Nil
 		})
+		// Workflows waiting at the sign-off gate (to suspend and to signal), one suspended (to
+		// resume), and two in the cooling-off sleep (to list and to cancel its timer).
+		review := func(wantWait string) uuid.UUID {
+			id, err := f.review.Start(ctx, map[string]string{"subject": "loan-7"}, workflow.Immediate())
+			require.NoError(t, err)
+			if wantWait == "coolOff" {
+				_, err = f.review.Signal(ctx, id, "approved", map[string]string{"by": "ops:ada"}, "")
+				require.NoError(t, err)
+			}
+			eventually(t, 30*time.Second, "the review waits at "+wantWait, func() bool {
+				row, err := f.client.Driver().Executor().ExecutionGet(ctx, id)
+				require.NoError(t, err)
+				return row.Status == driver.ExecutionWaitingForAsync && row.CurrentWait == wantWait
+			})
+			return id
+		}
+		toSuspend, toSignal, toResume := review("approve"), review("approve"), review("approve")
+		require.NoError(t, f.review.Suspend(ctx, toResume, commandbus.OperatorAction{Actor: "ops:test", Reason: "to resume through the API"}))
+		sleeping, timerToCancel := review("coolOff"), review("coolOff")
 		pathIDs := map[string]uuid.UUID{
+			"getExecution": settled.ExecutionID, "retryExecution": parked["retry2"], "cancelExecution": parked["cancel2"],
+			"completeExecution": parked["complete2"], "skipExecution": parked["skip2"],
+			"suspendExecution": toSuspend, "resumeExecution": toResume, "signalExecution": toSignal,
+			"listExecutionTimers": sleeping, "cancelExecutionTimer": timerToCancel,
 			"getCommand": retryCommand.ID, "getProcess": settled.ExecutionID, "getPayment": settled.PaymentID,
 			"getPaymentStatus": settled.ExecutionID, "getBatch": batch.ID,
 			"retryCommand": retryCommand.ID, "cancelCommand": cancelCommand.ID, "completeCommand": completeCommand.ID,
 			"retryProcess": parked["retry"], "cancelProcess": parked["cancel"], "completeProcess": parked["complete"], "skipProcess": parked["skip"],
 			"approveApproval": approveID, "rejectApproval": rejectID, "respondToNetworkResponse": pendingID,
 		}
+
+		// The other path parameters: the review workflow's definition, its gate's signal and its
+		// sleep's timer.
+		pathValues := map[string]string{"model": workflow.Model, "type": "ReviewFlow", "name": "approved", "timer": "coolOff"}
 
 		seen := map[string]bool{}
 		for _, o := range doc.operations() {
@@ -160,11 +190,17 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 			t.Run(id, func(t *testing.T) {
 				path := o.path
 				for _, p := range o.op.Parameters {
-					if p.Value.In == "path" {
+					if p.Value.In != "path" {
+						continue
+					}
+					value, named := pathValues[p.Value.Name]
+					if !named {
 						itemID, ok := pathIDs[id]
 						require.True(t, ok, "the test has no item for %s; add one", id)
-						path = strings.ReplaceAll(path, "{"+p.Value.Name+"}", itemID.String())
+						value = itemID.String()
 					}
+					require.NotEmpty(t, value, "the test has no value for path parameter %s of %s", p.Value.Name, id)
+					path = strings.ReplaceAll(path, "{"+p.Value.Name+"}", value)
 				}
 				query := url.Values{}
 				for _, p := range o.op.Parameters {
@@ -194,7 +230,8 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 				}
 			})
 		}
-		for _, id := range []string{"submitPayment", "createBatch", "getPaymentStatus", "respondToNetworkResponse", "completeProcess", "listQueueDepths"} {
+		for _, id := range []string{"submitPayment", "createBatch", "getPaymentStatus", "respondToNetworkResponse", "completeProcess", "listQueueDepths",
+			"listDefinitions", "startDefinition", "listExecutions", "signalExecution", "suspendExecution", "cancelExecutionTimer", "listExecutionTSQ"} {
 			require.True(t, seen[id], "%s is documented", id)
 		}
 
@@ -208,6 +245,30 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 		completed, err := f.client.Driver().Executor().ExecutionGet(ctx, parked["complete"])
 		require.NoError(t, err)
 		require.Equal(t, driver.ExecutionCompleted, completed.Status)
+		for id, want := range map[uuid.UUID]driver.ExecutionStatus{parked["complete2"]: driver.ExecutionCompleted, toSuspend: driver.ExecutionSuspended} {
+			row, err := f.client.Driver().Executor().ExecutionGet(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, want, row.Status)
+		}
+		for what, id := range map[string]uuid.UUID{"the signalled gate": toSignal, "the resumed review": toResume, "the cancelled sleep": timerToCancel} {
+			id := id
+			eventually(t, 30*time.Second, what+" moves on", func() bool {
+				inst, err := f.review.Get(ctx, id)
+				require.NoError(t, err)
+				for _, st := range inst.Steps {
+					if what == "the cancelled sleep" && st.ID == "coolOff" {
+						return st.Status == "COMPLETED"
+					}
+					if what != "the cancelled sleep" && st.ID == "approve" {
+						return what == "the signalled gate" && st.Status == "COMPLETED" || what == "the resumed review" && inst.Status == driver.ExecutionWaitingForAsync
+					}
+				}
+				return false
+			})
+		}
+		started, err := f.review.List(ctx, workflow.ListParams{BusinessKey: "application-42"})
+		require.NoError(t, err)
+		require.Len(t, started, 1, "the documented start created one review")
 		list, err := f.platform.ListPayments(ctx, payments.PaymentFilter{Limit: 1000})
 		require.NoError(t, err)
 		require.True(t, slices.ContainsFunc(list, func(v *payments.PaymentView) bool { return v.IdempotencyKey == "invoice-2026-0001" }),
