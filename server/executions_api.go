@@ -502,7 +502,7 @@ func executionOperations() []Operation {
 			Body: "TimerCancel", Example: object{"reason": "The customer asked to skip the cooling-off period."},
 			Responses: object{"204": object{"description": "The timer is cancelled."}, "404": problem("No such execution or timer."), "409": conflict}},
 		Operation{ID: "listExecutionTSQ", Method: "get", Path: "/api/tsq/executions", Summary: "Executions of every model in the troubleshooting queue, with their count", Tag: "tsq",
-			Params: []object{textParam("model", "only this model"), textParam("type", "only this type"), textParam("domain", "only this domain"), limitParam(defaultListLimit, maxListLimit)},
+			Params:    []object{textParam("model", "only this model"), textParam("type", "only this type"), textParam("domain", "only this domain"), limitParam(defaultListLimit, maxListLimit)},
 			Responses: object{"200": jsonResponse("Executions waiting for an operator, and how many there are.", ref("ExecutionTSQ"))}},
 	)
 }
