@@ -42,7 +42,10 @@ func newExecutionsCommand() *cobra.Command {
 		newExecutionActionCommand("retry", "Move an execution out of the troubleshooting queue with a fresh attempt budget"),
 		newExecutionActionCommand("cancel", "Cancel an execution (--compensate runs its compensations first)"),
 		newExecutionActionCommand("complete", "Force-complete an execution (--state sets state fields first)"),
-		newExecutionActionCommand("skip", "Record a failed step as done (--step, --result) and move the execution on"))
+		newExecutionActionCommand("skip", "Record a failed step as done (--step, --result) and move the execution on"),
+		newExecutionActionCommand("suspend", "Suspend an execution: running steps finish, no other starts"),
+		newExecutionActionCommand("resume", "Resume a suspended execution where it stopped"),
+		newExecutionsSignalCommand())
 	return cmd
 }
 
@@ -150,6 +153,44 @@ func newExecutionsStartCommand() *cobra.Command {
 	return cmd
 }
 
+func newExecutionsSignalCommand() *cobra.Command {
+	var db databaseFlags
+	var payload, signalID string
+	cmd := &cobra.Command{
+		Use:   "signal ID NAME",
+		Short: "Send a named signal (--payload JSON) to an execution; one sent before it waits is buffered",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("execution id: %w", err)
+			}
+			if payload != "" && !json.Valid([]byte(payload)) {
+				return fmt.Errorf("--payload is not valid JSON")
+			}
+			_, rt, closeDB, err := openProcesses(cmd, &db)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			sent, duplicate, err := rt.Signal(cmd.Context(), id, args[1], json.RawMessage(payload), signalID)
+			if err != nil {
+				return fmt.Errorf("signal %s: %w", id, err)
+			}
+			if duplicate {
+				fmt.Fprintf(cmd.OutOrStdout(), "signal %s was already sent to %s: nothing changed\n", sent, id)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "signal %q (%s) sent to %s\n", args[1], sent, id)
+			return nil
+		},
+	}
+	db.register(cmd, "")
+	cmd.Flags().StringVar(&payload, "payload", "", "the payload as JSON")
+	cmd.Flags().StringVar(&signalID, "id", "", "the signal id (sending an id again does nothing); empty: generated")
+	return cmd
+}
+
 func knownDefinitions(rt *orchestration.Runtime) string {
 	var names []string
 	for _, o := range rt.All() {
@@ -210,6 +251,10 @@ func newExecutionActionCommand(action, short string) *cobra.Command {
 				err = ops.CompleteOverride(cmd.Context(), id, overrides, op)
 			case "skip":
 				err = ops.Skip(cmd.Context(), id, step, json.RawMessage(result), op)
+			case "suspend":
+				err = ops.Suspend(cmd.Context(), id, op)
+			case "resume":
+				err = ops.Resume(cmd.Context(), id, op)
 			}
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", action, id, err)
