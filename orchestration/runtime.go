@@ -94,6 +94,8 @@ type StartRequest struct {
 	ID          uuid.UUID
 	BusinessKey string
 	TenantID    string
+	// Attributes are search attributes set at the start.
+	Attributes map[string]string
 	// DryRun walks a declarative definition without running any step (refused by models that
 	// cannot).
 	DryRun bool

@@ -54,6 +54,9 @@ func (m *Manager[S]) StartJSON(ctx context.Context, req orchestration.StartReque
 	if req.TenantID != "" {
 		opts = append(opts, WithTenant(req.TenantID))
 	}
+	if len(req.Attributes) > 0 {
+		opts = append(opts, WithAttributes(req.Attributes))
+	}
 	return m.Start(ctx, state, opts...)
 }
 

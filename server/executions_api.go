@@ -23,11 +23,12 @@ import (
 type (
 	// startRequest starts an execution of a definition from JSON.
 	startRequest struct {
-		Input       json.RawMessage `json:"input,omitempty"`
-		ID          string          `json:"id,omitempty"`
-		BusinessKey string          `json:"businessKey,omitempty"`
-		Tenant      string          `json:"tenant,omitempty"`
-		DryRun      bool            `json:"dryRun,omitempty"`
+		Input       json.RawMessage   `json:"input,omitempty"`
+		ID          string            `json:"id,omitempty"`
+		BusinessKey string            `json:"businessKey,omitempty"`
+		Tenant      string            `json:"tenant,omitempty"`
+		Attributes  map[string]string `json:"attributes,omitempty"`
+		DryRun      bool              `json:"dryRun,omitempty"`
 	}
 	// startResponse names the execution a start created (or found, for an id that existed).
 	startResponse struct {
@@ -130,7 +131,7 @@ func (s *Server) startDefinition(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	start := orchestration.StartRequest{Input: req.Input, DryRun: req.DryRun}
+	start := orchestration.StartRequest{Input: req.Input, DryRun: req.DryRun, Attributes: req.Attributes}
 	var problems []error
 	if req.ID != "" {
 		if start.ID, err = uuid.Parse(req.ID); err != nil {
@@ -145,6 +146,9 @@ func (s *Server) startDefinition(w http.ResponseWriter, r *http.Request) {
 	start.BusinessKey, start.TenantID = req.BusinessKey, req.Tenant
 	if err := checkJSONText("input", req.Input); err != nil {
 		problems = append(problems, err)
+	}
+	if err := driver.ValidateAttributes(req.Attributes); err != nil {
+		problems = append(problems, &commandbus.ValidationError{Field: "attributes", Message: err.Error()})
 	}
 	starter, ok := ops.(orchestration.Starter)
 	if !ok {
@@ -459,7 +463,8 @@ func executionOperations() []Operation {
 		{ID: "startDefinition", Method: "post", Path: "/api/definitions/{model}/{type}/start", Summary: "Start an execution from JSON input (idempotent on id)", Tag: "definitions",
 			Description: "The execution is created for the runtime's pollers. dryRun walks a workflow's steps, recording each SKIPPED, without running any; a process refuses it.",
 			Operator:    true, Params: []object{model, typ}, Body: "StartRequest",
-			Example:   object{"input": object{"name": "Ada", "email": "ada@example.com", "country": "GB"}, "businessKey": "application-42"},
+			Example: object{"input": object{"name": "Ada", "email": "ada@example.com", "country": "GB"}, "businessKey": "application-42",
+				"attributes": object{"channel": "branch"}},
 			Responses: object{"201": jsonResponse("The execution was created (or existed, for a given id).", ref("Started")), "404": problem("No such definition.")}},
 		{ID: "listExecutions", Method: "get", Path: "/api/executions", Summary: "Executions of every model, newest first, paged", Tag: "executions",
 			Description: "Filter by model, type, status (comma-separated), domain, tenant, business key, parent, and search attributes as attr.KEY=VALUE (all must match). next is the before of the next page.",

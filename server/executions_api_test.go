@@ -68,7 +68,10 @@ func TestExecutionsAPI(t *testing.T) {
 		x = send(t, http.MethodPost, api+"/definitions/workflow/ReviewFlow/start", []byte(`{"input":{"a":1}}`), bearer(viewerToken))
 		require.Equal(t, http.StatusForbidden, x.resp.StatusCode, "starting needs an operator")
 
-		x = send(t, http.MethodPost, api+"/definitions/workflow/ReviewFlow/start", []byte(`{"input":{"subject":"loan-9"},"businessKey":"loan-9"}`), op)
+		x = send(t, http.MethodPost, api+"/definitions/workflow/ReviewFlow/start", []byte(`{"input":{"a":1},"attributes":{"bad key":"1"}}`), op)
+		require.Equal(t, http.StatusBadRequest, x.resp.StatusCode)
+		require.Equal(t, []string{"attributes"}, problemFields(t, x))
+		x = send(t, http.MethodPost, api+"/definitions/workflow/ReviewFlow/start", []byte(`{"input":{"subject":"loan-9"},"businessKey":"loan-9","attributes":{"desk":"mortgages"}}`), op)
 		require.Equal(t, http.StatusCreated, x.resp.StatusCode, "%s", x.respBody)
 		var started struct {
 			ID string `json:"id"`
@@ -107,7 +110,7 @@ func TestExecutionsAPI(t *testing.T) {
 			return x.resp.StatusCode == http.StatusOK && len(must(t, x.respBody, "items")) > 2
 		})
 
-		x = send(t, http.MethodGet, api+"/executions?model=workflow&type=ReviewFlow&businessKey=loan-9&limit=1", nil, bearer(viewerToken))
+		x = send(t, http.MethodGet, api+"/executions?model=workflow&attr.desk=mortgages&limit=1", nil, bearer(viewerToken))
 		require.Equal(t, http.StatusOK, x.resp.StatusCode)
 		var page struct {
 			Items []struct {

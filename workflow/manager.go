@@ -104,6 +104,12 @@ type startOptions struct {
 	dryRun      bool
 	immediate   bool
 	startAt     *time.Time
+	attributes  map[string]string
+}
+
+// WithAttributes sets search attributes of the execution at its start.
+func WithAttributes(attrs map[string]string) StartOption {
+	return func(o *startOptions) { o.attributes = attrs }
 }
 
 // WithID sets the execution id. Start is idempotent on it: starting an id that exists does
@@ -147,8 +153,11 @@ func (m *Manager) Start(ctx context.Context, input any, opts ...StartOption) (uu
 	created, _ := json.Marshal(createdInfo{Hash: m.hash, Version: m.def.version, DryRun: o.dryRun, StartAt: o.startAt})
 	params := &driver.ExecutionInsertParams{
 		ID: id, Model: Model, Type: m.def.id, Domain: m.def.domain, TenantID: o.tenantID,
-		BusinessKey: o.businessKey, State: payload,
+		BusinessKey: o.businessKey, State: payload, Attributes: o.attributes,
 		Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: entryLifecycle, Name: nameCreated, StepStatus: statusCompleted, Request: created}},
+	}
+	if err := driver.ValidateAttributes(o.attributes); err != nil {
+		return uuid.Nil, &commandbus.ValidationError{Field: "attributes", Message: err.Error()}
 	}
 	if m.def.timeout > 0 {
 		deadline := m.engine.Config().Clock().Add(m.def.timeout)
@@ -212,8 +221,9 @@ func (m *Manager) StartMany(ctx context.Context, inputs []any) ([]uuid.UUID, err
 // Instance is a workflow execution as stored, with its log and per-step view.
 type Instance struct {
 	*driver.ExecutionRow
-	Steps []StepStatus                `json:"steps"`
-	Log   []*driver.ExecutionLogEntry `json:"log"`
+	Steps      []StepStatus                `json:"steps"`
+	Attributes map[string]string           `json:"attributes,omitempty"`
+	Log        []*driver.ExecutionLogEntry `json:"log"`
 }
 
 // StepStatus is one step of an execution: its status (PENDING until it ran), attempts, result
@@ -244,6 +254,9 @@ func (m *Manager) Get(ctx context.Context, id uuid.UUID) (*Instance, error) {
 		return nil, err
 	}
 	inst := &Instance{ExecutionRow: row, Log: entries}
+	if inst.Attributes, err = exec.ExecutionAttributes(ctx, id); err != nil {
+		return nil, err
+	}
 	f := fold(entries)
 	times := map[string][2]*time.Time{}
 	for _, e := range entries {
@@ -276,7 +289,7 @@ func (m *Manager) GetJSON(ctx context.Context, id uuid.UUID) (*orchestration.Ins
 	if err != nil {
 		return nil, err
 	}
-	return &orchestration.InstanceJSON{ExecutionRow: inst.ExecutionRow, Log: inst.Log}, nil
+	return &orchestration.InstanceJSON{ExecutionRow: inst.ExecutionRow, Log: inst.Log, Attributes: inst.Attributes}, nil
 }
 
 // Describe implements orchestration.Describer: the definition with its topology.
@@ -294,7 +307,7 @@ func (m *Manager) StartJSON(ctx context.Context, req orchestration.StartRequest)
 		}
 		input = req.Input
 	}
-	opts := []StartOption{WithBusinessKey(req.BusinessKey), WithTenant(req.TenantID)}
+	opts := []StartOption{WithBusinessKey(req.BusinessKey), WithTenant(req.TenantID), WithAttributes(req.Attributes)}
 	if req.ID != uuid.Nil {
 		opts = append(opts, WithID(req.ID))
 	}

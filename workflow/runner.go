@@ -64,6 +64,7 @@ type walk struct {
 	f       *folded
 	pending []*driver.ExecutionLogEntry // entries for the next checkpoint
 	ops     waitOps                     // signal, timer, wait and child changes for the next checkpoint
+	attrs   map[string]string           // search attributes for the next checkpoint
 	input   json.RawMessage
 	running map[string]bool
 	failed  *outcome // the first step that failed for good
@@ -105,6 +106,7 @@ type outcome struct {
 	waiting bool
 	request json.RawMessage // what a waiting step waits for, for the log
 	ops     waitOps
+	attrs   map[string]string // search attributes the step set
 }
 
 func (w *walk) run() error {
@@ -227,6 +229,9 @@ func (w *walk) start(sid string, results chan<- *outcome) {
 		res, err := callStep(ctx, s.fn, sc)
 		o := &outcome{step: sid, attempt: attempt, started: started, err: err}
 		if err == nil {
+			o.attrs = sc.attrs
+		}
+		if err == nil {
 			if o.result, err = json.Marshal(res); err != nil {
 				o.err = commandbus.Permanent("RESULT_NOT_JSON", fmt.Errorf("the result of step %q cannot be encoded as JSON: %w", sid, err))
 			}
@@ -263,6 +268,12 @@ func (w *walk) record(o *outcome) {
 		w.f.steps[o.step] = r
 	}
 	w.ops.add(o.ops)
+	for k, v := range o.attrs {
+		if w.attrs == nil {
+			w.attrs = map[string]string{}
+		}
+		w.attrs[k] = v
+	}
 	started := o.started
 	entry := &driver.ExecutionLogEntry{EntryType: entryStep, Name: o.step, Attempt: o.attempt, MaxAttempts: s.retry.MaxAttempts, StartedAt: &started}
 	if o.started.IsZero() {
@@ -402,6 +413,7 @@ func (w *walk) checkpoint(set func(cp *driver.ExecutionCheckpoint)) error {
 	w.ops = waitOps{}
 	cp.ConsumeSignals, cp.FireTimers, cp.CloseWaits = o.consume, o.fire, o.closeWaits
 	cp.Timers, cp.OpenWaits, cp.Children = o.timers, o.openWaits, o.children
+	cp.Attributes, w.attrs = w.attrs, nil
 	return w.lease.Checkpoint(w.ctx, cp)
 }
 

@@ -55,6 +55,20 @@ type StepContext struct {
 	// Input is the workflow's input as JSON.
 	Input   json.RawMessage
 	results map[string]json.RawMessage
+	attrs   map[string]string // search attributes the step set, written with its record
+}
+
+// SetAttribute sets a search attribute of the execution, written with the step's record (an
+// empty value removes it). Executions are found by their attributes through List and the API.
+func (sc *StepContext) SetAttribute(key, value string) error {
+	if err := driver.ValidateAttribute(key, value); err != nil {
+		return err
+	}
+	if sc.attrs == nil {
+		sc.attrs = map[string]string{}
+	}
+	sc.attrs[key] = value
+	return nil
 }
 
 // TimedOut reports whether a signal gate completed because its timeout passed (policy

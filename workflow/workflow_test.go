@@ -470,5 +470,33 @@ func TestWorkflow(t *testing.T) {
 			require.Equal(t, 1, calls.get("next"))
 			require.Equal(t, 1, calls.get("slow"))
 		})
+
+		t.Run("SearchAttributes", func(t *testing.T) {
+			t.Parallel()
+			client, rt := newRuntime(t, drv, clock.NewFake(testStart))
+			m, err := workflow.Register(rt, workflow.New("scored", 1).
+				Step("score", func(ctx context.Context, sc *workflow.StepContext) (any, error) {
+					if err := sc.SetAttribute("bad key", "x"); err == nil {
+						return nil, errors.New("an invalid key was accepted")
+					}
+					return 12, sc.SetAttribute("risk", "low")
+				}))
+			require.NoError(t, err)
+			start(t, client)
+			_, err = m.Start(ctx, nil, workflow.WithAttributes(map[string]string{"": "x"}))
+			var verr *commandbus.ValidationError
+			require.ErrorAs(t, err, &verr, "an invalid attribute is refused at the start")
+			id, err := m.Start(ctx, nil, workflow.Immediate(), workflow.WithAttributes(map[string]string{"channel": "web"}))
+			require.NoError(t, err)
+			other, err := m.Start(ctx, nil, workflow.Immediate(), workflow.WithAttributes(map[string]string{"channel": "branch"}))
+			require.NoError(t, err)
+			inst := waitStatus(t, m, id, driver.ExecutionCompleted)
+			require.Equal(t, map[string]string{"channel": "web", "risk": "low"}, inst.Attributes, "set at the start and by the step")
+			found, err := m.List(ctx, workflow.ListParams{Attributes: map[string]string{"risk": "low", "channel": "web"}})
+			require.NoError(t, err)
+			require.Len(t, found, 1)
+			require.Equal(t, id, found[0].ID)
+			waitStatus(t, m, other, driver.ExecutionCompleted)
+		})
 	})
 }
