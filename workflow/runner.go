@@ -135,8 +135,16 @@ func (w *walk) run() error {
 			}
 			return w.finish()
 		}
-		// Take every outcome that is there (at least one), then checkpoint them together.
-		batch := []*outcome{<-results}
+		// Take every outcome that is there (at least one), then checkpoint them together. A run
+		// whose context ends (the instance stops) lets go: its lease runs out and another
+		// instance replays the execution; steps still running here are not recorded.
+		var first *outcome
+		select {
+		case first = <-results:
+		case <-w.ctx.Done():
+			return w.ctx.Err()
+		}
+		batch := []*outcome{first}
 	drain:
 		for {
 			select {

@@ -500,3 +500,67 @@ func TestWorkflow(t *testing.T) {
 		})
 	})
 }
+
+// A runner stops (its instance dies) while a parallel layer runs: another instance replays the
+// execution once the lease runs out. The steps recorded before are not run again; the step that
+// was running runs again, and the workflow completes once.
+func TestRunnerKilledDuringParallelLayer(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		calls := &counter{}
+		frozen, entered := make(chan struct{}), make(chan struct{})
+		t.Cleanup(func() { close(frozen) })
+		var once sync.Once
+		step := counted(calls, func(ctx context.Context, sc *workflow.StepContext) (any, error) {
+			if sc.Step == "d" && calls.get("d") == 1 {
+				once.Do(func() { close(entered) })
+				<-frozen // the first runner's "d" never returns: its instance is gone
+			}
+			return sc.Step, nil
+		})
+		newInstance := func() (*commandbus.Client, *workflow.Manager) {
+			client, err := commandbus.NewClient(drv, &commandbus.Config{
+				Logger: slog.New(slog.DiscardHandler),
+				Process: commandbus.ProcessConfig{PendingPollInterval: commandbus.Duration(20 * time.Millisecond),
+					RetryPollInterval: commandbus.Duration(20 * time.Millisecond), ExecutionLease: commandbus.Duration(time.Second)},
+			})
+			require.NoError(t, err)
+			rt, err := orchestration.New(client, orchestration.Config{})
+			require.NoError(t, err)
+			m, err := workflow.Register(rt, fiveSteps("killed", step))
+			require.NoError(t, err)
+			return client, m
+		}
+		first, m1 := newInstance()
+		require.NoError(t, first.Start(ctx))
+		id, err := m1.Start(ctx, nil)
+		require.NoError(t, err)
+		<-entered
+		eventually(t, "b and c recorded", func() bool {
+			inst, err := m1.Get(ctx, id)
+			require.NoError(t, err)
+			st := steps(inst)
+			return st["b"].Status == "COMPLETED" && st["c"].Status == "COMPLETED"
+		})
+		stopCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+		_ = first.Stop(stopCtx) // its run is cut off mid-layer; its lease is left to run out
+		cancel()
+
+		second, m2 := newInstance()
+		start(t, second)
+		inst := waitStatus(t, m2, id, driver.ExecutionCompleted)
+		for _, s := range []string{"a", "b", "c", "e"} {
+			require.Equal(t, 1, calls.get(s), "%s was recorded before the kill and is not run again", s)
+			require.Equal(t, 1, steps(inst)[s].Attempts)
+		}
+		require.Equal(t, 2, calls.get("d"), "the step in flight at the kill runs again")
+		completions := 0
+		for _, e := range inst.Log {
+			if e.EntryType == "STEP" && e.StepStatus == "COMPLETED" {
+				completions++
+			}
+		}
+		require.Equal(t, 5, completions, "each step is recorded once")
+	})
+}
