@@ -35,7 +35,7 @@ type Client struct {
 	logger   *slog.Logger
 	handlers *Handlers
 	metrics  *metrics
-	// messaging and inbox serve brokered transports (seed 004); routing says which domains use them.
+	// messaging and inbox serve brokered transports; routing says which domains use them.
 	messaging *outbox.Metrics
 	inbox     *outbox.Inbox
 	routing   brokerRouting

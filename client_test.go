@@ -404,7 +404,7 @@ func TestTSQOperatorActions(t *testing.T) {
 		for _, entry := range log {
 			actions[entry.Action] = entry.Actor + "|" + entry.Reason
 		}
-		// The engine's parks are audited too (seed 004: every park and resubmit).
+		// The engine's parks are audited too: every park and every resubmit leaves an entry.
 		require.Contains(t, actions["DLQ_PARK"], "DOWNSTREAM_REJECTED: rejected")
 		delete(actions, "DLQ_PARK")
 		require.Equal(t, map[string]string{

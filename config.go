@@ -16,7 +16,7 @@ import (
 	"github.com/commandbus/commandbus/internal/clock"
 )
 
-// Config configures a Client. Its YAML form (see LoadConfig) is shaped as seed 001's
+// Config configures a Client. Its YAML form (see LoadConfig) is shaped as a Spring-style
 // application.yml: features, domains and command-steps, plus the process pollers, the database
 // and the server. Every field has a documented default applied by WithDefaults; a zero value
 // (including an explicit 0 in a file) means "use the default".
@@ -26,22 +26,21 @@ type Config struct {
 	// Domains holds per-domain settings, keyed by domain name. A domain with handlers registered
 	// but no entry here runs with DomainConfig's defaults.
 	Domains map[string]*DomainConfig `yaml:"domains"`
-	// CommandSteps maps process command steps to a target domain, command type and timeout
-	// (seed 001 §5).
+	// CommandSteps maps process command steps to a target domain, command type and timeout.
 	CommandSteps map[string]*CommandStepConfig `yaml:"command-steps"`
-	// Process configures the execution pollers and per-process-type overrides (seed 000).
+	// Process configures the execution pollers and per-process-type overrides.
 	Process ProcessConfig `yaml:"process"`
 	// Database says where commandbus stores its state; used by the commandbus binary.
 	Database DatabaseConfig `yaml:"database"`
 	// Server configures the REST API and console of `commandbus serve`.
 	Server ServerConfig `yaml:"server"`
-	// Simulator configures the reference platform's network simulator (seed 000).
+	// Simulator configures the reference platform's network simulator.
 	Simulator SimulatorConfig `yaml:"simulator"`
 	// Payments configures the reference payments platform (examples/payments).
 	Payments PaymentsConfig `yaml:"payments"`
 	// FX says where the reference platform's FX provider is.
 	FX FXConfig `yaml:"fx"`
-	// AMQP is the command broker of domains whose transport is amqp (seed 004's IBM MQ role).
+	// AMQP is the command broker of domains whose transport is amqp (the role an IBM MQ queue manager plays).
 	AMQP AMQPConfig `yaml:"amqp"`
 	// AMQP10 is the AMQP 1.0 broker of the domains whose transport is amqp10 (transport/amqp10).
 	AMQP10 AMQPConfig `yaml:"amqp10"`
@@ -86,7 +85,7 @@ type Config struct {
 	ExecutionObserver ExecutionObserver `yaml:"-"`
 }
 
-// Features are the global capabilities of an instance (seed 001).
+// Features are the global capabilities of an instance: which roles it runs.
 type Features struct {
 	// CommandHandlers runs command handlers of enabled domains. Default: true.
 	CommandHandlers *bool `yaml:"command-handlers"`
@@ -126,7 +125,7 @@ type DomainConfig struct {
 	// Events overrides the client's Events for this domain: "none" or "kafka". Default: the
 	// client's.
 	Events string `yaml:"events"`
-	// MaxRetryWindow parks a command in the troubleshooting queue (seed 004's DLQ) instead of
+	// MaxRetryWindow parks a command in the troubleshooting queue (the dead-letter queue) instead of
 	// retrying it when the next attempt would start later than this long after the command was
 	// sent, however many attempts remain. Default: 0, no window (only MaxAttempts bounds retries).
 	MaxRetryWindow Duration `yaml:"max-retry-window"`
@@ -206,7 +205,7 @@ type RetryPolicy struct {
 	Jitter *float64 `yaml:"jitter"`
 }
 
-// CommandStepConfig maps a process command step to the command it sends (seed 001). The
+// CommandStepConfig maps a process command step to the command it sends. The
 // reference processes look their steps up by name (CommandStepOr), so an entry changes where a
 // running process sends the step's command and how long it waits for the reply.
 type CommandStepConfig struct {
@@ -273,7 +272,7 @@ func lookupNormalized[V any](m map[string]*V, name string) *V {
 	return nil
 }
 
-// ProcessConfig configures process execution (seed 000's commandbus.process keys).
+// ProcessConfig configures process execution (the commandbus.process keys).
 type ProcessConfig struct {
 	// PendingPollInterval polls for PENDING executions when no notification arrives. Default: 1s.
 	PendingPollInterval Duration `yaml:"pending-poll-interval"`
@@ -302,7 +301,7 @@ type ProcessConfig struct {
 	// RetentionInterval is how often the retention runs, when Retention is set. Default: 5m.
 	RetentionInterval Duration `yaml:"retention-interval"`
 	// Types holds overrides per process type. An entry may also be written directly under
-	// process, as seed 000 does (process.PaymentStep.default-wait-timeout), unless its name is one
+	// process (process.PaymentStep.default-wait-timeout), unless its name is one
 	// of the keys above; writing one type both ways is a problem.
 	Types map[string]*ProcessTypeConfig `yaml:"types,remain"`
 }

@@ -40,11 +40,11 @@ func LoadConfig(path string) (*Config, error) {
 // KEY=VALUE entries such as os.Environ returns.
 //
 // The document holds the Config keys (features, domains, command-steps, process, database,
-// server, fetch-cooldown, ...) either at the top level or under a single commandbus: key, as in
-// seed 001's application.yml. Decoding is strict: an unknown key, a key written twice or a value
-// of the wrong type is a problem, reported with its line. YAML anchors, aliases and merge keys
-// (<<) are allowed. A process type's overrides may be written as seed 000 writes them, directly
-// under process (process.payment.deadline-action), or under process.types.
+// server, fetch-cooldown, ...) either at the top level or under a single commandbus: key, as a
+// Spring-style application.yml does. Decoding is strict: an unknown key, a key written twice or
+// a value of the wrong type is a problem, reported with its line. YAML anchors, aliases and merge
+// keys (<<) are allowed. A process type's overrides may be written directly under process
+// (process.payment.deadline-action), or under process.types.
 //
 // Every key can be overridden by an environment variable named EnvPrefix followed by the key's
 // path, with segments upper-cased and '-' turned into '_':
@@ -104,7 +104,7 @@ func (d *configDecoder) problem(line int, path, format string, args ...any) {
 	d.problems = append(d.problems, errors.New(msg))
 }
 
-// wrapperKey is the top-level key seed 001's application.yml nests the configuration under.
+// wrapperKey is the optional top-level key a document may nest the configuration under.
 const wrapperKey = "commandbus"
 
 func (d *configDecoder) decodeDocument(data []byte, cfg reflect.Value) {
@@ -197,7 +197,7 @@ func (d *configDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string)
 		f, ok := findField(fields, pair.key.Value)
 		if !ok {
 			if hasRemain && resolveAlias(pair.value).Kind == yaml.MappingNode {
-				extra = append(extra, pair) // seed 000's process.<type>: an entry of process.types
+				extra = append(extra, pair) // process.<type> written directly: an entry of process.types
 				continue
 			}
 			d.problem(pair.key.Line, path, "unknown key %q (known keys: %s)", pair.key.Value, fieldNames(fields))

@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// seedApplicationYAML is seed 001's application.yml, wrapped under commandbus:.
-const seedApplicationYAML = `
+// referenceApplicationYAML is the reference application.yml, wrapped under commandbus:.
+const referenceApplicationYAML = `
 commandbus:
   # Global feature toggles - what this worker instance does
   features:
@@ -65,10 +65,10 @@ func parseConfigError(t *testing.T, yamlText string, environ ...string) *ConfigE
 	return invalid
 }
 
-func TestParseConfigSeedExample(t *testing.T) {
+func TestParseConfigReferenceExample(t *testing.T) {
 	t.Parallel()
 
-	cfg := mustParseConfig(t, seedApplicationYAML)
+	cfg := mustParseConfig(t, referenceApplicationYAML)
 
 	require.Equal(t, Features{
 		CommandHandlers:  boolPtr(true),
@@ -515,7 +515,7 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 		},
 		{
 			name:    "command step timeout matches its name ignoring case",
-			yaml:    seedApplicationYAML,
+			yaml:    referenceApplicationYAML,
 			environ: []string{"COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT=45s"},
 			check: func(t *testing.T, cfg *Config) {
 				require.Equal(t, Duration(45*time.Second), cfg.CommandSteps["bookFx"].Timeout)
@@ -822,7 +822,7 @@ func TestConfigProfiles(t *testing.T) {
 		features          Features
 		domains           map[string]*DomainConfig
 		commandSteps      map[string]*CommandStepConfig
-		kubernetesEnviron []string // seed 001's Kubernetes variables for the profile, when it gives them
+		kubernetesEnviron []string // the reference Kubernetes variables for the profile, when there are any
 	}{
 		{
 			file: "ratelimited-worker.yml",
@@ -868,7 +868,7 @@ func TestConfigProfiles(t *testing.T) {
 				"COMMANDBUS_DOMAINS_RISK_ENABLED=false",
 				"COMMANDBUS_DOMAINS_PAYMENTS_ENABLED=true",
 				"COMMANDBUS_DOMAINS_PAYMENTS_CONCURRENT_MESSAGES=10",
-				// Seed 001's Kubernetes example leaves the command steps to the profile file.
+				// The Kubernetes example leaves the command steps to the profile file.
 				"COMMANDBUS_COMMAND_STEPS_BOOKFX_DOMAIN=fx",
 				"COMMANDBUS_COMMAND_STEPS_BOOKFX_COMMAND_TYPE=BookFx",
 				"COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT=2m",
@@ -938,9 +938,9 @@ func TestConfigProfileEnvOverride(t *testing.T) {
 	require.Equal(t, 20, cfg.Domains["payments"].ConcurrentMessages)
 }
 
-// Seed 000's configuration example, as written: process types directly under process, the
+// A configuration written in the older style: process types directly under process, the
 // simulator's poll interval in milliseconds.
-func TestParseConfigSeed000ProcessTypesAndSimulator(t *testing.T) {
+func TestParseConfigProcessTypesUnderProcessAndSimulator(t *testing.T) {
 	t.Parallel()
 	cfg := mustParseConfig(t, `
 commandbus:

@@ -8,7 +8,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 )
 
-// DLQ is seed 004's dead-letter queue of commands: the commands parked in the troubleshooting
+// DLQ is the dead-letter queue of commands: the commands parked in the troubleshooting
 // queue, each with the record (command_dlq) written by the statement that parked it: when, by
 // whom, after how many attempts and with which error. A command is parked when it fails
 // permanently, exhausts its attempts, or would retry past its domain's max-retry-window.

@@ -11,8 +11,8 @@ import (
 )
 
 // Duration is a time.Duration that reads from configuration as a Go duration ("30s", "1h30m"),
-// an ISO-8601 duration ("PT1H", "P1DT2H", as seed 000 writes them) or a bare integer number of
-// milliseconds (as seed 000's poll intervals are written).
+// an ISO-8601 duration ("PT1H", "P1DT2H") or a bare integer number of milliseconds ("1000", as
+// poll intervals are often written).
 type Duration time.Duration
 
 // Std returns the duration as a time.Duration.

@@ -52,7 +52,7 @@ func newBrokerRouting(cfg *Config) brokerRouting {
 	return r
 }
 
-// MessagingMetrics returns the outbox, inbox and transport collectors of seed 004 §11, registered
+// MessagingMetrics returns the outbox, inbox and transport metric collectors, registered
 // with Config.MetricsRegisterer. Relays and transports built for this client share them.
 func (c *Client) MessagingMetrics() *outbox.Metrics { return c.messaging }
 

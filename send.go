@@ -248,7 +248,7 @@ func (c *Client) anyAMQP(inserts []*driver.CommandInsertParams) bool {
 }
 
 // sendBrokered writes the commands and, for those of amqp domains, their CommandRequested outbox
-// messages in one transaction (seed 004: command + outbox commit together).
+// messages in one transaction: a command and its outbox message commit together or not at all.
 func (c *Client) sendBrokered(ctx context.Context, exec driver.Executor, inTx bool, inserts []*driver.CommandInsertParams) ([]SendResult, error) {
 	var out []SendResult
 	write := func(tx driver.Executor) error {

@@ -33,7 +33,7 @@ func (c *Client) newMaintenance() *maintenance.Runner {
 	return maintenance.New(c.logger, tasks...)
 }
 
-// RunWatchdog does one pass of the watchdog (seed 004). Over the queues of amqp domains, which no
+// RunWatchdog does one pass of the command watchdog. Over the queues of amqp domains, which no
 // worker claims: a RUNNING command whose lease expired on its last attempt, or any command whose
 // deadline passed, ends TIMED_OUT with its reply and event; a RUNNING command whose lease expired
 // with attempts left is delivered again. Over the queues this client's workers claim: a RUNNING

@@ -19,9 +19,8 @@ import (
 // fence counter makes sure only the newest claim can write its outcome. A command claimed past
 // its last attempt or past its deadline is not handled again: it ends TIMED_OUT, with a reply.
 //
-// Seed 004's lifecycle is PENDING → RUNNING (lease_until) → SUCCEEDED | FAILED | TIMED_OUT: its
-// SUCCEEDED is COMPLETED here (announced as CommandCompleted), the others are the same, and its
-// "parked in command_dlq" is IN_TSQ, recorded in command_dlq by the statement that parks.
+// A command that succeeds ends COMPLETED (announced as CommandCompleted). A parked command is
+// IN_TSQ, and the statement that parks it also records it in the dead-letter table (command_dlq).
 type CommandStatus string
 
 // The command statuses.

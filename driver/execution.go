@@ -67,11 +67,12 @@ func (s ExecutionStatus) Valid() bool {
 	return false
 }
 
-// ExecutionRow is an execution as stored: seed 000's process table with its step-manager
-// extensions and seed 004's saga_instance in one row.
+// ExecutionRow is an execution as stored: one row serves every model, holding a sequential
+// process with its step-manager bookkeeping as well as a saga instance with its current step and
+// retries.
 type ExecutionRow struct {
 	ID                uuid.UUID       `json:"id"`
-	Model             string          `json:"model,omitempty"` // "process" (seed 000), "saga", "tcc", "workflow", ...
+	Model             string          `json:"model,omitempty"` // "process", "saga", "tcc", "workflow", ...
 	Type              string          `json:"type,omitempty"`  // the process type, e.g. "PaymentStep"
 	Domain            string          `json:"domain,omitempty"`
 	TenantID          string          `json:"tenantId,omitempty"`
@@ -79,12 +80,12 @@ type ExecutionRow struct {
 	BatchID           uuid.UUID       `json:"batchId,omitzero"`
 	Status            ExecutionStatus `json:"status"`
 	State             json.RawMessage `json:"state,omitempty"`       // the user's state
-	Step              string          `json:"step,omitempty"`        // the step the execution is at (seed 004's saga step)
+	Step              string          `json:"step,omitempty"`        // the step the execution is at
 	CurrentWait       string          `json:"currentWait,omitempty"` // the wait or command step it is blocked on
 	NextRetryAt       *time.Time      `json:"nextRetryAt,omitempty"`
 	NextWaitTimeoutAt *time.Time      `json:"nextWaitTimeoutAt,omitempty"`
 	DeadlineAt        *time.Time      `json:"deadlineAt,omitempty"`
-	Retries           int             `json:"retries"` // retries scheduled so far (seed 004's saga retries)
+	Retries           int             `json:"retries"` // retries scheduled so far
 	LeaseUntil        *time.Time      `json:"leaseUntil,omitempty"`
 	Fence             int64           `json:"fence"`
 	WorkerID          string          `json:"workerId,omitempty"`

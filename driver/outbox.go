@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// OutboxCategory is what an outbox message carries (seed 004): a command to a bounded context, a
+// OutboxCategory is what an outbox message carries: a command to a bounded context, a
 // reply to a command's sender, or an event for whoever listens.
 type OutboxCategory string
 
@@ -174,8 +174,8 @@ type InboxExecutor interface {
 	InboxDeleteBefore(ctx context.Context, before time.Time, max int) (int64, error)
 }
 
-// DLQRow is a command parked in the troubleshooting queue, as seed 004's command_dlq records it,
-// with the command itself.
+// DLQRow is a command parked in the troubleshooting queue, as the dead-letter table (command_dlq)
+// records it, with the command itself.
 type DLQRow struct {
 	CommandID uuid.UUID   `json:"commandId,omitzero"`
 	ParkedAt  time.Time   `json:"parkedAt"`

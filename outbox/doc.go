@@ -1,4 +1,4 @@
-// Package outbox is seed 004's reliable messaging substrate: the transactional outbox, the relay
+// Package outbox is commandbus's reliable messaging substrate: the transactional outbox, the relay
 // that publishes it to brokers, the idempotent inbox, and Envelope v1, the message every transport
 // carries.
 //
@@ -28,7 +28,7 @@
 // # Transports
 //
 // The relay publishes through Publishers: transport/amqp (commands and replies on RabbitMQ or
-// any AMQP 0-9-1 broker, IBM MQ's role in seed 004) and transport/kafka (events). This package
+// any AMQP 0-9-1 broker, in the role of an IBM MQ queue manager) and transport/kafka (events). This package
 // imports neither; the application wires them (cmd/commandbus does it from configuration). With no
 // broker configured commandbus does not use the outbox at all: the PostgreSQL queue is the
 // transport, and the command table is its own outbox.

@@ -19,12 +19,11 @@ const SchemaVersion = "1"
 // MaxEnvelopeSize bounds a message the decoder accepts.
 const MaxEnvelopeSize = 4 << 20
 
-// Type is what an envelope announces (seed 004).
+// Type is what an envelope announces: a command request or a command's outcome.
 type Type string
 
-// The envelope types. commandbus's COMPLETED status is seed 004's SUCCEEDED, announced as
-// CommandCompleted; FAILED as CommandFailed (also for an operator's cancellation); TIMED_OUT as
-// CommandTimedOut.
+// The envelope types. A command's COMPLETED status is announced as CommandCompleted; FAILED as
+// CommandFailed (also for an operator's cancellation); TIMED_OUT as CommandTimedOut.
 const (
 	TypeCommandRequested Type = "CommandRequested"
 	TypeCommandCompleted Type = "CommandCompleted"
@@ -41,7 +40,7 @@ func (t Type) Valid() bool {
 	return false
 }
 
-// Envelope is seed 004's message envelope, version 1: the same JSON for every transport and
+// Envelope is the message envelope, version 1: the same JSON for every transport and
 // every language.
 //
 //	{
@@ -54,7 +53,7 @@ func (t Type) Valid() bool {
 //	}
 //
 // The payload is written as a JSON object; the decoder also accepts it as a string holding a JSON
-// object, the other form seed 004 shows.
+// object, a form other producers send.
 type Envelope struct {
 	MessageID     uuid.UUID
 	Type          Type

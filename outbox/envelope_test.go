@@ -56,7 +56,7 @@ func TestDecode(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, e, again)
 
-	// The payload as a string holding JSON, as seed 004's minimal envelope shows it.
+	// The payload as a string holding JSON, the other form the decoder accepts.
 	stringForm := strings.Replace(validEnvelope, `{"paymentId": "p-1", "amount": {"currency": "USD", "value": "100.00"}}`, `"{\"paymentId\":\"p-1\"}"`, 1)
 	e, err = outbox.Decode([]byte(stringForm))
 	require.NoError(t, err)

@@ -8,7 +8,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 )
 
-// Metrics are the reliable-messaging collectors of seed 004 §11. One Metrics is shared by a
+// Metrics are the reliable-messaging metric collectors. One Metrics is shared by a
 // client's relay, inbox and transports (commandbus.Client.MessagingMetrics returns it).
 type Metrics struct {
 	// PublishLatency is outbox_publish_latency_ms: from the row's write to the broker's

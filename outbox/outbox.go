@@ -23,7 +23,7 @@ const (
 	TransportAMQP10 = "amqp10"
 )
 
-// The message categories (seed 004).
+// The message categories: a command, a reply to a command's sender, an event.
 const (
 	CategoryCommand = driver.OutboxCategoryCommand
 	CategoryReply   = driver.OutboxCategoryReply
@@ -139,8 +139,8 @@ func Enqueue(ctx context.Context, exec driver.Executor, msgs ...*Message) error 
 	return exec.Notify(ctx, []string{NotifyTopic})
 }
 
-// Naming follows seed 004's conventions. DefaultPrefix starts every queue name; DefaultEventPrefix
-// every event topic.
+// Queue and topic naming: DefaultPrefix starts every queue name (APP.CMD.<BC>.<Name>.Q);
+// DefaultEventPrefix every event topic.
 const (
 	DefaultPrefix      = "APP"
 	DefaultEventPrefix = "events."

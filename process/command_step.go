@@ -23,7 +23,7 @@ const (
 // CommandStep sends a command to another domain and suspends the execution (WAITING_FOR_ASYNC,
 // current_wait = name) until its reply arrives on the process domain's reply queue; then the
 // execution resumes and CommandStep returns the reply's result. The rate limit is the target
-// domain's concurrency (seed 001). A failure reply is classified like any step error: FAILED
+// domain's concurrency. A failure reply is classified like any step error: FAILED
 // replies are business failures, TIMED_OUT replies transient, CANCELLED permanent.
 //
 // domain, commandType and the reply timeout default to the configuration's command-steps.<name>

@@ -1,5 +1,5 @@
-// Package process runs sequential processes with deterministic replay (seed 000's
-// ProcessStepManager): a process is plain Go that calls Step, Wait, SideEffect and CommandStep,
+// Package process runs sequential processes with deterministic replay (a process step
+// manager): a process is plain Go that calls Step, Wait, SideEffect and CommandStep,
 // and it survives crashes, restarts and redeliveries.
 //
 //	type Payment struct{ ID string; Approved bool; Contract string }
@@ -45,7 +45,8 @@
 //     failures schedule a retry (WAITING_FOR_RETRY, delay·2^attempt capped at five minutes) that
 //     a poller picks up — no goroutine ever sleeps on a retry.
 //   - CommandStep sends a command to another domain and waits for its reply on the process
-//     domain's reply queue: the target domain's concurrency is the rate limit (seed 001).
+//     domain's reply queue: the target domain's concurrency is the rate limit, so a process never
+//     calls a rate-limited external itself.
 //   - Business failures run the compensations of completed steps in reverse order; permanent
 //     failures, exhausted retries, timed-out waits and deadlines (by the configured action) go
 //     to the troubleshooting queue, where Retry, CancelOverride, CompleteOverride and Skip act,

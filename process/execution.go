@@ -46,7 +46,7 @@ const (
 	statusLate           = "LATE_ASYNC_RESPONSE"
 	statusApplied        = "APPLIED"
 	statusIgnored        = "IGNORED"
-	// statusProcessCreated is the first entry of every log (seed 000's PROCESS_CREATED).
+	// statusProcessCreated is the first entry of every execution's log, written when it is created.
 	statusProcessCreated = "PROCESS_CREATED"
 )
 
@@ -345,7 +345,7 @@ func (x *Execution[S]) retryDue() bool {
 	return row.NextRetryAt == nil || !x.now.Before(*row.NextRetryAt)
 }
 
-// backoff is seed 000's delay·2^attempt, capped at 5 minutes.
+// backoff is the retry delay before attempt: base·2^attempt, capped at 5 minutes.
 func backoff(base time.Duration, attempt int) time.Duration {
 	const cap = 5 * time.Minute
 	d := base

@@ -20,7 +20,7 @@ import (
 	"github.com/commandbus/commandbus/tracecontext"
 )
 
-// Model is the execution model name of sequential processes (seed 000's PROCESS_STEP).
+// Model is the execution model name of sequential processes, stored in their executions' rows.
 const Model = "process"
 
 // Manager runs one process type: it starts executions, drives them through their steps, and

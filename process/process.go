@@ -98,7 +98,7 @@ const (
 	CodeDeadlineExceeded = commandbus.CodeDeadlineExceeded
 	CodePanic            = "PANIC"
 	CodeBusinessFailure  = "BUSINESS_FAILURE"
-	// CodeCompensationFailed parks an execution whose compensations failed (seed 000).
+	// CodeCompensationFailed parks an execution when one or more of its compensations failed.
 	CodeCompensationFailed = "COMPENSATION_FAILED"
 	// CodeCommandParked parks an execution whose command step's command was parked in the
 	// command troubleshooting queue: the operator acts on the command (retry, complete, cancel)

@@ -382,7 +382,7 @@ func TestDeadlineActions(t *testing.T) {
 	}
 }
 
-// A deadline action configured for the process type, here from the environment as seed 000's
+// A deadline action configured for the process type, here from the environment as
 // process.<type>.deadline-action (whose entry is named in lower case), overrides the one the
 // process's code chooses.
 func TestConfiguredDeadlineActionOverridesTheCode(t *testing.T) {

@@ -32,7 +32,7 @@ func responseName(r AsyncResponse) (name string) {
 // replyResponseName routes a command step's reply.
 const replyResponseName = orchestrate.ReplyResponseName
 
-// ProcessAsyncResponse delivers a response to an execution (seed 000's processAsyncResponse).
+// ProcessAsyncResponse delivers an asynchronous response to an execution.
 // If no runner holds the execution, it runs in the caller's goroutine: the registered applier
 // updates the state and Execute replays, and the first checkpoint records the response with its
 // effect, so when ProcessAsyncResponse returns nil the response is durable. If a runner holds it,

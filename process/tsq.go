@@ -281,8 +281,8 @@ func applyOverrides[S any](stored json.RawMessage, overrides map[string]any) (*S
 	return state, nil
 }
 
-// Skip completes the step an execution is stuck on with an operator-supplied result (seed 004's
-// "skip to next"), then resumes it in the caller's goroutine: replay returns result for the step
+// Skip completes the step an execution is stuck on with an operator-supplied result (the
+// operator's "skip to next"), then resumes it in the caller's goroutine: replay returns result for the step
 // as if it had run. It applies to executions in the troubleshooting queue, waiting for a response
 // or for a retry; step must be the one the execution is at. On an execution parked with
 // COMPENSATION_FAILED, Skip marks every failed compensation skipped (step must be the one the

@@ -55,7 +55,7 @@ func newDemoCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&f.url, "database", "", "database URL; default: sqlite://"+demoDatabaseFile+" (fresh unless --resume)")
 	cmd.Flags().IntVar(&f.payments, "payments", 200, "payments in the batch")
-	cmd.Flags().StringVar(&f.process, "process", "step", "step (seed 000's step process) or manager (seed 004's process manager)")
+	cmd.Flags().StringVar(&f.process, "process", "step", "step (the step process: risk, approval, FX, submission, confirmations) or manager (the process manager: balance, limit, FX, submission)")
 	cmd.Flags().StringVar(&f.behavior, "behavior", payments.PresetRealistic, "a preset (happy, realistic, chaos) or a JSON/YAML file of per-step behaviour")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the simulators and the batch generator, for reproducible runs")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print one JSON summary object")

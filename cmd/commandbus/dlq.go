@@ -14,7 +14,7 @@ func newDLQCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
 		Short: "List and resubmit commands parked in the dead-letter queue",
-		Long: "The dead-letter queue (seed 004's command_dlq) records every command parked in the troubleshooting\n" +
+		Long: "The dead-letter queue (the command_dlq table) records every command parked in the troubleshooting\n" +
 			"queue: when, by whom, after how many attempts, with which error. Resubmitting puts the command back\n" +
 			"with a fresh attempt budget and the same idempotency key; it is audited with --actor and --reason.",
 	}

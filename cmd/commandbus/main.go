@@ -5,7 +5,7 @@
 //	commandbus migrate up --database URL      # apply schema migrations
 //	commandbus worker --config worker.yml     # run the workers of the configured domains
 //	commandbus tsq list --database URL        # the troubleshooting queue
-//	commandbus dlq list|resubmit --database URL # the dead-letter queue (seed 004)
+//	commandbus dlq list|resubmit --database URL # the dead-letter queue
 //	commandbus bench bus --database URL --json
 package main
 

@@ -21,9 +21,10 @@ func newWorkerCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "worker",
 		Short: "Run the workers of the domains enabled in a configuration file",
-		Long: "worker loads --config (YAML shaped as seed 001: features, domains, command-steps; every key\n" +
-			"overridable as COMMANDBUS_<PATH>), connects to database.url (or --database), and runs the built-in\n" +
-			"handlers of every enabled domain until interrupted; then it shuts down gracefully.",
+		Long: "worker loads --config (YAML shaped as a Spring-style application.yml: features, domains,\n" +
+			"command-steps; every key overridable as COMMANDBUS_<PATH>), connects to database.url (or\n" +
+			"--database), and runs the built-in handlers of every enabled domain until interrupted; then it\n" +
+			"shuts down gracefully.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := commandbus.LoadConfig(configPath)

@@ -375,8 +375,8 @@ const commandCompleteManySQL = `
 			i.reply_domain, i.reply_queue, i.reply_type, i.reply_data, i.reply_correlation_id,
 			i.reply_max_attempts, i.reply_tenant_id, i.reply_actor
 	), parked AS (
-		-- A command moved to the troubleshooting queue is recorded in the dead-letter table by the
-		-- same statement (seed 004's command_dlq).
+		-- A command moved to the troubleshooting queue is recorded in the dead-letter table
+		-- (command_dlq) by the same statement.
 		INSERT INTO {schema}.command_dlq (command_id, parked_at, parked_by, attempts, error)
 		SELECT u.id, n.now, u.worker_id, u.attempt, concat_ws(': ', u.error_code, u.error_message)
 		FROM updated u, n

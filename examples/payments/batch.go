@@ -17,7 +17,7 @@ import (
 	"github.com/commandbus/commandbus/internal/input"
 )
 
-// Batch statuses (seed 004), derived from the executions whenever a batch is read.
+// Batch statuses, derived from the executions whenever a batch is read.
 const (
 	BatchNew       = "NEW"
 	BatchRunning   = "RUNNING"
@@ -69,7 +69,7 @@ func (c *BatchCounts) add(s driver.ExecutionStatus) {
 	}
 }
 
-// BatchView is a batch run (seed 004's batch_run) with counts and status computed from its
+// BatchView is a batch run (a batch_run row) with counts and status computed from its
 // payments' executions at the time of reading, so they are always current.
 type BatchView struct {
 	ID           uuid.UUID   `json:"id"`
@@ -110,7 +110,7 @@ func validProcessType(typ string) error {
 	return nil
 }
 
-// RunScheduledPaymentsForDay starts today's work (seed 004): it takes the payments scheduled for
+// RunScheduledPaymentsForDay starts a day's scheduled work: it takes the payments scheduled for
 // day that no run has taken yet, creates one batch_run, one batch_item and one execution of
 // processType per payment (deferred: the runners work them), and returns the batch. behavior,
 // when not nil, replaces the payments' own behavior.

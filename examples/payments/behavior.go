@@ -36,7 +36,7 @@ const (
 var BehaviorSteps = []string{StepCheckBalance, StepCheckDailyLimit, StepBookRisk, StepBookFx, StepSubmitPayment,
 	StepAwaitRiskApproval, StepAwaitL1, StepAwaitL2, StepAwaitL3, StepAwaitL4}
 
-// StepBehavior is how one simulated step behaves (seed 000's ProbabilisticBehavior): each call
+// StepBehavior is how one simulated step behaves, by probabilities: each call
 // rolls once and fails permanently, transiently, on a business rule, times out, stays pending for
 // an operator, or succeeds, with these percentages in that order, after a delay drawn between
 // MinDurationMs and MaxDurationMs.

@@ -133,7 +133,7 @@ type BookFx struct {
 // Kind is the stable command type.
 func (BookFx) Kind() string { return "BookFx" }
 
-// BookFxContract is BookFx under the process manager's name (seed 004).
+// BookFxContract is BookFx under the name the process manager sends it by.
 type BookFxContract BookFx
 
 // Kind is the stable command type.

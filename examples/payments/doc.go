@@ -8,17 +8,17 @@
 // request is validated — amount, ISO 4217 currencies, accounts, value date — and every problem
 // comes back at once; a key used before returns the first payment (DuplicatePaymentError). The
 // payment is recorded, and its process starts in the caller's goroutine and runs until it has to
-// wait: the answer says whether it completed at once (seed 000's API controller).
+// wait: the answer says whether it completed at once.
 //
 // Two processes can run the same payment, chosen per payment or per batch:
 //
-//   - PaymentStep (seed 000) is sequential Go with deterministic replay: it marks the payment
+//   - PaymentStep is sequential Go with deterministic replay: it marks the payment
 //     PROCESSING, books risk (a command step to the risk context, compensated by UnwindRisk),
 //     waits for a manual approval above the threshold, books FX for a cross-currency payment
 //     (compensated by CancelFx), submits it (compensated by a recall), waits for the network's
 //     L1 to L4 confirmations (5m, 5m, 3h, default) and marks it COMPLETE. At its cutoff the
 //     deadline compensates whatever it did.
-//   - PaymentManager (seed 004) is the process manager: CheckBalance → CheckDailyLimit →
+//   - PaymentManager is the process manager: CheckBalance → CheckDailyLimit →
 //     BookFxContract (international only) → SubmitPayment, each a command whose reply advances
 //     it, with the hold, the limit and the contract released in reverse on a business failure.
 //
@@ -39,10 +39,9 @@
 // "realistic", "chaos") or a JSON/YAML file — sets, per step, the chances of permanent,
 // transient and business failures, timeouts and pending items, and a delay range. It travels
 // with the payment, in the process state and in the commands, and every roll is drawn from the
-// seed, the payment and the attempt, so a run is reproducible. The network simulator (seed 000's
-// StepPaymentNetworkSimulator) answers approvals and L1–L4 through the platform's own public
-// operations; pending items wait in ListApprovals and ListPendingNetworkResponses for an
-// operator. InjectFault makes one failure certain, for drills and tests.
+// seed, the payment and the attempt, so a run is reproducible. The network simulator answers
+// approvals and L1–L4 through the platform's own public operations; pending items wait in
+// ListApprovals and ListPendingNetworkResponses for an operator. InjectFault makes one failure certain, for drills and tests.
 //
 // # Batches and operations
 //

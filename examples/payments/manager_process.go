@@ -14,7 +14,7 @@ import (
 	"github.com/commandbus/commandbus/process"
 )
 
-// The process manager's steps (seed 004): each is a command to a bounded context, and its name
+// The process manager's steps: each is a command to a bounded context, and its name
 // is the step in the step idempotency key "<execution id>:<step>".
 const (
 	StepNameCheckBalance  = "STEP_CHECK_BALANCE"
@@ -23,7 +23,7 @@ const (
 	StepNameSubmitPayment = "STEP_SUBMIT_PAYMENT"
 )
 
-// managerProcess is seed 004's payment process manager: CheckBalance → CheckDailyLimit →
+// managerProcess is the payment process manager: CheckBalance → CheckDailyLimit →
 // BookFxContract (international only) → SubmitPayment, each a command to its bounded context
 // whose reply advances the process; compensations release the hold and the limit and cancel
 // the FX contract, in reverse order.

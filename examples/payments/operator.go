@@ -364,7 +364,7 @@ func whenFree(ctx context.Context, action func() error) error {
 	}
 }
 
-// Resubmit retries a payment waiting in the troubleshooting queue (seed 004's "resubmit"):
+// Resubmit retries a payment waiting in the troubleshooting queue:
 // the step it stopped at is sent again with the same step idempotency key, so a bounded context
 // that did the work already answers with its first result.
 func (p *Platform) Resubmit(ctx context.Context, paymentID uuid.UUID, actor, reason string) error {
@@ -376,7 +376,7 @@ func (p *Platform) Resubmit(ctx context.Context, paymentID uuid.UUID, actor, rea
 }
 
 // SkipStep completes the step a payment is stuck on with an operator-supplied result (JSON
-// shaped as the step's result) and continues the payment (seed 004's "skip").
+// shaped as the step's result) and continues the payment.
 func (p *Platform) SkipStep(ctx context.Context, paymentID uuid.UUID, step string, result json.RawMessage, actor, reason string) error {
 	ops, execID, err := p.operations(ctx, paymentID)
 	if err != nil {
@@ -388,7 +388,7 @@ func (p *Platform) SkipStep(ctx context.Context, paymentID uuid.UUID, step strin
 }
 
 // CompensateAndAbort runs the compensations of the payment's completed steps and ends it
-// CANCELLED (seed 004's "compensate and abort").
+// CANCELLED.
 func (p *Platform) CompensateAndAbort(ctx context.Context, paymentID uuid.UUID, actor, reason string) error {
 	ops, execID, err := p.operations(ctx, paymentID)
 	if err != nil {
@@ -425,7 +425,7 @@ func CheckCompletion(processType string, stateOverrides map[string]any) error {
 	return nil
 }
 
-// ForceComplete completes a payment on external evidence (seed 004's "force-complete"): the
+// ForceComplete completes a payment on external evidence: the
 // evidence is stored in the payment's state and the execution log.
 func (p *Platform) ForceComplete(ctx context.Context, paymentID uuid.UUID, evidence, actor, reason string) error {
 	if strings.TrimSpace(evidence) == "" {

@@ -44,7 +44,7 @@ type PaymentRequest struct {
 	BehaviorPreset string    `json:"behaviorPreset,omitempty"`
 }
 
-// PaymentResult is what SubmitPayment reports (seed 000's API controller): the payment ran in
+// PaymentResult is what SubmitPayment reports: the payment ran in
 // the caller's goroutine until it completed or had to wait.
 type PaymentResult struct {
 	PaymentID   uuid.UUID `json:"paymentId"`
@@ -215,7 +215,7 @@ func (p *Platform) checkValueDate(day string) error {
 // UNIQUE) and creates its process's execution in the same transaction, so a payment never exists
 // without the execution that works on it. After the commit it runs the process at once in the
 // caller's goroutine, until it completes, waits for a reply or a confirmation, or schedules a
-// retry (seed 000's API controller). Bad input returns *commandbus.ValidationError values joined
+// retry. Bad input returns *commandbus.ValidationError values joined
 // with errors.Join and changes nothing; a reused idempotency key returns *DuplicatePaymentError.
 func (p *Platform) SubmitPayment(ctx context.Context, req PaymentRequest) (*PaymentResult, error) {
 	d, typ, err := p.validate(ctx, req)

@@ -46,7 +46,7 @@ type Options struct {
 	CustomersPerCurrency     int
 	BeneficiariesPerCurrency int
 	// DefaultCutoff is how long after acceptance a payment's cutoff falls when the request gives
-	// none (seed 000's controller: four hours). Default: 4h.
+	// none. Default: 4h.
 	DefaultCutoff time.Duration
 	// DisableSimulator leaves approvals and network confirmations to operators and tests.
 	DisableSimulator bool
@@ -261,9 +261,8 @@ func (p *Platform) Stop(ctx context.Context) error {
 	return nil
 }
 
-// DefaultPaymentWaitTimeout is the payment processes' default wait timeout (seed 000's
-// configuration example: process.payment.default-wait-timeout PT24H), which the L4 confirmation
-// waits for.
+// DefaultPaymentWaitTimeout is the payment processes' default wait timeout, which the L4
+// confirmation waits for; process.types.<type>.default-wait-timeout overrides it.
 const DefaultPaymentWaitTimeout = 24 * time.Hour
 
 // setDefaultWaitTimeouts gives the payment process types DefaultPaymentWaitTimeout unless the

@@ -17,7 +17,7 @@ import (
 	"github.com/commandbus/commandbus/process"
 )
 
-// Seed 004, test 1: the happy path, FX included.
+// The happy path, FX included.
 func TestHappyPathWithFX(t *testing.T) {
 	t.Parallel()
 	eachProcess(t, func(t *testing.T, drv driver.Driver, typ string) {
@@ -72,7 +72,7 @@ func TestHappyPathWithFX(t *testing.T) {
 	})
 }
 
-// Seed 004, test 2: a retryable failure. The submission commits but its reply is lost (the
+// A retryable failure: the submission commits but its reply is lost (the
 // worker "crashes"); the redelivery finds the submission by its idempotency key and returns it:
 // the money moves once and the payment still succeeds.
 func TestRetryableFailureIsDeduplicated(t *testing.T) {
@@ -102,7 +102,7 @@ func TestRetryableFailureIsDeduplicated(t *testing.T) {
 	})
 }
 
-// Seed 004, test 3: a permanent failure parks the command in the troubleshooting queue; its
+// A permanent failure parks the command in the troubleshooting queue; its
 // PARKED reply puts the payment in the process TSQ at once (COMMAND_PARKED, before any reply
 // timeout); an operator's resubmit retries that same command (same step key, no second command)
 // and the payment succeeds.
@@ -152,7 +152,7 @@ func TestPermanentFailureThenResubmit(t *testing.T) {
 	})
 }
 
-// Seed 004, test 4 (step process): the network never sends L1; the wait-timeout policy parks
+// A timeout, step process: the network never sends L1; the wait-timeout policy parks
 // the payment in the TSQ; an operator force-completes it with evidence.
 func TestTimeoutPolicyStepProcess(t *testing.T) {
 	t.Parallel()
@@ -180,7 +180,7 @@ func TestTimeoutPolicyStepProcess(t *testing.T) {
 	})
 }
 
-// Seed 004, test 4 (process manager): the limits context keeps timing out; the bus gives up and
+// A timeout, process manager: the limits context keeps timing out; the bus gives up and
 // parks the command, the payment parks with it at once (COMMAND_PARKED), and an operator
 // compensates and aborts: the hold is released.
 func TestTimeoutPolicyProcessManager(t *testing.T) {
@@ -207,7 +207,7 @@ func TestTimeoutPolicyProcessManager(t *testing.T) {
 	})
 }
 
-// Seed 004, test 5: a duplicate submission is blocked by the idempotency key, at the API and at
+// A duplicate submission is blocked by the idempotency key, at the API and at
 // the payments context.
 func TestDuplicateSubmissionBlocked(t *testing.T) {
 	t.Parallel()
@@ -507,7 +507,7 @@ func TestSubmitPaymentValidation(t *testing.T) {
 	})
 }
 
-// Seed 004's batch: the day's scheduled payments run as one batch; its counts come from the
+// A batch: the day's scheduled payments run as one batch; its counts come from the
 // executions; both processes.
 func TestBatchRun(t *testing.T) {
 	t.Parallel()

@@ -16,7 +16,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 )
 
-// simulator is seed 000's StepPaymentNetworkSimulator: it answers step-process payments' risk
+// simulator is the payment network simulator: it answers step-process payments' risk
 // approvals and network confirmations as their behavior rolls, only through the platform's
 // public operations (Approve, Reject, ReceiveNetworkResponse), as the risk officers and the
 // network would. A pending roll leaves the item for an operator; a timeout roll never answers

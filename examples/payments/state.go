@@ -8,7 +8,7 @@ import (
 )
 
 // PaymentDetails are the payment's immutable facts, copied into the process state when the
-// process starts so that no step needs to read them back (seed 000's buildInitialState).
+// process starts so that no step needs to read them back.
 type PaymentDetails struct {
 	PaymentID      uuid.UUID       `json:"paymentId"`
 	DebitAccount   string          `json:"debitAccount"`
@@ -48,7 +48,7 @@ type Confirmation struct {
 	TransientErrors int `json:"transientErrors,omitempty"`
 }
 
-// StepState is the state of the step process (seed 000's PaymentState).
+// StepState is the state of the step process.
 type StepState struct {
 	PaymentDetails
 	Status          string          `json:"status,omitempty"`
@@ -86,7 +86,7 @@ func (s *StepState) level(n int) *Confirmation {
 	return &s.L4
 }
 
-// ManagerState is the state of the process manager (seed 004's saga data).
+// ManagerState is the state of the process manager.
 type ManagerState struct {
 	PaymentDetails
 	FxRequired    bool            `json:"fxRequired"`

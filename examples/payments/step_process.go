@@ -24,11 +24,11 @@ const (
 	stepUpdateStatusComplete   = "updateStatusComplete"
 )
 
-// levelTimeouts are seed 000's L1 to L4 wait timeouts; zero uses the process type's default wait
+// levelTimeouts are the L1 to L4 wait timeouts; zero uses the process type's default wait
 // timeout, which New sets to DefaultPaymentWaitTimeout unless the configuration gives one (L4).
 var levelTimeouts = [4]time.Duration{5 * time.Minute, 5 * time.Minute, 3 * time.Hour, 0}
 
-// stepProcess is seed 000's PaymentStepProcess: sequential code with deterministic replay.
+// stepProcess is the payment step process: sequential code with deterministic replay.
 // Risk and FX are command steps to their bounded contexts with compensations; the submission
 // is a command step to payments; L1 to L4 are waits the network answers.
 type stepProcess struct {
@@ -125,7 +125,7 @@ func (sp stepProcess) Execute(x *process.Execution[StepState]) error {
 }
 
 // commandStep is the command a step sends and how long the process waits for its reply: the
-// configuration's command-steps.<name> entry where it sets them (seed 001), the given domain
+// configuration's command-steps.<name> entry where it sets them, the given domain
 // and command type otherwise, and a reply timeout that outlasts the domain's redeliveries
 // (commandbus.Config.CommandStepOr), so that a killed worker costs latency, not a WAIT_TIMEOUT.
 func (p *Platform) commandStep(name, domain, commandType string) commandbus.CommandStepConfig {
@@ -139,8 +139,8 @@ func sendCompensation[S any](x *process.Execution[S], name, domain string, args 
 	return x.Send(domain, args, &commandbus.SendOpts{IdempotencyKey: key, Headers: map[string]string{process.HeaderStepKey: key}})
 }
 
-// The network's answers to the step process (seed 000's onL1Response … onL4Error, and the risk
-// approval callbacks). Each is an async response routed by its name.
+// The network's answers to the step process (L1 to L4 responses and errors, and the risk
+// approval decisions). Each is an async response routed by its name.
 type (
 	// RiskApproved approves a payment pending manual risk approval.
 	RiskApproved struct {
@@ -180,7 +180,7 @@ type NetworkAnswer struct {
 	Actor        string `json:"actor,omitempty"`
 }
 
-// Network error codes (seed 000's simulator codes): a business rejection compensates, a
+// Network error codes, as the network and its simulator send them: a business rejection compensates, a
 // transient error keeps the wait open for another answer, anything else is permanent (TSQ).
 const (
 	NetworkBusinessError  = "BIZ_ERROR"
@@ -218,8 +218,8 @@ func (L4Response) ResponseName() string { return "L4Response" }
 // ResponseName routes the response.
 func (L4Error) ResponseName() string { return "L4Error" }
 
-// registerStepResponses installs the async handlers (seed 000's onRiskApproval, onRiskDeclined,
-// onL1Response … onL4Error).
+// registerStepResponses installs the async handlers: risk approved or declined, and each level's
+// response or error (L1 to L4).
 func registerStepResponses(m *process.Manager[StepState]) {
 	process.OnResponse(m, func(s *StepState, r RiskApproved) error {
 		s.RiskApproved, s.RiskStatus = true, "APPROVED"

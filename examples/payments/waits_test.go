@@ -14,8 +14,7 @@ import (
 	"github.com/commandbus/commandbus/process"
 )
 
-// L4 waits seed 000's 24 hours by default (process.payment.default-wait-timeout PT24H in its
-// configuration example), not the engine's one hour.
+// L4 waits 24 hours by default (DefaultPaymentWaitTimeout), not the engine's one hour.
 func TestL4WaitsADayByDefault(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, drv driver.Driver) {

@@ -1,7 +1,7 @@
 // Package execution is the durable execution core shared by every authoring model (sequential
 // processes, sagas, TCC, workflows). It owns what all of them need and none of them should
-// reimplement: creating executions, claiming them with leases and fencing, the four pollers of
-// seed 000 (pending, due retries, wait timeouts, deadlines), group-committed checkpoints, durable
+// reimplement: creating executions, claiming them with leases and fencing, the four pollers
+// (pending, due retries, wait timeouts, deadlines), group-committed checkpoints, durable
 // async responses, and the TSQ bookkeeping. A model only decides what runs next: it implements
 // Runner and writes its progress through Lease.Checkpoint.
 //
@@ -365,7 +365,7 @@ func (e *Engine) handleDue(ctx context.Context, kind driver.ExecutionDueKind) bo
 	return len(rows) == max && handled > 0
 }
 
-// waitTimedOut moves an execution whose wait expired to the troubleshooting queue (seed 000).
+// waitTimedOut moves an execution whose wait expired to the troubleshooting queue.
 func (e *Engine) waitTimedOut(ctx context.Context, lease *Lease) error {
 	row := lease.Row
 	now := e.cfg.Clock()

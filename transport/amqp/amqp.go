@@ -1,5 +1,5 @@
 // Package amqp carries commandbus commands and replies over an AMQP 0-9-1 broker: RabbitMQ here,
-// in the role seed 004 gives IBM MQ. Each command type has its queue, APP.CMD.<BC>.<Name>.Q;
+// in the role of an IBM MQ queue manager. Each command type has its queue, APP.CMD.<BC>.<Name>.Q;
 // replies share APP.CMD.REPLY.Q. Messages are persistent and published with publisher confirms;
 // the message's correlation id is the command id and its reply-to the envelope's replyTo header,
 // as JMS request/reply has it.

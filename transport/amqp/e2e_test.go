@@ -27,7 +27,7 @@ import (
 
 type BookFx = brokertest.BookFx
 
-// platform is seed 004's deployment in one test: PostgreSQL holds the commands, outbox and inbox;
+// platform is a whole brokered deployment in one test: PostgreSQL holds the commands, outbox and inbox;
 // the relay publishes commands and replies to RabbitMQ and events to Kafka (kfake); a consumer
 // runs the fx bounded context's handler for what RabbitMQ delivers.
 type platform struct {
@@ -140,7 +140,7 @@ func (p *platform) dedupeHits() float64 {
 	return total
 }
 
-// TestHappyPath is seed 004 §12 test 1: the command row ends COMPLETED, its reply arrives on the
+// TestHappyPath: the command row ends COMPLETED, its reply arrives on the
 // AMQP reply queue with the command id as correlation id, and its event on Kafka, keyed by the
 // business key, with correlation and trace headers.
 func TestHappyPath(t *testing.T) {
@@ -213,7 +213,7 @@ func TestRepliesReachReplyHandlers(t *testing.T) {
 	require.Equal(t, commandbus.OutcomeSuccess, p.WaitReply(res.ID).Outcome)
 }
 
-// TestRetryableFailureRedeliveryDeduped is seed 004 §12 test 2: the first attempt fails
+// TestRetryableFailureRedeliveryDeduped: the first attempt fails
 // transiently and is retried through the broker; a redelivery of a message already processed is
 // deduped by the inbox; the command ends COMPLETED with one successful effect.
 func TestRetryableFailureRedeliveryDeduped(t *testing.T) {
@@ -260,7 +260,7 @@ func publishRaw(t testing.TB, url string, msg amqp091.Publishing, queue string) 
 	require.True(t, ok)
 }
 
-// TestPermanentFailureParkedThenResubmitted is seed 004 §12 test 3: a permanent failure parks the
+// TestPermanentFailureParkedThenResubmitted: a permanent failure parks the
 // command in the DLQ with its error and attempts; an operator resubmits it with the same
 // idempotency key, and it completes. Park and resubmit are audited.
 func TestPermanentFailureParkedThenResubmitted(t *testing.T) {
@@ -308,7 +308,7 @@ func TestPermanentFailureParkedThenResubmitted(t *testing.T) {
 	require.ErrorIs(t, err, commandbus.ErrInvalidState)
 }
 
-// TestTimeoutCaughtByWatchdog is seed 004 §12 test 4: a handler hangs past its lease on the last
+// TestTimeoutCaughtByWatchdog: a handler hangs past its lease on the last
 // attempt; the watchdog marks the command TIMED_OUT and emits its reply and event; the handler's
 // late outcome is rejected by the fence.
 func TestTimeoutCaughtByWatchdog(t *testing.T) {
@@ -344,7 +344,7 @@ func TestTimeoutCaughtByWatchdog(t *testing.T) {
 	require.Equal(t, commandbus.StatusTimedOut, row.Status)
 }
 
-// TestDuplicateSubmission is seed 004 §12 test 5: the same idempotency key sent twice creates one
+// TestDuplicateSubmission: the same idempotency key sent twice creates one
 // command, one message and one effect.
 func TestDuplicateSubmission(t *testing.T) {
 	t.Parallel()

@@ -1,13 +1,13 @@
 // Package amqp10 carries commandbus commands and replies over an AMQP 1.0 broker, with
 // github.com/Azure/go-amqp. It has the role transport/amqp (AMQP 0-9-1) has, for the brokers
-// that speak AMQP 1.0: IBM MQ through its AMQP channel (seed 004's broker), Azure Service Bus,
+// that speak AMQP 1.0: IBM MQ through its AMQP channel, Azure Service Bus,
 // ActiveMQ Artemis, and RabbitMQ (the rabbitmq_amqp1_0 plugin on 3.x, built in from 4.0). A
 // domain whose transport is amqp10 has its commands written with an outbox row; the relay
 // publishes them with the Publisher, and a Consumer runs the domain's handlers for what the
-// broker delivers. Queue names are those of seed 004, as for amqp: APP.CMD.<BC>.<Name>.Q per
+// broker delivers. Queue names are those transport/amqp uses: APP.CMD.<BC>.<Name>.Q per
 // command type, APP.CMD.REPLY.Q for replies, APP.DLQ and APP.PARKED.Q.
 //
-// # Seed 004's MQ semantics in AMQP 1.0
+// # IBM MQ semantics in AMQP 1.0
 //
 //   - Persistent messages (MQ's MQPER_PERSISTENT, JMS DeliveryMode.PERSISTENT): the message
 //     header's durable flag is set on every message, and the publisher waits for the broker's
@@ -16,7 +16,7 @@
 //     command id; the message-id is the envelope's message id.
 //   - Reply-to (MQMD ReplyToQ, JMSReplyTo): the properties' reply-to is the envelope's replyTo,
 //     the reply queue's name (APP.CMD.REPLY.Q).
-//   - Envelope fields: the body is the seed 004 JSON envelope in one data section
+//   - Envelope fields: the body is the outbox.Envelope JSON in one data section
 //     (content-type application/json); its transport headers (type, name, commandId,
 //     correlationId, causationId, replyTo, tenantId, schemaVersion, traceparent) are also
 //     application properties, and the subject is the envelope type.

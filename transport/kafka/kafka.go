@@ -1,4 +1,4 @@
-// Package kafka publishes commandbus events to Kafka (seed 004's event log) with franz-go: one
+// Package kafka publishes commandbus events to Kafka, the event log, with franz-go: one
 // topic per bounded context (events.<BC>), records keyed by business key so one key's events stay
 // in one partition in order, with correlation and trace context headers, from an idempotent
 // producer that waits for every in-sync replica.
