@@ -91,6 +91,14 @@ func TestSignalsTimersAndChildren(t *testing.T) {
 			pending, err := rt.PendingSignals(ctx, before)
 			require.NoError(t, err)
 			require.Len(t, pending, 1, "buffered until the gate opens")
+			// The signal woke the execution; it looked, saw its start is an hour away and let go.
+			// Only then does the test move the clock: a jump past a live lease would let a second
+			// runner take it, which real time does not do.
+			eventually(t, "the early wake-up is over", func() bool {
+				row, err := drv.Executor().ExecutionGet(ctx, before)
+				require.NoError(t, err)
+				return row.LeaseUntil == nil && (row.WakeAt == nil || row.WakeAt.After(testStart))
+			})
 			fake.Advance(time.Hour)
 			inst = waitStatus(t, m, before, driver.ExecutionCompleted)
 			require.JSONEq(t, `"booked, approved by bob"`, string(steps(inst)["book"].Result))

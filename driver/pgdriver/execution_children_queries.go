@@ -218,6 +218,7 @@ func (f *checkpointFollowUps) queue(e *executor, batch *pgx.Batch, now any) {
 	}
 	if len(f.cancelledIDs) > 0 {
 		batch.Queue(e.d.sql(executionCancelDescendantsSQL), f.cancelledIDs, f.cancelledFences, now)
+		batch.Queue(e.d.sql(executionLogParentCancelledSQL), f.cancelledIDs, now)
 	}
 }
 
@@ -319,9 +320,8 @@ const executionChildEndedSQL = `
 	FROM ended d JOIN bumped b ON b.id = d.parent_id, n`
 
 // executionCancelDescendantsSQL cancels the non-terminal descendants of each execution ($1,
-// fence $2) that is CANCELLED: their fence grows (a runner holding one can no longer write),
-// their lease ends, and their log gets a LIFECYCLE PARENT_CANCELLED entry naming the cancelled
-// ancestor. Terminal descendants are passed through, not changed: their own children are still
+// fence $2) that is CANCELLED: their fence grows (a runner holding one can no longer write) and
+// their lease ends; executionLogParentCancelledSQL then logs it. Terminal descendants are passed through, not changed: their own children are still
 // reached.
 const executionCancelDescendantsSQL = `
 	WITH RECURSIVE n AS (
@@ -347,6 +347,21 @@ const executionCancelDescendantsSQL = `
 			AND e.status NOT IN ('COMPLETED', 'COMPENSATED', 'CANCELLED', 'FAILED')
 		RETURNING e.id, tree.origin
 	)
+	SELECT count(*) FROM hit`
+
+// executionLogParentCancelledSQL logs a LIFECYCLE PARENT_CANCELLED entry on each execution the
+// cascade of executionCancelDescendantsSQL cancelled (the descendants of $1 cancelled with them
+// and not logged yet). It is a statement of its own, run after the cascade in the same
+// transaction: its snapshot sees the entries a descendant's runner committed while the cascade
+// waited for that descendant's row, so the new entry's sequence number follows them.
+const executionLogParentCancelledSQL = `
+	WITH RECURSIVE n AS (
+		SELECT coalesce($2::timestamptz, now()) AS now
+	), tree AS (
+		SELECT e.id, e.id AS origin FROM {schema}.execution e WHERE e.id = ANY($1::uuid[])
+		UNION
+		SELECT c.id, tree.origin FROM {schema}.execution c JOIN tree ON c.parent_id = tree.id
+	)
 	INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status,
 		response, error_code, error_message, actor, reason)
 	SELECT h.id,
@@ -355,4 +370,9 @@ const executionCancelDescendantsSQL = `
 		jsonb_build_object('cancelledId', h.origin), '` + driver.CodeParentCancelled + `',
 		'cancelled with execution ' || h.origin::text, 'execution:' || h.origin::text,
 		'an ancestor was cancelled'
-	FROM hit h, n`
+	FROM tree h
+	JOIN {schema}.execution e ON e.id = h.id, n
+	WHERE h.id <> h.origin AND e.status = 'CANCELLED' AND e.error_code = '` + driver.CodeParentCancelled + `'
+		AND e.error_message = 'cancelled with execution ' || h.origin::text
+		AND NOT EXISTS (SELECT 1 FROM {schema}.execution_log x
+			WHERE x.execution_id = h.id AND x.entry_type = 'LIFECYCLE' AND x.name = '` + driver.EntryParentCancelled + `')`
