@@ -307,20 +307,27 @@ func (s *Server) actOnExecution(w http.ResponseWriter, r *http.Request) {
 	s.writeInstance(w, r, ops, id)
 }
 
-func (s *Server) signalExecution(w http.ResponseWriter, r *http.Request) {
+// executionTarget reads what every per-execution route reads: the runtime, the path's id, no
+// query parameter, and the JSON body into body when it is not nil.
+func (s *Server) executionTarget(w http.ResponseWriter, r *http.Request, body any) (*orchestration.Runtime, uuid.UUID, error) {
 	rt, err := s.runtime()
 	var id uuid.UUID
 	if err == nil {
 		id, err = pathID(r)
 	}
-	name := r.PathValue("name")
 	if err == nil {
 		err = parseQuery(r).err()
 	}
-	var req signalRequest
-	if err == nil {
-		err = decodeBody(w, r, &req)
+	if err == nil && body != nil {
+		err = decodeBody(w, r, body)
 	}
+	return rt, id, err
+}
+
+func (s *Server) signalExecution(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	var req signalRequest
+	rt, id, err := s.executionTarget(w, r, &req)
 	if err == nil {
 		var problems []error
 		if msg := input.Identifier.Check(name); msg != "" || name == "" {
@@ -346,14 +353,7 @@ func (s *Server) signalExecution(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listExecutionTimers(w http.ResponseWriter, r *http.Request) {
-	rt, err := s.runtime()
-	var id uuid.UUID
-	if err == nil {
-		id, err = pathID(r)
-	}
-	if err == nil {
-		err = parseQuery(r).err()
-	}
+	rt, id, err := s.executionTarget(w, r, nil)
 	if err == nil {
 		_, err = s.cfg.Client.Driver().Executor().ExecutionGet(r.Context(), id)
 		err = notFoundAs(err, "execution", id)
@@ -367,19 +367,9 @@ func (s *Server) listExecutionTimers(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) cancelExecutionTimer(w http.ResponseWriter, r *http.Request) {
-	rt, err := s.runtime()
-	var id uuid.UUID
-	if err == nil {
-		id, err = pathID(r)
-	}
 	timer := r.PathValue("timer")
-	if err == nil {
-		err = parseQuery(r).err()
-	}
 	var req timerCancelRequest
-	if err == nil {
-		err = decodeBody(w, r, &req)
-	}
+	rt, id, err := s.executionTarget(w, r, &req)
 	op := commandbus.OperatorAction{Actor: subject(r), Reason: req.Reason}
 	if err == nil {
 		err = op.Validate()
