@@ -7,6 +7,11 @@
 //
 // The driver layer knows nothing about handlers, processes or retries: engine packages decide what
 // to write and drivers only write it.
+//
+// The Executor interface and its params are a contract between the core and the drivers shipped
+// with it, not a stability promise: they change as the core does. The rows and enums that the
+// public packages hand out (executions, their log, signals, timers, waits) are defined in package
+// cbtype and aliased here.
 package driver
 
 import (

@@ -8,166 +8,36 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus/cbtype"
 )
 
-// ExecutionStatus is where an execution (a process, saga, TCC transaction or workflow run) is in
-// its lifecycle:
-//
-//	PENDING ──runner──▶ EXECUTING ──▶ COMPLETED
-//	                        │  ▲
-//	                        ▼  │ response / retry due / operator retry
-//	          WAITING_FOR_ASYNC | WAITING_FOR_RETRY | WAITING_FOR_TSQ
-//	EXECUTING ──business failure──▶ COMPENSATING ──▶ COMPENSATED
-//	operator cancel ──▶ CANCELLED;  deadline FAIL ──▶ FAILED
-//	any non-terminal ──operator suspend──▶ SUSPENDED ──operator resume──▶ the status it had
-//
-// SUSPENDED is an operator's pause. An execution no runner holds is suspended at once; one a
-// runner holds is asked to stop (ExecutionRow.SuspendRequested): its running step finishes, no
-// new step starts, and its release stores SUSPENDED (a terminal checkpoint simply ends it).
-// While suspended nothing runs it: claims, the wait-timeout check and the deadline check skip
-// it (it has no wake time of its own), and async responses are recorded to be applied after the
-// resume. Its deadline and its wait's timeout keep counting, but their actions do not apply
-// while it is suspended: they apply at once after the resume if the time passed meanwhile. A
-// resume restores the status it had with its wait, retry time and error, and wakes it at once if
-// it was runnable, responses arrived or a retry fell due.
-type ExecutionStatus string
+// The stable types of executions live in package cbtype; these aliases keep the driver's names.
+type (
+	// ExecutionStatus is cbtype.ExecutionStatus.
+	ExecutionStatus = cbtype.ExecutionStatus
+	// ExecutionRow is cbtype.ExecutionRow.
+	ExecutionRow = cbtype.ExecutionRow
+	// ExecutionLogEntry is cbtype.ExecutionLogEntry.
+	ExecutionLogEntry = cbtype.ExecutionLogEntry
+	// ExecutionResponseRow is cbtype.ExecutionResponseRow.
+	ExecutionResponseRow = cbtype.ExecutionResponseRow
+)
 
-// The execution statuses.
+// The execution statuses (see cbtype.ExecutionStatus).
 const (
-	ExecutionPending         ExecutionStatus = "PENDING"
-	ExecutionExecuting       ExecutionStatus = "EXECUTING"
-	ExecutionWaitingForAsync ExecutionStatus = "WAITING_FOR_ASYNC"
-	ExecutionWaitingForRetry ExecutionStatus = "WAITING_FOR_RETRY"
-	ExecutionWaitingForTSQ   ExecutionStatus = "WAITING_FOR_TSQ"
-	ExecutionCompensating    ExecutionStatus = "COMPENSATING"
-	ExecutionCompensated     ExecutionStatus = "COMPENSATED"
-	ExecutionCompleted       ExecutionStatus = "COMPLETED"
-	ExecutionCancelled       ExecutionStatus = "CANCELLED"
-	ExecutionFailed          ExecutionStatus = "FAILED"
-	ExecutionSuspended       ExecutionStatus = "SUSPENDED"
+	ExecutionPending         = cbtype.ExecutionPending
+	ExecutionExecuting       = cbtype.ExecutionExecuting
+	ExecutionWaitingForAsync = cbtype.ExecutionWaitingForAsync
+	ExecutionWaitingForRetry = cbtype.ExecutionWaitingForRetry
+	ExecutionWaitingForTSQ   = cbtype.ExecutionWaitingForTSQ
+	ExecutionCompensating    = cbtype.ExecutionCompensating
+	ExecutionCompensated     = cbtype.ExecutionCompensated
+	ExecutionCompleted       = cbtype.ExecutionCompleted
+	ExecutionCancelled       = cbtype.ExecutionCancelled
+	ExecutionFailed          = cbtype.ExecutionFailed
+	ExecutionSuspended       = cbtype.ExecutionSuspended
 )
-
-// Terminal reports whether the execution has ended.
-func (s ExecutionStatus) Terminal() bool {
-	switch s {
-	case ExecutionCompleted, ExecutionCompensated, ExecutionCancelled, ExecutionFailed:
-		return true
-	}
-	return false
-}
-
-// Valid reports whether s is one of the eleven statuses.
-func (s ExecutionStatus) Valid() bool {
-	switch s {
-	case ExecutionPending, ExecutionExecuting, ExecutionWaitingForAsync, ExecutionWaitingForRetry,
-		ExecutionWaitingForTSQ, ExecutionCompensating, ExecutionCompensated, ExecutionCompleted,
-		ExecutionCancelled, ExecutionFailed, ExecutionSuspended:
-		return true
-	}
-	return false
-}
-
-// ExecutionRow is an execution as stored: one row serves every model, holding a sequential
-// process with its step-manager bookkeeping as well as a saga instance with its current step and
-// retries.
-type ExecutionRow struct {
-	ID                uuid.UUID       `json:"id"`
-	Model             string          `json:"model,omitempty"` // "process", "saga", "tcc", "workflow", ...
-	Type              string          `json:"type,omitempty"`  // the process type, e.g. "PaymentStep"
-	Domain            string          `json:"domain,omitempty"`
-	TenantID          string          `json:"tenantId,omitempty"`
-	BusinessKey       string          `json:"businessKey,omitempty"`
-	BatchID           uuid.UUID       `json:"batchId,omitzero"`
-	Status            ExecutionStatus `json:"status"`
-	State             json.RawMessage `json:"state,omitempty"`       // the user's state
-	Step              string          `json:"step,omitempty"`        // the step the execution is at
-	CurrentWait       string          `json:"currentWait,omitempty"` // the wait or command step it is blocked on
-	NextRetryAt       *time.Time      `json:"nextRetryAt,omitempty"`
-	NextWaitTimeoutAt *time.Time      `json:"nextWaitTimeoutAt,omitempty"`
-	DeadlineAt        *time.Time      `json:"deadlineAt,omitempty"`
-	Retries           int             `json:"retries"` // retries scheduled so far
-	LeaseUntil        *time.Time      `json:"leaseUntil,omitempty"`
-	Fence             int64           `json:"fence"`
-	WorkerID          string          `json:"workerId,omitempty"`
-	WakeAt            *time.Time      `json:"wakeAt,omitempty"` // when a runner should take it up (pending, response arrived)
-	// ResponsesReceived counts async responses recorded; ResponsesApplied those a runner has
-	// applied. A runner that finishes while they differ leaves the execution to be woken again.
-	ResponsesReceived int64      `json:"responsesReceived"`
-	ResponsesApplied  int64      `json:"responsesApplied"`
-	ErrorCode         string     `json:"errorCode,omitempty"`
-	ErrorMessage      string     `json:"errorMessage,omitempty"`
-	CreatedAt         time.Time  `json:"createdAt"`
-	UpdatedAt         time.Time  `json:"updatedAt"`
-	CompletedAt       *time.Time `json:"completedAt,omitempty"`
-	// ParentID is the execution that started this one as a child in its checkpoint (zero for a
-	// top-level execution); RootID is the top of its tree, its own id for a top-level execution.
-	ParentID uuid.UUID `json:"parentId,omitzero"`
-	RootID   uuid.UUID `json:"rootId,omitzero"`
-	// ContinuedFrom is the execution this one continues (continue-as-new); ContinuedAs is the
-	// successor this one continued as.
-	ContinuedFrom uuid.UUID `json:"continuedFrom,omitzero"`
-	ContinuedAs   uuid.UUID `json:"continuedAs,omitzero"`
-	// Traceparent is the W3C trace context of the request that started the execution; the
-	// commands it sends carry it.
-	Traceparent string `json:"traceparent,omitempty"`
-	// SuspendedFrom is the status a SUSPENDED execution had (PENDING for one that was running),
-	// restored by the resume.
-	SuspendedFrom ExecutionStatus `json:"suspendedFrom,omitempty"`
-	// SuspendRequested means an operator asked to suspend the execution while a runner held it:
-	// the runner starts no new step and its release stores SUSPENDED.
-	SuspendRequested bool `json:"suspendRequested,omitempty"`
-	// ClaimedFrom is the status the execution had when a claim or acquire took it (those queries
-	// only).
-	ClaimedFrom ExecutionStatus `json:"claimedFrom"`
-}
-
-// ExecutionLogEntry is one entry of an execution's append-only log. Entry types: STEP, WAIT,
-// SIDE_EFFECT, COMMAND (a command step's command sent), ASYNC_RESPONSE, COMPENSATION, LIFECYCLE
-// and TSQ_* (operator actions).
-type ExecutionLogEntry struct {
-	ExecutionID  uuid.UUID       `json:"executionId,omitzero"`
-	Seq          int             `json:"seq"`
-	At           time.Time       `json:"at"`
-	EntryType    string          `json:"entryType,omitempty"`
-	Name         string          `json:"name,omitempty"`
-	StepStatus   string          `json:"stepStatus,omitempty"` // STARTED, COMPLETED, FAILED, WAITING_RETRY, SATISFIED, PENDING, TIMED_OUT, ...
-	Attempt      int             `json:"attempt"`
-	MaxAttempts  int             `json:"maxAttempts"`
-	Request      json.RawMessage `json:"request,omitempty"`
-	Response     json.RawMessage `json:"response,omitempty"`
-	ErrorCode    string          `json:"errorCode,omitempty"`
-	ErrorMessage string          `json:"errorMessage,omitempty"`
-	Actor        string          `json:"actor,omitempty"`
-	Reason       string          `json:"reason,omitempty"`
-	// StartedAt is when the work the entry records began (a step's attempt), nil when the entry
-	// marks an instant; At is when it ended, so At − StartedAt is the step's latency. Drivers
-	// store it as given.
-	StartedAt *time.Time `json:"startedAt,omitempty"`
-}
-
-// Latency is how long the work an entry records took (At − StartedAt), and false for an entry
-// without a start.
-func (e *ExecutionLogEntry) Latency() (time.Duration, bool) {
-	if e.StartedAt == nil {
-		return 0, false
-	}
-	return e.At.Sub(*e.StartedAt), true
-}
-
-// MarshalJSON writes the entry with its latency in milliseconds ("latencyMs") when it has a
-// start, so API clients read a step's latency without computing it.
-func (e ExecutionLogEntry) MarshalJSON() ([]byte, error) {
-	type plain ExecutionLogEntry
-	out := struct {
-		plain
-		LatencyMs *float64 `json:"latencyMs,omitempty"`
-	}{plain: plain(e)}
-	if d, ok := e.Latency(); ok {
-		ms := float64(d.Microseconds()) / 1000
-		out.LatencyMs = &ms
-	}
-	return json.Marshal(out)
-}
 
 // ExecutionInsertParams creates an execution. When Lease is set the execution is created
 // EXECUTING and leased to WorkerID with fence 1 (immediate start); otherwise it is PENDING and
@@ -431,15 +301,6 @@ type ChildOutcome struct {
 type ExecutionCheckpointManyParams struct {
 	Checkpoints []*ExecutionCheckpoint
 	Now         *time.Time
-}
-
-// ExecutionResponseRow is an async response recorded for an execution.
-type ExecutionResponseRow struct {
-	ExecutionID uuid.UUID       `json:"executionId,omitzero"`
-	Seq         int64           `json:"seq"`
-	Name        string          `json:"name,omitempty"`
-	Payload     json.RawMessage `json:"payload,omitempty"`
-	ReceivedAt  time.Time       `json:"receivedAt"`
 }
 
 // ExecutionResponseInsertParams records an async response and wakes the execution.

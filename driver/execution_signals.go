@@ -8,18 +8,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-)
 
-// ExecutionSignalRow is a named signal sent to an execution. It stays pending (ConsumedAt nil)
-// until a runner consumes it in a checkpoint.
-type ExecutionSignalRow struct {
-	ExecutionID uuid.UUID       `json:"executionId,omitzero"`
-	SignalID    string          `json:"signalId"`
-	Name        string          `json:"name"`
-	Payload     json.RawMessage `json:"payload,omitempty"`
-	ReceivedAt  time.Time       `json:"receivedAt"`
-	ConsumedAt  *time.Time      `json:"consumedAt,omitempty"`
-}
+	"github.com/commandbus/commandbus/cbtype"
+)
 
 // ExecutionSignalSendParams sends a signal to an execution. SignalID makes the send idempotent:
 // sending the same id again records nothing. An empty SignalID is generated (see Normalize).
@@ -61,27 +52,6 @@ type ExecutionSignalSendResult struct {
 	Duplicate bool
 }
 
-// TimerStatus is where a durable timer is: pending until its runner marks it fired or cancels it.
-type TimerStatus string
-
-// The timer statuses.
-const (
-	TimerPending   TimerStatus = "PENDING"
-	TimerFired     TimerStatus = "FIRED"
-	TimerCancelled TimerStatus = "CANCELLED"
-)
-
-// ExecutionTimerRow is a durable timer of an execution.
-type ExecutionTimerRow struct {
-	ExecutionID uuid.UUID   `json:"executionId,omitzero"`
-	TimerID     string      `json:"timerId"`
-	Name        string      `json:"name,omitempty"`
-	FireAt      time.Time   `json:"fireAt"`
-	Status      TimerStatus `json:"status"`
-	CreatedAt   time.Time   `json:"createdAt"`
-	FiredAt     *time.Time  `json:"firedAt,omitempty"`
-}
-
 // TimerParams schedules a durable timer in a checkpoint, at FireAt or, when FireAt is nil, Delay
 // after the database's now. Scheduling an id the execution already has is a no-op, so a runner
 // that replays its steps may schedule the same timer again.
@@ -90,26 +60,6 @@ type TimerParams struct {
 	Name   string
 	FireAt *time.Time
 	Delay  time.Duration
-}
-
-// WaitKind names what an open wait waits for.
-type WaitKind string
-
-// The wait kinds.
-const (
-	WaitReply  WaitKind = "REPLY"
-	WaitSignal WaitKind = "SIGNAL"
-	WaitTimer  WaitKind = "TIMER"
-	WaitChild  WaitKind = "CHILD"
-)
-
-// Valid reports whether k is one of the wait kinds.
-func (k WaitKind) Valid() bool {
-	switch k {
-	case WaitReply, WaitSignal, WaitTimer, WaitChild:
-		return true
-	}
-	return false
 }
 
 // WaitParams opens a wait in a checkpoint. With TimeoutAt, or a positive Timeout after the
@@ -123,15 +73,30 @@ type WaitParams struct {
 	Timeout   time.Duration
 }
 
-// ExecutionWaitRow is an open wait of an execution.
-type ExecutionWaitRow struct {
-	ExecutionID uuid.UUID  `json:"executionId,omitzero"`
-	WaitID      string     `json:"waitId"`
-	Kind        WaitKind   `json:"kind"`
-	Name        string     `json:"name,omitempty"`
-	TimeoutAt   *time.Time `json:"timeoutAt,omitempty"`
-	OpenedAt    time.Time  `json:"openedAt"`
-}
+// The stable types of signals, timers and waits live in package cbtype.
+type (
+	// ExecutionSignalRow is cbtype.ExecutionSignalRow.
+	ExecutionSignalRow = cbtype.ExecutionSignalRow
+	// TimerStatus is cbtype.TimerStatus.
+	TimerStatus = cbtype.TimerStatus
+	// ExecutionTimerRow is cbtype.ExecutionTimerRow.
+	ExecutionTimerRow = cbtype.ExecutionTimerRow
+	// WaitKind is cbtype.WaitKind.
+	WaitKind = cbtype.WaitKind
+	// ExecutionWaitRow is cbtype.ExecutionWaitRow.
+	ExecutionWaitRow = cbtype.ExecutionWaitRow
+)
+
+// The timer statuses and wait kinds (see cbtype).
+const (
+	TimerPending   = cbtype.TimerPending
+	TimerFired     = cbtype.TimerFired
+	TimerCancelled = cbtype.TimerCancelled
+	WaitReply      = cbtype.WaitReply
+	WaitSignal     = cbtype.WaitSignal
+	WaitTimer      = cbtype.WaitTimer
+	WaitChild      = cbtype.WaitChild
+)
 
 // HasSignalOps reports whether the checkpoint schedules, cancels or fires timers, consumes
 // signals, or opens or closes waits.

@@ -23,6 +23,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/clock"
 	"github.com/commandbus/commandbus/internal/execution"
@@ -122,8 +123,8 @@ func Describe(ops Operations) Definition {
 
 // InstanceJSON is an execution with its state left as JSON, its log and its search attributes.
 type InstanceJSON struct {
-	*driver.ExecutionRow
-	Log        []*driver.ExecutionLogEntry `json:"log"`
+	*cbtype.ExecutionRow
+	Log        []*cbtype.ExecutionLogEntry `json:"log"`
 	Attributes map[string]string           `json:"attributes,omitempty"`
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/execution"
 )
@@ -35,17 +36,17 @@ func (rt *Runtime) Signal(ctx context.Context, id uuid.UUID, name string, payloa
 }
 
 // PendingSignals returns an execution's signals no step has consumed yet, in the order received.
-func (rt *Runtime) PendingSignals(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionSignalRow, error) {
+func (rt *Runtime) PendingSignals(ctx context.Context, id uuid.UUID) ([]*cbtype.ExecutionSignalRow, error) {
 	return rt.engine.PendingSignals(ctx, id)
 }
 
 // Timers returns an execution's pending durable timers, earliest first.
-func (rt *Runtime) Timers(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionTimerRow, error) {
+func (rt *Runtime) Timers(ctx context.Context, id uuid.UUID) ([]*cbtype.ExecutionTimerRow, error) {
 	return rt.engine.PendingTimers(ctx, id)
 }
 
 // OpenWaits returns what an execution waits for (signals, timers, replies, children).
-func (rt *Runtime) OpenWaits(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionWaitRow, error) {
+func (rt *Runtime) OpenWaits(ctx context.Context, id uuid.UUID) ([]*cbtype.ExecutionWaitRow, error) {
 	return rt.engine.OpenWaits(ctx, id)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/execution"
 	"github.com/commandbus/commandbus/internal/orchestrate"
@@ -255,9 +256,9 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 // Instance is an execution of this process as stored: its row, decoded state and, from Get, its
 // log and search attributes.
 type Instance[S any] struct {
-	*driver.ExecutionRow
+	*cbtype.ExecutionRow
 	State S
-	Log   []*driver.ExecutionLogEntry
+	Log   []*cbtype.ExecutionLogEntry
 	// Attributes are the execution's custom search attributes (Get only; nil from List).
 	Attributes map[string]string
 }
@@ -287,7 +288,7 @@ func (m *Manager[S]) Get(ctx context.Context, id uuid.UUID) (*Instance[S], error
 
 // ListParams filters List; zero fields do not filter.
 type ListParams struct {
-	Statuses    []driver.ExecutionStatus
+	Statuses    []cbtype.ExecutionStatus
 	BusinessKey string
 	TenantID    string
 	BatchID     uuid.UUID

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/execution"
 	"github.com/commandbus/commandbus/internal/orchestrate"
@@ -220,10 +221,10 @@ func (m *Manager) StartMany(ctx context.Context, inputs []any) ([]uuid.UUID, err
 
 // Instance is a workflow execution as stored, with its log and per-step view.
 type Instance struct {
-	*driver.ExecutionRow
+	*cbtype.ExecutionRow
 	Steps      []StepStatus                `json:"steps"`
 	Attributes map[string]string           `json:"attributes,omitempty"`
-	Log        []*driver.ExecutionLogEntry `json:"log"`
+	Log        []*cbtype.ExecutionLogEntry `json:"log"`
 }
 
 // StepStatus is one step of an execution: its status (PENDING until it ran), attempts, result
@@ -359,7 +360,7 @@ func (m *Manager) jitter() float64 {
 
 // ListParams filters List; zero fields do not filter.
 type ListParams struct {
-	Statuses    []driver.ExecutionStatus
+	Statuses    []cbtype.ExecutionStatus
 	BusinessKey string
 	TenantID    string
 	// Attributes keeps executions with every one of these search attributes.
@@ -369,7 +370,7 @@ type ListParams struct {
 }
 
 // List returns executions of this workflow, newest first.
-func (m *Manager) List(ctx context.Context, params ListParams) ([]*driver.ExecutionRow, error) {
+func (m *Manager) List(ctx context.Context, params ListParams) ([]*cbtype.ExecutionRow, error) {
 	return m.engine.Exec().ExecutionList(ctx, &driver.ExecutionListParams{
 		Statuses: params.Statuses, Model: Model, Type: m.def.id, BusinessKey: params.BusinessKey,
 		TenantID: params.TenantID, Attributes: params.Attributes, BeforeID: params.BeforeID, Limit: params.Limit,
