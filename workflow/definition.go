@@ -107,10 +107,11 @@ func Compensate(fn CompensateFunc) StepOption { return func(s *stepDef) { s.comp
 type stepKind int
 
 const (
-	kindLocal  stepKind = iota // runs its function
-	kindSignal                 // waits for a signal by name
-	kindTimer                  // waits for a durable timer
-	kindChild                  // starts a child workflow and waits for its end
+	kindLocal   stepKind = iota // runs its function
+	kindSignal                  // waits for a signal by name
+	kindTimer                   // waits for a durable timer
+	kindChild                   // starts a child workflow and waits for its end
+	kindCommand                 // sends a command to a domain and waits for its reply
 )
 
 // OnTimeout is what a signal gate does when its timeout passes without the signal.
@@ -140,6 +141,9 @@ type stepDef struct {
 	sleep      time.Duration
 	childType  string
 	childInput func(sc *StepContext) (any, error)
+	// domain, commandType and request make a command step's command.
+	domain, commandType string
+	request             func(sc *StepContext) (any, error)
 	// waitTimeout and onTimeout bound a signal gate.
 	waitTimeout time.Duration
 	onTimeout   OnTimeout
@@ -232,6 +236,23 @@ func (d *Definition) Child(id, childType string, input func(sc *StepContext) (an
 	return d
 }
 
+// Command adds a command step: once its dependencies are done, it sends a command of type
+// commandType to domain with the payload request returns, and completes with the reply's
+// result. The command goes out in the checkpoint that records the step (with the other ready
+// command steps of its layer). The target domain's concurrency is the rate limit. A FAILED reply
+// is a business failure (compensations), a TIMED_OUT reply or no reply within the reply timeout
+// (the configuration's command-steps.<id>.timeout, 2 minutes by default) a transient one, retried
+// by the step's policy with a new command, a CANCELLED reply a permanent one. domain and
+// commandType default to the configuration's command-steps.<id> entry when empty.
+func (d *Definition) Command(id, domain, commandType string, request func(sc *StepContext) (any, error), opts ...StepOption) *Definition {
+	s := &stepDef{id: id, kind: kindCommand, domain: domain, commandType: commandType, request: request, timeout: 30 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	d.steps = append(d.steps, s)
+	return d
+}
+
 // ID returns the workflow type.
 func (d *Definition) ID() string { return d.id }
 
@@ -295,6 +316,8 @@ func (d *Definition) validate() (*Topology, error) {
 			problems = append(problems, fmt.Sprintf("step %q: the sleep must be positive", s.id))
 		case s.kind == kindChild && (s.childType == "" || s.childInput == nil):
 			problems = append(problems, fmt.Sprintf("step %q needs a child workflow type and an input function", s.id))
+		case s.kind == kindCommand && s.request == nil:
+			problems = append(problems, fmt.Sprintf("step %q needs a request function", s.id))
 		}
 		if s.waitTimeout < 0 {
 			problems = append(problems, fmt.Sprintf("step %q: the signal timeout must not be negative", s.id))
@@ -409,7 +432,7 @@ func (d *Definition) hash() string {
 		Steps   []step `json:"steps"`
 	}{ID: d.id, Version: d.version}
 	for _, s := range d.steps {
-		shape.Steps = append(shape.Steps, step{ID: s.id, Kind: int(s.kind), Wait: s.signal + s.childType, Deps: s.deps, Cond: s.cond != nil, Comp: s.compensate != nil})
+		shape.Steps = append(shape.Steps, step{ID: s.id, Kind: int(s.kind), Wait: s.signal + s.childType + s.domain + s.commandType, Deps: s.deps, Cond: s.cond != nil, Comp: s.compensate != nil})
 	}
 	b, _ := json.Marshal(shape)
 	sum := sha256.Sum256(b)

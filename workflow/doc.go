@@ -28,6 +28,9 @@
 //     finish; a business failure (commandbus.BusinessRuleError) runs the compensations of the
 //     completed steps in reverse completion order and ends COMPENSATED. A compensation that fails
 //     parks the execution with COMPENSATION_FAILED.
+//   - Besides local steps: Command sends a command to a domain and completes with its reply;
+//     WaitSignal waits for a named signal (buffered if it came first); Sleep is a durable timer;
+//     Child starts a child workflow and completes when it does.
 //   - A step with a When condition that is false is recorded SKIPPED; its dependants go on. A
 //     dry run records every step SKIPPED in layer order and runs nothing.
 //   - Operators act through the runtime's operations (Retry, CancelOverride, CompleteOverride,

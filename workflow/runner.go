@@ -80,10 +80,11 @@ type waitOps struct {
 	timers                    []*driver.TimerParams
 	openWaits                 []*driver.WaitParams
 	children                  []*driver.ExecutionInsertParams
+	commands                  []*driver.CommandInsertParams
 }
 
 func (o *waitOps) empty() bool {
-	return len(o.consume)+len(o.fire)+len(o.closeWaits)+len(o.timers)+len(o.openWaits)+len(o.children) == 0
+	return len(o.consume)+len(o.fire)+len(o.closeWaits)+len(o.timers)+len(o.openWaits)+len(o.children)+len(o.commands) == 0
 }
 
 func (o *waitOps) add(x waitOps) {
@@ -93,6 +94,7 @@ func (o *waitOps) add(x waitOps) {
 	o.timers = append(o.timers, x.timers...)
 	o.openWaits = append(o.openWaits, x.openWaits...)
 	o.children = append(o.children, x.children...)
+	o.commands = append(o.commands, x.commands...)
 }
 
 type outcome struct {
@@ -420,7 +422,7 @@ func (w *walk) checkpoint(set func(cp *driver.ExecutionCheckpoint)) error {
 	o := w.ops
 	w.ops = waitOps{}
 	cp.ConsumeSignals, cp.FireTimers, cp.CloseWaits = o.consume, o.fire, o.closeWaits
-	cp.Timers, cp.OpenWaits, cp.Children = o.timers, o.openWaits, o.children
+	cp.Timers, cp.OpenWaits, cp.Children, cp.Commands = o.timers, o.openWaits, o.children, o.commands
 	cp.Attributes, w.attrs = w.attrs, nil
 	return w.lease.Checkpoint(w.ctx, cp)
 }

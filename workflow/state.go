@@ -112,6 +112,7 @@ type stepRecord struct {
 	errMsg    string
 	compStat  string // COMPLETED or FAILED once its compensation ran
 	compTries int
+	commandID uuid.UUID // the command a waiting command step's current attempt sent
 }
 
 func (r *stepRecord) done() bool { return r.status == statusCompleted || r.status == statusSkipped }
@@ -173,6 +174,12 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 				r.attempts++
 			case statusWaiting:
 				r.status = statusWaiting
+				var sent struct {
+					CommandID uuid.UUID `json:"commandId"`
+				}
+				if json.Unmarshal(e.Request, &sent) == nil {
+					r.commandID = sent.CommandID
+				}
 			case statusFailed:
 				r.status, r.errCode, r.errMsg = statusFailed, e.ErrorCode, e.ErrorMessage
 				r.attempts++

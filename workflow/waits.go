@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/orchestrate"
+	"github.com/commandbus/commandbus/orchestration"
 )
 
 // openWait starts a signal gate, a timer or a child step. A gate whose signal was sent before it
@@ -39,6 +42,16 @@ func (w *walk) openWait(s *stepDef, sc *StepContext) *outcome {
 		o.waiting = true
 		o.request, _ = json.Marshal(map[string]string{"sleep": s.sleep.String()})
 		o.ops.timers = []*driver.TimerParams{{ID: s.id, Name: s.id, Delay: s.sleep}}
+	case kindCommand:
+		cmd, timeout, err := w.commandParams(s, sc)
+		if err != nil {
+			o.err = err
+			return o
+		}
+		o.waiting = true
+		o.request, _ = json.Marshal(map[string]any{"commandId": cmd.ID, "domain": cmd.Domain, "type": cmd.Type})
+		o.ops.commands = []*driver.CommandInsertParams{cmd}
+		o.ops.openWaits = []*driver.WaitParams{{ID: s.id, Kind: driver.WaitReply, Name: cmd.Type, Timeout: timeout}}
 	case kindChild:
 		child, err := w.childParams(s, sc)
 		if err != nil {
@@ -48,6 +61,74 @@ func (w *walk) openWait(s *stepDef, sc *StepContext) *outcome {
 		o.waiting = true
 		o.request, _ = json.Marshal(map[string]any{"childId": child.ID, "workflow": s.childType})
 		o.ops.children = []*driver.ExecutionInsertParams{child}
+	}
+	return o
+}
+
+// commandParams builds a command step's command for attempt sc.Attempt, and its reply timeout.
+func (w *walk) commandParams(s *stepDef, sc *StepContext) (*driver.CommandInsertParams, time.Duration, error) {
+	m := w.m
+	step := m.client.Config().CommandStepOr(s.id, s.domain, s.commandType)
+	input, err := callRequest(s, sc)
+	if err != nil {
+		return nil, 0, err
+	}
+	data, err := json.Marshal(input)
+	if err != nil {
+		return nil, 0, commandbus.Permanent(commandbus.CodeInvalidData, fmt.Errorf("the request of step %q cannot be encoded as JSON: %w", s.id, err))
+	}
+	cmd, err := m.client.BuildCommand(commandbus.SendParams{
+		Domain: step.Domain,
+		Args:   commandbus.RawArgs{Type: step.CommandType, Data: data},
+		Opts: &commandbus.SendOpts{
+			CorrelationID:  sc.ExecutionID,
+			ReplyTo:        m.def.domain,
+			IdempotencyKey: fmt.Sprintf("%s:%d", sc.Key(), sc.Attempt),
+			Headers: map[string]string{
+				orchestration.HeaderExecutionID: sc.ExecutionID.String(), headerStep: s.id, headerStepKey: sc.Key(),
+			},
+			Actor: "workflow:" + m.def.id,
+		},
+	})
+	if err != nil {
+		return nil, 0, commandbus.Permanent(commandbus.CodeInvalidData, fmt.Errorf("step %q: %w", s.id, err))
+	}
+	return cmd, step.Timeout.Std(), nil
+}
+
+// Headers a command step's command carries; its reply carries them back.
+const (
+	headerStep    = "commandbus-step"
+	headerStepKey = "commandbus-step-key"
+)
+
+func callRequest(s *stepDef, sc *StepContext) (in any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = commandbus.Permanent("PANIC", fmt.Errorf("the request of step %q panicked: %v", s.id, r))
+		}
+	}()
+	return s.request(sc)
+}
+
+// replyOutcome turns a command step's reply into the step's outcome.
+func replyOutcome(s *stepDef, reply *commandbus.Reply, at time.Time) *outcome {
+	o := &outcome{step: s.id, attempt: 1, started: at, ops: waitOps{closeWaits: []string{s.id}}}
+	if reply.Succeeded() {
+		o.result = reply.Result
+		if len(o.result) == 0 {
+			o.result = json.RawMessage("null")
+		}
+		return o
+	}
+	msg := fmt.Errorf("%s replied %s: %s", reply.CommandType, reply.Outcome, reply.ErrorMessage)
+	switch reply.Outcome {
+	case commandbus.OutcomeTimedOut:
+		o.err = &commandbus.TransientError{Code: reply.ErrorCode, Err: msg}
+	case commandbus.OutcomeCancelled:
+		o.err = commandbus.Permanent(reply.ErrorCode, msg)
+	default:
+		o.err = &commandbus.BusinessRuleError{Code: reply.ErrorCode, Message: msg.Error()}
 	}
 	return o
 }
@@ -122,7 +203,7 @@ func signalResult(sig *driver.ExecutionSignalRow) json.RawMessage {
 // due timers, expired gate timeouts and the ends of children. It reads only what some waiting
 // step needs.
 func (w *walk) absorb() error {
-	var gates, timers, children []*stepDef
+	var gates, timers, children, commands []*stepDef
 	gateTimeouts := false
 	for _, s := range w.m.def.steps {
 		if r := w.f.steps[s.id]; r == nil || r.status != statusWaiting {
@@ -136,12 +217,15 @@ func (w *walk) absorb() error {
 			timers = append(timers, s)
 		case kindChild:
 			children = append(children, s)
+		case kindCommand:
+			commands = append(commands, s)
+			gateTimeouts = true // a reply timeout is an expired wait too
 		}
 	}
-	if err := w.absorbResponses(children); err != nil {
+	if err := w.absorbResponses(children, commands); err != nil {
 		return err
 	}
-	if len(gates)+len(timers)+len(children) == 0 {
+	if len(gates)+len(timers)+len(children)+len(commands) == 0 {
 		return nil
 	}
 	now := w.m.engine.Config().Clock()
@@ -162,7 +246,15 @@ func (w *walk) absorb() error {
 		}
 		for _, wait := range expired {
 			s := w.m.steps[wait.WaitID]
-			if s == nil || s.kind != kindSignal || w.f.steps[s.id].status != statusWaiting {
+			if s == nil || w.f.steps[s.id].status != statusWaiting {
+				continue
+			}
+			if s.kind == kindCommand {
+				w.record(&outcome{step: s.id, attempt: w.f.steps[s.id].attempts + 1, started: now, ops: waitOps{closeWaits: []string{s.id}},
+					err: &commandbus.TransientError{Code: "REPLY_TIMEOUT", Err: fmt.Errorf("no reply to %s within its timeout", wait.Name)}})
+				continue
+			}
+			if s.kind != kindSignal {
 				continue
 			}
 			o := &outcome{step: s.id, attempt: 1, started: now, ops: waitOps{closeWaits: []string{s.id}}}
@@ -221,9 +313,32 @@ func (w *walk) absorbCancelledTimers(timers []*stepDef) error {
 	return nil
 }
 
+// absorbReply applies a command step's reply if it answers the step's current attempt; a late or
+// duplicate reply is ignored.
+func (w *walk) absorbReply(r *driver.ExecutionResponseRow, commands []*stepDef) {
+	var reply commandbus.Reply
+	if err := json.Unmarshal(r.Payload, &reply); err != nil {
+		return
+	}
+	for _, s := range commands {
+		rec := w.f.steps[s.id]
+		if reply.Headers[headerStep] != s.id || rec.status != statusWaiting || rec.commandID != reply.CommandID {
+			continue
+		}
+		if reply.Outcome == commandbus.OutcomeParked {
+			return // the command waits for an operator; its final reply follows
+		}
+		o := replyOutcome(s, &reply, r.ReceivedAt)
+		o.attempt = rec.attempts + 1
+		w.record(o)
+		return
+	}
+	w.m.logger.Info("reply ignored: it answers no waiting command step", "execution_id", w.lease.Row.ID, "command_id", reply.CommandID, "step", reply.Headers[headerStep])
+}
+
 // absorbResponses applies the responses the execution received: a child's end completes or fails
 // the step that started it. Every response read is marked applied.
-func (w *walk) absorbResponses(children []*stepDef) error {
+func (w *walk) absorbResponses(children, commands []*stepDef) error {
 	row := w.lease.Row
 	if row.ResponsesReceived <= row.ResponsesApplied {
 		return nil
@@ -239,6 +354,10 @@ func (w *walk) absorbResponses(children []*stepDef) error {
 	now := w.m.engine.Config().Clock()
 	for _, r := range responses {
 		row.ResponsesApplied = max(row.ResponsesApplied, r.Seq)
+		if r.Name == orchestrate.ReplyResponseName {
+			w.absorbReply(r, commands)
+			continue
+		}
 		s := byName[r.Name]
 		if s == nil || w.f.steps[s.id].status != statusWaiting {
 			continue
