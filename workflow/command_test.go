@@ -23,7 +23,8 @@ type bookRisk struct {
 func (bookRisk) Kind() string { return "BookRisk" }
 
 // Command steps of one layer go out together; each completes with its reply's result. A FAILED
-// reply is a business failure that runs the compensations; the step's key reaches the handler.
+// reply is a business failure that runs the compensations, once the commands still in flight have
+// answered (their effects are unwound too); the step's key reaches the handler.
 func TestCommandSteps(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
@@ -32,6 +33,9 @@ func TestCommandSteps(t *testing.T) {
 		handlers := commandbus.NewHandlers()
 		commandbus.AddHandler(handlers, "risk", commandbus.HandlerFunc[bookRisk](func(ctx context.Context, cmd *commandbus.Command[bookRisk]) (any, error) {
 			handled.Add(1)
+			if cmd.Args.Payment == "slow" {
+				time.Sleep(300 * time.Millisecond) // a slow bank: the other step's refusal comes first
+			}
 			if cmd.Args.Payment == "refused" {
 				return nil, commandbus.BusinessRule("LIMIT_EXCEEDED", "over the counterparty limit")
 			}
@@ -72,11 +76,11 @@ func TestCommandSteps(t *testing.T) {
 		require.JSONEq(t, `{"booking":"RISK-p-2","key":"`+id.String()+`:creditorRisk"}`, string(st["creditorRisk"].Result))
 		require.EqualValues(t, 2, handled.Load(), "one command per step")
 
-		refused, err := m.Start(ctx, map[string]string{"debtorRisk": "p-3", "creditorRisk": "refused"})
+		refused, err := m.Start(ctx, map[string]string{"debtorRisk": "slow", "creditorRisk": "refused"})
 		require.NoError(t, err)
 		inst = waitStatus(t, m, refused, driver.ExecutionCompensated)
 		require.Equal(t, "LIMIT_EXCEEDED", inst.ErrorCode)
-		require.EqualValues(t, 1, unwound.Load(), "the booked debtor risk was unwound")
+		require.EqualValues(t, 1, unwound.Load(), "the debtor risk booked after the refusal was awaited and unwound")
 		require.Equal(t, "PENDING", steps(inst)["done"].Status)
 	})
 }

@@ -115,6 +115,10 @@ func (w *walk) run() error {
 	m := w.m
 	w.running = map[string]bool{}
 	results := make(chan *outcome, len(m.steps))
+	if w.f.failStep != "" && w.f.steps[w.f.failStep].status == statusFailed {
+		// A step failed in an earlier run while commands were in flight: it still stands.
+		w.failed = &outcome{step: w.f.failStep, err: &stepError{code: w.f.failCode, msg: w.f.failMsg, business: w.f.failBusiness}}
+	}
 	if err := w.absorb(); err != nil {
 		return m.abandon(w.ctx, w.lease, err)
 	}
@@ -325,6 +329,9 @@ func (w *walk) record(o *outcome) {
 				entry.ErrorCode = commandbus.CodeRetriesExhausted
 				r.errCode = entry.ErrorCode
 			}
+			if class == commandbus.ClassBusiness {
+				entry.Reason = reasonBusinessFailure
+			}
 			if w.failed == nil {
 				w.failed = o
 				w.failed.err = &stepError{code: entry.ErrorCode, msg: entry.ErrorMessage, business: class == commandbus.ClassBusiness}
@@ -346,6 +353,20 @@ func (e *stepError) Error() string { return e.code + ": " + e.msg }
 func (w *walk) finish() error {
 	m := w.m
 	if w.failed != nil {
+		// Commands already sent may take effect: wait for their replies, so that their effects
+		// are compensated too (or visible to the operator), before unwinding or parking.
+		var inFlight []string
+		for _, s := range m.def.steps {
+			if r := w.f.steps[s.id]; r != nil && r.status == statusWaiting && s.kind == kindCommand {
+				inFlight = append(inFlight, s.id)
+			}
+		}
+		if len(inFlight) > 0 {
+			return m.runnerResult(w.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+				cp.Status, cp.Release, cp.NextRetryAt, cp.NextWaitTimeoutAt = driver.ExecutionWaitingForAsync, true, nil, nil
+				cp.CurrentWait = strings.Join(inFlight, ",")
+			}))
+		}
 		if !w.ops.empty() {
 			// The signals, timers and waits the run handled are recorded before it parks.
 			if err := w.checkpoint(func(cp *driver.ExecutionCheckpoint) {}); err != nil {

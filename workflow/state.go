@@ -30,6 +30,9 @@ const (
 	statusRetryScheduled = "RETRY_SCHEDULED"
 	// statusWaiting marks a signal gate, timer or child step waiting for its input.
 	statusWaiting = "WAITING"
+
+	// reasonBusinessFailure marks a FAILED entry whose failure is a business one.
+	reasonBusinessFailure = "business failure"
 )
 
 // The error codes the workflow runtime writes.
@@ -124,8 +127,10 @@ type folded struct {
 	startAt *time.Time // a delayed start: no step runs before it
 	// cancelled is set by an operator's cancel with compensations: they end CANCELLED.
 	cancelled bool
-	// failStep, failCode and failMsg are the first step failure that started compensations.
+	// failStep, failCode and failMsg are the first step failure that stands (not retried by an
+	// operator since); failBusiness says it was a business failure (compensations).
 	failStep, failCode, failMsg string
+	failBusiness                bool
 	steps                       map[string]*stepRecord
 	next                        int // next completion order
 }
@@ -185,6 +190,7 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 				r.attempts++
 				if f.failStep == "" {
 					f.failStep, f.failCode, f.failMsg = e.Name, e.ErrorCode, e.ErrorMessage
+					f.failBusiness = e.Reason == reasonBusinessFailure
 				}
 			}
 		case entryCompensation:
@@ -200,7 +206,7 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 				f.hash = info.Hash
 			}
 			if f.failStep != "" && f.steps[f.failStep].compStat == "" {
-				f.failStep, f.failCode, f.failMsg = "", "", "" // a retried step failure no longer stands
+				f.failStep, f.failCode, f.failMsg, f.failBusiness = "", "", "", false // a retried step failure no longer stands
 			}
 			for _, r := range f.steps {
 				if r.status == statusFailed || r.status == statusRetryScheduled {
