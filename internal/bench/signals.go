@@ -31,6 +31,9 @@ type TimersConfig struct {
 	Lead time.Duration `json:"lead_ns"`
 	// Concurrency is how many executions the engine runs at once. Default: 1000.
 	Concurrency int `json:"concurrency"`
+	// Settle is how long the engine keeps running after the last timer was seen due, so that a
+	// timer seen due again counts as fired twice. Default: 1s.
+	Settle time.Duration `json:"settle_ns"`
 	// Timeout bounds the wait for the last timer after it fell due. Default: 1 minute.
 	Timeout  time.Duration `json:"-"`
 	Logger   *slog.Logger  `json:"-"`
@@ -53,6 +56,9 @@ func (c TimersConfig) WithDefaults() TimersConfig {
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 1000
+	}
+	if c.Settle == 0 {
+		c.Settle = time.Second
 	}
 	if c.Timeout == 0 {
 		c.Timeout = time.Minute
@@ -77,18 +83,24 @@ func (c TimersConfig) validate() error {
 	if c.Concurrency < 0 {
 		errs = append(errs, fmt.Errorf("concurrency must be positive, got %d", c.Concurrency))
 	}
+	if c.Settle < 0 {
+		errs = append(errs, fmt.Errorf("settle must not be negative, got %s", c.Settle))
+	}
 	return errors.Join(errs...)
 }
 
 // TimersResult is what the timer benchmark prints. Lateness is the time from a timer's due time
-// to its execution's runner seeing it due.
+// to its execution's runner seeing it due. Fired counts the timers seen due, FiredTwice those
+// seen due again and Lost those never seen due.
 type TimersResult struct {
-	Driver     string       `json:"driver"`
-	Timers     int          `json:"timers"`
-	Executions int          `json:"executions"`
-	Fired      int          `json:"fired"`
-	FiredTwice int          `json:"fired_twice"`
-	Lost       int          `json:"lost"`
+	Driver     string `json:"driver"`
+	Timers     int    `json:"timers"`
+	Executions int    `json:"executions"`
+	Fired      int    `json:"fired"`
+	FiredTwice int    `json:"fired_twice"`
+	Lost       int    `json:"lost"`
+	// Unfired counts the timers still pending in the database once the engine stopped.
+	Unfired    int          `json:"unfired"`
 	ScheduleS  float64      `json:"schedule_s"`
 	P50LateMs  float64      `json:"p50_late_ms"`
 	P99LateMs  float64      `json:"p99_late_ms"`
@@ -260,11 +272,26 @@ wait:
 			progress(cfg.Progress, "bench timers: %d of %d fired\n", fired(), cfg.Timers)
 		}
 	}
-	// Runs still under way may only find nothing due; a timer seen again counts as fired twice.
+	// The engine keeps running a while, woken once more: runs may only find nothing due, and a
+	// timer seen due again counts as fired twice.
+	e.Wake(ctx)
+	settle := time.NewTimer(cfg.Settle)
+	select {
+	case <-settle.C:
+	case <-ctx.Done():
+		settle.Stop()
+	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := e.Stop(stopCtx); err != nil {
 		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	unfired, err := countDueTimers(ctx, drv.Executor(), leases)
+	if err != nil {
+		return nil, fmt.Errorf("counting the timers left pending: %w", err)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -276,6 +303,7 @@ wait:
 		Fired:      len(lateness),
 		FiredTwice: twice,
 		Lost:       cfg.Timers - len(lateness),
+		Unfired:    unfired,
 		ScheduleS:  round(scheduled.Seconds(), 3),
 		P50LateMs:  round(percentile(lateness, 0.50).Seconds()*1000, 2),
 		P99LateMs:  round(percentile(lateness, 0.99).Seconds()*1000, 2),
@@ -292,7 +320,28 @@ wait:
 	if res.Lost > 0 {
 		errs = append(errs, fmt.Errorf("%w: %d of %d not seen due within %s after the window", ErrTimersLost, res.Lost, cfg.Timers, cfg.Timeout))
 	}
+	if res.Unfired > 0 {
+		errs = append(errs, fmt.Errorf("%w: %d of %d still pending in the database", ErrTimersLost, res.Unfired, cfg.Timers))
+	}
 	return res, errors.Join(errs...)
+}
+
+// countDueTimers counts the due pending timers of the leases' executions.
+func countDueTimers(ctx context.Context, exec driver.Executor, leases []*execution.Lease) (int, error) {
+	const batch = 1000
+	n := 0
+	for from := 0; from < len(leases); from += batch {
+		ids := make([]uuid.UUID, 0, batch)
+		for _, l := range leases[from:min(from+batch, len(leases))] {
+			ids = append(ids, l.Row.ID)
+		}
+		rows, err := exec.ExecutionTimerListDueMany(ctx, &driver.ExecutionTimerListDueManyParams{ExecutionIDs: ids})
+		if err != nil {
+			return 0, err
+		}
+		n += len(rows)
+	}
+	return n, nil
 }
 
 // SignalConfig configures the signal benchmark.
