@@ -269,7 +269,11 @@ wait:
 			_ = e.Stop(context.Background())
 			return nil, ctx.Err()
 		case <-tick.C:
-			progress(cfg.Progress, "bench timers: %d of %d fired\n", fired(), cfg.Timers)
+			if wait := time.Until(start); wait > 0 {
+				progress(cfg.Progress, "bench timers: the first timer is due in %.1fs\n", wait.Seconds())
+			} else {
+				progress(cfg.Progress, "bench timers: %d of %d fired\n", fired(), cfg.Timers)
+			}
 		}
 	}
 	// The engine keeps running a while, woken once more: runs may only find nothing due, and a
