@@ -113,7 +113,7 @@ func newBenchTimersCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Timers, "timers", 10000, "timers to schedule")
 	cmd.Flags().IntVar(&cfg.Executions, "executions", 1000, "executions the timers are spread over (at most --timers)")
 	cmd.Flags().DurationVar(&cfg.Window, "window", time.Second, "span the timers fall due in")
-	cmd.Flags().DurationVar(&cfg.Lead, "lead", 3*time.Second, "time from the start of scheduling to the first timer; scheduling must end within it")
+	cmd.Flags().DurationVar(&cfg.Lead, "lead", 0, "time from the start of scheduling to the first timer; scheduling must end within it (0: 2s + 300µs per execution)")
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 1000, "executions the engine runs at once")
 	cmd.Flags().DurationVar(&cfg.Settle, "settle", time.Second, "how long the engine keeps running after the last timer, to catch one firing twice")
 	return cmd

@@ -27,7 +27,7 @@ type TimersConfig struct {
 	// Window is the span the timers fall due in, evenly spaced. Default: 1s.
 	Window time.Duration `json:"window_ns"`
 	// Lead is the time between the start of scheduling and the first timer's due time; scheduling
-	// must end within it. Default: 3s.
+	// must end within it. Default: 2s plus 300µs per execution (5s for 10,000).
 	Lead time.Duration `json:"lead_ns"`
 	// Concurrency is how many executions the engine runs at once. Default: 1000.
 	Concurrency int `json:"concurrency"`
@@ -52,7 +52,7 @@ func (c TimersConfig) WithDefaults() TimersConfig {
 		c.Window = time.Second
 	}
 	if c.Lead == 0 {
-		c.Lead = 3 * time.Second
+		c.Lead = 2*time.Second + time.Duration(max(c.Executions, 0))*300*time.Microsecond
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = 1000
