@@ -91,7 +91,7 @@ func (c TimersConfig) validate() error {
 
 // TimersResult is what the timer benchmark prints. Lateness is the time from a timer's due time
 // to its execution's runner seeing it due. Fired counts the timers seen due, FiredTwice those
-// seen due again and Lost those never seen due.
+// seen due again after a committed checkpoint marked them fired, and Lost those never seen due.
 type TimersResult struct {
 	Driver     string `json:"driver"`
 	Timers     int    `json:"timers"`
@@ -110,7 +110,8 @@ type TimersResult struct {
 }
 
 // ErrTimersFiredTwice and ErrTimersLost are what RunTimers returns (wrapped, with its result)
-// when a timer was seen due twice or was never seen due.
+// when a timer was seen due again after it was marked fired, or was never seen due or left
+// pending.
 var (
 	ErrTimersFiredTwice = errors.New("timers fired twice")
 	ErrTimersLost       = errors.New("timers lost")
@@ -176,8 +177,9 @@ func checkpointAll(ctx context.Context, leases []*execution.Lease, cp func(i int
 // RunTimers schedules cfg.Timers durable timers on cfg.Executions waiting executions, due evenly
 // within cfg.Window after cfg.Lead, starts an engine whose runner marks the due timers fired, and
 // measures how late the runner sees each timer due. It returns the result together with an error
-// wrapping ErrTimersFiredTwice when a timer was seen due after it was marked fired, or
-// ErrTimersLost when timers were not seen due within cfg.Timeout after the window.
+// wrapping ErrTimersFiredTwice when a timer was seen due after a committed checkpoint marked it
+// fired, or ErrTimersLost when timers were not seen due within cfg.Timeout after the window or
+// are still pending in the database afterwards.
 func RunTimers(ctx context.Context, drv driver.Driver, cfg TimersConfig) (*TimersResult, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -186,7 +188,8 @@ func RunTimers(ctx context.Context, drv driver.Driver, cfg TimersConfig) (*Timer
 	var (
 		mu       sync.Mutex
 		lateness = make([]time.Duration, 0, cfg.Timers)
-		seen     = make(map[string]int, cfg.Timers)
+		seen     = make(map[string]bool, cfg.Timers) // seen due once
+		fired    = make(map[string]bool, cfg.Timers) // marked fired by a committed checkpoint
 		twice    int
 		all      = make(chan struct{})
 	)
@@ -198,13 +201,15 @@ func RunTimers(ctx context.Context, drv driver.Driver, cfg TimersConfig) (*Timer
 		now := time.Now()
 		cp := lease.Base()
 		cp.Status, cp.Release = driver.ExecutionWaitingForAsync, true
+		keys := make([]string, len(due))
 		mu.Lock()
-		for _, t := range due {
-			key := lease.Row.ID.String() + "/" + t.TimerID
-			seen[key]++
-			if seen[key] > 1 {
+		for i, t := range due {
+			keys[i] = lease.Row.ID.String() + "/" + t.TimerID
+			switch {
+			case fired[keys[i]]:
 				twice++
-			} else {
+			case !seen[keys[i]]:
+				seen[keys[i]] = true
 				lateness = append(lateness, now.Sub(t.FireAt))
 				if len(lateness) == cfg.Timers {
 					close(all)
@@ -213,7 +218,15 @@ func RunTimers(ctx context.Context, drv driver.Driver, cfg TimersConfig) (*Timer
 			cp.FireTimers = append(cp.FireTimers, t.TimerID)
 		}
 		mu.Unlock()
-		return lease.Checkpoint(ctx, cp)
+		if err := lease.Checkpoint(ctx, cp); err != nil {
+			return err // the timers stay pending, due again
+		}
+		mu.Lock()
+		for _, key := range keys {
+			fired[key] = true
+		}
+		mu.Unlock()
+		return nil
 	}}
 	e := benchEngine(drv, cfg.Logger, cfg.Concurrency)
 	if err := e.Register(runner); err != nil {
@@ -249,7 +262,7 @@ func RunTimers(ctx context.Context, drv driver.Driver, cfg TimersConfig) (*Timer
 	if err := e.Start(ctx); err != nil {
 		return nil, err
 	}
-	fired := func() int {
+	seenCount := func() int {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(lateness)
@@ -272,7 +285,7 @@ wait:
 			if wait := time.Until(start); wait > 0 {
 				progress(cfg.Progress, "bench timers: the first timer is due in %.1fs\n", wait.Seconds())
 			} else {
-				progress(cfg.Progress, "bench timers: %d of %d fired\n", fired(), cfg.Timers)
+				progress(cfg.Progress, "bench timers: %d of %d fired\n", seenCount(), cfg.Timers)
 			}
 		}
 	}
