@@ -33,10 +33,12 @@ type Lease struct {
 	// suspendRequested mirrors the operator's pending suspend request as the last acquire,
 	// checkpoint or heartbeat reported it; the heartbeat goroutine writes it too.
 	suspendRequested atomic.Bool
+	// wakeups is the engine's wake-up count when the lease was taken.
+	wakeups uint64
 }
 
 func (e *Engine) newLease(row *driver.ExecutionRow) *Lease {
-	l := &Lease{Row: row, engine: e, renewAt: e.cfg.Clock().Add(e.cfg.Lease / 2)}
+	l := &Lease{Row: row, engine: e, renewAt: e.cfg.Clock().Add(e.cfg.Lease / 2), wakeups: e.wakeups.count.Load()}
 	l.suspendRequested.Store(row.SuspendRequested)
 	return l
 }
@@ -169,6 +171,12 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	l.applySuspension(cp)
 	l.rememberLog(cp, now)
 	l.engine.wakeups.checkpointed(cp, now)
+	if cp.Release && l.engine.wakeups.count.Load() != l.wakeups {
+		// A wake-up went by while this execution was leased: it may have been this execution's
+		// (a timer fell due, a signal arrived), found nothing to claim, and would otherwise wait
+		// for the next poll.
+		l.engine.wakeups.pokeQuiet()
+	}
 	return nil
 }
 

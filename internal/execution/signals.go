@@ -3,6 +3,7 @@ package execution
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -175,6 +176,9 @@ const wakeupGranularity = 5 * time.Millisecond
 type wakeups struct {
 	clock func() time.Time
 	local chan struct{}
+	// count counts the wake-ups of timers, wait timeouts and signals. One may find its execution
+	// leased; a lease that saw the count move pokes again when it lets go (see Lease.Checkpoint).
+	count atomic.Uint64
 
 	mu     sync.Mutex
 	timers map[int64]*time.Timer
@@ -186,6 +190,12 @@ func newWakeups(clock func() time.Time) *wakeups {
 
 // poke wakes the pending poller now.
 func (w *wakeups) poke() {
+	w.count.Add(1)
+	w.pokeQuiet()
+}
+
+// pokeQuiet wakes the pending poller now without counting a wake-up.
+func (w *wakeups) pokeQuiet() {
 	select {
 	case w.local <- struct{}{}:
 	default:
