@@ -160,6 +160,23 @@ func TestConsoleExecutionFilters(t *testing.T) {
 		requireHTML(t, body, `value="region=EU"`, "the attr.K=V parameters show in the form")
 		requireHTML(t, body, "No executions match the filter")
 
+		// The definitions count the executions by status and link to them; a process's execution
+		// page links to its process page and back.
+		resp, body = op.get("/definitions")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		requireHTML(t, rowOf(t, body, "data-type", gateType), `href="/executions?model=workflow&amp;type=`+gateType+`&amp;status=WAITING_FOR_ASYNC"`)
+		payment := f.submit(domesticPayment(payments.TypePaymentStep))
+		f.waitPayment(payment.PaymentID, "COMPLETED")
+		resp, body = op.get("/executions/" + payment.ExecutionID.String())
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		requireHTML(t, body, `id="process-page"`)
+		requireHTML(t, textOf(body), "COMPLETED")
+		requireHTML(t, body, `class="timeline-bar" data-step="`)
+		requireNoHTML(t, body, `id="action-suspend"`, "no actions on an ended execution")
+		resp, body = op.get("/processes/" + payment.ExecutionID.String())
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		requireHTML(t, body, `href="/executions/`+payment.ExecutionID.String()+`" id="execution-page"`)
+
 		// Bad JSON in a signal's payload: refused next to its field, nothing sent.
 		_, page := op.get("/executions/" + gate.String() + "/signal?name=approve")
 		resp, body = op.post("/executions/"+gate.String()+"/signal", url.Values{"csrf": {csrfOf(t, page)},

@@ -236,6 +236,9 @@ func (c *console) executions(w http.ResponseWriter, r *http.Request) {
 			}
 			d.Types = append(d.Types, ops.Type())
 		}
+		if f.Model != "" && !seen[f.Model] { // a model stored but not run here still shows as chosen
+			d.Models = append(d.Models, f.Model)
+		}
 	}
 	status := http.StatusOK
 	if err != nil {
