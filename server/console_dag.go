@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/commandbus/commandbus/orchestration"
-	"github.com/commandbus/commandbus/workflow"
 )
 
 // The definition page draws a declarative model's DAG as server-side SVG: one column per layer,
@@ -45,15 +44,10 @@ const (
 	dagPad    = 16
 )
 
-// stepDescriber is implemented by models that describe their steps (workflow.Manager).
-type stepDescriber interface {
-	Steps() []workflow.StepInfo
-}
-
 // layoutDAG lays a topology out: layers are columns, a layer's steps are stacked top to bottom,
 // each column centred on the tallest. steps, when known, give each box its kind.
-func layoutDAG(topo *orchestration.Topology, steps []workflow.StepInfo) *dagPicture {
-	info := map[string]workflow.StepInfo{}
+func layoutDAG(topo *orchestration.Topology, steps []orchestration.StepInfo) *dagPicture {
+	info := map[string]orchestration.StepInfo{}
 	for _, s := range steps {
 		info[s.ID] = s
 	}
@@ -70,7 +64,7 @@ func layoutDAG(topo *orchestration.Topology, steps []workflow.StepInfo) *dagPict
 		colH := len(layer)*dagBoxH + max(len(layer)-1, 0)*dagRowGap
 		top := dagPad + (pic.Height-2*dagPad-colH)/2
 		for si, id := range layer {
-			b := &dagBox{ID: id, Kind: workflow.StepKindLocal, Layer: li, W: dagBoxW, H: dagBoxH,
+			b := &dagBox{ID: id, Kind: orchestration.StepKindLocal, Layer: li, W: dagBoxW, H: dagBoxH,
 				X: dagPad + li*(dagBoxW+dagColGap), Y: top + si*(dagBoxH+dagRowGap)}
 			if s, ok := info[id]; ok {
 				b.Kind, b.Detail = s.Kind, stepDetail(s)
@@ -97,17 +91,17 @@ func layoutDAG(topo *orchestration.Topology, steps []workflow.StepInfo) *dagPict
 }
 
 // stepDetail is the line under a step's kind: what it waits for or starts.
-func stepDetail(s workflow.StepInfo) string {
+func stepDetail(s orchestration.StepInfo) string {
 	var d string
 	switch s.Kind {
-	case workflow.StepKindSignal:
+	case orchestration.StepKindSignal:
 		d = "signal " + s.Signal
 		if s.SignalTimeout > 0 {
 			d += ", times out after " + s.SignalTimeout.String()
 		}
-	case workflow.StepKindSleep:
+	case orchestration.StepKindSleep:
 		d = "sleeps " + s.Sleep.Round(time.Millisecond).String()
-	case workflow.StepKindChild:
+	case orchestration.StepKindChild:
 		d = "starts workflow " + s.ChildType
 	}
 	if s.Conditional {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/orchestration"
-	"github.com/commandbus/commandbus/workflow"
 )
 
 // Steps of one layer that ran at the same time overlap on the timeline; later layers start to
@@ -50,7 +49,7 @@ func TestLayoutDAG(t *testing.T) {
 		Layers: [][]string{{"a"}, {"b", "c"}, {"d"}},
 		Edges:  []orchestration.Edge{{From: "a", To: "b"}, {From: "a", To: "c"}, {From: "b", To: "d"}, {From: "c", To: "d"}},
 	}
-	pic := layoutDAG(topo, []workflow.StepInfo{{ID: "b", Kind: workflow.StepKindSignal, Signal: "go"}, {ID: "c", Kind: workflow.StepKindSleep, Sleep: time.Minute}})
+	pic := layoutDAG(topo, []orchestration.StepInfo{{ID: "b", Kind: orchestration.StepKindSignal, Signal: "go"}, {ID: "c", Kind: orchestration.StepKindSleep, Sleep: time.Minute}})
 	require.Len(t, pic.Boxes, 4)
 	require.Len(t, pic.Lines, 4)
 	boxes := map[string]*dagBox{}
@@ -96,4 +95,41 @@ func TestParseExecutionFilter(t *testing.T) {
 	_, _, err = parseExecutionFilter(url.Values{"status": {"DONE"}, "attr": {"x"}})
 	require.ErrorContains(t, err, "status")
 	require.ErrorContains(t, err, "attr", "every problem at once")
+}
+
+// Bars come from the log: a declarative model's steps in layer order with those not run yet, a
+// step from its start to the entry that ends it, a waiting step open, a retried step from its
+// first start.
+func TestStepBars(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	ptr := func(v time.Time) *time.Time { return &v }
+	log := []*driver.ExecutionLogEntry{
+		{EntryType: "LIFECYCLE", Name: "CREATED", At: at(0)},
+		{EntryType: "STEP", Name: "a", StepStatus: "COMPLETED", StartedAt: ptr(at(0)), At: at(1)},
+		{EntryType: "STEP", Name: "b", StepStatus: "RETRY_SCHEDULED", StartedAt: ptr(at(1)), At: at(2), ErrorCode: "BUSY", ErrorMessage: "try later"},
+		{EntryType: "STEP", Name: "b", StepStatus: "COMPLETED", StartedAt: ptr(at(3)), At: at(4)},
+		{EntryType: "STEP", Name: "gate", StepStatus: "WAITING", At: at(1)},
+	}
+	topo := &orchestration.Topology{Layers: [][]string{{"a"}, {"b", "gate"}, {"c"}}}
+	row := &driver.ExecutionRow{Status: driver.ExecutionWaitingForAsync}
+	bars := stepBars(topo, row, log)
+	require.Len(t, bars, 4)
+	names := []string{bars[0].Name, bars[1].Name, bars[2].Name, bars[3].Name}
+	require.Equal(t, []string{"a", "b", "gate", "c"}, names, "layer order")
+	require.Equal(t, at(1), *bars[1].Start, "from the first attempt's start")
+	require.Equal(t, at(4), *bars[1].End)
+	require.Equal(t, "COMPLETED", bars[1].Status)
+	require.Empty(t, bars[1].Error, "the error of an attempt that was retried is gone once it completed")
+	require.Equal(t, "WAITING", bars[2].Status)
+	require.Nil(t, bars[2].End, "a waiting step reaches now")
+	require.Equal(t, "PENDING", bars[3].Status)
+	require.Nil(t, bars[3].Start)
+
+	// Without a topology (a process), the steps come in the order they first ran.
+	bars = stepBars(nil, &driver.ExecutionRow{Status: driver.ExecutionCompleted, CompletedAt: ptr(at(9))}, log)
+	require.Len(t, bars, 3)
+	require.Equal(t, "gate", bars[2].Name)
+	require.Equal(t, at(9), *bars[2].End, "an ended execution closes its open bars")
 }

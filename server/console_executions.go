@@ -16,7 +16,6 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/orchestration"
-	"github.com/commandbus/commandbus/workflow"
 )
 
 // The model-neutral console pages: the registered definitions (a workflow's DAG drawn), the
@@ -84,7 +83,7 @@ func (c *console) definitions(w http.ResponseWriter, r *http.Request) {
 // definitionData is what the definition page shows.
 type definitionData struct {
 	definitionRow
-	Steps []workflow.StepInfo
+	Steps []orchestration.StepInfo
 	DAG   *dagPicture
 }
 
@@ -108,9 +107,7 @@ func (c *console) definition(w http.ResponseWriter, r *http.Request) {
 	for _, n := range d.Counts {
 		d.Total += n.Count
 	}
-	if sd, ok := ops.(stepDescriber); ok {
-		d.Steps = sd.Steps()
-	}
+	d.Steps = orchestration.StepsOf(ops)
 	if d.Topology != nil {
 		d.DAG = layoutDAG(d.Topology, d.Steps)
 	}
@@ -336,28 +333,28 @@ func layoutTimeline(bars []*timelineBar, now time.Time) *timelineChart {
 	return ch
 }
 
-// stepBars builds an execution's bars: a workflow's steps from its per-step view (every step of
-// the DAG, in layer order), any other model's from its log (steps by name, first start to last
-// end).
-func (c *console) stepBars(ctx context.Context, ops orchestration.Operations, row *driver.ExecutionRow, log []*driver.ExecutionLogEntry) []*timelineBar {
-	if m, ok := ops.(*workflow.Manager); ok {
-		if inst, err := m.Get(ctx, row.ID); err == nil {
-			var bars []*timelineBar
-			for _, s := range inst.Steps {
-				b := &timelineBar{Name: s.ID, Status: s.Status, Start: s.StartedAt, End: s.EndedAt}
-				if s.ErrorCode != "" || s.Error != "" {
-					b.Error = s.ErrorCode + ": " + s.Error
-				}
-				if b.Start == nil && b.End != nil {
-					b.Start = b.End
-				}
-				bars = append(bars, b)
-			}
-			return bars
-		}
-	}
+// barDone says which step statuses end a step's bar.
+var barDone = map[string]bool{
+	"COMPLETED": true, "SKIPPED": true, "FAILED": true, "TIMED_OUT": true, "REPLY_FAILED": true,
+	"SATISFIED": true, "RECORDED": true,
+}
+
+// stepBars builds an execution's bars from its log: a step runs from its first start (or first
+// entry) to its last entry when that ends it, else until now. A declarative model's steps come
+// in the order of its layers, those that have not run included; any other model's in the order
+// they first ran.
+func stepBars(topo *orchestration.Topology, row *driver.ExecutionRow, log []*driver.ExecutionLogEntry) []*timelineBar {
 	var bars []*timelineBar
 	byName := map[string]*timelineBar{}
+	if topo != nil {
+		for _, layer := range topo.Layers {
+			for _, id := range layer {
+				b := &timelineBar{Name: id, Status: "PENDING"}
+				byName[id] = b
+				bars = append(bars, b)
+			}
+		}
+	}
 	for _, e := range log {
 		switch e.EntryType {
 		case "STEP", "COMMAND", "WAIT", "SIDE_EFFECT":
@@ -366,6 +363,9 @@ func (c *console) stepBars(ctx context.Context, ops orchestration.Operations, ro
 		}
 		b := byName[e.Name]
 		if b == nil {
+			if topo != nil {
+				continue
+			}
 			b = &timelineBar{Name: e.Name}
 			byName[e.Name] = b
 			bars = append(bars, b)
@@ -378,19 +378,26 @@ func (c *console) stepBars(ctx context.Context, ops orchestration.Operations, ro
 			b.Start = &start
 		}
 		b.Status = e.StepStatus
-		at := e.At
-		if finishing[e.StepStatus] {
-			b.End = &at
-		} else {
-			b.End = nil
+		if e.StepStatus == "PENDING" {
+			b.Status = "WAITING"
 		}
-		if e.ErrorCode != "" {
+		at := e.At
+		b.End = nil
+		if barDone[e.StepStatus] {
+			b.End = &at
+		}
+		b.Error = ""
+		if e.ErrorCode != "" || e.ErrorMessage != "" {
 			b.Error = e.ErrorCode + ": " + e.ErrorMessage
 		}
 	}
 	for _, b := range bars {
-		if b.End == nil && row.Status.Terminal() {
-			b.End = b.Start
+		if b.Start != nil && b.End == nil && row.Status.Terminal() {
+			end := *b.Start
+			if row.CompletedAt != nil && row.CompletedAt.After(end) {
+				end = *row.CompletedAt
+			}
+			b.End = &end
 		}
 	}
 	return bars
@@ -485,7 +492,11 @@ func (c *console) executionPage(w http.ResponseWriter, r *http.Request) {
 	if row.Model == "process" {
 		d.ProcessPage = c.executionHref(row)
 	}
-	d.Timeline = layoutTimeline(c.stepBars(ctx, ops, row, log), c.client.Now())
+	var topo *orchestration.Topology
+	if ops != nil {
+		topo = orchestration.Describe(ops).Topology
+	}
+	d.Timeline = layoutTimeline(stepBars(topo, row, log), c.client.Now())
 	if row.ParentID != uuid.Nil {
 		if d.Parent, err = exec.ExecutionGet(ctx, row.ParentID); err != nil && !errors.Is(err, driver.ErrNotFound) {
 			c.failed(w, r, err)

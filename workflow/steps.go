@@ -1,37 +1,20 @@
 package workflow
 
-import "time"
+import "github.com/commandbus/commandbus/orchestration"
 
 // The step kinds StepInfo reports.
 const (
-	StepKindLocal  = "local"
-	StepKindSignal = "signal"
-	StepKindSleep  = "sleep"
-	StepKindChild  = "child"
+	StepKindLocal  = orchestration.StepKindLocal
+	StepKindSignal = orchestration.StepKindSignal
+	StepKindSleep  = orchestration.StepKindSleep
+	StepKindChild  = orchestration.StepKindChild
 )
 
-// StepInfo describes one step of a registered definition, for tools that show it (the console
-// draws the DAG with it): its id, kind (StepKindLocal, StepKindSignal, StepKindSleep or
-// StepKindChild), what it waits for and its dependencies.
-type StepInfo struct {
-	ID   string `json:"id"`
-	Kind string `json:"kind"`
-	// Signal is the signal a signal gate waits for; SignalTimeout bounds the wait (zero: none).
-	Signal        string        `json:"signal,omitempty"`
-	SignalTimeout time.Duration `json:"signalTimeout,omitempty"`
-	// Sleep is a sleep step's delay.
-	Sleep time.Duration `json:"sleep,omitempty"`
-	// ChildType is the workflow a child step starts.
-	ChildType string `json:"childType,omitempty"`
-	// DependsOn are the steps that must be done before this one runs.
-	DependsOn []string `json:"dependsOn,omitempty"`
-	// Conditional says the step runs only when its condition holds; Compensated that it has a
-	// compensation.
-	Conditional bool `json:"conditional,omitempty"`
-	Compensated bool `json:"compensated,omitempty"`
-}
+// StepInfo describes one step of a registered definition (see orchestration.StepInfo).
+type StepInfo = orchestration.StepInfo
 
-// Steps describes the definition's steps, in the order they were added.
+// Steps describes the definition's steps, in the order they were added; it implements
+// orchestration.StepDescriber.
 func (m *Manager) Steps() []StepInfo {
 	out := make([]StepInfo, 0, len(m.def.steps))
 	for _, s := range m.def.steps {
