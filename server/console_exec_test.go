@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -177,6 +178,25 @@ func TestConsoleExecutionFilters(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		requireHTML(t, body, `href="/executions/`+payment.ExecutionID.String()+`" id="execution-page"`)
 
+		// The page's live regions, and the header's search, which finds a workflow's page.
+		resp, body = op.get("/live/executions/" + gate.String())
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		var live struct {
+			Regions map[string]string `json:"regions"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &live))
+		require.Contains(t, live.Regions["execution-status"], "WAITING_FOR_ASYNC")
+		require.Contains(t, live.Regions["execution-timeline"], `data-step="approval"`)
+		require.Contains(t, live.Regions["execution-waits"], "approve")
+		resp, _ = op.get("/live/executions/" + uuid.NewString())
+		require.Equal(t, http.StatusNotFound, resp.StatusCode)
+		resp, body = op.get("/search?q=" + gate.String())
+		if resp.StatusCode == http.StatusSeeOther {
+			require.Equal(t, "/executions/"+gate.String(), resp.Header.Get("Location"))
+		} else {
+			requireHTML(t, body, `href="/executions/`+gate.String()+`"`)
+		}
+
 		// Bad JSON in a signal's payload: refused next to its field, nothing sent.
 		_, page := op.get("/executions/" + gate.String() + "/signal?name=approve")
 		resp, body = op.post("/executions/"+gate.String()+"/signal", url.Values{"csrf": {csrfOf(t, page)},
@@ -342,9 +362,9 @@ func browserSignal(t *testing.T, f *execFixture, browser context.Context) {
 	require.NotEmpty(t, entries)
 	require.Equal(t, "SIGNAL_SEND", entries[0].Action)
 	require.Equal(t, "approved on the phone", entries[0].Reason)
-	tb.visit("/executions/" + gate.String())
-	require.Contains(t, tb.text("#execution-state"), "COMPLETED")
+	tb.waitText("#execution-state", "COMPLETED") // the live region updates without a reload
 	require.Equal(t, 0, tb.count("#action-suspend"), "no actions on an ended execution")
+	require.Contains(t, tb.text("#audit-title + p + *"), "approved on the phone", "the audit log shows the signal")
 }
 
 func browserSuspendResume(t *testing.T, f *execFixture, browser context.Context) {

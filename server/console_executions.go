@@ -429,6 +429,8 @@ type executionData struct {
 	// NoRuntime says this server runs no runtime for the execution's model and type.
 	NoRuntime bool
 	State     string
+	// Audit is the operator actions on the execution, newest first.
+	Audit []*commandbus.AuditLogEntry
 }
 
 // executionActionsOf lists the actions the execution's status allows (the models check again).
@@ -468,18 +470,21 @@ func (c *console) getExecution(ctx context.Context, raw string) (*driver.Executi
 	return row, err
 }
 
-func (c *console) executionPage(w http.ResponseWriter, r *http.Request) {
+// executionRegions are the execution page's live regions.
+var executionRegions = []string{"execution-status", "execution-timeline", "execution-waits"}
+
+// executionPageOf reads what an execution's page shows; the audit log only for a full page
+// (live updates leave it alone).
+func (c *console) executionPageOf(w http.ResponseWriter, r *http.Request, full bool) (*Page, error) {
 	ctx := r.Context()
 	row, err := c.getExecution(ctx, r.PathValue("id"))
 	if err != nil {
-		c.failed(w, r, err)
-		return
+		return nil, err
 	}
 	exec := c.client.Driver().Executor()
 	log, err := exec.ExecutionLogList(ctx, row.ID)
 	if err != nil {
-		c.failed(w, r, err)
-		return
+		return nil, err
 	}
 	d := &executionData{Row: row, Log: log, State: prettyJSON(row.State),
 		Definition: "/definitions/" + url.PathEscape(row.Model) + "/" + url.PathEscape(row.Type)}
@@ -499,18 +504,15 @@ func (c *console) executionPage(w http.ResponseWriter, r *http.Request) {
 	d.Timeline = layoutTimeline(stepBars(topo, row, log), c.client.Now())
 	if row.ParentID != uuid.Nil {
 		if d.Parent, err = exec.ExecutionGet(ctx, row.ParentID); err != nil && !errors.Is(err, driver.ErrNotFound) {
-			c.failed(w, r, err)
-			return
+			return nil, err
 		}
 	}
 	if d.Children, err = exec.ExecutionList(ctx, &driver.ExecutionListParams{ParentID: row.ID, Limit: 200}); err != nil {
-		c.failed(w, r, err)
-		return
+		return nil, err
 	}
 	attrs, err := exec.ExecutionAttributes(ctx, row.ID)
 	if err != nil {
-		c.failed(w, r, err)
-		return
+		return nil, err
 	}
 	for k, v := range attrs {
 		d.Attributes = append(d.Attributes, Fact{Label: k, Value: v,
@@ -519,24 +521,49 @@ func (c *console) executionPage(w http.ResponseWriter, r *http.Request) {
 	sort.Slice(d.Attributes, func(i, j int) bool { return d.Attributes[i].Label < d.Attributes[j].Label })
 	if rt != nil {
 		if d.Signals, err = rt.PendingSignals(ctx, row.ID); err != nil {
-			c.failed(w, r, err)
-			return
+			return nil, err
 		}
 		if d.Timers, err = rt.Timers(ctx, row.ID); err != nil {
-			c.failed(w, r, err)
-			return
+			return nil, err
 		}
 		if d.Waits, err = rt.OpenWaits(ctx, row.ID); err != nil {
-			c.failed(w, r, err)
-			return
+			return nil, err
 		}
 	}
 	if ops != nil {
 		d.Actions = executionActionsOf(row)
 	}
+	if full {
+		if d.Audit, err = c.executionAudit(ctx, row.ID); err != nil {
+			return nil, err
+		}
+	}
 	p := c.newPage(w, r, row.Type+" "+shortID(row.ID), "executions")
-	p.Data = d
+	p.Data, p.LiveURL = d, "/live/executions/"+row.ID.String()
+	return p, nil
+}
+
+func (c *console) executionPage(w http.ResponseWriter, r *http.Request) {
+	p, err := c.executionPageOf(w, r, true)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
 	c.render(w, r, http.StatusOK, "execution.html", p)
+}
+
+func (c *console) executionLive(w http.ResponseWriter, r *http.Request) {
+	p, err := c.executionPageOf(w, r, false)
+	if err != nil {
+		if errors.Is(err, commandbus.ErrNotFound) {
+			writeProblem(w, http.StatusNotFound, "NOT_FOUND", "No such execution.", err.Error())
+			return
+		}
+		c.logger.Error("console: live execution failed", "path", r.URL.Path, "error", err)
+		writeProblem(w, http.StatusInternalServerError, "INTERNAL", "The page could not be read.", "")
+		return
+	}
+	c.renderRegions(w, r, "execution.html", p, executionRegions...)
 }
 
 // executionFacts describe an execution on a confirmation page.
@@ -704,6 +731,7 @@ func (c *console) routeExecutions(mux *http.ServeMux) {
 	mux.HandleFunc("GET /definitions/{model}/{type}", c.viewer(c.definition))
 	mux.HandleFunc("GET /executions", c.viewer(c.executions))
 	mux.HandleFunc("GET /executions/{id}", c.viewer(c.executionPage))
+	mux.HandleFunc("GET /live/executions/{id}", c.live(c.executionLive))
 	mux.HandleFunc("GET /executions/{id}/timers/{timer}/cancel", c.operator(c.timerCancel))
 	mux.HandleFunc("POST /executions/{id}/timers/{timer}/cancel", c.operator(c.timerCancel))
 	mux.HandleFunc("GET /executions/{id}/{action}", c.operator(c.executionAction))
