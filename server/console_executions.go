@@ -277,7 +277,6 @@ type timelineBar struct {
 	Status string
 	Start  *time.Time
 	End    *time.Time
-	Open   bool // still running or waiting: the bar reaches now
 	Error  string
 	// X, W place the bar; Y its row; LabelY the text baseline.
 	X, W, Y, LabelY int
@@ -287,9 +286,10 @@ type timelineBar struct {
 type timelineChart struct {
 	Bars          []*timelineBar
 	Width, Height int
-	AxisX         int
-	From, To      time.Time
-	Span          time.Duration
+	// AxisX and AxisEnd are where the time axis starts and ends.
+	AxisX, AxisEnd int
+	From, To       time.Time
+	Span           time.Duration
 }
 
 const (
@@ -300,7 +300,8 @@ const (
 
 // layoutTimeline places the bars on a shared axis from the earliest start to the latest end.
 func layoutTimeline(bars []*timelineBar, now time.Time) *timelineChart {
-	ch := &timelineChart{Bars: bars, Width: chartLabelW + chartBarW + 20, Height: 24 + len(bars)*chartRowH, AxisX: chartLabelW}
+	ch := &timelineChart{Bars: bars, Width: chartLabelW + chartBarW + 20, Height: 24 + len(bars)*chartRowH,
+		AxisX: chartLabelW, AxisEnd: chartLabelW + chartBarW}
 	for _, b := range bars {
 		if b.Start == nil {
 			continue
@@ -401,6 +402,14 @@ func stepBars(topo *orchestration.Topology, row *driver.ExecutionRow, log []*dri
 		}
 	}
 	return bars
+}
+
+// Took is how long the step ran, zero while it runs or when it has not run.
+func (b *timelineBar) Took() time.Duration {
+	if b.Start == nil || b.End == nil {
+		return 0
+	}
+	return b.End.Sub(*b.Start)
 }
 
 // executionAction is a link to an action on an execution.
