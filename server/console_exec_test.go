@@ -3,10 +3,12 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"html"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -177,6 +179,27 @@ func TestConsoleExecutionFilters(t *testing.T) {
 		resp, body = op.get("/processes/" + payment.ExecutionID.String())
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		requireHTML(t, body, `href="/executions/`+payment.ExecutionID.String()+`" id="execution-page"`)
+
+		// Paging: newest first, 50 a page, the next page older than the last row shown.
+		inputs := make([]any, 55)
+		for i := range inputs {
+			inputs[i] = map[string]int{"n": i}
+		}
+		_, err := f.nap.StartMany(context.Background(), inputs)
+		require.NoError(t, err)
+		resp, body = op.get("/executions?type=" + napType)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		first := rowIDs(body)
+		require.Len(t, first, 50)
+		next := nextPageRE.FindStringSubmatch(body)
+		require.NotNil(t, next, "a link to the older executions")
+		resp, body = op.get(html.UnescapeString(next[1]))
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		second := rowIDs(body)
+		require.Len(t, second, 5)
+		require.Less(t, second[0], first[len(first)-1], "the second page is older")
+		requireNoHTML(t, body, `id="next-page"`)
+		requireHTML(t, body, `id="first-page"`)
 
 		// The page's live regions, and the header's search, which finds a workflow's page.
 		resp, body = op.get("/live/executions/" + gate.String())
@@ -429,6 +452,20 @@ func browserChildren(t *testing.T, f *execFixture, browser context.Context) {
 	tb.waitText(".flash-success", "cancelled")
 	f.waitExecution(parent, driver.ExecutionCancelled)
 	f.waitExecution(child.ID, driver.ExecutionCancelled)
+}
+
+var (
+	rowIDRE    = regexp.MustCompile(`<tr data-id="([0-9a-f-]{36})" data-model=`)
+	nextPageRE = regexp.MustCompile(`<a href="([^"]+)" id="next-page"`)
+)
+
+// rowIDs are the execution ids an executions page lists, in order.
+func rowIDs(body string) []string {
+	var out []string
+	for _, m := range rowIDRE.FindAllStringSubmatch(body, -1) {
+		out = append(out, m[1])
+	}
+	return out
 }
 
 // chromeEval evaluates a JavaScript expression in the tab.
