@@ -8,11 +8,13 @@ const (
 	StepKindSignal = "signal" // waits for a named signal
 	StepKindSleep  = "sleep"  // waits for a durable timer
 	StepKindChild  = "child"  // starts a child execution and waits for its end
+	// StepKindCommand sends a command to a domain and waits for its reply.
+	StepKindCommand = "command"
 )
 
 // StepInfo describes one step of a declarative definition, for tools that show it (the console
-// draws the DAG with it): its id, kind (StepKindLocal, StepKindSignal, StepKindSleep or
-// StepKindChild), what it waits for and its dependencies.
+// draws the DAG with it): its id, kind (StepKindLocal, StepKindSignal, StepKindSleep,
+// StepKindChild or StepKindCommand), what it waits for and its dependencies.
 type StepInfo struct {
 	ID   string `json:"id"`
 	Kind string `json:"kind"`
@@ -23,6 +25,9 @@ type StepInfo struct {
 	Sleep time.Duration `json:"sleep,omitempty"`
 	// ChildType is the execution type a child step starts.
 	ChildType string `json:"childType,omitempty"`
+	// CommandDomain and CommandType name the command a command step sends.
+	CommandDomain string `json:"commandDomain,omitempty"`
+	CommandType   string `json:"commandType,omitempty"`
 	// DependsOn are the steps that must be done before this one runs.
 	DependsOn []string `json:"dependsOn,omitempty"`
 	// Conditional says the step runs only when its condition holds; Compensated that it has a

@@ -103,6 +103,8 @@ func stepDetail(s orchestration.StepInfo) string {
 		d = "sleeps " + s.Sleep.Round(time.Millisecond).String()
 	case orchestration.StepKindChild:
 		d = "starts workflow " + s.ChildType
+	case orchestration.StepKindCommand:
+		d = "sends " + s.CommandType + " to " + s.CommandDomain
 	}
 	if s.Conditional {
 		d = joinDetail(d, "runs when its condition holds")

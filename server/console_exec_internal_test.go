@@ -49,7 +49,8 @@ func TestLayoutDAG(t *testing.T) {
 		Layers: [][]string{{"a"}, {"b", "c"}, {"d"}},
 		Edges:  []orchestration.Edge{{From: "a", To: "b"}, {From: "a", To: "c"}, {From: "b", To: "d"}, {From: "c", To: "d"}},
 	}
-	pic := layoutDAG(topo, []orchestration.StepInfo{{ID: "b", Kind: orchestration.StepKindSignal, Signal: "go"}, {ID: "c", Kind: orchestration.StepKindSleep, Sleep: time.Minute}})
+	pic := layoutDAG(topo, []orchestration.StepInfo{{ID: "b", Kind: orchestration.StepKindSignal, Signal: "go"}, {ID: "c", Kind: orchestration.StepKindSleep, Sleep: time.Minute},
+		{ID: "d", Kind: orchestration.StepKindCommand, CommandDomain: "kyc", CommandType: "CheckID"}})
 	require.Len(t, pic.Boxes, 4)
 	require.Len(t, pic.Lines, 4)
 	boxes := map[string]*dagBox{}
@@ -64,6 +65,7 @@ func TestLayoutDAG(t *testing.T) {
 	require.Equal(t, "signal go", boxes["b"].Detail)
 	require.Equal(t, "sleep", boxes["c"].Kind)
 	require.Equal(t, "local", boxes["a"].Kind, "a step without a description is local")
+	require.Equal(t, "sends CheckID to kyc", boxes["d"].Detail)
 	require.GreaterOrEqual(t, pic.Width, boxes["d"].X+boxes["d"].W)
 	require.GreaterOrEqual(t, pic.Height, boxes["c"].Y+boxes["c"].H)
 }
