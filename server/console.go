@@ -129,6 +129,7 @@ func (c *console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /commands/{id}", c.viewer(c.commandPage))
 	mux.HandleFunc("GET /processes/{id}", c.viewer(c.processPage))
 	mux.HandleFunc("GET /live/processes/{id}", c.live(c.processLive))
+	c.routeExecutions(mux)
 
 	mux.HandleFunc("GET /", c.notFound)
 }

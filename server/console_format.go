@@ -34,6 +34,7 @@ func consoleFuncs(assets map[string]string) template.FuncMap {
 		"pct":         percent,
 		"str":         func(v any) string { return fmt.Sprint(v) },
 		"upper":       strings.ToUpper,
+		"stepDetail":  stepDetail,
 		"dict": func(kv ...any) map[string]any {
 			m := map[string]any{}
 			for i := 0; i+1 < len(kv); i += 2 {

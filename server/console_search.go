@@ -88,7 +88,11 @@ func (c *console) find(ctx context.Context, d *searchData) error {
 	exec, err := c.client.Driver().Executor().ExecutionGet(ctx, id)
 	switch {
 	case err == nil:
-		add(searchHit{Kind: "Process", Label: exec.Type + " execution " + shortID(id) + " (" + string(exec.Status) + ")", Href: c.executionHref(exec)})
+		href := c.executionHref(exec)
+		if exec.Model != "process" { // other models have no process page
+			href = "/executions/" + id.String()
+		}
+		add(searchHit{Kind: "Process", Label: exec.Type + " execution " + shortID(id) + " (" + string(exec.Status) + ")", Href: href})
 	case !errors.Is(err, driver.ErrNotFound):
 		return err
 	}
