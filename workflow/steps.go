@@ -4,10 +4,11 @@ import "github.com/commandbus/commandbus/orchestration"
 
 // The step kinds StepInfo reports.
 const (
-	StepKindLocal  = orchestration.StepKindLocal
-	StepKindSignal = orchestration.StepKindSignal
-	StepKindSleep  = orchestration.StepKindSleep
-	StepKindChild  = orchestration.StepKindChild
+	StepKindLocal   = orchestration.StepKindLocal
+	StepKindSignal  = orchestration.StepKindSignal
+	StepKindSleep   = orchestration.StepKindSleep
+	StepKindChild   = orchestration.StepKindChild
+	StepKindCommand = orchestration.StepKindCommand
 )
 
 // StepInfo describes one step of a registered definition (see orchestration.StepInfo).
@@ -26,6 +27,8 @@ func (m *Manager) Steps() []StepInfo {
 			info.Kind, info.Sleep = StepKindSleep, s.sleep
 		case kindChild:
 			info.Kind, info.ChildType = StepKindChild, s.childType
+		case kindCommand:
+			info.Kind, info.CommandDomain, info.CommandType = StepKindCommand, s.domain, s.commandType
 		default:
 			info.Kind = StepKindLocal
 		}

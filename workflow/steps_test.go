@@ -25,12 +25,14 @@ func TestManagerSteps(t *testing.T) {
 		WaitSignal("approval", "approve", workflow.DependsOn("prepare"), workflow.SignalTimeout(time.Minute, workflow.TimeoutBranch)).
 		Sleep("coolOff", time.Hour, workflow.DependsOn("prepare")).
 		Child("kyc", "steps-child", func(*workflow.StepContext) (any, error) { return nil, nil }, workflow.DependsOn("approval", "coolOff"),
-			workflow.When(func(*workflow.StepContext) bool { return true })))
+			workflow.When(func(*workflow.StepContext) bool { return true })).
+		Command("bookRisk", "risk", "BookRisk", func(*workflow.StepContext) (any, error) { return nil, nil }, workflow.DependsOn("kyc")))
 	require.NoError(t, err)
 	require.Equal(t, []workflow.StepInfo{
 		{ID: "prepare", Kind: workflow.StepKindLocal, Compensated: true},
 		{ID: "approval", Kind: workflow.StepKindSignal, Signal: "approve", SignalTimeout: time.Minute, DependsOn: []string{"prepare"}},
 		{ID: "coolOff", Kind: workflow.StepKindSleep, Sleep: time.Hour, DependsOn: []string{"prepare"}},
 		{ID: "kyc", Kind: workflow.StepKindChild, ChildType: "steps-child", DependsOn: []string{"approval", "coolOff"}, Conditional: true},
+		{ID: "bookRisk", Kind: workflow.StepKindCommand, CommandDomain: "risk", CommandType: "BookRisk", DependsOn: []string{"kyc"}},
 	}, m.Steps())
 }
