@@ -165,6 +165,7 @@ type Definition struct {
 	steps            []*stepDef
 	layerConcurrency int
 	timeout          time.Duration
+	onDeadline       DeadlineAction
 	retry            RetryPolicy
 }
 
@@ -182,9 +183,26 @@ func (d *Definition) Domain(domain string) *Definition { d.domain = domain; retu
 // LayerConcurrency bounds how many ready steps run at once (default 8).
 func (d *Definition) LayerConcurrency(n int) *Definition { d.layerConcurrency = n; return d }
 
-// Timeout sets the workflow's deadline, counted from its start; past it the runtime parks the
-// execution in the troubleshooting queue with DEADLINE_EXCEEDED.
+// Timeout sets the workflow's deadline, counted from its start; past it the deadline action
+// applies (see OnDeadline; by default the execution parks in the troubleshooting queue with
+// DEADLINE_EXCEEDED).
 func (d *Definition) Timeout(t time.Duration) *Definition { d.timeout = t; return d }
+
+// DeadlineAction is what happens when a workflow passes its deadline.
+type DeadlineAction string
+
+// The deadline actions.
+const (
+	// DeadlineTSQ parks the execution in the troubleshooting queue (the default).
+	DeadlineTSQ DeadlineAction = "TSQ"
+	// DeadlineCompensate runs the compensations of the completed steps and ends COMPENSATED.
+	DeadlineCompensate DeadlineAction = "COMPENSATE"
+	// DeadlineFail ends the execution FAILED at once.
+	DeadlineFail DeadlineAction = "FAIL"
+)
+
+// OnDeadline sets the deadline action.
+func (d *Definition) OnDeadline(action DeadlineAction) *Definition { d.onDeadline = action; return d }
 
 // DefaultRetry sets the retry policy of steps that set none.
 func (d *Definition) DefaultRetry(p RetryPolicy) *Definition { d.retry = p; return d }
@@ -293,6 +311,11 @@ func (d *Definition) validate() (*Topology, error) {
 	}
 	if d.layerConcurrency < 0 || d.timeout < 0 {
 		problems = append(problems, "LayerConcurrency and Timeout must not be negative")
+	}
+	switch d.onDeadline {
+	case "", DeadlineTSQ, DeadlineCompensate, DeadlineFail:
+	default:
+		problems = append(problems, fmt.Sprintf("the deadline action %q is not TSQ, COMPENSATE or FAIL", d.onDeadline))
 	}
 	if len(d.steps) == 0 {
 		problems = append(problems, "the definition has no steps")

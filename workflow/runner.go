@@ -537,8 +537,30 @@ func callCompensation(ctx context.Context, s *stepDef, sc *StepContext) (err err
 
 // deadline parks an execution whose workflow timeout passed.
 func (m *Manager) deadline(ctx context.Context, lease *execution.Lease) error {
-	return m.park(ctx, lease, nil, lease.Row.Step, commandbus.CodeDeadlineExceeded,
-		fmt.Sprintf("the workflow's timeout passed (deadline %s)", lease.Row.DeadlineAt.UTC().Format(time.RFC3339)))
+	message := fmt.Sprintf("the workflow's timeout passed (deadline %s)", lease.Row.DeadlineAt.UTC().Format(time.RFC3339))
+	action := m.def.onDeadline
+	if action == "" {
+		action = DeadlineTSQ
+	}
+	m.logger.Warn("workflow deadline passed", "execution_id", lease.Row.ID, "action", action, "status", lease.Row.Status)
+	entry := &driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: "deadline", StepStatus: string(action),
+		ErrorCode: commandbus.CodeDeadlineExceeded, ErrorMessage: message}
+	switch action {
+	case DeadlineCompensate:
+		entries, err := lease.Log(ctx)
+		if err != nil {
+			return m.abandon(ctx, lease, err)
+		}
+		f := fold(entries)
+		f.failCode, f.failMsg = commandbus.CodeDeadlineExceeded, message
+		return m.compensate(ctx, lease, f, []*driver.ExecutionLogEntry{entry})
+	case DeadlineFail:
+		cp := lease.Base()
+		cp.Status, cp.Release, cp.NextRetryAt, cp.NextWaitTimeoutAt, cp.CurrentWait = driver.ExecutionFailed, true, nil, nil, ""
+		cp.ErrorCode, cp.ErrorMessage, cp.Log = commandbus.CodeDeadlineExceeded, message, []*driver.ExecutionLogEntry{entry}
+		return m.runnerResult(lease.Checkpoint(ctx, cp))
+	}
+	return m.park(ctx, lease, []*driver.ExecutionLogEntry{entry}, lease.Row.Step, commandbus.CodeDeadlineExceeded, message)
 }
 
 // abandon lets go of an execution the run could not handle; the next poll retries it.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus"
@@ -240,5 +241,43 @@ func TestSignalsTimersAndChildren(t *testing.T) {
 			inst := waitStatus(t, kyc, children[0].ID, driver.ExecutionCancelled)
 			require.Equal(t, driver.CodeParentCancelled, inst.ErrorCode, "cancelling the parent cancels its child")
 		})
+	})
+}
+
+// A workflow's timeout applies its deadline action: the troubleshooting queue by default,
+// compensations, or FAILED at once.
+func TestWorkflowDeadlineActions(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		fake := clock.NewFake(testStart)
+		client, rt := newRuntime(t, drv, fake)
+		var undone int32
+		managers := map[workflow.DeadlineAction]*workflow.Manager{}
+		for _, action := range []workflow.DeadlineAction{workflow.DeadlineTSQ, workflow.DeadlineCompensate, workflow.DeadlineFail} {
+			m, err := workflow.Register(rt, workflow.New("deadline-"+string(action), 1).Timeout(time.Hour).OnDeadline(action).
+				Step("book", noop, workflow.Compensate(func(context.Context, *workflow.StepContext) error { undone++; return nil })).
+				WaitSignal("confirm", "confirmed", workflow.DependsOn("book")))
+			require.NoError(t, err)
+			managers[action] = m
+		}
+		_, err := workflow.Register(rt, workflow.New("bad-deadline", 1).OnDeadline("RETRY").Step("a", noop))
+		require.ErrorContains(t, err, `the deadline action "RETRY" is not TSQ, COMPENSATE or FAIL`)
+		start(t, client)
+		ids := map[workflow.DeadlineAction]uuid.UUID{}
+		for action, m := range managers {
+			id, err := m.Start(ctx, nil, workflow.Immediate())
+			require.NoError(t, err)
+			waitStatus(t, m, id, driver.ExecutionWaitingForAsync)
+			ids[action] = id
+		}
+		fake.Advance(time.Hour + time.Second)
+		inst := waitStatus(t, managers[workflow.DeadlineTSQ], ids[workflow.DeadlineTSQ], driver.ExecutionWaitingForTSQ)
+		require.Equal(t, commandbus.CodeDeadlineExceeded, inst.ErrorCode)
+		inst = waitStatus(t, managers[workflow.DeadlineCompensate], ids[workflow.DeadlineCompensate], driver.ExecutionCompensated)
+		require.Equal(t, commandbus.CodeDeadlineExceeded, inst.ErrorCode)
+		inst = waitStatus(t, managers[workflow.DeadlineFail], ids[workflow.DeadlineFail], driver.ExecutionFailed)
+		require.Equal(t, commandbus.CodeDeadlineExceeded, inst.ErrorCode)
+		require.EqualValues(t, 1, undone, "only the COMPENSATE action unwound the booking")
 	})
 }
