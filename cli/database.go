@@ -48,7 +48,7 @@ type Database struct {
 	close func()
 }
 
-// NewDatabase wraps an open driver; close releases its connections and is called once by Close.
+// NewDatabase wraps an open driver; close releases its connections and is what Close calls.
 // Use it to add work to closing (dropping a scratch schema, say) to a database OpenDatabase opened.
 func NewDatabase(drv driver.Driver, close func()) *Database {
 	return &Database{Driver: drv, close: close}

@@ -3,7 +3,6 @@ package cli
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -39,7 +38,7 @@ func newMigrateCommand() *cobra.Command {
 			return err
 		}
 		defer database.Close()
-		logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+		logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 		m := migrate.New(database, logger)
 		if len(lines) > 0 {
 			m = m.Only(lines...)
