@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandbus/commandbus/cli"
 	"github.com/commandbus/commandbus/internal/bench"
 )
 
@@ -74,11 +75,10 @@ func benchDatabase(ctx context.Context, url string, keep bool, poolSize int32, l
 		return nil, err
 	}
 	if err := migrateUp(ctx, db, logger); err != nil {
-		db.close()
+		db.Close()
 		return nil, err
 	}
-	closeDB := db.close
-	db.close = func() {
+	return cli.NewDatabase(db.Driver, func() {
 		if schema != "" && !keep {
 			dropCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -86,9 +86,8 @@ func benchDatabase(ctx context.Context, url string, keep bool, poolSize int32, l
 				logger.Warn("dropping benchmark schema failed", "schema", schema, "error", err)
 			}
 		}
-		closeDB()
-	}
-	return db, nil
+		db.Close()
+	}), nil
 }
 
 func newBenchBusCommand() *cobra.Command {
@@ -113,7 +112,7 @@ func newBenchBusCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer db.close()
+			defer db.Close()
 			cfg.Logger = logger
 			if !asJSON {
 				cfg.Progress = cmd.ErrOrStderr()
@@ -173,7 +172,7 @@ func newBenchProcessCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer db.close()
+			defer db.Close()
 			cfg.Logger = logger
 			if !asJSON {
 				cfg.Progress = cmd.ErrOrStderr()
@@ -220,7 +219,7 @@ func newBenchWorkflowCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer db.close()
+			defer db.Close()
 			cfg.Logger = logger
 			if !asJSON {
 				cfg.Progress = cmd.ErrOrStderr()
@@ -263,7 +262,7 @@ func newBenchResumeCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer db.close()
+			defer db.Close()
 			cfg.Logger = logger
 			res, err := bench.RunResume(ctx, db, cfg)
 			if err != nil {

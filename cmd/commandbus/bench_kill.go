@@ -146,7 +146,7 @@ func runKillBench(ctx context.Context, kb killBench) (*killResult, error) {
 			defer cancel()
 			_ = db.Executor().Exec(dropCtx, "DROP SCHEMA "+schema+" CASCADE")
 		}
-		db.close()
+		db.Close()
 	}()
 	if err := migrateUp(ctx, db, kb.logger); err != nil {
 		return nil, err

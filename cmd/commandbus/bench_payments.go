@@ -40,7 +40,7 @@ func newBenchPaymentsCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer db.close()
+			defer db.Close()
 			cfg.Logger = logger
 			if !asJSON {
 				cfg.Progress = cmd.ErrOrStderr()

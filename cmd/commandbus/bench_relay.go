@@ -36,7 +36,7 @@ func newBenchRelayCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer db.close()
+			defer db.Close()
 			if brokers != "" {
 				cfg.Brokers = strings.Split(brokers, ",")
 			}

@@ -34,7 +34,7 @@ func newBenchSignalCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer db.close()
+			defer db.Close()
 			cfg.Logger = logger
 			if !asJSON {
 				cfg.Progress = cmd.ErrOrStderr()
@@ -88,7 +88,7 @@ func newBenchTimersCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			defer db.close()
+			defer db.Close()
 			cfg.Logger = logger
 			if !asJSON {
 				cfg.Progress = cmd.ErrOrStderr()

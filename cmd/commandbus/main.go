@@ -7,6 +7,9 @@
 //	commandbus tsq list --database URL        # the troubleshooting queue
 //	commandbus dlq list|resubmit --database URL # the dead-letter queue
 //	commandbus bench bus --database URL --json
+//
+// The operational commands (migrate, tsq, dlq, executions) come from package cli, with this
+// binary's models plugged in (models.go); demo, bench, serve, worker and simulate live here.
 package main
 
 import (
@@ -18,6 +21,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/commandbus/commandbus/cli"
 )
 
 func main() {
@@ -47,12 +52,9 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
+	root.AddCommand(cli.Commands(cliConfig)...)
 	root.AddCommand(
-		newMigrateCommand(),
 		newWorkerCommand(),
-		newTSQCommand(),
-		newExecutionsCommand(),
-		newDLQCommand(),
 		newBenchCommand(),
 		newDemoCommand(),
 		newServeCommand(),

@@ -43,19 +43,19 @@ func newSimulateFXCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&addr, "addr", "127.0.0.1:8090", "listen address")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seed of the simulated misbehaviour")
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	return cmd
 }
 
 func runSimulateFX(ctx context.Context, cmd *cobra.Command, db databaseFlags, addr string, seed uint64) error {
 	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	var store fxapi.Store = fxapi.NewMemoryStore()
-	if db.url != "" {
-		database, err := openDatabase(ctx, db.url, db.schema, 4)
+	if db.URL != "" {
+		database, err := openDatabase(ctx, db.URL, db.Schema, 4)
 		if err != nil {
 			return err
 		}
-		defer database.close()
+		defer database.Close()
 		if store, err = payments.NewFXStore(ctx, database.Driver); err != nil {
 			return err
 		}
@@ -66,7 +66,7 @@ func runSimulateFX(ctx context.Context, cmd *cobra.Command, db databaseFlags, ad
 	}
 	api.Serve()
 	fmt.Fprintf(cmd.OutOrStdout(), "simulated FX provider on %s\n", api.URL())
-	logger.Info("serving the simulated FX provider; interrupt to stop", "url", api.URL(), "database", db.url != "")
+	logger.Info("serving the simulated FX provider; interrupt to stop", "url", api.URL(), "database", db.URL != "")
 	<-ctx.Done()
 	stopCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -160,7 +160,7 @@ func (s *stack) stop(ctx context.Context) {
 		s.closeTransports()
 	}
 	if s.db != nil {
-		s.db.close()
+		s.db.Close()
 	}
 }
 

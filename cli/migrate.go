@@ -1,9 +1,8 @@
-package main
+package cli
 
 import (
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -13,14 +12,15 @@ import (
 	"github.com/commandbus/commandbus/migrate"
 )
 
+// newMigrateCommand is `migrate up|down|status` over every registered migration line.
 func newMigrateCommand() *cobra.Command {
-	var db databaseFlags
+	var db DatabaseFlags
 	cmd := &cobra.Command{
 		Use:   "migrate up|down|status",
 		Short: "Apply, revert or show schema migrations",
-		Long: "migrate manages the schema: the core line (commandbus's own tables) and the payments platform's\n" +
-			"line (its business tables). `up` applies every pending migration of every line, `down` reverts the\n" +
-			"newest one (or --steps N, 0 for all; the payments line before the core), `status` lists migrations\n" +
+		Long: "migrate manages the schema: the core line (commandbus's own tables) and the lines the application\n" +
+			"registers (its business tables). `up` applies every pending migration of every line, `down` reverts the\n" +
+			"newest one (or --steps N, 0 for all; application lines before the core), `status` lists migrations\n" +
 			"and whether they are applied. --line restricts any of them to one line. Instances never change the\n" +
 			"schema themselves: they refuse to start until `migrate up` has run.",
 		Args:      cobra.ExactArgs(1),
@@ -30,15 +30,15 @@ func newMigrateCommand() *cobra.Command {
 	var lines []string
 	cmd.Flags().IntVar(&steps, "steps", 1, "migrations to revert with down (0: all)")
 	cmd.Flags().StringSliceVar(&lines, "line", nil, "only these migration lines ("+strings.Join(migrate.Lines(), ", ")+"); default: all")
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
-		database, err := openDatabase(ctx, db.url, db.schema, 2)
+		database, err := OpenDatabase(ctx, db.URL, db.Schema, 2)
 		if err != nil {
 			return err
 		}
-		defer database.close()
-		logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+		defer database.Close()
+		logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
 		m := migrate.New(database, logger)
 		if len(lines) > 0 {
 			m = m.Only(lines...)

@@ -1,10 +1,9 @@
-package main
+package cli
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os/user"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -15,7 +14,8 @@ import (
 	"github.com/commandbus/commandbus"
 )
 
-func newTSQCommand() *cobra.Command {
+// newTSQCommand is `tsq`: the command troubleshooting queue, with `tsq processes` for executions.
+func newTSQCommand(cfg Config) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tsq",
 		Short: "Inspect and fix commands in the troubleshooting queue",
@@ -26,26 +26,26 @@ func newTSQCommand() *cobra.Command {
 		newTSQActionCommand("retry", "Put a command back on its queue with a fresh attempt budget"),
 		newTSQActionCommand("cancel", "Cancel a command; its sender gets a CANCELLED reply"),
 		newTSQActionCommand("complete", "Complete a command with an operator-supplied --result; its sender gets a success reply"),
-		newTSQProcessesCommand())
+		newTSQProcessesCommand(cfg))
 	return cmd
 }
 
 // openClient opens the database and a client that only sends and queries.
-func openClient(cmd *cobra.Command, db *databaseFlags) (*commandbus.Client, func(), error) {
-	database, err := openDatabase(cmd.Context(), db.url, db.schema, 4)
+func openClient(cmd *cobra.Command, db *DatabaseFlags) (*commandbus.Client, func(), error) {
+	database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 4)
 	if err != nil {
 		return nil, nil, err
 	}
 	client, err := commandbus.NewClient(database, nil)
 	if err != nil {
-		database.close()
+		database.Close()
 		return nil, nil, err
 	}
-	return client, database.close, nil
+	return client, database.Close, nil
 }
 
 func newTSQListCommand() *cobra.Command {
-	var db databaseFlags
+	var db DatabaseFlags
 	var filter commandbus.TSQFilter
 	var batch string
 	var asJSON bool
@@ -80,7 +80,7 @@ func newTSQListCommand() *cobra.Command {
 				})
 		},
 	}
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	cmd.Flags().StringVar(&filter.Domain, "domain", "", "only this domain")
 	cmd.Flags().StringVar(&filter.Type, "type", "", "only this command type")
 	cmd.Flags().StringVar(&filter.TenantID, "tenant", "", "only this tenant")
@@ -91,7 +91,7 @@ func newTSQListCommand() *cobra.Command {
 }
 
 func newTSQShowCommand() *cobra.Command {
-	var db databaseFlags
+	var db DatabaseFlags
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show ID",
@@ -113,13 +113,13 @@ func newTSQShowCommand() *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
-				return writeJSON(out, row)
+				return WriteJSON(out, row)
 			}
 			printCommand(out, row)
 			return nil
 		},
 	}
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -154,7 +154,7 @@ func printCommand(out io.Writer, r *commandbus.CommandRow) {
 }
 
 func newTSQActionCommand(action, short string) *cobra.Command {
-	var db databaseFlags
+	var db DatabaseFlags
 	var op commandbus.OperatorAction
 	var result string
 	cmd := &cobra.Command{
@@ -191,7 +191,7 @@ func newTSQActionCommand(action, short string) *cobra.Command {
 			return nil
 		},
 	}
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	cmd.Flags().StringVar(&op.Actor, "actor", defaultActor(), "who takes the action (audited)")
 	cmd.Flags().StringVar(&op.Reason, "reason", "", "why (audited; required)")
 	_ = cmd.MarkFlagRequired("reason")
@@ -199,52 +199,4 @@ func newTSQActionCommand(action, short string) *cobra.Command {
 		cmd.Flags().StringVar(&result, "result", "", "the result to record and reply with, as JSON")
 	}
 	return cmd
-}
-
-func defaultActor() string {
-	if u, err := user.Current(); err == nil && u.Username != "" {
-		return "cli:" + u.Username
-	}
-	return "cli"
-}
-
-// writeList prints rows as JSON, as a note when there are none, or as a
-// table: header is tab-separated and line formats one row the same way.
-func writeList[T any](out io.Writer, asJSON bool, rows []T, empty, header string, line func(T) string) error {
-	if asJSON {
-		return writeJSON(out, rows)
-	}
-	if len(rows) == 0 {
-		fmt.Fprintln(out, empty)
-		return nil
-	}
-	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, header)
-	for _, r := range rows {
-		fmt.Fprintln(tw, line(r))
-	}
-	return tw.Flush()
-}
-
-func writeJSON(out io.Writer, v any) error {
-	enc := json.NewEncoder(out)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
-}
-
-func joinNonEmpty(sep string, parts ...string) string {
-	var kept []string
-	for _, p := range parts {
-		if p != "" {
-			kept = append(kept, p)
-		}
-	}
-	return strings.Join(kept, sep)
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/commandbus/commandbus"
 )
 
+// newDLQCommand is `dlq`: the dead-letter queue of parked commands.
 func newDLQCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "dlq",
@@ -23,7 +24,7 @@ func newDLQCommand() *cobra.Command {
 }
 
 func newDLQListCommand() *cobra.Command {
-	var db databaseFlags
+	var db DatabaseFlags
 	var filter commandbus.DLQFilter
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -47,7 +48,7 @@ func newDLQListCommand() *cobra.Command {
 				})
 		},
 	}
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	cmd.Flags().StringVar(&filter.Domain, "domain", "", "only this domain")
 	cmd.Flags().StringVar(&filter.Type, "type", "", "only this command type")
 	cmd.Flags().StringVar(&filter.TenantID, "tenant", "", "only this tenant")
@@ -57,7 +58,7 @@ func newDLQListCommand() *cobra.Command {
 }
 
 func newDLQResubmitCommand() *cobra.Command {
-	var db databaseFlags
+	var db DatabaseFlags
 	var op commandbus.OperatorAction
 	cmd := &cobra.Command{
 		Use:   "resubmit ID",
@@ -81,7 +82,7 @@ func newDLQResubmitCommand() *cobra.Command {
 			return nil
 		},
 	}
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	cmd.Flags().StringVar(&op.Actor, "actor", defaultActor(), "who resubmits (audited)")
 	cmd.Flags().StringVar(&op.Reason, "reason", "", "why (audited; required)")
 	_ = cmd.MarkFlagRequired("reason")

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 )
 
 // newTSQProcessesCommand is `commandbus tsq processes`: the process troubleshooting queue.
-func newTSQProcessesCommand() *cobra.Command {
+func newTSQProcessesCommand(cfg Config) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "processes",
 		Short: "Inspect and fix process executions in the troubleshooting queue",
@@ -24,34 +24,33 @@ func newTSQProcessesCommand() *cobra.Command {
 			"wait timeout, a deadline or a nondeterministic replay. Every action is audited with --actor and --reason.",
 	}
 	cmd.AddCommand(newTSQProcessesListCommand(), newTSQProcessesShowCommand(),
-		newTSQProcessesActionCommand("retry", "Resume an execution with a fresh attempt budget"),
-		newTSQProcessesActionCommand("cancel", "Cancel an execution (--compensate runs its compensations first)"),
-		newTSQProcessesActionCommand("complete", "Force-complete an execution (--state sets state fields first)"))
+		newTSQProcessesActionCommand(cfg, "retry", "Resume an execution with a fresh attempt budget"),
+		newTSQProcessesActionCommand(cfg, "cancel", "Cancel an execution (--compensate runs its compensations first)"),
+		newTSQProcessesActionCommand(cfg, "complete", "Force-complete an execution (--state sets state fields first)"))
 	return cmd
 }
 
 // openProcesses opens the database with every model of this binary registered on one runtime
-// (the payments platform's processes, the onboarding workflow), so executions of their types can
-// be acted on. It starts no workers.
-func openProcesses(cmd *cobra.Command, db *databaseFlags) (*commandbus.Client, *orchestration.Runtime, func(), error) {
-	database, err := openDatabase(cmd.Context(), db.url, db.schema, 4)
+// (through cfg.Register), so executions of their types can be acted on. It starts no workers.
+func openProcesses(cmd *cobra.Command, db *DatabaseFlags, cfg Config) (*commandbus.Client, *orchestration.Runtime, func(), error) {
+	database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 4)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	client, err := commandbus.NewClient(database.Driver, &commandbus.Config{Logger: slog.New(slog.DiscardHandler)})
 	var rt *orchestration.Runtime
 	if err == nil {
-		rt, err = registerModels(client)
+		rt, err = cfg.register(client)
 	}
 	if err != nil {
-		database.close()
+		database.Close()
 		return nil, nil, nil, err
 	}
-	return client, rt, database.close, nil
+	return client, rt, database.Close, nil
 }
 
 func newTSQProcessesListCommand() *cobra.Command {
-	var db databaseFlags
+	var db DatabaseFlags
 	var asJSON bool
 	var typ string
 	cmd := &cobra.Command{
@@ -59,11 +58,11 @@ func newTSQProcessesListCommand() *cobra.Command {
 		Short: "List executions waiting in the troubleshooting queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := openDatabase(cmd.Context(), db.url, db.schema, 2)
+			database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 2)
 			if err != nil {
 				return err
 			}
-			defer database.close()
+			defer database.Close()
 			rows, err := database.Executor().ExecutionList(cmd.Context(), &driver.ExecutionListParams{
 				Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Model: process.Model, Type: typ, Limit: 200})
 			if err != nil {
@@ -75,14 +74,14 @@ func newTSQProcessesListCommand() *cobra.Command {
 				})
 		},
 	}
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	cmd.Flags().StringVar(&typ, "type", "", "only this process type")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 
 func newTSQProcessesShowCommand() *cobra.Command {
-	var db databaseFlags
+	var db DatabaseFlags
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "show ID",
@@ -93,11 +92,11 @@ func newTSQProcessesShowCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("execution id: %w", err)
 			}
-			database, err := openDatabase(cmd.Context(), db.url, db.schema, 2)
+			database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 2)
 			if err != nil {
 				return err
 			}
-			defer database.close()
+			defer database.Close()
 			exec := database.Executor()
 			row, err := exec.ExecutionGet(cmd.Context(), id)
 			if err != nil {
@@ -108,13 +107,13 @@ func newTSQProcessesShowCommand() *cobra.Command {
 				return err
 			}
 			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), process.InstanceJSON{ExecutionRow: row, Log: log})
+				return WriteJSON(cmd.OutOrStdout(), process.InstanceJSON{ExecutionRow: row, Log: log})
 			}
 			printExecution(cmd.OutOrStdout(), row, log)
 			return nil
 		},
 	}
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
@@ -147,6 +146,8 @@ func printExecution(out io.Writer, x *driver.ExecutionRow, log []*driver.Executi
 	_ = tw.Flush()
 }
 
-func newTSQProcessesActionCommand(action, short string) *cobra.Command {
-	return newExecutionActionCommand(action, short)
+// newTSQProcessesActionCommand is `tsq processes retry|cancel|complete`: the same as the
+// executions action of that name.
+func newTSQProcessesActionCommand(cfg Config, action, short string) *cobra.Command {
+	return newExecutionActionCommand(cfg, action, short)
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -10,47 +10,30 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/examples/onboarding"
-	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/orchestration"
 )
 
-// registerModels creates the client's runtime with every model this binary runs: the payments
-// platform's processes (its simulator off) and the onboarding workflow.
-func registerModels(client *commandbus.Client) (*orchestration.Runtime, error) {
-	rt, err := orchestration.New(client, orchestration.Config{})
-	if err != nil {
-		return nil, err
-	}
-	if _, err := payments.New(client, payments.Options{Runtime: rt, DisableSimulator: true}); err != nil {
-		return nil, err
-	}
-	if _, err := onboarding.Register(rt); err != nil {
-		return nil, err
-	}
-	return rt, nil
-}
-
-func newExecutionsCommand() *cobra.Command {
+// newExecutionsCommand is `executions`: every model's executions, by id.
+func newExecutionsCommand(cfg Config) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "executions",
 		Short: "List, show, start and act on executions of every model (processes, workflows)",
 		Long: "executions operates any execution by id, whatever its model: list and show them, start one from JSON,\n" +
 			"and retry, cancel, complete or skip a step of one. Every action is audited with --actor and --reason.",
 	}
-	cmd.AddCommand(newExecutionsListCommand(), newExecutionsShowCommand(), newExecutionsStartCommand(),
-		newExecutionActionCommand("retry", "Move an execution out of the troubleshooting queue with a fresh attempt budget"),
-		newExecutionActionCommand("cancel", "Cancel an execution (--compensate runs its compensations first)"),
-		newExecutionActionCommand("complete", "Force-complete an execution (--state sets state fields first)"),
-		newExecutionActionCommand("skip", "Record a failed step as done (--step, --result) and move the execution on"),
-		newExecutionActionCommand("suspend", "Suspend an execution: running steps finish, no other starts"),
-		newExecutionActionCommand("resume", "Resume a suspended execution where it stopped"),
-		newExecutionsSignalCommand())
+	cmd.AddCommand(newExecutionsListCommand(), newExecutionsShowCommand(), newExecutionsStartCommand(cfg),
+		newExecutionActionCommand(cfg, "retry", "Move an execution out of the troubleshooting queue with a fresh attempt budget"),
+		newExecutionActionCommand(cfg, "cancel", "Cancel an execution (--compensate runs its compensations first)"),
+		newExecutionActionCommand(cfg, "complete", "Force-complete an execution (--state sets state fields first)"),
+		newExecutionActionCommand(cfg, "skip", "Record a failed step as done (--step, --result) and move the execution on"),
+		newExecutionActionCommand(cfg, "suspend", "Suspend an execution: running steps finish, no other starts"),
+		newExecutionActionCommand(cfg, "resume", "Resume a suspended execution where it stopped"),
+		newExecutionsSignalCommand(cfg))
 	return cmd
 }
 
 func newExecutionsListCommand() *cobra.Command {
-	var db databaseFlags
+	var db DatabaseFlags
 	var asJSON bool
 	var params driver.ExecutionListParams
 	var statuses []string
@@ -69,11 +52,11 @@ func newExecutionsListCommand() *cobra.Command {
 			if params.Limit < 1 || params.Limit > 1000 {
 				return fmt.Errorf("--limit must be between 1 and 1000")
 			}
-			database, err := openDatabase(cmd.Context(), db.url, db.schema, 2)
+			database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 2)
 			if err != nil {
 				return err
 			}
-			defer database.close()
+			defer database.Close()
 			rows, err := database.Executor().ExecutionList(cmd.Context(), &params)
 			if err != nil {
 				return err
@@ -85,7 +68,7 @@ func newExecutionsListCommand() *cobra.Command {
 				})
 		},
 	}
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	cmd.Flags().StringVar(&params.Model, "model", "", "only this model (process, workflow)")
 	cmd.Flags().StringVar(&params.Type, "type", "", "only this type")
 	cmd.Flags().StringSliceVar(&statuses, "status", nil, "only these statuses (comma-separated)")
@@ -101,8 +84,8 @@ func newExecutionsShowCommand() *cobra.Command {
 	return cmd
 }
 
-func newExecutionsStartCommand() *cobra.Command {
-	var db databaseFlags
+func newExecutionsStartCommand(cfg Config) *cobra.Command {
+	var db DatabaseFlags
 	var input string
 	var req orchestration.StartRequest
 	var id string
@@ -123,7 +106,7 @@ func newExecutionsStartCommand() *cobra.Command {
 					return fmt.Errorf("--id: %w", err)
 				}
 			}
-			_, rt, closeDB, err := openProcesses(cmd, &db)
+			_, rt, closeDB, err := openProcesses(cmd, &db, cfg)
 			if err != nil {
 				return err
 			}
@@ -144,7 +127,7 @@ func newExecutionsStartCommand() *cobra.Command {
 			return nil
 		},
 	}
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	cmd.Flags().StringVar(&input, "input", "", "the input as JSON")
 	cmd.Flags().StringVar(&id, "id", "", "the execution id (starting an existing id does nothing)")
 	cmd.Flags().StringVar(&req.BusinessKey, "business-key", "", "the business key")
@@ -153,8 +136,8 @@ func newExecutionsStartCommand() *cobra.Command {
 	return cmd
 }
 
-func newExecutionsSignalCommand() *cobra.Command {
-	var db databaseFlags
+func newExecutionsSignalCommand(cfg Config) *cobra.Command {
+	var db DatabaseFlags
 	var payload, signalID string
 	cmd := &cobra.Command{
 		Use:   "signal ID NAME",
@@ -168,7 +151,7 @@ func newExecutionsSignalCommand() *cobra.Command {
 			if payload != "" && !json.Valid([]byte(payload)) {
 				return fmt.Errorf("--payload is not valid JSON")
 			}
-			_, rt, closeDB, err := openProcesses(cmd, &db)
+			_, rt, closeDB, err := openProcesses(cmd, &db, cfg)
 			if err != nil {
 				return err
 			}
@@ -185,7 +168,7 @@ func newExecutionsSignalCommand() *cobra.Command {
 			return nil
 		},
 	}
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	cmd.Flags().StringVar(&payload, "payload", "", "the payload as JSON")
 	cmd.Flags().StringVar(&signalID, "id", "", "the signal id (sending an id again does nothing); empty: generated")
 	return cmd
@@ -199,8 +182,8 @@ func knownDefinitions(rt *orchestration.Runtime) string {
 	return strings.Join(names, ", ")
 }
 
-func newExecutionActionCommand(action, short string) *cobra.Command {
-	var db databaseFlags
+func newExecutionActionCommand(cfg Config, action, short string) *cobra.Command {
+	var db DatabaseFlags
 	var op commandbus.OperatorAction
 	var compensate bool
 	var state, step, result string
@@ -222,7 +205,7 @@ func newExecutionActionCommand(action, short string) *cobra.Command {
 			if result != "" && !json.Valid([]byte(result)) {
 				return fmt.Errorf("--result is not valid JSON")
 			}
-			client, rt, closeDB, err := openProcesses(cmd, &db)
+			client, rt, closeDB, err := openProcesses(cmd, &db, cfg)
 			if err != nil {
 				return err
 			}
@@ -231,10 +214,10 @@ func newExecutionActionCommand(action, short string) *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("execution %s: %w", id, err)
 			}
-			if action == "complete" {
-				// The same rule as the REST API and the console: a payment is completed by
-				// hand only on evidence that it was made.
-				if err := payments.CheckCompletion(row.Type, overrides); err != nil {
+			if action == "complete" && cfg.CompletionRule != nil {
+				// The application's rule, the same the REST API and the console apply (a
+				// payment, say, is completed by hand only on evidence that it was made).
+				if err := cfg.CompletionRule(row.Type, overrides); err != nil {
 					return fmt.Errorf("complete %s: %w (pass it with --state)", id, err)
 				}
 			}
@@ -267,7 +250,7 @@ func newExecutionActionCommand(action, short string) *cobra.Command {
 			return nil
 		},
 	}
-	db.register(cmd, "")
+	db.Register(cmd, "")
 	cmd.Flags().StringVar(&op.Actor, "actor", defaultActor(), "who takes the action (audited)")
 	cmd.Flags().StringVar(&op.Reason, "reason", "", "why (audited; required)")
 	_ = cmd.MarkFlagRequired("reason")
