@@ -52,7 +52,7 @@ type Client struct {
 	services  []Service
 	upkeep    *maintenance.Runner
 
-	notifierMu sync.Mutex // guards creating the notifier; separate from mu so services can Subscribe in Start
+	notifierMu sync.Mutex // guards creating the notifier; separate from mu so services can subscribe in Start
 	extMu      sync.Mutex // guards extensions; separate from mu because create may call back
 	extensions map[any]any
 }
@@ -108,16 +108,21 @@ func (c *Client) Config() *Config { return c.config }
 func (c *Client) Logger() *slog.Logger { return c.logger }
 
 // AddService registers a component to start and stop with the client. Call it before Start.
+// Services start after the client's workers, in the order added, and stop before them, in
+// reverse order. It is public, unlike the client's other plumbing, because programs outside this
+// module use it: they register the transport consumers they build (transport/amqp,
+// transport/amqp10) and their own background services, to share the client's lifecycle.
 func (c *Client) AddService(s Service) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.services = append(c.services, s)
 }
 
-// Extension returns the value registered under key, creating it with create on first use. It is
+// extension returns the value registered under key, creating it with create on first use. It is
 // how packages built on the client (process managers, the outbox relay) keep one shared component
-// per client; create runs at most once per key.
-func (c *Client) Extension(key any, create func() any) any {
+// per client; create runs at most once per key. The module's packages reach it through
+// internal/plumbing.
+func (c *Client) extension(key any, create func() any) any {
 	c.extMu.Lock()
 	defer c.extMu.Unlock()
 	if v, ok := c.extensions[key]; ok {
@@ -131,14 +136,6 @@ func (c *Client) Extension(key any, create func() any) any {
 	return v
 }
 
-// LookupExtension returns the value registered under key, if any.
-func (c *Client) LookupExtension(key any) (any, bool) {
-	c.extMu.Lock()
-	defer c.extMu.Unlock()
-	v, ok := c.extensions[key]
-	return v, ok
-}
-
 // Started reports whether Start has run (and Stop has not).
 func (c *Client) Started() bool {
 	c.mu.Lock()
@@ -146,9 +143,9 @@ func (c *Client) Started() bool {
 	return c.started && !c.stopped
 }
 
-// Subscribe returns a channel signalled when topic is notified (see Notify), and a function to
+// subscribe returns a channel signalled when topic is notified (see Notify), and a function to
 // unsubscribe. It is how services wake on new work; it works once the client is started.
-func (c *Client) Subscribe(topic string) (<-chan struct{}, func()) {
+func (c *Client) subscribe(topic string) (<-chan struct{}, func()) {
 	return c.getNotifier().Subscribe(topic)
 }
 
@@ -173,10 +170,6 @@ func (c *Client) now() *time.Time {
 
 // Now returns the client's clock time.
 func (c *Client) Now() time.Time { return c.config.Clock.Now() }
-
-// DriverNow returns the time to pass to driver params: nil (database clock) unless a test clock
-// is injected. Services built on the client use it so one clock governs everything.
-func (c *Client) DriverNow() *time.Time { return c.now() }
 
 // Start checks the schema version and starts the workers of every enabled domain that has
 // handlers, the notification listener, and registered services.

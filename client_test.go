@@ -467,7 +467,7 @@ func TestSendTxCommitsAndRollsBackWithCaller(t *testing.T) {
 		ctx := context.Background()
 		tx, err := drv.Executor().Begin(ctx)
 		require.NoError(t, err)
-		_, err = client.SendWithExecutor(ctx, tx, []SendParams{{Domain: "fx", Args: testArgs{}}})
+		_, err = client.sendWithExecutor(ctx, tx, []SendParams{{Domain: "fx", Args: testArgs{}}})
 		require.NoError(t, err)
 		require.NoError(t, tx.Rollback(ctx))
 		rows, err := client.ListCommands(ctx, &ListParams{Domain: "fx"})

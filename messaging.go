@@ -52,29 +52,22 @@ func newBrokerRouting(cfg *Config) brokerRouting {
 	return r
 }
 
-// MessagingMetrics returns the outbox, inbox and transport metric collectors, registered
-// with Config.MetricsRegisterer. Relays and transports built for this client share them.
-func (c *Client) MessagingMetrics() *outbox.Metrics { return c.messaging }
+// amqpDomains lists the domains whose transport is amqp, sorted.
+func (c *Client) amqpDomains() []string { return sortedKeys(c.routing.amqpDomains) }
 
-// Inbox returns the client's idempotent receiver, counting duplicates in MessagingMetrics.
-func (c *Client) Inbox() *outbox.Inbox { return c.inbox }
-
-// AMQPDomains lists the domains whose transport is amqp, sorted.
-func (c *Client) AMQPDomains() []string { return sortedKeys(c.routing.amqpDomains) }
-
-// CommandTypes lists the command types with handlers in domain, sorted.
-func (c *Client) CommandTypes(domain string) []string {
+// commandTypes lists the command types with handlers in domain, sorted.
+func (c *Client) commandTypes(domain string) []string {
 	c.handlers.mu.RLock()
 	defer c.handlers.mu.RUnlock()
 	return sortedKeys(c.handlers.commands[domain])
 }
 
-// AMQP10Domains lists the domains whose transport is amqp10, sorted.
-func (c *Client) AMQP10Domains() []string { return sortedKeys(c.routing.amqp10Domains) }
+// amqp10Domains lists the domains whose transport is amqp10, sorted.
+func (c *Client) amqp10Domains() []string { return sortedKeys(c.routing.amqp10Domains) }
 
 // brokeredDomains lists the domains whose commands go through a broker (amqp or amqp10), sorted.
 func (c *Client) brokeredDomains() []string {
-	return append(c.AMQPDomains(), c.AMQP10Domains()...)
+	return append(c.amqpDomains(), c.amqp10Domains()...)
 }
 
 // isAMQP reports whether domain's commands go through a broker: amqp (0-9-1) or amqp10.
@@ -230,8 +223,8 @@ func (c *Client) routeOperatorAction(row *CommandRow, params *driver.CommandOper
 	return nil
 }
 
-// DeliveryOutcome is what ExecuteDelivered or DeliverReply did with a delivered message; a
-// consumer acknowledges every outcome except DeliveryReleased.
+// DeliveryOutcome is what the client did with a message a broker delivered (a command or a reply);
+// a consumer acknowledges every outcome except DeliveryReleased.
 type DeliveryOutcome string
 
 // The delivery outcomes.
@@ -260,12 +253,12 @@ type Delivery struct {
 	Domain string
 }
 
-// ExecuteDelivered runs the command a broker delivered, as a worker runs a claimed one: it dedupes
+// executeDelivered runs the command a broker delivered, as a worker runs a claimed one: it dedupes
 // through the inbox, claims the command by id (fenced, leased for the domain's visibility
 // timeout), runs its handler, and commits the outcome with the inbox record and the outbox
 // messages of its reply and event. An error means nothing was committed: the consumer should
 // let the broker redeliver. A command that does not exist gives an error matching ErrNotFound.
-func (c *Client) ExecuteDelivered(ctx context.Context, d Delivery) (DeliveryOutcome, error) {
+func (c *Client) executeDelivered(ctx context.Context, d Delivery) (DeliveryOutcome, error) {
 	seen, err := c.inbox.Seen(ctx, c.exec, d.MessageID, d.Consumer)
 	if err != nil {
 		return "", fmt.Errorf("checking the inbox: %w", err)
@@ -343,10 +336,10 @@ func (c *Client) notifyOutbox(ctx context.Context, wrote bool) {
 	}
 }
 
-// DeliverReply files a reply a broker delivered (from the AMQP reply queue) as a reply row on the
+// deliverReply files a reply a broker delivered (from the AMQP reply queue) as a reply row on the
 // queue the command named as its replyTo, where the domain's reply handlers take it, exactly once
 // per consumer: the inbox record commits with it.
-func (c *Client) DeliverReply(ctx context.Context, env *outbox.Envelope, consumer string) (DeliveryOutcome, error) {
+func (c *Client) deliverReply(ctx context.Context, env *outbox.Envelope, consumer string) (DeliveryOutcome, error) {
 	if env.Type == outbox.TypeCommandRequested {
 		return "", &outbox.DecodeError{Code: outbox.CodeInvalidEnvelope, Field: "type", Message: "a reply queue received a CommandRequested"}
 	}

@@ -98,9 +98,9 @@ func (c *Client) SendBatchTx(ctx context.Context, tx any, params []SendParams) (
 	return c.sendBatch(ctx, exec, true, params)
 }
 
-// SendWithExecutor sends inside an executor a service already holds (a driver transaction).
+// sendWithExecutor sends inside an executor a caller already holds (a driver transaction).
 // Notifications are delivered when that transaction commits.
-func (c *Client) SendWithExecutor(ctx context.Context, exec driver.Executor, params []SendParams) ([]SendResult, error) {
+func (c *Client) sendWithExecutor(ctx context.Context, exec driver.Executor, params []SendParams) ([]SendResult, error) {
 	return c.sendBatch(ctx, exec, true, params)
 }
 
@@ -304,10 +304,4 @@ func mapKeys(m map[string]struct{}) []string {
 		out = append(out, k)
 	}
 	return out
-}
-
-// BuildCommand validates one command and returns the row a driver inserts, without writing it.
-// Services that send commands atomically with their own writes (a process checkpoint) use it.
-func (c *Client) BuildCommand(p SendParams) (*driver.CommandInsertParams, error) {
-	return c.buildInsert(p)
 }

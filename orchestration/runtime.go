@@ -28,6 +28,7 @@ import (
 	"github.com/commandbus/commandbus/internal/clock"
 	"github.com/commandbus/commandbus/internal/execution"
 	"github.com/commandbus/commandbus/internal/orchestrate"
+	"github.com/commandbus/commandbus/internal/plumbing"
 )
 
 // HeaderExecutionID is the header a command sent by an execution carries, naming the execution
@@ -170,7 +171,7 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		return nil, &commandbus.ValidationError{Field: "orchestration.Config", Message: "ExecutionLease and ConcurrentExecutions must not be negative"}
 	}
 	first := false
-	client.Extension(runtimeKey{}, func() any { first = true; return struct{}{} })
+	plumbing.Extension(client, runtimeKey{}, func() any { first = true; return struct{}{} })
 	if !first {
 		return nil, errors.New("orchestration: the client already has a runtime; create one per client and share it between models")
 	}
@@ -184,7 +185,7 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		concurrency = cfg.ConcurrentExecutions
 	}
 	drv := client.Driver()
-	wake, _ := client.Subscribe(execution.WakeTopic)
+	wake, _ := plumbing.Subscribe(client, execution.WakeTopic)
 	var clockNow func() time.Time = time.Now
 	if !clock.IsReal(ccfg.Clock) {
 		clockNow = ccfg.Clock.Now
@@ -193,7 +194,7 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		Exec:                  drv.Executor(),
 		WorkerID:              ccfg.WorkerID,
 		Logger:                client.Logger(),
-		Now:                   client.DriverNow,
+		Now:                   plumbing.DriverClock(client),
 		Clock:                 clockNow,
 		Lease:                 lease,
 		Concurrency:           concurrency,

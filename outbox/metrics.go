@@ -8,8 +8,8 @@ import (
 	"github.com/commandbus/commandbus/driver"
 )
 
-// Metrics are the reliable-messaging metric collectors. One Metrics is shared by a
-// client's relay, inbox and transports (commandbus.Client.MessagingMetrics returns it).
+// Metrics are the reliable-messaging metric collectors. A client creates one Metrics and shares
+// it with its relay, inbox and transports.
 type Metrics struct {
 	// PublishLatency is outbox_publish_latency_ms: from the row's write to the broker's
 	// acknowledgement, by transport.

@@ -70,7 +70,7 @@ type RelayConfig struct {
 	// Wake is signalled when messages were written (the fast path). Optional: Subscribe is the
 	// usual source.
 	Wake <-chan struct{}
-	// Subscribe, when set, is called at Start for NotifyTopic (commandbus.Client.Subscribe).
+	// Subscribe, when set, is called at Start for NotifyTopic (a commandbus client wakes it on Notify).
 	Subscribe func(topic string) (<-chan struct{}, func())
 	// OnPublished, when set, is told of every batch the broker acknowledged, before it is marked.
 	OnPublished func(msgs []*driver.OutboxRow, at time.Time)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/orchestration"
 )
 
@@ -84,7 +85,7 @@ func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType st
 	if err != nil {
 		return zero, &StepFailedError{Step: name, Code: CodePermanentFailure, Message: "encoding command: " + err.Error(), Err: err}
 	}
-	cmd, err := x.m.client.BuildCommand(commandbus.SendParams{
+	cmd, err := plumbing.BuildCommand(x.m.client, commandbus.SendParams{
 		Domain: domain,
 		Args:   commandbus.RawArgs{Type: commandType, Data: data},
 		Opts: &commandbus.SendOpts{

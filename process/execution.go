@@ -11,6 +11,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/execution"
+	"github.com/commandbus/commandbus/internal/plumbing"
 )
 
 // Log entry types and step statuses written by the process runtime.
@@ -144,7 +145,7 @@ func (x *Execution[S]) Send(domain string, args commandbus.CommandArgs, opts *co
 	if o.CorrelationID == uuid.Nil {
 		o.CorrelationID = x.ID
 	}
-	cmd, err := x.m.client.BuildCommand(commandbus.SendParams{Domain: domain, Args: args, Opts: &o})
+	cmd, err := plumbing.BuildCommand(x.m.client, commandbus.SendParams{Domain: domain, Args: args, Opts: &o})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/orchestrate"
+	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/orchestration"
 )
 
@@ -77,7 +78,7 @@ func (w *walk) commandParams(s *stepDef, sc *StepContext) (*driver.CommandInsert
 	if err != nil {
 		return nil, 0, commandbus.Permanent(commandbus.CodeInvalidData, fmt.Errorf("the request of step %q cannot be encoded as JSON: %w", s.id, err))
 	}
-	cmd, err := m.client.BuildCommand(commandbus.SendParams{
+	cmd, err := plumbing.BuildCommand(m.client, commandbus.SendParams{
 		Domain: step.Domain,
 		Args:   commandbus.RawArgs{Type: step.CommandType, Data: data},
 		Opts: &commandbus.SendOpts{

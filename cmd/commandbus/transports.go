@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
 	"github.com/commandbus/commandbus/transport/amqp10"
@@ -24,7 +25,7 @@ func wireTransports(client *commandbus.Client, logger *slog.Logger) (func(), err
 		}
 	}
 	topology := amqp.Topology{Prefix: full.AMQP.Prefix, BackoutThreshold: full.AMQP.BackoutThreshold}
-	if len(client.AMQPDomains()) > 0 {
+	if len(plumbing.AMQPDomains(client)) > 0 {
 		pub, err := amqp.NewPublisher(amqp.PublisherConfig{URL: full.AMQP.URL, Topology: topology})
 		if err != nil {
 			return nil, err
@@ -39,7 +40,7 @@ func wireTransports(client *commandbus.Client, logger *slog.Logger) (func(), err
 		}
 		client.AddService(consumer)
 	}
-	if len(client.AMQP10Domains()) > 0 {
+	if len(plumbing.AMQP10Domains(client)) > 0 {
 		topology10 := amqp10.Topology{Prefix: full.AMQP10.Prefix, BackoutThreshold: full.AMQP10.BackoutThreshold}
 		pub, err := amqp10.NewPublisher(amqp10.PublisherConfig{URL: full.AMQP10.URL, Topology: topology10})
 		if err != nil {
@@ -71,7 +72,7 @@ func wireTransports(client *commandbus.Client, logger *slog.Logger) (func(), err
 	relay, err := outbox.NewRelay(client.Driver().Executor(), outbox.RelayConfig{
 		Publishers: publishers, RelayID: full.WorkerID, BatchSize: full.Outbox.BatchSize,
 		PollInterval: full.Outbox.PollInterval.Std(), MaxBackoff: full.Outbox.MaxBackoff.Std(),
-		Subscribe: client.Subscribe, Metrics: client.MessagingMetrics(), Logger: logger, Now: client.DriverNow,
+		Subscribe: plumbing.Subscriber(client), Metrics: plumbing.MessagingMetrics(client), Logger: logger, Now: plumbing.DriverClock(client),
 	})
 	if err != nil {
 		closeAll()

@@ -16,6 +16,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments/fxapi"
+	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
 )
@@ -329,7 +330,7 @@ func (p *Platform) audit(ctx context.Context, entityType, entityID, action, acto
 	encoded, _ := json.Marshal(details)
 	if err := p.exec.AuditLogInsert(ctx, &driver.AuditLogInsertParams{
 		EntityType: entityType, EntityID: entityID, Action: action, Actor: actor, Reason: reason,
-		Details: encoded, Now: p.client.DriverNow(),
+		Details: encoded, Now: plumbing.DriverNow(p.client),
 	}); err != nil {
 		p.logger.Error("writing the audit log failed", "entity", entityType, "id", entityID, "action", action, "error", err)
 	}

@@ -12,6 +12,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/transport/internal/broker"
 )
 
@@ -23,7 +24,7 @@ type ConsumerConfig struct {
 	// Client runs the handlers and records outcomes. Required.
 	Client *commandbus.Client
 	// Domains whose command queues to consume: one queue per command type with a handler.
-	// Default: the client's amqp domains (Client.AMQPDomains).
+	// Default: the client's domains whose transport is amqp.
 	Domains []string
 	// Replies consumes the reply queue, filing each reply on the queue its command named as
 	// replyTo (the sender's side). Default: false.
@@ -53,7 +54,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	c := &Consumer{cfg: cfg}
 	core, err := broker.NewConsumer(broker.Config{
 		Name: "amqp", URL: cfg.URL, Prefix: cfg.Topology.Prefix, BackoutThreshold: cfg.Topology.BackoutThreshold,
-		Client: cfg.Client, Domains: cfg.Domains, DefaultDomains: (*commandbus.Client).AMQPDomains, Replies: cfg.Replies,
+		Client: cfg.Client, Domains: cfg.Domains, DefaultDomains: plumbing.AMQPDomains, Replies: cfg.Replies,
 		ReconnectDelay: cfg.ReconnectDelay, RequeueDelay: cfg.RequeueDelay, MaxRequeueDelay: cfg.MaxRequeueDelay, Logger: cfg.Logger,
 	}, protocol{c})
 	if err != nil {

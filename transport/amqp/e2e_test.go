@@ -18,6 +18,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/tracecontext"
 	"github.com/commandbus/commandbus/transport/amqp"
@@ -87,7 +88,7 @@ func newPlatform(t *testing.T, opts platformOpts) *platform {
 	})
 	require.NoError(t, err)
 	p.Client = client
-	p.metrics = client.MessagingMetrics()
+	p.metrics = plumbing.MessagingMetrics(client)
 
 	topology := amqp.Topology{Prefix: p.prefix, BackoutThreshold: 5}
 	amqpPub, err := amqp.NewPublisher(amqp.PublisherConfig{URL: url, Topology: topology})
@@ -101,7 +102,7 @@ func newPlatform(t *testing.T, opts platformOpts) *platform {
 		exec = opts.relayExec(exec)
 	}
 	p.relay, err = outbox.NewRelay(exec, outbox.RelayConfig{
-		Publishers: []outbox.Publisher{amqpPub, kafkaPub}, Subscribe: client.Subscribe, Metrics: p.metrics, Logger: logger,
+		Publishers: []outbox.Publisher{amqpPub, kafkaPub}, Subscribe: plumbing.Subscriber(client), Metrics: p.metrics, Logger: logger,
 		PollInterval: 50 * time.Millisecond, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Lease: 2 * time.Second,
 	})
 	require.NoError(t, err)

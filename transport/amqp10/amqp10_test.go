@@ -15,6 +15,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/driver/pgdriver"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/tracecontext"
 	"github.com/commandbus/commandbus/transport/amqp10"
@@ -146,16 +147,16 @@ func newPlatform(t *testing.T, replies bool) *platform {
 		FetchPollInterval: commandbus.Duration(100 * time.Millisecond),
 	})
 	require.NoError(t, err)
-	require.Equal(t, []string{"fx"}, client.AMQP10Domains())
-	require.Empty(t, client.AMQPDomains())
+	require.Equal(t, []string{"fx"}, plumbing.AMQP10Domains(client))
+	require.Empty(t, plumbing.AMQPDomains(client))
 	p.Client = client
-	p.metrics = client.MessagingMetrics()
+	p.metrics = plumbing.MessagingMetrics(client)
 	topology := amqp10.Topology{Prefix: p.prefix, BackoutThreshold: 5}
 	pub, err := amqp10.NewPublisher(amqp10.PublisherConfig{URL: url, Topology: topology})
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = pub.Close() })
 	relay, err := outbox.NewRelay(p.drv.Executor(), outbox.RelayConfig{
-		Publishers: []outbox.Publisher{pub}, Subscribe: client.Subscribe, Metrics: p.metrics, Logger: logger,
+		Publishers: []outbox.Publisher{pub}, Subscribe: plumbing.Subscriber(client), Metrics: p.metrics, Logger: logger,
 		PollInterval: 50 * time.Millisecond, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Lease: 2 * time.Second,
 	})
 	require.NoError(t, err)

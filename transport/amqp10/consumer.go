@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/transport/internal/broker"
 )
 
@@ -22,7 +23,7 @@ type ConsumerConfig struct {
 	// Client runs the handlers and records outcomes. Required.
 	Client *commandbus.Client
 	// Domains whose command queues to consume: one queue per command type with a handler.
-	// Default: the client's amqp10 domains (Client.AMQP10Domains).
+	// Default: the client's domains whose transport is amqp10.
 	Domains []string
 	// Replies consumes the reply queue, filing each reply on the queue its command named as
 	// replyTo (the sender's side). Default: false.
@@ -52,7 +53,7 @@ func NewConsumer(cfg ConsumerConfig) (*Consumer, error) {
 	c := &Consumer{cfg: cfg}
 	core, err := broker.NewConsumer(broker.Config{
 		Name: "amqp10", URL: cfg.URL, Prefix: cfg.Topology.Prefix, BackoutThreshold: cfg.Topology.BackoutThreshold,
-		Client: cfg.Client, Domains: cfg.Domains, DefaultDomains: (*commandbus.Client).AMQP10Domains, Replies: cfg.Replies,
+		Client: cfg.Client, Domains: cfg.Domains, DefaultDomains: plumbing.AMQP10Domains, Replies: cfg.Replies,
 		ReconnectDelay: cfg.ReconnectDelay, RequeueDelay: cfg.RequeueDelay, MaxRequeueDelay: cfg.MaxRequeueDelay, Logger: cfg.Logger,
 		BackoutBeforeProcessing: true,
 	}, protocol{c})

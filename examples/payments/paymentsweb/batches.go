@@ -15,6 +15,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/server"
 )
 
@@ -417,7 +418,7 @@ func (c *Extension) renderBatchConfirm(w http.ResponseWriter, r *http.Request, s
 func (c *Extension) auditBatch(ctx context.Context, b *payments.BatchView, behavior *payments.Behavior, actor, reason string) {
 	details, _ := json.Marshal(map[string]any{"total": b.Total, "day": b.ScheduledFor, "processType": b.ProcessType, "behavior": behavior})
 	if err := c.client.Driver().Executor().AuditLogInsert(ctx, &driver.AuditLogInsertParams{EntityType: "batch", EntityID: b.ID.String(),
-		Action: "BATCH_CREATED", Actor: actor, Reason: reason, Details: details, Now: c.client.DriverNow()}); err != nil {
+		Action: "BATCH_CREATED", Actor: actor, Reason: reason, Details: details, Now: plumbing.DriverNow(c.client)}); err != nil {
 		c.m.Logger().Error("console: writing the audit log failed", "batch", b.ID, "error", err)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/outbox"
 )
 
@@ -177,7 +178,7 @@ func NewConsumer(cfg Config, proto Protocol) (*Consumer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Consumer{cfg: cfg, proto: proto, metrics: cfg.Client.MessagingMetrics(), ready: make(chan struct{}), stopping: make(chan struct{})}, nil
+	return &Consumer{cfg: cfg, proto: proto, metrics: plumbing.MessagingMetrics(cfg.Client), ready: make(chan struct{}), stopping: make(chan struct{})}, nil
 }
 
 // subscriptions are the consumer's queues, grouped: per enabled domain its command queues (with
@@ -190,7 +191,7 @@ func (c *Consumer) subscriptions() []Subscription {
 			continue
 		}
 		sub := Subscription{Domain: domain, Prefetch: dc.ConcurrentMessages}
-		for _, typ := range c.cfg.Client.CommandTypes(domain) {
+		for _, typ := range plumbing.CommandTypes(c.cfg.Client, domain) {
 			sub.Queues = append(sub.Queues, outbox.CommandQueueName(c.cfg.Prefix, domain, typ))
 		}
 		if len(sub.Queues) > 0 {
@@ -364,9 +365,9 @@ func (c *Consumer) handle(sub Subscription, d Delivery) {
 	}
 	var outcome commandbus.DeliveryOutcome
 	if sub.Domain == "" {
-		outcome, err = c.cfg.Client.DeliverReply(ctx, env, consumer)
+		outcome, err = plumbing.DeliverReply(ctx, c.cfg.Client, env, consumer)
 	} else {
-		outcome, err = c.cfg.Client.ExecuteDelivered(ctx, commandbus.Delivery{
+		outcome, err = plumbing.ExecuteDelivered(ctx, c.cfg.Client, commandbus.Delivery{
 			MessageID: env.MessageID.String(), Consumer: consumer, CommandID: env.CommandID, Domain: sub.Domain,
 		})
 	}
