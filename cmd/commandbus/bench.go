@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime/pprof"
 	"time"
 
@@ -152,134 +153,105 @@ func printBusResult(out io.Writer, r *bench.BusResult) {
 }
 
 func newBenchProcessCommand() *cobra.Command {
-	var (
-		url    string
-		keep   bool
-		asJSON bool
-		cfg    bench.ProcessConfig
-	)
+	var cfg bench.ProcessConfig
 	cmd := &cobra.Command{
 		Use:   "process",
 		Short: "Throughput of sequential processes: N processes of --steps checkpointed steps",
 		Long: "bench process starts --processes executions (StartBatch, run by the pollers) of a process with\n" +
 			"--steps no-op steps, each checkpointed durably, and measures until all are COMPLETED. It reports\n" +
 			"processes/s and the checkpoint latency (a step's group commit) p50/p99.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			db, err := benchDatabase(ctx, url, keep, 24, logger)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			cfg.Logger = logger
-			if !asJSON {
-				cfg.Progress = cmd.ErrOrStderr()
-			}
-			res, err := bench.RunProcess(ctx, db, cfg)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), res)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d processes × %d steps in %.2fs = %.0f processes/s (%.0f checkpoints/s); checkpoint p50 %.1f ms, p99 %.1f ms (concurrency %d)\n",
-				res.Driver, res.Processes, res.Steps, res.ElapsedS, res.ProcessesPerS, res.CheckpointsS, res.P50Ms, res.P99Ms, res.Config.Concurrency)
-			return nil
-		},
 	}
-	cmd.Flags().StringVar(&url, "database", os.Getenv("COMMANDBUS_DATABASE_URL"), "database URL (postgres://... or sqlite://FILE); empty: a temporary SQLite file")
-	cmd.Flags().BoolVar(&keep, "keep", false, "keep the benchmark schema on PostgreSQL")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().IntVar(&cfg.Processes, "processes", 5000, "processes to run")
 	cmd.Flags().IntVar(&cfg.Steps, "steps", 5, "checkpointed steps per process")
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 400, "executions run at once")
-	return cmd
+	return benchSubcommand(cmd, 24, func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (*bench.ProcessResult, error) {
+		cfg.Logger, cfg.Progress = logger, progress
+		return bench.RunProcess(ctx, db, cfg)
+	}, func(out io.Writer, res *bench.ProcessResult) {
+		fmt.Fprintf(out, "%s: %d processes × %d steps in %.2fs = %.0f processes/s (%.0f checkpoints/s); checkpoint p50 %.1f ms, p99 %.1f ms (concurrency %d)\n",
+			res.Driver, res.Processes, res.Steps, res.ElapsedS, res.ProcessesPerS, res.CheckpointsS, res.P50Ms, res.P99Ms, res.Config.Concurrency)
+	})
 }
 
 func newBenchWorkflowCommand() *cobra.Command {
-	var (
-		url    string
-		keep   bool
-		asJSON bool
-		cfg    bench.WorkflowConfig
-	)
+	var cfg bench.WorkflowConfig
 	cmd := &cobra.Command{
 		Use:   "workflow",
 		Short: "Throughput of workflows: N five-step DAGs (one step, three in parallel, one)",
 		Long: "bench workflow starts --workflows executions (StartMany, run by the pollers) of a workflow whose DAG\n" +
 			"is one step, then three in parallel, then one, all local no-ops, each step checkpointed durably,\n" +
 			"and measures until all are COMPLETED. It reports workflows/s and steps/s.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			db, err := benchDatabase(ctx, url, keep, 24, logger)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			cfg.Logger = logger
-			if !asJSON {
-				cfg.Progress = cmd.ErrOrStderr()
-			}
-			res, err := bench.RunWorkflow(ctx, db, cfg)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), res)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: %d workflows of %s in %.2fs = %.0f workflows/s (%.0f steps/s; concurrency %d)\n",
-				res.Driver, res.Workflows, res.Shape, res.ElapsedS, res.WorkflowsPerS, res.StepsPerS, res.Config.Concurrency)
-			return nil
-		},
 	}
-	cmd.Flags().StringVar(&url, "database", os.Getenv("COMMANDBUS_DATABASE_URL"), "database URL (postgres://... or sqlite://FILE); empty: a temporary SQLite file")
-	cmd.Flags().BoolVar(&keep, "keep", false, "keep the benchmark schema on PostgreSQL")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().IntVar(&cfg.Workflows, "workflows", 5000, "workflows to run")
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 400, "executions run at once")
-	return cmd
+	return benchSubcommand(cmd, 24, func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (*bench.WorkflowResult, error) {
+		cfg.Logger, cfg.Progress = logger, progress
+		return bench.RunWorkflow(ctx, db, cfg)
+	}, func(out io.Writer, res *bench.WorkflowResult) {
+		fmt.Fprintf(out, "%s: %d workflows of %s in %.2fs = %.0f workflows/s (%.0f steps/s; concurrency %d)\n",
+			res.Driver, res.Workflows, res.Shape, res.ElapsedS, res.WorkflowsPerS, res.StepsPerS, res.Config.Concurrency)
+	})
 }
 
 func newBenchResumeCommand() *cobra.Command {
+	var cfg bench.ResumeConfig
+	cmd := &cobra.Command{
+		Use:   "resume",
+		Short: "Resume latency: deliver the response a waiting process needs and time it to completion",
+	}
+	cmd.Flags().IntVar(&cfg.Processes, "processes", 1000, "waiting processes to resume")
+	cmd.Flags().IntVar(&cfg.Deliverers, "deliverers", 4, "concurrent response deliverers")
+	return benchSubcommand(cmd, 16, func(ctx context.Context, db *database, logger *slog.Logger, _ io.Writer) (*bench.ResumeResult, error) {
+		cfg.Logger = logger
+		return bench.RunResume(ctx, db, cfg)
+	}, func(out io.Writer, res *bench.ResumeResult) {
+		fmt.Fprintf(out, "%s: resume latency over %d processes: p50 %.2f ms, p99 %.2f ms (%d concurrent deliverers)\n",
+			res.Driver, res.Processes, res.P50Ms, res.P99Ms, res.Config.Deliverers)
+	})
+}
+
+// benchRun runs one benchmark on the bench database with its logger and, unless --json, a
+// progress writer. A result returned with an error (a benchmark that measured, then found a
+// fault) is printed before the error is reported.
+type benchRun[R any] func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (R, error)
+
+// benchSubcommand completes a bench subcommand: the --database, --keep and --json flags, the
+// database (a pool of poolSize on PostgreSQL), then run, whose result is printed as one JSON
+// object or by print.
+func benchSubcommand[R any](cmd *cobra.Command, poolSize int32, run benchRun[R], print func(out io.Writer, r R)) *cobra.Command {
 	var (
 		url    string
 		keep   bool
 		asJSON bool
-		cfg    bench.ResumeConfig
 	)
-	cmd := &cobra.Command{
-		Use:   "resume",
-		Short: "Resume latency: deliver the response a waiting process needs and time it to completion",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			db, err := benchDatabase(ctx, url, keep, 16, logger)
-			if err != nil {
+	cmd.Args = cobra.NoArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+		db, err := benchDatabase(ctx, url, keep, poolSize, logger)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		var progress io.Writer
+		if !asJSON {
+			progress = cmd.ErrOrStderr()
+		}
+		res, runErr := run(ctx, db, logger, progress)
+		if v := reflect.ValueOf(res); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+			return runErr
+		}
+		if asJSON {
+			if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
 				return err
 			}
-			defer db.Close()
-			cfg.Logger = logger
-			res, err := bench.RunResume(ctx, db, cfg)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), res)
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%s: resume latency over %d processes: p50 %.2f ms, p99 %.2f ms (%d concurrent deliverers)\n",
-				res.Driver, res.Processes, res.P50Ms, res.P99Ms, res.Config.Deliverers)
-			return nil
-		},
+		} else {
+			print(cmd.OutOrStdout(), res)
+		}
+		return runErr
 	}
 	cmd.Flags().StringVar(&url, "database", os.Getenv("COMMANDBUS_DATABASE_URL"), "database URL (postgres://... or sqlite://FILE); empty: a temporary SQLite file")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the benchmark schema on PostgreSQL")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
-	cmd.Flags().IntVar(&cfg.Processes, "processes", 1000, "waiting processes to resume")
-	cmd.Flags().IntVar(&cfg.Deliverers, "deliverers", 4, "concurrent response deliverers")
 	return cmd
 }

@@ -1,10 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -13,12 +13,7 @@ import (
 )
 
 func newBenchSignalCommand() *cobra.Command {
-	var (
-		url    string
-		keep   bool
-		asJSON bool
-		cfg    bench.SignalConfig
-	)
+	var cfg bench.SignalConfig
 	cmd := &cobra.Command{
 		Use:   "signal",
 		Short: "Signal latency: send a signal to a waiting execution and time it until its runner resumes",
@@ -26,36 +21,13 @@ func newBenchSignalCommand() *cobra.Command {
 			"(--senders at a time, each waiting for its execution to resume before the next) and measures\n" +
 			"from the send to the execution's runner seeing the signal. It reports p50/p99/max. Target on\n" +
 			"PostgreSQL: p50 under 5 ms.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			db, err := benchDatabase(ctx, url, keep, 16, logger)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			cfg.Logger = logger
-			if !asJSON {
-				cfg.Progress = cmd.ErrOrStderr()
-			}
-			res, err := bench.RunSignal(ctx, db, cfg)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return writeJSON(cmd.OutOrStdout(), res)
-			}
-			printSignalResult(cmd.OutOrStdout(), res)
-			return nil
-		},
 	}
-	cmd.Flags().StringVar(&url, "database", os.Getenv("COMMANDBUS_DATABASE_URL"), "database URL (postgres://... or sqlite://FILE); empty: a temporary SQLite file")
-	cmd.Flags().BoolVar(&keep, "keep", false, "keep the benchmark schema on PostgreSQL")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().IntVar(&cfg.Executions, "executions", 1000, "waiting executions, each sent one signal")
 	cmd.Flags().IntVar(&cfg.Senders, "senders", 1, "concurrent senders (1: one signal at a time)")
-	return cmd
+	return benchSubcommand(cmd, 16, func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (*bench.SignalResult, error) {
+		cfg.Logger, cfg.Progress = logger, progress
+		return bench.RunSignal(ctx, db, cfg)
+	}, printSignalResult)
 }
 
 func printSignalResult(out io.Writer, r *bench.SignalResult) {
@@ -66,12 +38,7 @@ func printSignalResult(out io.Writer, r *bench.SignalResult) {
 }
 
 func newBenchTimersCommand() *cobra.Command {
-	var (
-		url    string
-		keep   bool
-		asJSON bool
-		cfg    bench.TimersConfig
-	)
+	var cfg bench.TimersConfig
 	cmd := &cobra.Command{
 		Use:   "timers",
 		Short: "Timer lateness: N durable timers due within a window, none fired twice or lost",
@@ -80,43 +47,17 @@ func newBenchTimersCommand() *cobra.Command {
 			"timers due (p50/p99/max lateness). It fails when a timer fired twice, was never seen due or is left\n" +
 			"pending in the database.\n" +
 			"Target on PostgreSQL: 10,000 timers within 1s with p99 lateness under 250 ms.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-			db, err := benchDatabase(ctx, url, keep, 24, logger)
-			if err != nil {
-				return err
-			}
-			defer db.Close()
-			cfg.Logger = logger
-			if !asJSON {
-				cfg.Progress = cmd.ErrOrStderr()
-			}
-			res, runErr := bench.RunTimers(ctx, db, cfg)
-			if res == nil {
-				return runErr
-			}
-			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), res); err != nil {
-					return err
-				}
-			} else {
-				printTimersResult(cmd.OutOrStdout(), res)
-			}
-			return runErr
-		},
 	}
-	cmd.Flags().StringVar(&url, "database", os.Getenv("COMMANDBUS_DATABASE_URL"), "database URL (postgres://... or sqlite://FILE); empty: a temporary SQLite file")
-	cmd.Flags().BoolVar(&keep, "keep", false, "keep the benchmark schema on PostgreSQL")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().IntVar(&cfg.Timers, "timers", 10000, "timers to schedule")
 	cmd.Flags().IntVar(&cfg.Executions, "executions", 1000, "executions the timers are spread over (at most --timers)")
 	cmd.Flags().DurationVar(&cfg.Window, "window", time.Second, "span the timers fall due in")
 	cmd.Flags().DurationVar(&cfg.Lead, "lead", 0, "time from the start of scheduling to the first timer; scheduling must end within it (0: 2s + 300µs per execution)")
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 1000, "executions the engine runs at once")
 	cmd.Flags().DurationVar(&cfg.Settle, "settle", time.Second, "how long the engine keeps running after the last timer, to catch one firing twice")
-	return cmd
+	return benchSubcommand(cmd, 24, func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (*bench.TimersResult, error) {
+		cfg.Logger, cfg.Progress = logger, progress
+		return bench.RunTimers(ctx, db, cfg)
+	}, printTimersResult)
 }
 
 func printTimersResult(out io.Writer, r *bench.TimersResult) {
