@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -39,14 +41,23 @@ func ValidateAttributeKey(key string) error {
 }
 
 // ValidateAttribute checks a key (see ValidateAttributeKey) and a value of at most
-// MaxAttributeValueLength bytes. An empty value is valid: where attributes are written it removes
-// the attribute.
+// MaxAttributeValueLength bytes of valid UTF-8 without control characters (PostgreSQL text holds
+// no NUL, and both drivers must store the same values). An empty value is valid: where attributes
+// are written it removes the attribute.
 func ValidateAttribute(key, value string) error {
 	if err := ValidateAttributeKey(key); err != nil {
 		return err
 	}
 	if len(value) > MaxAttributeValueLength {
 		return fmt.Errorf("%w: the value of %q is %d bytes long; at most %d are allowed", ErrInvalidAttribute, key, len(value), MaxAttributeValueLength)
+	}
+	if !utf8.ValidString(value) {
+		return fmt.Errorf("%w: the value of %q is not valid UTF-8", ErrInvalidAttribute, key)
+	}
+	for _, r := range value {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("%w: the value of %q has the control character %q", ErrInvalidAttribute, key, r)
+		}
 	}
 	return nil
 }

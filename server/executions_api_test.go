@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -135,4 +136,38 @@ func parseID(t *testing.T, s string) uuid.UUID {
 	id, err := uuid.Parse(s)
 	require.NoError(t, err)
 	return id
+}
+
+// Hostile input on the generic routes: a NUL byte, trailing JSON, a huge value, an unknown enum
+// value. Each gets a 4xx and nothing is written.
+func TestExecutionsAPIHostileInput(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		f := setupConsole(t, drv)
+		op := bearer(operatorToken)
+		api := f.http.URL + "/api"
+		huge := strings.Repeat("x", 70*1024)
+		for _, tc := range []struct {
+			name, method, path, body string
+		}{
+			{"NUL in a business key", http.MethodPost, "/definitions/workflow/ReviewFlow/start", `{"businessKey":"a\u0000b"}`},
+			{"NUL in an attribute", http.MethodPost, "/definitions/workflow/ReviewFlow/start", `{"attributes":{"desk":"a\u0000b"}}`},
+			{"trailing JSON", http.MethodPost, "/definitions/workflow/ReviewFlow/start", `{"input":{}} {"input":{}}`},
+			{"huge body", http.MethodPost, "/definitions/workflow/ReviewFlow/start", `{"input":"` + huge + `"}`},
+			{"unknown status", http.MethodGet, "/executions?status=DONE", ""},
+			{"NUL in an attribute search", http.MethodGet, "/executions?attr.desk=a%00b", ""},
+			{"NUL in a filter", http.MethodGet, "/executions?type=a%00b", ""},
+		} {
+			var body []byte
+			if tc.body != "" {
+				body = []byte(tc.body)
+			}
+			x := send(t, tc.method, api+tc.path, body, op)
+			require.GreaterOrEqual(t, x.resp.StatusCode, 400, "%s: %s", tc.name, x.respBody)
+			require.Less(t, x.resp.StatusCode, 500, "%s: %s", tc.name, x.respBody)
+		}
+		rows, err := f.review.List(context.Background(), workflow.ListParams{})
+		require.NoError(t, err)
+		require.Empty(t, rows, "no refused start created an execution")
+	})
 }

@@ -69,6 +69,8 @@ func exerciseExecutionAttributes(t *testing.T, setup setupFunc) {
 			{"ключ": "v"},
 			{strings.Repeat("k", driver.MaxAttributeKeyLength+1): "v"},
 			{"k": strings.Repeat("v", driver.MaxAttributeValueLength+1)},
+			{"k": "a\x00b"},
+			{"k": "\xff"},
 		} {
 			p := newExecution("Pay")
 			p.Attributes = attrs
