@@ -157,6 +157,10 @@ func TestExecutionsAPIHostileInput(t *testing.T) {
 			{"unknown status", http.MethodGet, "/executions?status=DONE", ""},
 			{"NUL in an attribute search", http.MethodGet, "/executions?attr.desk=a%00b", ""},
 			{"NUL in a filter", http.MethodGet, "/executions?type=a%00b", ""},
+			{"NUL in a signal payload", http.MethodPost, "/executions/" + uuid.NewString() + "/signals/approved", `{"payload":{"by":"a\u0000b"}}`},
+			{"NUL in a signal name", http.MethodPost, "/executions/" + uuid.NewString() + "/signals/appr%00oved", `{}`},
+			{"trailing JSON in a signal", http.MethodPost, "/executions/" + uuid.NewString() + "/signals/approved", `{} []`},
+			{"huge signal id", http.MethodPost, "/executions/" + uuid.NewString() + "/signals/approved", `{"signalId":"` + strings.Repeat("s", 5000) + `"}`},
 		} {
 			var body []byte
 			if tc.body != "" {
