@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"reflect"
 	"runtime/pprof"
 	"time"
 
@@ -213,12 +212,12 @@ func newBenchResumeCommand() *cobra.Command {
 // benchRun runs one benchmark on the bench database with its logger and, unless --json, a
 // progress writer. A result returned with an error (a benchmark that measured, then found a
 // fault) is printed before the error is reported.
-type benchRun[R any] func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (R, error)
+type benchRun[R any] func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (*R, error)
 
 // benchSubcommand completes a bench subcommand: the --database, --keep and --json flags, the
 // database (a pool of poolSize on PostgreSQL), then run, whose result is printed as one JSON
 // object or by print.
-func benchSubcommand[R any](cmd *cobra.Command, poolSize int32, run benchRun[R], print func(out io.Writer, r R)) *cobra.Command {
+func benchSubcommand[R any](cmd *cobra.Command, poolSize int32, run benchRun[R], print func(out io.Writer, r *R)) *cobra.Command {
 	var (
 		url    string
 		keep   bool
@@ -238,7 +237,7 @@ func benchSubcommand[R any](cmd *cobra.Command, poolSize int32, run benchRun[R],
 			progress = cmd.ErrOrStderr()
 		}
 		res, runErr := run(ctx, db, logger, progress)
-		if v := reflect.ValueOf(res); !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+		if res == nil {
 			return runErr
 		}
 		if asJSON {
