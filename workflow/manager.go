@@ -151,19 +151,11 @@ func (m *Manager) Start(ctx context.Context, input any, opts ...StartOption) (uu
 	if id == uuid.Nil {
 		id = uuid.Must(uuid.NewV7())
 	}
-	created, _ := json.Marshal(createdInfo{Hash: m.hash, Version: m.def.version, DryRun: o.dryRun, StartAt: o.startAt})
-	params := &driver.ExecutionInsertParams{
-		ID: id, Model: Model, Type: m.def.id, Domain: m.def.domain, TenantID: o.tenantID,
-		BusinessKey: o.businessKey, State: payload, Attributes: o.attributes,
-		Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: entryLifecycle, Name: nameCreated, StepStatus: statusCompleted, Request: created}},
-	}
 	if err := driver.ValidateAttributes(o.attributes); err != nil {
 		return uuid.Nil, &commandbus.ValidationError{Field: "attributes", Message: err.Error()}
 	}
-	if m.def.timeout > 0 {
-		deadline := m.engine.Config().Clock().Add(m.def.timeout)
-		params.DeadlineAt = &deadline
-	}
+	params := m.newExecution(id, payload, createdInfo{DryRun: o.dryRun, StartAt: o.startAt})
+	params.TenantID, params.BusinessKey, params.Attributes = o.tenantID, o.businessKey, o.attributes
 	if o.immediate || o.startAt != nil {
 		params.Lease, params.WorkerID = m.engine.Config().Lease, m.engine.Config().WorkerID
 	}
@@ -194,29 +186,37 @@ func (m *Manager) Start(ctx context.Context, input any, opts ...StartOption) (uu
 // StartMany creates one execution per input in one round trip, PENDING for the runtime's pollers,
 // and returns their ids in input order.
 func (m *Manager) StartMany(ctx context.Context, inputs []any) ([]uuid.UUID, error) {
-	created, _ := json.Marshal(createdInfo{Hash: m.hash, Version: m.def.version})
 	params := make([]*driver.ExecutionInsertParams, len(inputs))
 	ids := make([]uuid.UUID, len(inputs))
-	var deadline *time.Time
-	if m.def.timeout > 0 {
-		t := m.engine.Config().Clock().Add(m.def.timeout)
-		deadline = &t
-	}
 	for i, in := range inputs {
 		payload, err := json.Marshal(in)
 		if err != nil {
 			return nil, &commandbus.ValidationError{Field: fmt.Sprintf("inputs[%d]", i), Message: "cannot be encoded as JSON: " + err.Error()}
 		}
 		ids[i] = uuid.Must(uuid.NewV7())
-		params[i] = &driver.ExecutionInsertParams{
-			ID: ids[i], Model: Model, Type: m.def.id, Domain: m.def.domain, State: payload, DeadlineAt: deadline,
-			Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: entryLifecycle, Name: nameCreated, StepStatus: statusCompleted, Request: created}},
-		}
+		params[i] = m.newExecution(ids[i], payload, createdInfo{})
 	}
 	if _, err := m.engine.Insert(ctx, params); err != nil {
 		return nil, err
 	}
 	return ids, nil
+}
+
+// newExecution is the insert of an execution of this workflow: its model, type and domain, its
+// input, its deadline (from the workflow's timeout) and the created entry recording the
+// definition's hash and version with info's start options.
+func (m *Manager) newExecution(id uuid.UUID, input json.RawMessage, info createdInfo) *driver.ExecutionInsertParams {
+	info.Hash, info.Version = m.hash, m.def.version
+	created, _ := json.Marshal(info)
+	params := &driver.ExecutionInsertParams{
+		ID: id, Model: Model, Type: m.def.id, Domain: m.def.domain, State: input,
+		Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: entryLifecycle, Name: nameCreated, StepStatus: statusCompleted, Request: created}},
+	}
+	if m.def.timeout > 0 {
+		deadline := m.engine.Config().Clock().Add(m.def.timeout)
+		params.DeadlineAt = &deadline
+	}
+	return params
 }
 
 // Instance is a workflow execution as stored, with its log and per-step view.

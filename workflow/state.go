@@ -113,8 +113,7 @@ type stepRecord struct {
 	order     int // completion order, for compensations
 	errCode   string
 	errMsg    string
-	compStat  string // COMPLETED or FAILED once its compensation ran
-	compTries int
+	compStat  string    // COMPLETED or FAILED once its compensation ran
 	commandID uuid.UUID // the command a waiting command step's current attempt sent
 }
 
@@ -196,9 +195,6 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 		case entryCompensation:
 			r := rec(e.Name)
 			r.compStat = e.StepStatus
-			if e.StepStatus == statusFailed {
-				r.compTries++
-			}
 		case entryTSQRetry:
 			var info retryInfo
 			_ = json.Unmarshal(e.Request, &info)

@@ -153,16 +153,7 @@ func (w *walk) childParams(s *stepDef, sc *StepContext) (*driver.ExecutionInsert
 	if err != nil {
 		return nil, commandbus.Permanent(commandbus.CodeInvalidData, fmt.Errorf("the input of child %q cannot be encoded as JSON: %w", s.id, err))
 	}
-	created, _ := json.Marshal(createdInfo{Hash: ops.hash, Version: ops.def.version})
-	params := &driver.ExecutionInsertParams{
-		ID: childID(sc.ExecutionID, s.id), Model: Model, Type: ops.def.id, Domain: ops.def.domain, State: payload,
-		Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: entryLifecycle, Name: nameCreated, StepStatus: statusCompleted, Request: created}},
-	}
-	if ops.def.timeout > 0 {
-		deadline := w.m.engine.Config().Clock().Add(ops.def.timeout)
-		params.DeadlineAt = &deadline
-	}
-	return params, nil
+	return ops.newExecution(childID(sc.ExecutionID, s.id), payload, createdInfo{}), nil
 }
 
 func callChildInput(s *stepDef, sc *StepContext) (in any, err error) {
