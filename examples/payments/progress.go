@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 )
 
@@ -68,7 +69,7 @@ func (p *Platform) BatchProgress(ctx context.Context, batchID uuid.UUID) (*Progr
 		case row.Status == driver.ExecutionWaitingForTSQ:
 			out.InTSQ++
 		case row.Status == driver.ExecutionWaitingForAsync && parked[row.ID]:
-			out.AwaitingOperator++ // its command waits in the command troubleshooting queue
+			out.AwaitingOperator++ // its command waits in the command troubleshooting queue, and says so by no reply
 		case row.Status == driver.ExecutionWaitingForAsync && row.Type == TypePaymentStep &&
 			(row.CurrentWait == StepAwaitRiskApproval || strings.HasPrefix(row.CurrentWait, "awaitL")):
 			var st StepState
@@ -95,7 +96,9 @@ func (p *Platform) BatchProgress(ctx context.Context, batchID uuid.UUID) (*Progr
 }
 
 // parkedCommandOwners returns the executions with a command parked in the command
-// troubleshooting queue.
+// troubleshooting queue that wait for an operator without being told: a command that asked for a
+// PARKED reply (HeaderNotifyParked, as command steps do) moves its execution to the process
+// troubleshooting queue once that reply is applied, so until then the execution still moves.
 func (p *Platform) parkedCommandOwners(ctx context.Context) (map[uuid.UUID]bool, error) {
 	out := map[uuid.UUID]bool{}
 	before := uuid.Nil
@@ -106,7 +109,7 @@ func (p *Platform) parkedCommandOwners(ctx context.Context) (map[uuid.UUID]bool,
 			return nil, err
 		}
 		for _, r := range rows {
-			if r.CorrelationID != uuid.Nil {
+			if r.CorrelationID != uuid.Nil && r.Headers[commandbus.HeaderNotifyParked] != "true" {
 				out[r.CorrelationID] = true
 			}
 		}
