@@ -72,7 +72,7 @@ func Register(rt *orchestration.Runtime, def *Definition, opts ...Option) (*Mana
 		if !s.retrySet {
 			s.retry = def.retry
 		}
-		s.retry = s.retry.withDefaults()
+		s.retry = s.retry.WithDefaults()
 	}
 	if def.layerConcurrency == 0 {
 		def.layerConcurrency = 8

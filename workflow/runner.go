@@ -319,7 +319,7 @@ func (w *walk) record(o *outcome) {
 		r.errCode, r.errMsg = entry.ErrorCode, entry.ErrorMessage
 		switch {
 		case class != commandbus.ClassBusiness && s.retry.RetryOn(o.err) && o.attempt < s.retry.MaxAttempts:
-			at := m.engine.Config().Clock().Add(s.retry.delay(o.attempt, m.jitter()))
+			at := m.engine.Config().Clock().Add(s.retry.Delay(o.attempt, m.jitter()))
 			entry.StepStatus = statusRetryScheduled
 			entry.Request, _ = json.Marshal(map[string]time.Time{"retryAt": at})
 			r.status, r.retryAt = statusRetryScheduled, at
