@@ -195,6 +195,10 @@ type ExecutionCheckpoint struct {
 	Log              []*ExecutionLogEntry
 	// Commands are sent atomically with the checkpoint (a command step's command).
 	Commands []*CommandInsertParams
+	// Outbox messages (a brokered command's envelope, a lifecycle event) are written in the
+	// checkpoint's transaction, and only when the checkpoint applies: a fenced checkpoint writes
+	// none, so a message is published exactly when the state that caused it committed.
+	Outbox []*OutboxInsertParams
 	// Attributes sets custom search attributes atomically with the checkpoint: each key is
 	// inserted or overwritten, and a key with an empty value is removed. Keys not named keep
 	// their values.

@@ -3,6 +3,7 @@ package drivertest
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 	"time"
 
@@ -328,18 +329,37 @@ func exerciseExecutionCheckpointMany(t *testing.T, setup setupFunc) {
 
 		staleCommand, currentCommand := newCommand("d", "q", "Charge"), newCommand("d", "q", "Charge")
 		staleCommand.IdempotencyKey, currentCommand.IdempotencyKey = "charge-stale", "charge-current"
+		message := func(id string) *driver.OutboxInsertParams {
+			return &driver.OutboxInsertParams{Category: driver.OutboxCategoryEvent, Transport: "kafka", Topic: "events",
+				Key: p.ID.String(), Type: "ExecutionCompleted", MessageID: id, Payload: json.RawMessage(`{"id":"` + id + `"}`)}
+		}
 		stale := &driver.ExecutionCheckpoint{
 			ID: p.ID, Fence: 1, Status: driver.ExecutionCompleted, State: json.RawMessage(`{"stale":true}`), Release: true,
 			Log:      []*driver.ExecutionLogEntry{{Seq: 1, EntryType: "STEP", Name: "stale"}},
 			Commands: []*driver.CommandInsertParams{staleCommand},
+			Outbox:   []*driver.OutboxInsertParams{message("stale")},
 		}
 		// A checkpoint of another execution in the same batch applies.
 		current := &driver.ExecutionCheckpoint{
 			ID: other.ID, Fence: 1, Status: driver.ExecutionWaitingForAsync, Lease: time.Minute,
 			Log:      []*driver.ExecutionLogEntry{{Seq: 1, EntryType: "COMMAND", Name: "charge"}},
 			Commands: []*driver.CommandInsertParams{currentCommand},
+			Outbox:   []*driver.OutboxInsertParams{message("current-1"), message("current-2")},
 		}
 		require.Equal(t, []uuid.UUID{other.ID}, checkpoint(t, b.exec, t1, stale, current))
+		outboxIDs := func() []string {
+			t.Helper()
+			rows, err := b.exec.OutboxList(ctx, &driver.OutboxListParams{Limit: 10})
+			require.NoError(t, err)
+			var ids []string
+			for _, r := range rows {
+				ids = append(ids, r.MessageID)
+			}
+			slices.Sort(ids)
+			return ids
+		}
+		// Only the applied checkpoint's messages are written, in its transaction.
+		require.Equal(t, []string{"current-1", "current-2"}, outboxIDs())
 
 		// Nothing of the stale checkpoint is written: not the row, not its log, not its command.
 		unchanged := *taken
@@ -363,6 +383,7 @@ func exerciseExecutionCheckpointMany(t *testing.T, setup setupFunc) {
 		require.Equal(t, driver.ExecutionCompleted, getExecution(t, b.exec, p.ID).Status)
 		require.Len(t, logList(t, b.exec, p.ID), 1)
 		get(t, b.exec, staleCommand.ID)
+		require.Equal(t, []string{"current-1", "current-2", "stale"}, outboxIDs())
 	})
 
 	t.Run("StaleAndCurrentOfOneExecutionInOneBatch", func(t *testing.T) {

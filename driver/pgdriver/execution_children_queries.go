@@ -3,6 +3,7 @@ package pgdriver
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -174,6 +175,9 @@ type checkpointFollowUps struct {
 	endedFences         []int64
 	cancelledIDs        []pgtype.UUID
 	cancelledFences     []int64
+	outbox              []*driver.OutboxInsertParams
+	outboxOwners        []pgtype.UUID
+	outboxFences        []int64
 }
 
 func (f *checkpointFollowUps) add(c *driver.ExecutionCheckpoint) error {
@@ -195,17 +199,22 @@ func (f *checkpointFollowUps) add(c *driver.ExecutionCheckpoint) error {
 	if c.Status == driver.ExecutionCancelled {
 		f.cancelledIDs, f.cancelledFences = append(f.cancelledIDs, pgUUID(c.ID)), append(f.cancelledFences, c.Fence)
 	}
+	for _, m := range c.Outbox {
+		f.outbox = append(f.outbox, m)
+		f.outboxOwners, f.outboxFences = append(f.outboxOwners, pgUUID(c.ID)), append(f.outboxFences, c.Fence)
+	}
 	return nil
 }
 
 func (f *checkpointFollowUps) empty() bool {
-	return f.owned.empty() && len(f.endedIDs) == 0
+	return f.owned.empty() && len(f.endedIDs) == 0 && len(f.outbox) == 0
 }
 
 // queue adds the follow-up statements to batch, in order: children and successors are
 // inserted; continued executions are linked to their successors and their pending inputs
-// moved; ended children answer their parents; cancelled executions cancel their descendants.
-func (f *checkpointFollowUps) queue(e *executor, batch *pgx.Batch, now any) {
+// moved; ended children answer their parents; cancelled executions cancel their descendants;
+// the outbox messages are written.
+func (f *checkpointFollowUps) queue(e *executor, batch *pgx.Batch, now *time.Time) error {
 	if !f.owned.empty() {
 		batch.Queue(e.d.sql(f.owned.sql()), f.owned.args(now)...)
 	}
@@ -220,6 +229,14 @@ func (f *checkpointFollowUps) queue(e *executor, batch *pgx.Batch, now any) {
 		batch.Queue(e.d.sql(executionCancelDescendantsSQL), f.cancelledIDs, f.cancelledFences, now)
 		batch.Queue(e.d.sql(executionLogParentCancelledSQL), f.cancelledIDs, now)
 	}
+	if len(f.outbox) > 0 {
+		args, err := outboxInsertArgs(f.outbox, now)
+		if err != nil {
+			return err
+		}
+		batch.Queue(e.d.sql(checkpointOutboxSQL), append(args, f.outboxOwners, f.outboxFences)...)
+	}
+	return nil
 }
 
 // executionContinueLinkSQL records on each continued execution ($1, fence $2) its successor $3.

@@ -509,7 +509,9 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		batch.Queue(e.d.sql(executionSignalOpsSQL), opsArgs...)
 	}
 	batch.Queue(query, args...)
-	followUps.queue(e, batch, params.Now)
+	if err := followUps.queue(e, batch, params.Now); err != nil {
+		return nil, err
+	}
 	results := e.db.SendBatch(ctx, batch)
 	appliedIDs, err := readCheckpointBatch(results, params.Checkpoints, signalOps, batch.Len())
 	if closeErr := results.Close(); err == nil {

@@ -25,10 +25,49 @@ var (
 )
 
 func (e *executor) OutboxInsertMany(ctx context.Context, params *driver.OutboxInsertManyParams) ([]int64, error) {
-	n := len(params.Messages)
-	if n == 0 {
+	if len(params.Messages) == 0 {
 		return nil, nil
 	}
+	args, err := outboxInsertArgs(params.Messages, params.Now)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.db.Query(ctx, e.d.sql(plainOutboxInsertSQL), args...)
+	if err != nil {
+		return nil, fmt.Errorf("writing outbox messages: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("writing outbox messages: %w", err)
+	}
+	// RETURNING follows the insertion order, which ORDER BY ord fixed; ids grow with it.
+	return ids, nil
+}
+
+// outboxInsertSQL writes the messages $1..$9, $11 (one array per column) at time $10. Its verbs
+// add columns to the unnest and a join: an execution checkpoint's messages carry their execution
+// and fence ($12, $13) and are written only when that checkpoint applied.
+const outboxInsertSQL = `
+	INSERT INTO {schema}.outbox (category, transport, topic, key, type, message_id, payload, headers, next_at, created_at)
+	SELECT t.category, t.transport, t.topic, t.key, t.type, t.message_id, t.payload::jsonb, t.headers::jsonb,
+		coalesce(t.next_at, CASE WHEN t.delay_us > 0 THEN coalesce($10::timestamptz, clock_timestamp()) + t.delay_us * interval '1 microsecond' END),
+		coalesce($10::timestamptz, clock_timestamp())
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[], $11::bigint[]%s)
+		WITH ORDINALITY AS t(category, transport, topic, key, type, message_id, payload, headers, next_at, delay_us%s, ord)%s
+	ORDER BY t.ord
+	RETURNING id`
+
+// plainOutboxInsertSQL writes messages of no execution.
+var plainOutboxInsertSQL = fmt.Sprintf(outboxInsertSQL, "", "", "")
+
+// checkpointOutboxSQL writes the outbox messages of a checkpoint batch for the checkpoints that
+// applied: their fence still matches (the checkpoint statement holds their rows until commit).
+var checkpointOutboxSQL = fmt.Sprintf(outboxInsertSQL, ", $12::uuid[], $13::bigint[]", ", owner, owner_fence",
+	"\n\tJOIN {schema}.execution e ON e.id = t.owner AND e.fence = t.owner_fence")
+
+// outboxInsertArgs are the column arrays of outboxInsertSQL.
+func outboxInsertArgs(messages []*driver.OutboxInsertParams, now *time.Time) ([]any, error) {
+	n := len(messages)
 	var (
 		categories, transports, topics, types, messageIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		keys                                              = make([]*string, n)
@@ -36,7 +75,7 @@ func (e *executor) OutboxInsertMany(ctx context.Context, params *driver.OutboxIn
 		nextAts                                           = make([]*time.Time, n)
 		delays                                            = make([]int64, n)
 	)
-	for i, m := range params.Messages {
+	for i, m := range messages {
 		categories[i], transports[i], topics[i], types[i], messageIDs[i] = string(m.Category), m.Transport, m.Topic, m.Type, m.MessageID
 		keys[i] = nullString(m.Key)
 		payloads[i] = string(m.Payload)
@@ -47,24 +86,7 @@ func (e *executor) OutboxInsertMany(ctx context.Context, params *driver.OutboxIn
 		headers[i] = h
 		nextAts[i], delays[i] = m.NextAt, m.Delay.Microseconds()
 	}
-	rows, err := e.db.Query(ctx, e.d.sql(`
-		INSERT INTO {schema}.outbox (category, transport, topic, key, type, message_id, payload, headers, next_at, created_at)
-		SELECT t.category, t.transport, t.topic, t.key, t.type, t.message_id, t.payload::jsonb, t.headers::jsonb,
-			coalesce(t.next_at, CASE WHEN t.delay_us > 0 THEN coalesce($10::timestamptz, clock_timestamp()) + t.delay_us * interval '1 microsecond' END),
-			coalesce($10::timestamptz, clock_timestamp())
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[], $11::bigint[])
-			WITH ORDINALITY AS t(category, transport, topic, key, type, message_id, payload, headers, next_at, delay_us, ord)
-		ORDER BY t.ord
-		RETURNING id`), categories, transports, topics, keys, types, messageIDs, payloads, headers, nextAts, params.Now, delays)
-	if err != nil {
-		return nil, fmt.Errorf("writing outbox messages: %w", err)
-	}
-	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("writing outbox messages: %w", err)
-	}
-	// RETURNING follows the insertion order, which ORDER BY ord fixed; ids grow with it.
-	return ids, nil
+	return []any{categories, transports, topics, keys, types, messageIDs, payloads, headers, nextAts, now, delays}, nil
 }
 
 func encodeHeaders(h map[string]string) (string, error) {

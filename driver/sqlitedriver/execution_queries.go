@@ -384,6 +384,9 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 					return fmt.Errorf("inserting command %s of execution %s: %w", cmd.ID, c.ID, err)
 				}
 			}
+			if err := insertOutbox(ctx, e.d, tx, c.Outbox, now, nil); err != nil {
+				return fmt.Errorf("writing the outbox messages of execution %s: %w", c.ID, err)
+			}
 		}
 		return e.checkpointFollowUps(ctx, tx, appliedCheckpoints, nowUS)
 	})
