@@ -153,10 +153,13 @@ type ExecutionTimerListDueManyParams struct {
 }
 
 // ExecutionNextWakeParams asks when the pending poller next has work: the earliest wake_at after
-// Now (nil: the database clock) among executions of Types (all types when empty).
+// Now (nil: the database clock) minus Lookback among executions of Types (all types when empty).
+// Lookback covers the wake-ups that fell due since the poller's last claim, which that claim
+// could not take and a question asked "after now" would miss.
 type ExecutionNextWakeParams struct {
-	Types []string
-	Now   *time.Time
+	Types    []string
+	Now      *time.Time
+	Lookback time.Duration
 }
 
 // ExecutionTimerCancelParams cancels one pending timer (an operator action).
@@ -189,8 +192,8 @@ type ExecutionSignalExecutor interface {
 	// ExecutionTimerListDueMany returns the due pending timers of many executions in one round
 	// trip, by execution and then earliest first; an unknown id has none.
 	ExecutionTimerListDueMany(ctx context.Context, params *ExecutionTimerListDueManyParams) ([]*ExecutionTimerRow, error)
-	// ExecutionNextWake returns the earliest wake_at after now (a timer, a wait's timeout, a
-	// runner's lease end), or nil when no execution is to be woken later.
+	// ExecutionNextWake returns the earliest wake_at after now minus the lookback (a timer, a
+	// wait's timeout, a runner's lease end), or nil when no execution is to be woken later.
 	ExecutionNextWake(ctx context.Context, params *ExecutionNextWakeParams) (*time.Time, error)
 	// ExecutionTimerCancel cancels a pending timer: ErrNotFound when there is no such timer, an
 	// error wrapping ErrConflict when it already fired or was cancelled.

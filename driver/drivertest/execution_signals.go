@@ -280,6 +280,16 @@ func exerciseExecutionTimers(t *testing.T, setup setupFunc) {
 		requireTimePtr(t, t0.Add(time.Hour), next(t0, "Other"), "the other type's lease end")
 		requireTimePtr(t, t0.Add(time.Hour), next(t0.Add(5*time.Second)), "only later wake-ups")
 		require.Nil(t, next(t0, "Nobody"))
+		// A wake-up that fell due within the lookback is still reported (the poller's claim ran
+		// before it was due).
+		lookback := func(now time.Time, d time.Duration) *time.Time {
+			t.Helper()
+			at, err := b.exec.ExecutionNextWake(ctx, &driver.ExecutionNextWakeParams{Types: []string{"Flow"}, Now: &now, Lookback: d})
+			require.NoError(t, err)
+			return at
+		}
+		require.Nil(t, lookback(t0.Add(6*time.Second), 0))
+		requireTimePtr(t, t0.Add(5*time.Second), lookback(t0.Add(6*time.Second), 2*time.Second), "the timer due a second ago")
 	})
 
 	t.Run("MixedBatch", func(t *testing.T) {

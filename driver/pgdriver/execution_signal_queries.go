@@ -123,8 +123,9 @@ func (e *executor) ExecutionNextWake(ctx context.Context, params *driver.Executi
 	var next *time.Time
 	err := e.db.QueryRow(ctx, e.d.sql(`
 		SELECT min(wake_at) FROM {schema}.execution
-		WHERE wake_at > coalesce($2::timestamptz, now()) AND (cardinality($1::text[]) = 0 OR type = ANY($1::text[]))`),
-		types, params.Now).Scan(&next)
+		WHERE wake_at > coalesce($2::timestamptz, now()) - $3 * interval '1 microsecond'
+			AND (cardinality($1::text[]) = 0 OR type = ANY($1::text[]))`),
+		types, params.Now, params.Lookback.Microseconds()).Scan(&next)
 	return next, err
 }
 

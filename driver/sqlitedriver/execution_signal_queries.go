@@ -127,7 +127,7 @@ func (e *executor) ExecutionTimerListDueMany(ctx context.Context, params *driver
 
 func (e *executor) ExecutionNextWake(ctx context.Context, params *driver.ExecutionNextWakeParams) (*time.Time, error) {
 	query := `SELECT min(wake_at) FROM {schema}.execution WHERE wake_at > ?`
-	args := []any{micros(now(params.Now))}
+	args := []any{micros(now(params.Now).Add(-params.Lookback))}
 	if len(params.Types) > 0 {
 		types, err := json.Marshal(params.Types)
 		if err != nil {

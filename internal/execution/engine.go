@@ -188,9 +188,10 @@ func (e *Engine) Start(context.Context) error {
 		poll     func(ctx context.Context) (more bool)
 	}{
 		{"pending", e.cfg.PendingPollInterval, e.cfg.Wake, e.wakeups.local, func(ctx context.Context) bool {
+			claimed := e.cfg.Clock()
 			more := e.claimAndRun(ctx, driver.ClaimPending)
 			if !more {
-				e.scheduleNextWake(ctx, e.cfg.PendingPollInterval)
+				e.scheduleNextWake(ctx, e.cfg.PendingPollInterval, claimed)
 			}
 			return more
 		}},

@@ -142,15 +142,26 @@ func (l *Lease) ExpiredWaits(ctx context.Context) ([]*driver.ExecutionWaitRow, e
 // woken (a timer or a wait's timeout, whoever scheduled it, also before a restart) and, when that
 // falls before the next poll, schedules an in-memory wake-up of the pending poller then.
 // It asks at most once per nextWakeSpacing, so that a busy poller, woken again and again, does
-// not pay a query each time.
-func (e *Engine) scheduleNextWake(ctx context.Context, interval time.Duration) {
+// not pay a query each time. It looks back to when the claim before it began: a wake-up that fell
+// due after the claim looked but before this question was asked would otherwise be lost until the
+// next poll (a timer a few milliseconds late in the database's clock, under load).
+func (e *Engine) scheduleNextWake(ctx context.Context, interval time.Duration, claimed time.Time) {
 	types := e.types()
 	now := time.Now()
-	if len(types) == 0 || now.Sub(e.nextWakeAsked) < nextWakeSpacing {
+	if len(types) == 0 {
+		return
+	}
+	if since := now.Sub(e.nextWakeAsked); since < nextWakeSpacing {
+		// Asked too recently to ask again; what fell due since this claim began is taken by a
+		// poll at the end of the spacing, which asks then.
+		e.wakeups.at(e.cfg.Clock().Add(nextWakeSpacing - since))
 		return
 	}
 	e.nextWakeAsked = now
-	next, err := e.cfg.Exec.ExecutionNextWake(ctx, &driver.ExecutionNextWakeParams{Types: types, Now: e.cfg.Now()})
+	// What fell due after the claim began was not taken by it: look back to then (and a slot
+	// more), so such a wake-up pokes the poller at once instead of waiting for the next poll.
+	lookback := e.cfg.Clock().Sub(claimed) + wakeupGranularity
+	next, err := e.cfg.Exec.ExecutionNextWake(ctx, &driver.ExecutionNextWakeParams{Types: types, Now: e.cfg.Now(), Lookback: lookback})
 	if err != nil {
 		if ctx.Err() == nil {
 			e.cfg.Logger.Warn("reading the next wake-up failed; the pending poller will poll", "error", err)

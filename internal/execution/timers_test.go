@@ -3,6 +3,7 @@ package execution
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/clock"
 	"github.com/commandbus/commandbus/internal/dbtest"
 )
 
@@ -206,6 +208,54 @@ func TestTimerNotLateByPollInterval(t *testing.T) {
 		start := time.Now()
 		require.Equal(t, "nap", receive(t, f.ch, "the timer fired"))
 		t.Logf("fired %s after it was scheduled", time.Since(start))
+		require.Equal(t, 1, f.times(id, "nap"))
+	})
+}
+
+// claimHook runs after every empty pending claim of the executor it wraps.
+type claimHook struct {
+	driver.Executor
+	afterEmptyPending func()
+}
+
+func (h *claimHook) ExecutionClaim(ctx context.Context, params *driver.ExecutionClaimParams) ([]*driver.ExecutionRow, error) {
+	rows, err := h.Executor.ExecutionClaim(ctx, params)
+	if err == nil && len(rows) == 0 && params.Kind == driver.ClaimPending {
+		h.afterEmptyPending()
+	}
+	return rows, err
+}
+
+// TestTimerDueDuringAnEmptyClaimIsNotLost makes a timer fall due while the pending poller's claim
+// runs: the claim finds nothing, and the poller's question "what wakes next?" comes after the timer
+// is due. The poller must still take the timer up, not wait for its next poll (an hour here).
+func TestTimerDueDuringAnEmptyClaimIsNotLost(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		fake := clock.NewFake(time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC))
+		var armed atomic.Bool
+		exec := &claimHook{Executor: drv.Executor(), afterEmptyPending: func() {
+			if armed.CompareAndSwap(true, false) {
+				fake.Advance(time.Hour + time.Second) // the timer falls due while the claim ran
+			}
+		}}
+		f, scheduled := newFired(), make(chan uuid.UUID, 10)
+		e := New(Config{Exec: exec, WorkerID: "w1", Lease: 30 * time.Second, PendingPollInterval: time.Hour,
+			RetryPollInterval: time.Hour, TimeoutCheckInterval: time.Hour, DeadlineCheckInterval: time.Hour,
+			Clock: fake.Now, Now: func() *time.Time { now := fake.Now(); return &now }})
+		// An hour-long timer: its in-memory wake-up is an hour away in real time too.
+		require.NoError(t, e.Register(sleeper(f, time.Hour, scheduled)))
+		require.NoError(t, e.Start(ctx))
+		t.Cleanup(func() { _ = e.Stop(context.Background()) })
+		id := uuid.Must(uuid.NewV7())
+		leases, err := e.Insert(ctx, []*driver.ExecutionInsertParams{{ID: id, Model: "workflow", Type: "Sleeper", Domain: "d",
+			Lease: 30 * time.Second, WorkerID: "w1"}})
+		require.NoError(t, err)
+		require.NoError(t, e.RunLeased(ctx, leases[0]))
+		require.Equal(t, id, receive(t, scheduled, "the timer scheduled"))
+		armed.Store(true)
+		e.wakeups.poke() // a pending poll, as any wake-up causes
+		require.Equal(t, "nap", receive(t, f.ch, "the timer fired"))
 		require.Equal(t, 1, f.times(id, "nap"))
 	})
 }
