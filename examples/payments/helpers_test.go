@@ -3,6 +3,8 @@ package payments_test
 import (
 	"context"
 	"log/slog"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -106,13 +108,23 @@ func (f *fixture) waitStatus(id uuid.UUID, want string) *payments.PaymentView {
 func (f *fixture) waitWaiting(id uuid.UUID, wait string) *payments.PaymentView {
 	f.t.Helper()
 	var v *payments.PaymentView
-	eventually(f.t, 20*time.Second, "payment to wait on "+wait, func() bool {
+	seen := map[string]bool{}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
 		var err error
 		v, err = f.p.GetPayment(context.Background(), id)
 		require.NoError(f.t, err)
-		return v.Status == "WAITING" && v.CurrentWait == wait
-	})
-	return v
+		if v.Status == "WAITING" && v.CurrentWait == wait {
+			return v
+		}
+		seen[v.Status+"/"+v.CurrentWait] = true
+		if time.Now().After(deadline) {
+			// What the payment went through says whether it passed the wait or never got there.
+			f.t.Fatalf("timed out after 20s waiting for payment %s to wait on %s; it was (status/wait) %v, last %s/%s %s %s",
+				id, wait, slices.Sorted(maps.Keys(seen)), v.Status, v.CurrentWait, v.ErrorCode, v.ErrorMessage)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the stored status with a deadline
+	}
 }
 
 // checkInvariants asserts the platform's three invariants once the platform settled.

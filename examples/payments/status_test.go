@@ -24,11 +24,12 @@ func TestGetPaymentStatus(t *testing.T) {
 		req.Behavior = &payments.Behavior{Name: "pending L3", Steps: map[string]payments.StepBehavior{payments.StepAwaitL3: {PendingPct: 100}}}
 		step := f.submit(req)
 		var got *payments.PaymentStatus
-		eventually(t, 20*time.Second, "L2 to arrive", func() bool {
+		// L2 is recorded by a step; the execution then opens its wait for L3 and lets go.
+		eventually(t, 20*time.Second, "L2 to arrive and the process to wait for L3", func() bool {
 			var err error
 			got, err = f.p.GetPaymentStatus(ctx, step.ExecutionID)
 			require.NoError(t, err)
-			return got.L2Received
+			return got.L2Received && got.Status == string(driver.ExecutionWaitingForAsync)
 		})
 		require.Equal(t, step.PaymentID, got.PaymentID)
 		require.Equal(t, payments.TypePaymentStep, got.ProcessType)
