@@ -102,7 +102,12 @@ func TestDefaultReplyWaitOutlastsRedelivery(t *testing.T) {
 	t.Parallel()
 	eachDriver(t, func(t *testing.T, drv driver.Driver) {
 		f := setupFromConfig(t, drv, "", nil)
-		res := f.submit(domestic(payments.TypePaymentStep))
+		req := domestic(payments.TypePaymentStep)
+		// The submission fails transiently and waits for a retry the fake clock never reaches, so
+		// the payment stays waiting on its reply (a quick reply would leave a window a poll can miss).
+		req.Behavior = &payments.Behavior{Name: "network busy", Steps: map[string]payments.StepBehavior{
+			payments.StepSubmitPayment: {FailTransientPct: 100}}}
+		res := f.submit(req)
 		v := f.waitWaiting(res.PaymentID, payments.StepSubmitPayment)
 		require.NotNil(t, v.WaitTimeoutAt)
 		window := f.client.Config().Domain(payments.DomainPayments).RedeliveryWindow()
