@@ -87,6 +87,7 @@ type Executor interface {
 	OutboxExecutor
 	InboxExecutor
 	DLQExecutor
+	TccBarrierExecutor
 }
 
 // ExecutorTx is an Executor inside a transaction.
