@@ -18,6 +18,8 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/examples/trip"
+	"github.com/commandbus/commandbus/tcc"
 	"github.com/commandbus/commandbus/workflow"
 )
 
@@ -179,6 +181,9 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 		if err := startOnboardings(ctx, s.onboarding); err != nil {
 			return err
 		}
+		if err := startTrips(ctx, s.trips); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	sum, err := waitForBatch(ctx, s.platform, batchID, errOut, !f.asJSON)
@@ -229,6 +234,24 @@ func startOnboardings(ctx context.Context, flow *onboarding.Flow) error {
 	for _, a := range demoApplicants {
 		if _, err := flow.Start(ctx, a, workflow.WithBusinessKey(a.Email)); err != nil {
 			return fmt.Errorf("starting the onboarding of %s: %w", a.Email, err)
+		}
+	}
+	return nil
+}
+
+// demoTrips are the trip bookings (TCC transactions) the demo runs beside the batch, one per
+// outcome: confirmed, confirmed without the optional car, and cancelled (no hotel room, so the
+// seat is released).
+var demoTrips = []trip.Booking{
+	{Traveller: "Ada Lovelace", Flight: "LH 400", Destination: "New York", Nights: 3},
+	{Traveller: "Cy Young", Flight: "BA 117", Destination: "Boston", Nights: 2, CarClass: "none"},
+	{Traveller: "Bob", Flight: "AT 1", Destination: "Atlantis", Nights: 7},
+}
+
+func startTrips(ctx context.Context, agency *trip.Agency) error {
+	for _, b := range demoTrips {
+		if _, err := agency.Start(ctx, b, tcc.WithBusinessKey(b.Traveller)); err != nil {
+			return fmt.Errorf("starting the trip of %s: %w", b.Traveller, err)
 		}
 	}
 	return nil

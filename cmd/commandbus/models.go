@@ -5,6 +5,7 @@ import (
 	"github.com/commandbus/commandbus/cli"
 	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/examples/trip"
 	"github.com/commandbus/commandbus/orchestration"
 )
 
@@ -18,7 +19,7 @@ var cliConfig = cli.Config{
 }
 
 // registerModels creates the client's runtime with every model this binary runs: the payments
-// platform's processes (its simulator off) and the onboarding workflow.
+// platform's processes (its simulator off), the onboarding workflow and the trip booking TCC.
 func registerModels(client *commandbus.Client) (*orchestration.Runtime, error) {
 	rt, err := orchestration.New(client, orchestration.Config{})
 	if err != nil {
@@ -28,6 +29,9 @@ func registerModels(client *commandbus.Client) (*orchestration.Runtime, error) {
 		return nil, err
 	}
 	if _, err := onboarding.Register(rt); err != nil {
+		return nil, err
+	}
+	if _, err := trip.Register(rt); err != nil {
 		return nil, err
 	}
 	return rt, nil

@@ -18,6 +18,7 @@ import (
 	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
+	"github.com/commandbus/commandbus/examples/trip"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/server"
 )
@@ -30,6 +31,7 @@ type stack struct {
 	client          *commandbus.Client
 	platform        *payments.Platform
 	onboarding      *onboarding.Flow
+	trips           *trip.Agency
 	server          *server.Server
 	http            *http.Server
 	addr            string
@@ -105,6 +107,9 @@ func startStack(ctx context.Context, opts stackOptions) (*stack, error) {
 		return nil, err
 	}
 	if s.onboarding, err = onboarding.Register(platformOpts.Runtime); err != nil {
+		return nil, err
+	}
+	if s.trips, err = trip.Register(platformOpts.Runtime); err != nil {
 		return nil, err
 	}
 	platform, err := payments.New(client, platformOpts)
