@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-
-	"github.com/commandbus/commandbus"
 )
 
 // The roles a token can carry.
@@ -24,8 +22,19 @@ type principal struct {
 
 type principalKey struct{}
 
+// Token is one bearer token the API and console accept. A deployment's configuration file lists
+// them under server.tokens (config.TokenConfig, which converts to Token).
+type Token struct {
+	// Subject names who holds the token; it is recorded on every action taken with it.
+	Subject string
+	// Token is the secret: at least 16 characters.
+	Token string
+	// Role is RoleViewer or RoleOperator.
+	Role string
+}
+
 // indexTokens keys tokens by their SHA-256 so lookups compare digests in constant time.
-func indexTokens(tokens []commandbus.TokenConfig) (map[string]principal, error) {
+func indexTokens(tokens []Token) (map[string]principal, error) {
 	out := map[string]principal{}
 	for i, t := range tokens {
 		if t.Subject == "" || len(t.Token) < 16 || (t.Role != RoleViewer && t.Role != RoleOperator) {

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/config"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
@@ -134,9 +135,9 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
-	cfg := &commandbus.Config{Database: commandbus.DatabaseConfig{URL: url}}
+	cfg := &config.File{Database: config.DatabaseConfig{URL: url}}
 	operatorToken, viewerToken := randomToken("operator"), randomToken("viewer")
-	cfg.Server.Tokens = []commandbus.TokenConfig{
+	cfg.Server.Tokens = []config.TokenConfig{
 		{Subject: "demo-operator", Token: operatorToken, Role: "operator"},
 		{Subject: "demo-viewer", Token: viewerToken, Role: "viewer"},
 	}

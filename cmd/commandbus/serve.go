@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/config"
 )
 
 func newServeCommand() *cobra.Command {
@@ -26,7 +26,7 @@ func newServeCommand() *cobra.Command {
 			"(viewer, operator) come from server.tokens. Run `commandbus migrate up` first.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := commandbus.LoadConfig(configPath)
+			cfg, err := config.Load(configPath)
 			if err != nil {
 				return err
 			}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/config"
 	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
@@ -39,8 +40,8 @@ type stack struct {
 
 // stackOptions configures startStack.
 type stackOptions struct {
-	// Config is the commandbus configuration (domains, features, process, database, server).
-	Config *commandbus.Config
+	// Config is the configuration (the library's, and database, server, simulator, payments, fx).
+	Config *config.File
 	Logger *slog.Logger
 	// Migrate applies pending migrations first (the demo does; production runs `migrate up`).
 	Migrate bool
@@ -55,8 +56,9 @@ type stackOptions struct {
 }
 
 func startStack(ctx context.Context, opts stackOptions) (*stack, error) {
-	cfg := opts.Config
-	db, err := openDatabase(ctx, cfg.Database.URL, cfg.WithDefaults().Database.Schema, 0)
+	file := opts.Config
+	cfg := &file.Config
+	db, err := openDatabase(ctx, file.Database.URL, file.WithDefaults().Database.Schema, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -91,14 +93,13 @@ func startStack(ctx context.Context, opts stackOptions) (*stack, error) {
 		return nil, err
 	}
 	s.client = client
-	// The file's simulator.poll-interval and payments.max-amounts; command-steps are read by the
-	// processes themselves.
-	platformOpts, err := payments.ConfigOptions(cfg)
+	// The file's simulator.poll-interval, payments.max-amounts and fx.url; command-steps are read
+	// by the processes themselves.
+	platformOpts, err := payments.ConfigOptions(file)
 	if err != nil {
 		return nil, err
 	}
 	platformOpts.Seed, platformOpts.DisableSimulator, platformOpts.Logger = opts.Seed, !opts.Simulator, opts.Logger
-	platformOpts.FXAPIURL = cfg.FX.URL
 	// One runtime runs every model of the binary: the payment processes and the onboarding
 	// workflow.
 	if platformOpts.Runtime, err = orchestration.New(client, orchestration.Config{}); err != nil {
@@ -119,7 +120,7 @@ func startStack(ctx context.Context, opts stackOptions) (*stack, error) {
 		return nil, err
 	}
 	if opts.ServeAddr != "" {
-		srv, err := server.New(server.Config{Client: client, Runtime: platform.Runtime(), Extensions: []server.Extension{paymentsweb.New(platform)}, Tokens: cfg.Server.Tokens, Gatherer: registry, Logger: opts.Logger})
+		srv, err := server.New(server.Config{Client: client, Runtime: platform.Runtime(), Extensions: []server.Extension{paymentsweb.New(platform)}, Tokens: serverTokens(file.Server.Tokens), Gatherer: registry, Logger: opts.Logger})
 		if err != nil {
 			return nil, err
 		}
@@ -169,4 +170,13 @@ func randomToken(prefix string) string {
 	var b [18]byte
 	_, _ = rand.Read(b[:])
 	return prefix + "-" + hex.EncodeToString(b[:])
+}
+
+// serverTokens converts the file's server.tokens to the server's.
+func serverTokens(tokens []config.TokenConfig) []server.Token {
+	out := make([]server.Token, len(tokens))
+	for i, t := range tokens {
+		out[i] = server.Token(t)
+	}
+	return out
 }

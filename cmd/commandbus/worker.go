@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/config"
 )
 
 func newWorkerCommand() *cobra.Command {
@@ -27,7 +27,7 @@ func newWorkerCommand() *cobra.Command {
 			"shuts down gracefully.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			cfg, err := commandbus.LoadConfig(configPath)
+			cfg, err := config.Load(configPath)
 			if err != nil {
 				return err
 			}
@@ -49,13 +49,13 @@ func newWorkerCommand() *cobra.Command {
 	return cmd
 }
 
-func runWorker(ctx context.Context, cfg *commandbus.Config, logger *slog.Logger) error {
+func runWorker(ctx context.Context, cfg *config.File, logger *slog.Logger) error {
 	return runStack(ctx, cfg, logger, "")
 }
 
 // runStack runs the reference platform's workers (and, with addr, the REST API and console) until
 // ctx ends, then shuts down gracefully.
-func runStack(ctx context.Context, cfg *commandbus.Config, logger *slog.Logger, addr string) error {
+func runStack(ctx context.Context, cfg *config.File, logger *slog.Logger, addr string) error {
 	s, err := startStack(ctx, stackOptions{Config: cfg, Logger: logger, Seed: uint64(time.Now().UnixNano()), Simulator: cfg.Simulator.Enabled, ServeAddr: addr})
 	if err != nil {
 		return err
