@@ -98,7 +98,7 @@ func TestConfigFXURLReachesThePlatform(t *testing.T) {
 	var s *stack
 	s, err = startStack(context.Background(), stackOptions{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	defer s.stop(context.Background())
+	defer s.Stop(context.Background())
 	require.Equal(t, "http://127.0.0.1:1", s.platform.FXAPIURL())
 	require.Nil(t, s.platform.FXAPI(), "no provider of its own")
 }
