@@ -43,8 +43,8 @@ type Fact struct {
 	Href  string
 }
 
-// ActionPage describes one operator action on one item for the confirmation flow (Mount.Act):
-// what it does, to what, the fields it asks for besides the reason, and Run, which does it.
+// ActionPage describes one operator action on one item for the confirmation flow (Act): what
+// it does, to what, the fields it asks for besides the reason, and Run, which does it.
 type ActionPage struct {
 	Nav         string
 	Title       string

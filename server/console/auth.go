@@ -49,7 +49,7 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.renderLogin(w, r, http.StatusOK, r.URL.Query().Get("next"), nil)
 }
 
-// login checks the token against the server's tokens and keeps it in the session cookie
+// login checks the token against the console's tokens and keeps it in the session cookie
 // (HttpOnly, SameSite=Strict), which authenticate accepts as it accepts a bearer header.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if err := c.origin.Check(r); err != nil {

@@ -533,21 +533,21 @@ func (c *Console) parseTemplates() error {
 	}
 	fragments, err := shared(template.New("fragments").Funcs(funcs))
 	if err != nil {
-		return fmt.Errorf("server: console templates: %w", err)
+		return fmt.Errorf("console: templates: %w", err)
 	}
 	c.fragments = fragments
 	c.pages = map[string]*template.Template{}
 	add := func(fsys fs.FS, name string) error {
 		base := path.Base(name)
 		if _, dup := c.pages[base]; dup {
-			return fmt.Errorf("server: console templates: two pages are named %s", base)
+			return fmt.Errorf("console: templates: two pages are named %s", base)
 		}
 		t, err := shared(template.New(base).Funcs(funcs))
 		if err == nil {
 			t, err = t.ParseFS(fsys, name)
 		}
 		if err != nil {
-			return fmt.Errorf("server: console templates: %w", err)
+			return fmt.Errorf("console: templates: %w", err)
 		}
 		c.pages[base] = t
 		return nil

@@ -37,7 +37,7 @@ func (c *Console) Live(h http.HandlerFunc) http.HandlerFunc { return c.live(h) }
 func (c *Console) AddTemplates(fsys fs.FS, pattern string) error {
 	names, err := fs.Glob(fsys, pattern)
 	if err != nil {
-		return fmt.Errorf("server: extension templates: %w", err)
+		return fmt.Errorf("console: extension templates: %w", err)
 	}
 	set := extensionTemplates{fsys: fsys}
 	for _, name := range names {
@@ -48,7 +48,7 @@ func (c *Console) AddTemplates(fsys fs.FS, pattern string) error {
 		}
 	}
 	if len(names) == 0 {
-		return fmt.Errorf("server: extension templates: no file matches %q", pattern)
+		return fmt.Errorf("console: extension templates: no file matches %q", pattern)
 	}
 	c.extensionTemplates = append(c.extensionTemplates, set)
 	return nil

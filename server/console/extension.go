@@ -40,7 +40,7 @@ type ItemContext struct {
 	Noun string
 	// Href is the item's console page.
 	Href string
-	// Summary is the item in a queue row (render it with Mount.Fragment).
+	// Summary is the item in a queue row (render it with Fragment).
 	Summary template.HTML
 	// Brief is the item in a few words, for a bulk action's results ("payment 1a2b3c4d, 250.50 GBP").
 	Brief string
@@ -63,7 +63,7 @@ type SearchResult struct {
 	// Hits are the things found, each with its page. One hit alone (and no section) sends the
 	// operator straight to its page.
 	Hits []SearchHit
-	// Sections are larger findings shown on the result page (render them with Mount.Fragment).
+	// Sections are larger findings shown on the result page (render them with Fragment).
 	Sections []template.HTML
 }
 

@@ -321,7 +321,7 @@ func (c *Console) commandPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // ProcessView is what the console's process page shows of an execution; an extension's page
-// may embed it (see Mount.Process) with the console's "why-stuck", "timeline" and
+// may embed it (see Process) with the console's "why-stuck", "timeline" and
 // "process-actions" blocks.
 type ProcessView struct {
 	Row      *driver.ExecutionRow
