@@ -35,7 +35,7 @@ type File struct {
 	commandbus.Config `yaml:",inline"`
 	// Database says where commandbus stores its state.
 	Database DatabaseConfig `yaml:"database"`
-	// Server configures the REST API and console of `commandbus serve`.
+	// Server configures the REST API and console (the serve command of package cli).
 	Server ServerConfig `yaml:"server"`
 	// Simulator configures the reference platform's network simulator.
 	Simulator SimulatorConfig `yaml:"simulator"`
@@ -53,7 +53,7 @@ type DatabaseConfig struct {
 	Schema string `yaml:"schema"`
 }
 
-// ServerConfig configures the REST API and console (`commandbus serve`).
+// ServerConfig configures the REST API and console (the serve command of package cli).
 type ServerConfig struct {
 	// Addr is the listen address. Default: 127.0.0.1:8080.
 	Addr string `yaml:"addr"`

@@ -129,6 +129,10 @@ func TestMaxAmountsFromConfiguration(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, map[string]decimal.Decimal{"GBP": decimal.RequireFromString("1000.00"), "EUR": decimal.RequireFromString("500")}, opts.MaxAmounts)
 
+	opts, err = payments.ConfigOptions(&config.File{FX: config.FXConfig{URL: "http://fx.internal:8081"}})
+	require.NoError(t, err)
+	require.Equal(t, "http://fx.internal:8081", opts.FXAPIURL, "fx.url is an option of the file too")
+
 	_, err = payments.ConfigOptions(&config.File{Payments: config.PaymentsConfig{MaxAmounts: map[string]string{"XYZ": "10"}}})
 	require.ErrorContains(t, err, "XYZ, which the platform does not support")
 
