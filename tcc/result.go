@@ -1,6 +1,7 @@
 package tcc
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/orchestration"
 )
 
 // Status is a transaction's outcome, or the phase it is in while it runs.
@@ -168,3 +170,23 @@ func (m *Manager) result(row *driver.ExecutionRow, entries []*driver.ExecutionLo
 	}
 	return res
 }
+
+// ParticipantPhases implements orchestration.ParticipantPhaser: the transaction's participants
+// with their try, confirm and cancel outcomes.
+func (m *Manager) ParticipantPhases(ctx context.Context, id uuid.UUID) (*orchestration.ParticipantPhases, error) {
+	res, err := m.Result(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	out := &orchestration.ParticipantPhases{Phases: []string{string(PhaseTry), string(PhaseConfirm), string(PhaseCancel)}}
+	for _, p := range res.Participants {
+		row := orchestration.ParticipantPhaseRow{ID: p.ID, Optional: p.Optional}
+		for _, po := range []PhaseOutcome{p.Try, p.Confirm, p.Cancel} {
+			row.Cells = append(row.Cells, orchestration.PhaseCell{Status: po.Status, Attempts: po.Attempts, ErrorCode: po.ErrorCode, Error: po.Error})
+		}
+		out.Participants = append(out.Participants, row)
+	}
+	return out, nil
+}
+
+var _ orchestration.ParticipantPhaser = (*Manager)(nil)
