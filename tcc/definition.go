@@ -159,6 +159,10 @@ type participant struct {
 	try      TryFunc
 	confirm  PhaseFunc
 	cancel   PhaseFunc
+	// domain, commands and request make a command participant: its phases are commands.
+	domain   string
+	commands CommandTypes
+	request  CommandRequest
 	retry    *RetryPolicy
 	timeout  time.Duration
 	phases   [3]phaseSettings
@@ -202,6 +206,44 @@ func (d *Definition) Participant(id string, try TryFunc, confirm, cancel PhaseFu
 	d.participants = append(d.participants, p)
 	return d
 }
+
+// CommandTypes names the command types of a command participant's three phases.
+type CommandTypes struct {
+	Try, Confirm, Cancel string
+}
+
+func (c CommandTypes) of(p Phase) string {
+	switch p {
+	case PhaseConfirm:
+		return c.Confirm
+	case PhaseCancel:
+		return c.Cancel
+	}
+	return c.Try
+}
+
+// CommandRequest builds the payload of a command participant's phase command (Context.Phase says
+// which; confirm and cancel see the try's result).
+type CommandRequest func(c *Context) (any, error)
+
+// CommandParticipant adds a participant whose phases are commands to domain, handled by that
+// domain's handlers: each phase sends its command (types names them) with the payload request
+// returns, and completes with the reply. The try's result is the try reply's result; a FAILED
+// reply is a business failure, a TIMED_OUT reply or no reply within the phase's timeout a
+// transient one (retried by the phase's policy with a new command), a CANCELLED reply a permanent
+// one. The command carries the transaction and the participant in its headers (BranchOf), so the
+// handler can guard its effects with a Barrier. The command goes out with the checkpoint that
+// records its attempt; the transaction waits for the reply without holding a goroutine.
+func (d *Definition) CommandParticipant(id, domain string, types CommandTypes, request CommandRequest, opts ...ParticipantOption) *Definition {
+	p := &participant{id: id, domain: domain, commands: types, request: request}
+	for _, o := range opts {
+		o(p)
+	}
+	d.participants = append(d.participants, p)
+	return d
+}
+
+func (p *participant) isCommand() bool { return p.domain != "" || p.request != nil }
 
 // ID returns the transaction type.
 func (d *Definition) ID() string { return d.id }
@@ -251,7 +293,10 @@ func (d *Definition) validate() error {
 			continue
 		}
 		seen[p.id] = true
-		if p.try == nil || p.confirm == nil || p.cancel == nil {
+		switch {
+		case p.isCommand() && (p.domain == "" || p.request == nil || p.commands.Try == "" || p.commands.Confirm == "" || p.commands.Cancel == ""):
+			problems = append(problems, fmt.Sprintf("participant %q needs a domain, a request function and the try, confirm and cancel command types", p.id))
+		case !p.isCommand() && (p.try == nil || p.confirm == nil || p.cancel == nil):
 			problems = append(problems, fmt.Sprintf("participant %q needs try, confirm and cancel functions", p.id))
 		}
 		if p.timeout < 0 {
@@ -304,8 +349,10 @@ func firstPositive(levels ...time.Duration) time.Duration {
 // another.
 func (d *Definition) hash() string {
 	type part struct {
-		ID       string `json:"id"`
-		Optional bool   `json:"optional,omitempty"`
+		ID       string       `json:"id"`
+		Optional bool         `json:"optional,omitempty"`
+		Domain   string       `json:"domain,omitempty"`
+		Commands CommandTypes `json:"commands,omitzero"`
 	}
 	shape := struct {
 		ID           string `json:"id"`
@@ -313,7 +360,7 @@ func (d *Definition) hash() string {
 		Participants []part `json:"participants"`
 	}{ID: d.id, Version: d.version}
 	for _, p := range d.participants {
-		shape.Participants = append(shape.Participants, part{ID: p.id, Optional: p.optional})
+		shape.Participants = append(shape.Participants, part{ID: p.id, Optional: p.optional, Domain: p.domain, Commands: p.commands})
 	}
 	b, _ := json.Marshal(shape)
 	sum := sha256.Sum256(b)

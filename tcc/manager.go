@@ -272,12 +272,16 @@ func (m *Manager) Describe() orchestration.Definition {
 		Description: m.def.description, Topology: topo}
 }
 
-// Steps implements orchestration.StepDescriber: one local step per participant, each with its
-// cancel as compensation.
+// Steps implements orchestration.StepDescriber: one step per participant (local, or a command
+// named by its try's command type), each with its cancel as compensation; an optional
+// participant is reported conditional.
 func (m *Manager) Steps() []orchestration.StepInfo {
 	out := make([]orchestration.StepInfo, 0, len(m.def.participants))
 	for i, p := range m.def.participants {
 		info := orchestration.StepInfo{ID: p.id, Kind: orchestration.StepKindLocal, Compensated: true, Conditional: p.optional}
+		if p.isCommand() {
+			info.Kind, info.CommandDomain, info.CommandType = orchestration.StepKindCommand, p.domain, p.commands.Try
+		}
 		if i > 0 {
 			info.DependsOn = []string{m.def.participants[i-1].id}
 		}
@@ -345,7 +349,8 @@ func (r engineRunner) Deadline(ctx context.Context, lease *execution.Lease) erro
 	return r.m.run(ctx, lease, nil)
 }
 
-// RunWithResponse records a response for the run (participants are local; none is expected).
+// RunWithResponse records a response (a command participant's reply) for the run that applies
+// it.
 func (r engineRunner) RunWithResponse(ctx context.Context, lease *execution.Lease, resp *driver.ExecutionResponseRow) error {
 	_ = lease.Release(ctx)
 	_, err := r.m.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{

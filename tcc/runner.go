@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/execution"
@@ -57,6 +59,16 @@ type txn struct {
 	lease   *execution.Lease
 	f       *folded
 	pending []*driver.ExecutionLogEntry // entries for the next checkpoint
+	// commands, openWaits and closeWaits are a command participant's command and reply wait
+	// changes for the next checkpoint.
+	commands   []*driver.CommandInsertParams
+	openWaits  []*driver.WaitParams
+	closeWaits []string
+	// replies (by command id) and expired (reply waits) are read once per run, when a command
+	// phase waits.
+	arrivalsLoaded bool
+	replies        map[uuid.UUID]*commandbus.Reply
+	expired        map[string]bool
 }
 
 // log adds an entry to the next checkpoint and folds it in.
@@ -82,6 +94,7 @@ type phaseResult struct {
 	cancelFails []failure // cancels that failed for good (the others ran)
 	suspended   bool      // an operator asked to suspend: nothing more starts
 	stopped     bool      // the instance is stopping: the run lets go without a write
+	waitAsync   string    // a command phase waits for its reply (the wait's name)
 	err         error     // a checkpoint failed (or was fenced): the run ends
 }
 
@@ -171,6 +184,13 @@ func (t *txn) pause(res phaseResult, status driver.ExecutionStatus) (bool, error
 		return true, res.err
 	case res.stopped:
 		return true, t.ctx.Err()
+	case res.waitAsync != "":
+		// The command goes out with this checkpoint; its reply (or its timeout) wakes the
+		// transaction.
+		return true, t.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+			cp.Status, cp.Release, cp.NextRetryAt, cp.NextWaitTimeoutAt = driver.ExecutionWaitingForAsync, true, nil, nil
+			cp.CurrentWait, cp.Step = res.waitAsync, res.waitAsync
+		})
 	case res.suspended:
 		// The release stores SUSPENDED; the next run goes on where this one stopped.
 		return true, t.checkpoint(func(cp *driver.ExecutionCheckpoint) { cp.Status, cp.Release = status, true })
@@ -210,12 +230,17 @@ func (t *txn) tried() []*participant {
 	return out
 }
 
-// toCancelList returns the participants to cancel: those whose try succeeded and that have not
-// confirmed, in reverse order.
+// toCancelList returns the participants to cancel, in reverse order: those whose try succeeded
+// and that have not confirmed, and the command participants whose try may have taken effect
+// without a success reaching the transaction (still in flight, or its reply timed out); their
+// handler's Barrier turns a cancel without a try into an empty cancel and refuses the try if it
+// arrives later.
 func (t *txn) toCancelList() []*participant {
 	var out []*participant
-	for _, p := range t.tried() {
-		if t.f.peek(p.id, PhaseConfirm).status != statusCompleted {
+	for _, p := range t.m.def.participants {
+		try := t.f.peek(p.id, PhaseTry)
+		unknown := p.isCommand() && (try.status == statusWaiting || try.errCode == "REPLY_TIMEOUT" || try.errCode == commandbus.CodeRetriesExhausted)
+		if (try.status == statusCompleted || unknown) && t.f.peek(p.id, PhaseConfirm).status != statusCompleted {
 			out = append(out, p)
 		}
 	}
@@ -252,18 +277,42 @@ func (t *txn) runPhase(p Phase, list []*participant) phaseResult {
 				return res
 			}
 		}
-		if t.lease.SuspendRequested() {
+		eff := part.resolved[idx]
+		var at *attempt
+		if r.status == statusWaiting {
+			// A command phase's attempt is in flight: its reply decides.
+			var err error
+			if at, err = t.replyOf(part, p, r); err != nil {
+				return phaseResult{err: err}
+			}
+			if at == nil {
+				res.waitAsync = waitID(part.id, p)
+				return res
+			}
+		} else if t.lease.SuspendRequested() {
 			res.suspended = true
 			return res
 		}
-		eff := part.resolved[idx]
-		attempt := r.attempts + 1
-		c := &Context{ExecutionID: t.lease.Row.ID, Participant: part.id, Phase: p, Attempt: attempt, Input: t.lease.Row.State}
+		attemptNo := r.attempts + 1
+		c := &Context{ExecutionID: t.lease.Row.ID, Participant: part.id, Phase: p, Attempt: attemptNo, Input: t.lease.Row.State}
 		if p != PhaseTry {
 			c.TryResult = t.f.peek(part.id, PhaseTry).result
 		}
-		started := t.m.engine.Config().Clock()
-		result, err := call(t.ctx, part, p, eff.timeout, c)
+		if at == nil {
+			started := t.m.engine.Config().Clock()
+			if part.isCommand() {
+				if err := t.send(part, p, c, eff); err != nil {
+					at = &attempt{started: started, err: err}
+				} else {
+					res.waitAsync = waitID(part.id, p)
+					return res
+				}
+			} else {
+				result, err := call(t.ctx, part, p, eff.timeout, c)
+				at = &attempt{started: started, result: result, err: err}
+			}
+		}
+		attempt, started, result, err := attemptNo, at.started, at.result, at.err
 		entry := &driver.ExecutionLogEntry{EntryType: string(p), Name: part.id, Attempt: attempt, MaxAttempts: eff.retry.MaxAttempts, StartedAt: &started}
 		if err == nil {
 			entry.StepStatus, entry.Response = statusCompleted, result
@@ -275,7 +324,7 @@ func (t *txn) runPhase(p Phase, list []*participant) phaseResult {
 			}
 			continue
 		}
-		if t.ctx.Err() != nil {
+		if !part.isCommand() && t.ctx.Err() != nil {
 			// The instance is stopping: the attempt is not recorded; the next run repeats it.
 			return phaseResult{stopped: true}
 		}
@@ -376,6 +425,8 @@ func (t *txn) checkpoint(set func(cp *driver.ExecutionCheckpoint)) error {
 	cp := t.lease.Base()
 	set(cp)
 	cp.Log, t.pending = t.pending, nil
+	cp.Commands, cp.OpenWaits, cp.CloseWaits = t.commands, t.openWaits, t.closeWaits
+	t.commands, t.openWaits, t.closeWaits = nil, nil, nil
 	return t.lease.Checkpoint(t.ctx, cp)
 }
 

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/commandbus/commandbus/driver"
 )
 
@@ -27,6 +29,8 @@ const (
 	statusRetryScheduled = "RETRY_SCHEDULED"
 	// statusSkipped marks a cancel an operator gave up.
 	statusSkipped = "SKIPPED"
+	// statusWaiting marks a command participant's phase waiting for its command's reply.
+	statusWaiting = "WAITING"
 
 	// reasonOptional marks the failed try of an optional participant.
 	reasonOptional = "optional participant"
@@ -57,6 +61,9 @@ type phaseRecord struct {
 	latency  time.Duration
 	started  *time.Time
 	ended    *time.Time
+	// commandID and sentAt are the command a waiting phase's current attempt sent, and when.
+	commandID uuid.UUID
+	sentAt    time.Time
 }
 
 type partRecord struct{ phases [3]phaseRecord }
@@ -155,6 +162,14 @@ func (f *folded) apply(e *driver.ExecutionLogEntry) {
 	case string(PhaseTry), string(PhaseConfirm), string(PhaseCancel):
 		r := f.rec(e.Name, Phase(e.EntryType))
 		at := e.At
+		if e.StepStatus == statusWaiting {
+			var sent struct {
+				CommandID uuid.UUID `json:"commandId"`
+			}
+			_ = json.Unmarshal(e.Request, &sent)
+			r.status, r.commandID, r.sentAt = statusWaiting, sent.CommandID, e.At
+			return
+		}
 		r.total++
 		r.started, r.ended = e.StartedAt, &at
 		if d, ok := e.Latency(); ok {
