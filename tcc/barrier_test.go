@@ -147,6 +147,43 @@ func TestBarrier(t *testing.T) {
 			require.Equal(t, tcc.BarrierApplied, out, "the redelivered try runs: the failed one left no record")
 		})
 
+		t.Run("ConcurrentDuplicateTries", func(t *testing.T) {
+			// Two deliveries of one try in two transactions at once: the second waits for the
+			// first's record and finds it applied, whichever order they take.
+			ctx := context.Background()
+			branch := tcc.BranchID{Transaction: "tx-concurrent", Participant: "concurrent"}
+			inside, release := make(chan struct{}), make(chan struct{})
+			first := make(chan tcc.BarrierOutcome, 1)
+			go func() {
+				tx, exec, commit, rollback := p.begin(ctx)
+				out, err := b.Try(ctx, tx, branch, func(context.Context) error {
+					close(inside)
+					<-release
+					return exec("INSERT INTO %s (branch, phase) VALUES (%s, %s)", branch.Participant, "TRY")
+				})
+				if err != nil {
+					_ = rollback()
+					first <- ""
+					return
+				}
+				_ = commit()
+				first <- out
+			}()
+			<-inside
+			second := make(chan tcc.BarrierOutcome, 1)
+			go func() {
+				out, err := p.deliver(b, branch, tcc.PhaseTry)
+				if err != nil {
+					out = ""
+				}
+				second <- out
+			}()
+			close(release)
+			outcomes := []tcc.BarrierOutcome{<-first, <-second}
+			require.ElementsMatch(t, []tcc.BarrierOutcome{tcc.BarrierApplied, tcc.BarrierDuplicate}, outcomes)
+			require.Equal(t, 1, countBranch(t, p, branch.Participant, tcc.PhaseTry), "one reservation")
+		})
+
 		t.Run("BadInput", func(t *testing.T) {
 			_, err := b.Try(context.Background(), nil, tcc.BranchID{Transaction: "x", Participant: "y"}, nil)
 			var verr *commandbus.ValidationError
