@@ -306,6 +306,28 @@ func TestOutcomes(t *testing.T) {
 			require.Equal(t, 1, l.count("flight:CANCEL"))
 		})
 
+		t.Run("CancelFailureCompletedByOperator", func(t *testing.T) {
+			l := newLedger()
+			l.failWith("car:TRY", func(int) error { return commandbus.BusinessRule("NO_CARS", "no car left") })
+			l.failWith("hotel:CANCEL", func(int) error { return commandbus.Permanent("HOTEL_GONE", errors.New("gone")) })
+			client, rt := newRuntime(t, drv, nil)
+			m, err := tcc.Register(rt, trip(l, "trip-cancel-completed"))
+			require.NoError(t, err)
+			start(t, client)
+			id, err := m.Start(ctx, nil, tcc.Immediate())
+			require.NoError(t, err)
+			waitResult(t, m, id, tcc.StatusFailed)
+			var verr *commandbus.ValidationError
+			require.ErrorAs(t, m.CompleteOverride(ctx, id, map[string]any{"x": 1}, operator), &verr, "a TCC takes no state overrides")
+			require.Equal(t, "stateOverrides", verr.Field)
+			require.ErrorAs(t, m.CompleteOverride(ctx, id, nil, commandbus.OperatorAction{}), &verr, "an action needs an actor and a reason")
+			require.NoError(t, m.CompleteOverride(ctx, id, nil, operator))
+			inst := waitResult(t, m, id, tcc.StatusCanceled)
+			require.Equal(t, driver.ExecutionCompleted, inst.Status, "resolved by hand")
+			require.Equal(t, 1, l.count("hotel:CANCEL"), "completing runs nothing")
+			require.ErrorIs(t, m.Retry(ctx, id, operator), commandbus.ErrInvalidState, "an ended transaction is not retried")
+		})
+
 		t.Run("OperatorCancel", func(t *testing.T) {
 			l := newLedger()
 			l.failWith("hotel:TRY", func(int) error { return commandbus.Transient(errors.New("slow")) })
