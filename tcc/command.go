@@ -81,20 +81,18 @@ func (t *txn) loadArrivals() error {
 	t.replies = map[uuid.UUID]*commandbus.Reply{}
 	t.expired = map[string]bool{}
 	row := t.lease.Row
-	if row.ResponsesReceived > row.ResponsesApplied {
-		responses, err := t.lease.Responses(t.ctx)
-		if err != nil {
-			return fmt.Errorf("reading responses: %w", err)
+	responses, err := t.lease.Responses(t.ctx)
+	if err != nil {
+		return fmt.Errorf("reading responses: %w", err)
+	}
+	for _, r := range responses {
+		row.ResponsesApplied = max(row.ResponsesApplied, r.Seq)
+		if r.Name != orchestrate.ReplyResponseName {
+			continue
 		}
-		for _, r := range responses {
-			row.ResponsesApplied = max(row.ResponsesApplied, r.Seq)
-			if r.Name != orchestrate.ReplyResponseName {
-				continue
-			}
-			var reply commandbus.Reply
-			if json.Unmarshal(r.Payload, &reply) == nil {
-				t.replies[reply.CommandID] = &reply
-			}
+		var reply commandbus.Reply
+		if json.Unmarshal(r.Payload, &reply) == nil {
+			t.replies[reply.CommandID] = &reply
 		}
 	}
 	expired, err := t.lease.ExpiredWaits(t.ctx)

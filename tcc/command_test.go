@@ -96,7 +96,9 @@ func TestCommandParticipant(t *testing.T) {
 		require.Equal(t, []string{"HoldRoom TRY hotel ", "ConfirmRoom CONFIRM hotel " + hold}, calls, "one command per phase; the confirm carries the try's result")
 		calls = nil
 		mu.Unlock()
-		require.Equal(t, []string{"flight:TRY", "car:TRY", "flight:CONFIRM", "car:CONFIRM"}, l.sequence(), "the local participants around it, in order")
+		seq := l.sequence()
+		require.Equal(t, []string{"flight:TRY", "car:TRY"}, seq[:2], "the local participants around it, tries in order")
+		require.ElementsMatch(t, []string{"flight:CONFIRM", "car:CONFIRM"}, seq[2:])
 
 		refused, err := m.Start(ctx, roomRequest{City: "Atlantis"})
 		require.NoError(t, err)

@@ -14,8 +14,8 @@ import (
 	"github.com/commandbus/commandbus/tcc"
 )
 
-// A transfer holds the amount at the debtor, prepares the credit, then confirms both; when the
-// credit cannot be prepared, the hold is released.
+// A transfer holds the amount at the debtor, prepares the credit, then confirms both (at once);
+// when the credit cannot be prepared, the hold is released.
 func ExampleManager() {
 	ctx := context.Background()
 	dir, _ := os.MkdirTemp("", "example")
@@ -32,12 +32,7 @@ func ExampleManager() {
 		To     string `json:"to"`
 	}
 	hold := func(ctx context.Context, c *tcc.Context) (any, error) { return "HOLD-1", nil }
-	commit := func(ctx context.Context, c *tcc.Context) error {
-		var id string
-		_ = c.DecodeTryResult(&id)
-		fmt.Println("commit", id)
-		return nil
-	}
+	commit := func(ctx context.Context, c *tcc.Context) error { return nil }
 	release := func(ctx context.Context, c *tcc.Context) error {
 		var id string
 		_ = c.DecodeTryResult(&id)
@@ -52,7 +47,7 @@ func ExampleManager() {
 		}
 		return "CREDIT-1", nil
 	}
-	credit := func(ctx context.Context, c *tcc.Context) error { fmt.Println("credit"); return nil }
+	credit := func(ctx context.Context, c *tcc.Context) error { return nil }
 	undo := func(ctx context.Context, c *tcc.Context) error { return nil }
 
 	m, _ := tcc.Register(rt, tcc.New("Transfer", 1).
@@ -61,15 +56,15 @@ func ExampleManager() {
 
 	id, _ := m.Start(ctx, transfer{Amount: 100, To: "open"}, tcc.Immediate())
 	res, _ := m.Result(ctx, id)
-	fmt.Println(res.Status)
+	var holdID string
+	_ = res.DecodeTryResult("debit", &holdID)
+	fmt.Println(res.Status, holdID, res.Participant("credit").Confirm.Status)
 
 	id, _ = m.Start(ctx, transfer{Amount: 100, To: "closed"}, tcc.Immediate())
 	res, _ = m.Result(ctx, id)
 	fmt.Println(res.Status, res.FailedPhase, res.FailedParticipant, res.ErrorCode)
 	// Output:
-	// commit HOLD-1
-	// credit
-	// CONFIRMED
+	// CONFIRMED HOLD-1 COMPLETED
 	// release HOLD-1
 	// CANCELED TRY credit ACCOUNT_CLOSED
 }

@@ -349,14 +349,19 @@ func (r engineRunner) Deadline(ctx context.Context, lease *execution.Lease) erro
 	return r.m.run(ctx, lease, nil)
 }
 
-// RunWithResponse records a response (a command participant's reply) for the run that applies
-// it.
+// RunWithResponse records a response (a command participant's reply) and runs the transaction,
+// which applies it. The response is stored before the run, while this runner holds the lease, so
+// it is never lost: a run that fails leaves it for the next one.
 func (r engineRunner) RunWithResponse(ctx context.Context, lease *execution.Lease, resp *driver.ExecutionResponseRow) error {
-	_ = lease.Release(ctx)
-	_, err := r.m.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
+	seq, err := r.m.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
 		ExecutionID: resp.ExecutionID, Name: resp.Name, Payload: resp.Payload, Now: r.m.engine.Config().Now(),
 	})
-	return err
+	if err != nil {
+		_ = lease.Release(ctx)
+		return err
+	}
+	lease.Row.ResponsesReceived = max(lease.Row.ResponsesReceived, seq)
+	return r.m.run(ctx, lease, nil)
 }
 
 func (m *Manager) jitter() float64 {

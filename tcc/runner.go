@@ -123,7 +123,7 @@ func (t *txn) run() error {
 				return err
 			}
 		case PhaseConfirm:
-			res := t.runPhase(PhaseConfirm, t.tried())
+			res := t.runConfirms(t.tried())
 			if done, err := t.pause(res, driver.ExecutionExecuting); done {
 				return err
 			}
@@ -184,16 +184,19 @@ func (t *txn) pause(res phaseResult, status driver.ExecutionStatus) (bool, error
 		return true, res.err
 	case res.stopped:
 		return true, t.ctx.Err()
-	case res.waitAsync != "":
-		// The command goes out with this checkpoint; its reply (or its timeout) wakes the
-		// transaction.
-		return true, t.checkpoint(func(cp *driver.ExecutionCheckpoint) {
-			cp.Status, cp.Release, cp.NextRetryAt, cp.NextWaitTimeoutAt = driver.ExecutionWaitingForAsync, true, nil, nil
-			cp.CurrentWait, cp.Step = res.waitAsync, res.waitAsync
-		})
 	case res.suspended:
 		// The release stores SUSPENDED; the next run goes on where this one stopped.
 		return true, t.checkpoint(func(cp *driver.ExecutionCheckpoint) { cp.Status, cp.Release = status, true })
+	case res.waitAsync != "":
+		// The command goes out with this checkpoint; its reply (or its timeout) wakes the
+		// transaction, as does a retry of another participant falling due meanwhile.
+		return true, t.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+			cp.Status, cp.Release, cp.NextRetryAt, cp.NextWaitTimeoutAt = driver.ExecutionWaitingForAsync, true, nil, nil
+			cp.CurrentWait, cp.Step = res.waitAsync, res.waitAsync
+			if !res.waitUntil.IsZero() {
+				cp.WakeAt = &res.waitUntil
+			}
+		})
 	case !res.waitUntil.IsZero():
 		return true, t.checkpoint(func(cp *driver.ExecutionCheckpoint) {
 			cp.Status, cp.Release, cp.NextRetryAt, cp.Step = driver.ExecutionWaitingForRetry, true, nil, res.waitFor
@@ -312,62 +315,192 @@ func (t *txn) runPhase(p Phase, list []*participant) phaseResult {
 				at = &attempt{started: started, result: result, err: err}
 			}
 		}
-		attempt, started, result, err := attemptNo, at.started, at.result, at.err
-		entry := &driver.ExecutionLogEntry{EntryType: string(p), Name: part.id, Attempt: attempt, MaxAttempts: eff.retry.MaxAttempts, StartedAt: &started}
-		if err == nil {
-			entry.StepStatus, entry.Response = statusCompleted, result
-			t.log(entry)
-			if more {
-				if err := t.checkpoint(func(*driver.ExecutionCheckpoint) {}); err != nil {
-					return phaseResult{err: err}
-				}
-			}
-			continue
-		}
 		if !part.isCommand() && t.ctx.Err() != nil {
 			// The instance is stopping: the attempt is not recorded; the next run repeats it.
 			return phaseResult{stopped: true}
 		}
-		class, code := commandbus.Classify(err, commandbus.ClassPermanent)
-		if code == "" {
-			code = commandbus.CodePermanentFailure
-			if errors.Is(err, context.DeadlineExceeded) {
-				code = "TIMEOUT"
-			}
-		}
-		entry.ErrorCode, entry.ErrorMessage = code, err.Error()
-		retryable := class != commandbus.ClassBusiness && eff.retry.RetryOn(err)
-		if retryable && attempt < eff.retry.MaxAttempts {
-			at := t.m.engine.Config().Clock().Add(eff.retry.Delay(attempt, t.m.jitter()))
-			entry.StepStatus = statusRetryScheduled
-			entry.Request, _ = json.Marshal(map[string]time.Time{"retryAt": at})
-			t.log(entry)
-			t.m.logger.Info("tcc phase failed; retry scheduled", "execution_id", t.lease.Row.ID, "participant", part.id, "phase", p, "attempt", attempt, "retry_at", at, "error", err)
-			res.waitUntil, res.waitFor = at, part.id+":"+string(p)
+		rec := t.record(part, p, attemptNo, at, eff)
+		switch {
+		case !rec.retryAt.IsZero():
+			res.waitUntil, res.waitFor = rec.retryAt, waitID(part.id, p)
 			return res
+		case rec.failed != nil && !(p == PhaseTry && part.optional) && p != PhaseCancel:
+			res.failed = rec.failed
+			return res
+		case rec.failed != nil && p == PhaseCancel:
+			res.cancelFails = append(res.cancelFails, *rec.failed)
 		}
-		if retryable {
-			entry.ErrorCode = commandbus.CodeRetriesExhausted
-		}
-		entry.StepStatus = statusFailed
-		if p == PhaseTry && part.optional {
-			entry.Reason = reasonOptional
-		}
-		t.log(entry)
-		t.m.logger.Warn("tcc phase failed", "execution_id", t.lease.Row.ID, "participant", part.id, "phase", p, "attempt", attempt, "code", entry.ErrorCode, "error", err)
-		if p == PhaseTry && part.optional || p == PhaseCancel {
-			if p == PhaseCancel {
-				res.cancelFails = append(res.cancelFails, failure{participant: part.id, phase: p, code: entry.ErrorCode, msg: entry.ErrorMessage})
+		if more {
+			if err := t.checkpoint(func(*driver.ExecutionCheckpoint) {}); err != nil {
+				return phaseResult{err: err}
 			}
-			if more {
-				if err := t.checkpoint(func(*driver.ExecutionCheckpoint) {}); err != nil {
-					return phaseResult{err: err}
+		}
+	}
+	return res
+}
+
+// recorded is what recording an attempt's outcome decided.
+type recorded struct {
+	retryAt time.Time // a retry is scheduled then
+	failed  *failure  // the phase failed for good
+}
+
+// record logs an attempt's outcome: completed, failed with a retry scheduled (transient errors
+// the policy retries, within its attempts), or failed for good.
+func (t *txn) record(part *participant, p Phase, attemptNo int, at *attempt, eff effective) recorded {
+	started, err := at.started, at.err
+	entry := &driver.ExecutionLogEntry{EntryType: string(p), Name: part.id, Attempt: attemptNo, MaxAttempts: eff.retry.MaxAttempts, StartedAt: &started}
+	if err == nil {
+		entry.StepStatus, entry.Response = statusCompleted, at.result
+		t.log(entry)
+		return recorded{}
+	}
+	class, code := commandbus.Classify(err, commandbus.ClassPermanent)
+	if code == "" {
+		code = commandbus.CodePermanentFailure
+		if errors.Is(err, context.DeadlineExceeded) {
+			code = "TIMEOUT"
+		}
+	}
+	entry.ErrorCode, entry.ErrorMessage = code, err.Error()
+	retryable := class != commandbus.ClassBusiness && eff.retry.RetryOn(err)
+	if retryable && attemptNo < eff.retry.MaxAttempts {
+		retryAt := t.m.engine.Config().Clock().Add(eff.retry.Delay(attemptNo, t.m.jitter()))
+		entry.StepStatus = statusRetryScheduled
+		entry.Request, _ = json.Marshal(map[string]time.Time{"retryAt": retryAt})
+		t.log(entry)
+		t.m.logger.Info("tcc phase failed; retry scheduled", "execution_id", t.lease.Row.ID, "participant", part.id, "phase", p, "attempt", attemptNo, "retry_at", retryAt, "error", err)
+		return recorded{retryAt: retryAt}
+	}
+	if retryable {
+		entry.ErrorCode = commandbus.CodeRetriesExhausted
+	}
+	entry.StepStatus = statusFailed
+	if p == PhaseTry && part.optional {
+		entry.Reason = reasonOptional
+	}
+	t.log(entry)
+	t.m.logger.Warn("tcc phase failed", "execution_id", t.lease.Row.ID, "participant", part.id, "phase", p, "attempt", attemptNo, "code", entry.ErrorCode, "error", err)
+	return recorded{failed: &failure{participant: part.id, phase: p, code: entry.ErrorCode, msg: entry.ErrorMessage}}
+}
+
+// runConfirms runs the confirms of the participants in list at once (the decision to confirm is
+// durable, and confirms depend on nothing but their own try). Their outcomes funnel back to this
+// goroutine, which records them as they arrive (outcomes that arrive together share a
+// checkpoint), so a runner that dies repeats only the confirms still running. The last outcomes
+// go with the phase's end.
+func (t *txn) runConfirms(list []*participant) phaseResult {
+	type done struct {
+		part      *participant
+		attemptNo int
+		at        *attempt
+	}
+	var res phaseResult
+	results := make(chan done, len(list))
+	running := 0
+	now := t.m.engine.Config().Clock()
+	noteRetry := func(at time.Time, who string) {
+		if res.waitUntil.IsZero() || at.Before(res.waitUntil) {
+			res.waitUntil, res.waitFor = at, who
+		}
+	}
+	for _, part := range list {
+		r := t.f.peek(part.id, PhaseConfirm)
+		key := waitID(part.id, PhaseConfirm)
+		switch r.status {
+		case statusCompleted:
+			continue
+		case statusFailed:
+			if res.failed == nil {
+				res.failed = &failure{participant: part.id, phase: PhaseConfirm, code: r.errCode, msg: r.errMsg}
+			}
+			continue
+		case statusRetryScheduled:
+			if now.Before(r.retryAt) {
+				noteRetry(r.retryAt, key)
+				continue
+			}
+		}
+		eff := part.resolved[confirmIdx]
+		attemptNo := r.attempts + 1
+		if r.status == statusWaiting {
+			at, err := t.replyOf(part, PhaseConfirm, r)
+			if err != nil {
+				return phaseResult{err: err}
+			}
+			if at == nil {
+				if res.waitAsync == "" {
+					res.waitAsync = key
 				}
+				continue
+			}
+			results <- done{part, attemptNo, at}
+			running++
+			continue
+		}
+		if res.failed != nil || t.lease.SuspendRequested() {
+			res.suspended = res.suspended || res.failed == nil
+			continue // nothing more starts
+		}
+		c := &Context{ExecutionID: t.lease.Row.ID, Participant: part.id, Phase: PhaseConfirm, Attempt: attemptNo, Input: t.lease.Row.State,
+			TryResult: t.f.peek(part.id, PhaseTry).result}
+		started := t.m.engine.Config().Clock()
+		if part.isCommand() {
+			if err := t.send(part, PhaseConfirm, c, eff); err != nil {
+				results <- done{part, attemptNo, &attempt{started: started, err: err}}
+				running++
+			} else if res.waitAsync == "" {
+				res.waitAsync = key
 			}
 			continue
 		}
-		res.failed = &failure{participant: part.id, phase: p, code: entry.ErrorCode, msg: entry.ErrorMessage}
-		return res
+		running++
+		go func() {
+			result, err := callPhase(t.ctx, part, PhaseConfirm, eff.timeout, c)
+			results <- done{part, attemptNo, &attempt{started: started, result: result, err: err}}
+		}()
+	}
+	for running > 0 {
+		var first done
+		select {
+		case first = <-results:
+		case <-t.ctx.Done():
+			// The instance is stopping: the outcomes not recorded yet are lost with the lease.
+			return phaseResult{stopped: true}
+		}
+		batch := []done{first}
+	drain:
+		for {
+			select {
+			case d := <-results:
+				batch = append(batch, d)
+			default:
+				break drain
+			}
+		}
+		running -= len(batch)
+		for _, d := range batch {
+			if !d.part.isCommand() && t.ctx.Err() != nil {
+				return phaseResult{stopped: true}
+			}
+			rec := t.record(d.part, PhaseConfirm, d.attemptNo, d.at, d.part.resolved[confirmIdx])
+			switch {
+			case !rec.retryAt.IsZero():
+				noteRetry(rec.retryAt, waitID(d.part.id, PhaseConfirm))
+			case rec.failed != nil && res.failed == nil:
+				res.failed = rec.failed
+			}
+		}
+		if running > 0 {
+			if err := t.checkpoint(func(*driver.ExecutionCheckpoint) {}); err != nil {
+				return phaseResult{err: err}
+			}
+		}
+	}
+	if res.failed != nil {
+		// A confirm failed for good: the cancels decide what follows; what else is in flight
+		// (a command) is answered to a transaction that no longer waits for it.
+		res.waitAsync, res.waitUntil, res.suspended = "", time.Time{}, false
 	}
 	return res
 }

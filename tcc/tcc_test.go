@@ -65,6 +65,9 @@ func waitResult(t *testing.T, m *tcc.Manager, id uuid.UUID, want tcc.Status) *tc
 			return inst
 		}
 		if time.Now().After(deadline) {
+			for _, e := range inst.Log {
+				t.Logf("log %d %s %s %s attempt %d %s %s %s", e.Seq, e.EntryType, e.Name, e.StepStatus, e.Attempt, e.ErrorCode, e.Request, e.Response)
+			}
 			t.Fatalf("transaction %s is %s / %s (%s %s), want %s", id, inst.Status, inst.Result.Status, inst.ErrorCode, inst.ErrorMessage, want)
 		}
 		time.Sleep(10 * time.Millisecond) // polling the stored status with a deadline
@@ -156,8 +159,10 @@ func TestOutcomes(t *testing.T) {
 			require.NoError(t, err)
 			inst := waitResult(t, m, id, tcc.StatusConfirmed)
 			require.Equal(t, driver.ExecutionCompleted, inst.Status)
-			require.Equal(t, []string{"flight:TRY", "hotel:TRY", "car:TRY", "flight:CONFIRM", "hotel:CONFIRM", "car:CONFIRM"}, l.sequence(),
-				"tries in order, then confirms in order; no cancel")
+			seq := l.sequence()
+			require.Len(t, seq, 6, "three tries and three confirms; no cancel: %v", seq)
+			require.Equal(t, []string{"flight:TRY", "hotel:TRY", "car:TRY"}, seq[:3], "tries in order")
+			require.ElementsMatch(t, []string{"flight:CONFIRM", "hotel:CONFIRM", "car:CONFIRM"}, seq[3:], "then the confirms, at once")
 			require.Equal(t, []string{"hold-hotel"}, l.seen["hotel:CONFIRM"], "confirm receives the try's result")
 			res := inst.Result
 			require.Empty(t, res.FailedParticipant)
@@ -207,7 +212,9 @@ func TestOutcomes(t *testing.T) {
 			id, err := m.Start(ctx, nil, tcc.Immediate())
 			require.NoError(t, err)
 			inst := waitResult(t, m, id, tcc.StatusConfirmed)
-			require.Equal(t, []string{"flight:TRY", "hotel:TRY", "car:TRY", "flight:CONFIRM", "hotel:CONFIRM"}, l.sequence(),
+			seq := l.sequence()
+			require.Equal(t, []string{"flight:TRY", "hotel:TRY", "car:TRY"}, seq[:3])
+			require.ElementsMatch(t, []string{"flight:CONFIRM", "hotel:CONFIRM"}, seq[3:],
 				"the optional car's failed try cancels nothing, and the car is neither confirmed nor cancelled")
 			car := inst.Result.Participant("car")
 			require.True(t, car.Optional)
@@ -234,16 +241,16 @@ func TestOutcomes(t *testing.T) {
 			require.Equal(t, tcc.CodeConfirmFailed, inst.ErrorCode)
 			require.Equal(t, 2, l.count("hotel:CONFIRM"), "the confirm is retried by its own policy (2 attempts)")
 			require.Equal(t, 0, l.count("flight:CANCEL"), "the flight confirmed; it is not cancelled")
-			require.Equal(t, 1, l.count("hotel:CANCEL"))
-			require.Equal(t, 1, l.count("car:CANCEL"), "the car had not confirmed")
-			require.Equal(t, 0, l.count("car:CONFIRM"))
+			require.Equal(t, 0, l.count("car:CANCEL"), "nor the car, which confirmed beside the hotel")
+			require.Equal(t, 1, l.count("hotel:CANCEL"), "the hotel had not confirmed")
+			require.Equal(t, 1, l.count("car:CONFIRM"))
 			res := inst.Result
 			require.Equal(t, "hotel", res.FailedParticipant)
 			require.Equal(t, tcc.PhaseConfirm, res.FailedPhase)
 			require.Equal(t, commandbus.CodeRetriesExhausted, res.ErrorCode)
 			require.Equal(t, 2, res.Participant("hotel").Confirm.Attempts)
 			seq := l.sequence()
-			require.Equal(t, []string{"car:CANCEL", "hotel:CANCEL"}, seq[len(seq)-2:], "cancels run in reverse order")
+			require.Equal(t, "hotel:CANCEL", seq[len(seq)-1])
 		})
 
 		t.Run("CancelFailureParksThenRetry", func(t *testing.T) {
@@ -478,8 +485,9 @@ func TestLifecycleEventsThroughObserver(t *testing.T) {
 }
 
 // A runner dies in the middle of the confirm phase: another instance finishes the transaction
-// once the lease runs out. The phases recorded before are not run again; the confirm that was
-// running runs again (its attempt was never recorded), once.
+// once the lease runs out. The phases recorded before are not run again (the confirms that
+// finished beside the stuck one were recorded as they arrived); the confirm that was running runs
+// again (its attempt was never recorded), once.
 func TestRunnerKilledMidPhase(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
@@ -519,16 +527,30 @@ func TestRunnerKilledMidPhase(t *testing.T) {
 		case <-time.After(15 * time.Second):
 			t.Fatal("the hotel's confirm never started")
 		}
-		inst, err := m1.Get(ctx, id)
-		require.NoError(t, err)
-		require.Equal(t, "COMPLETED", inst.Result.Participant("flight").Confirm.Status, "the flight's confirm was recorded before the hotel's started")
+		eventually := func(what string, cond func(*tcc.Instance) bool) {
+			deadline := time.Now().Add(15 * time.Second)
+			for {
+				inst, err := m1.Get(ctx, id)
+				require.NoError(t, err)
+				if cond(inst) {
+					return
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("timed out waiting for %s", what)
+				}
+				time.Sleep(10 * time.Millisecond) // polling the stored log with a deadline
+			}
+		}
+		eventually("the confirms beside the hotel's recorded", func(inst *tcc.Instance) bool {
+			return inst.Result.Participant("flight").Confirm.Status == "COMPLETED" && inst.Result.Participant("car").Confirm.Status == "COMPLETED"
+		})
 		stopCtx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		_ = first.Stop(stopCtx) // its run is cut off mid-phase; its lease is left to run out
 		cancel()
 
 		second, m2 := newInstance()
 		start(t, second)
-		inst = waitResult(t, m2, id, tcc.StatusConfirmed)
+		inst := waitResult(t, m2, id, tcc.StatusConfirmed)
 		for _, key := range []string{"flight:TRY", "hotel:TRY", "car:TRY", "flight:CONFIRM", "car:CONFIRM"} {
 			require.Equal(t, 1, l.count(key), "%s was recorded before the kill (or after it) and runs once", key)
 		}
