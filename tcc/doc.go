@@ -2,8 +2,8 @@
 // has ordered participants; each reserves something in its try phase, makes the reservation
 // final in its confirm phase and releases it in its cancel phase:
 //
-//   - the tries run in participant order; when they all succeed, the confirms run (in order) and
-//     the transaction ends CONFIRMED;
+//   - the tries run in participant order; when they all succeed, the confirms run (all at once,
+//     each outcome recorded as it arrives) and the transaction ends CONFIRMED;
 //   - a try that fails for good (after its retries) cancels the participants whose try
 //     succeeded, in reverse order, and the transaction ends CANCELED; the try of an optional
 //     participant may fail without cancelling anything (it is then neither confirmed nor
@@ -12,6 +12,9 @@
 //   - a cancel that fails for good ends the transaction FAILED, parked in the troubleshooting
 //     queue with CANCEL_FAILED, where an operator retries the cancels, skips one, or completes
 //     the transaction by hand.
+//
+// A participant's phases are local functions (Participant) or commands to another domain
+// (CommandParticipant), whose replies resume the transaction.
 //
 // Every phase of every participant has its own retry policy and timeout, resolved phase →
 // participant → definition → configuration (Register's WithConfig). Retries are durable: a
