@@ -129,5 +129,9 @@ func TestTccPhasesInBrowser(t *testing.T) {
 		if drv.Name() == "sqlite" {
 			t.Logf("a TCC's phases: %s", tb.screenshot("tcc-participants"))
 		}
+
+		tb.visit("/definitions/tcc/" + trip.Type)
+		require.Equal(t, 3, tb.count("#dag g.dag-step"), "one box per participant, in try order")
+		require.Equal(t, 1, tb.count(`#dag path.dag-edge[data-from="flight"][data-to="hotel"]`))
 	})
 }
