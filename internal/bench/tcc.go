@@ -46,7 +46,7 @@ func (c TccConfig) WithDefaults() TccConfig {
 }
 
 // TccShape is the benchmark's transaction.
-const TccShape = "3 local participants (try ×3, then confirm ×3; each phase outcome checkpointed)"
+const TccShape = "3 local participants (3 tries in order, then 3 confirms at once; each outcome checkpointed)"
 
 // TccResult is what the TCC benchmark prints.
 type TccResult struct {
