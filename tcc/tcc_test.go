@@ -561,3 +561,47 @@ func TestRunnerKilledMidPhase(t *testing.T) {
 		}
 	})
 }
+
+// An operator suspends a transaction while a try runs: the try finishes and is recorded, no
+// other phase starts, and the transaction is SUSPENDED until it is resumed.
+func TestSuspendBetweenParticipants(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		l := newLedger()
+		entered, proceed := make(chan struct{}), make(chan struct{})
+		l.failWith("flight:TRY", func(int) error {
+			close(entered)
+			l.mu.Unlock()
+			<-proceed
+			l.mu.Lock()
+			return nil
+		})
+		client, rt := newRuntime(t, drv, nil)
+		m, err := tcc.Register(rt, trip(l, "trip-suspend"))
+		require.NoError(t, err)
+		start(t, client)
+		ids, err := m.StartMany(ctx, []any{nil})
+		require.NoError(t, err)
+		id := ids[0]
+		<-entered
+		require.NoError(t, m.Suspend(ctx, id, operator))
+		close(proceed)
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			inst, err := m.Get(ctx, id)
+			require.NoError(t, err)
+			if inst.Status == driver.ExecutionSuspended {
+				require.Equal(t, "COMPLETED", inst.Result.Participant("flight").Try.Status, "the running try was recorded")
+				break
+			}
+			require.False(t, time.Now().After(deadline), "transaction %s is %s, want SUSPENDED", id, inst.Status)
+			time.Sleep(10 * time.Millisecond) // polling the stored status with a deadline
+		}
+		require.Equal(t, 0, l.count("hotel:TRY"), "nothing starts after the suspend")
+		require.NoError(t, m.Resume(ctx, id, operator))
+		waitResult(t, m, id, tcc.StatusConfirmed)
+		require.Equal(t, 1, l.count("flight:TRY"))
+		require.Equal(t, 1, l.count("hotel:TRY"))
+	})
+}
