@@ -59,7 +59,7 @@ func TestBarrierInCommandHandlers(t *testing.T) {
 			return handle(cmd.CommandRow)
 		}))
 		client, err := commandbus.NewClient(drv, &commandbus.Config{
-			Logger: slog.New(slog.DiscardHandler), Handlers: handlers, FetchPollInterval: ms(20),
+			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), Handlers: handlers, FetchPollInterval: ms(20),
 			Process: commandbus.ProcessConfig{PendingPollInterval: ms(20), RetryPollInterval: ms(20), TimeoutCheckInterval: ms(20)},
 			Domains: map[string]*commandbus.DomainConfig{"airline": {ConcurrentMessages: 2, MaxAttempts: 1}, "trips": {ConcurrentMessages: 4}},
 		})

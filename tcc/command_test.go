@@ -54,7 +54,7 @@ func TestCommandParticipant(t *testing.T) {
 			return handle("ReleaseRoom")(ctx, &commandbus.Command[roomRequest]{CommandRow: cmd.CommandRow, Args: roomRequest(cmd.Args)})
 		}))
 		client, err := commandbus.NewClient(drv, &commandbus.Config{
-			Logger: slog.New(slog.DiscardHandler), Handlers: handlers, FetchPollInterval: ms(20),
+			Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})), Handlers: handlers, FetchPollInterval: ms(20),
 			Process: commandbus.ProcessConfig{PendingPollInterval: ms(20), RetryPollInterval: ms(20), TimeoutCheckInterval: ms(20)},
 			Domains: map[string]*commandbus.DomainConfig{"hotels": {ConcurrentMessages: 4, MaxAttempts: 1}, "trips": {ConcurrentMessages: 4}},
 		})

@@ -49,7 +49,14 @@ func (m *Manager) runFolded(ctx context.Context, lease *execution.Lease, f *fold
 	stop := lease.KeepAlive(ctx)
 	defer stop()
 	t := &txn{m: m, ctx: ctx, lease: lease, f: f, pending: pending}
-	return m.runnerResult(t.run())
+	err := t.run()
+	if errors.Is(err, execution.ErrFenced) {
+		m.logger.Info("tcc run stopped: another runner has the transaction", "execution_id", row.ID)
+	}
+	if err = m.runnerResult(err); err != nil {
+		m.logger.Warn("tcc run ended without finishing; the transaction is run again once its lease runs out", "execution_id", row.ID, "error", err)
+	}
+	return err
 }
 
 // txn is one run of a transaction.
@@ -152,9 +159,11 @@ func (t *txn) run() error {
 				fl := failure{participant: first.participant, phase: PhaseCancel, code: CodeCancelFailed,
 					msg: fmt.Sprintf("the cancel of %v failed (first: %s: %s)", names, first.code, first.msg)}
 				t.logPhase(PhaseCancel, statusFailed, &fl)
-				pending := t.pending
-				t.pending = nil
-				return t.m.park(t.ctx, t.lease, pending, first.participant+":"+string(PhaseCancel), CodeCancelFailed, fl.msg)
+				t.m.logger.Warn("tcc transaction parked in the troubleshooting queue", "execution_id", t.lease.Row.ID, "participant", first.participant, "code", CodeCancelFailed, "error", fl.msg)
+				return t.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+					cp.Status, cp.Release, cp.Step, cp.NextRetryAt = driver.ExecutionWaitingForTSQ, true, first.participant+":"+string(PhaseCancel), nil
+					cp.ErrorCode, cp.ErrorMessage = CodeCancelFailed, fl.msg
+				})
 			}
 			t.logPhase(PhaseCancel, statusCompleted, nil)
 			final, code, message := driver.ExecutionCompensated, CodeTryFailed, ""
@@ -498,9 +507,10 @@ func (t *txn) runConfirms(list []*participant) phaseResult {
 		}
 	}
 	if res.failed != nil {
-		// A confirm failed for good: the cancels decide what follows; what else is in flight
-		// (a command) is answered to a transaction that no longer waits for it.
-		res.waitAsync, res.waitUntil, res.suspended = "", time.Time{}, false
+		// A confirm failed for good: the participants that have not confirmed are cancelled.
+		// A confirm command still in flight may take effect, so its reply is awaited first
+		// (waitAsync stays set); retries of the others are given up.
+		res.waitUntil, res.suspended = time.Time{}, false
 	}
 	return res
 }
