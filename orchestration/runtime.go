@@ -150,6 +150,8 @@ type runtimeKey struct{}
 type Runtime struct {
 	client *commandbus.Client
 	engine *execution.Engine
+	// events are the inbound event triggers (Trigger).
+	events eventTriggers
 
 	mu      sync.Mutex
 	domains map[string]bool
@@ -268,6 +270,10 @@ func (rt *Runtime) register(ops Operations, runner orchestrate.Runner) error {
 	if rt.client.Started() {
 		return fmt.Errorf("orchestration: register %s %q before starting the client", ops.Model(), ops.Type())
 	}
+	triggers, err := declaredTriggers(ops)
+	if err != nil {
+		return err
+	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if _, dup := rt.runners[ops.Type()]; dup {
@@ -281,6 +287,7 @@ func (rt *Runtime) register(ops Operations, runner orchestrate.Runner) error {
 	}
 	rt.ops[Key{Model: ops.Model(), Type: ops.Type()}] = ops
 	rt.runners[ops.Type()] = runner
+	rt.addDeclaredTriggers(ops, triggers)
 	return nil
 }
 
