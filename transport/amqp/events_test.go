@@ -2,7 +2,9 @@ package amqp_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,4 +126,92 @@ func TestEventConsumer(t *testing.T) {
 			time.Sleep(20 * time.Millisecond) // polling the queue
 		}
 	})
+}
+
+// failingReceiver fails the first failures deliveries as a database outage would, then hands
+// events to the runtime.
+type failingReceiver struct {
+	amqp.EventReceiver
+	mu       sync.Mutex
+	failures int
+	calls    int
+}
+
+func (f *failingReceiver) ReceiveEvent(ctx context.Context, transport string, body []byte) (*orchestration.EventReceipt, error) {
+	f.mu.Lock()
+	f.calls++
+	fail := f.calls <= f.failures
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("database unavailable")
+	}
+	return f.EventReceiver.ReceiveEvent(ctx, transport, body)
+}
+
+// TestEventConsumerDatabaseFailure: an event whose handling fails in the database is requeued
+// after a delay and started once it succeeds; one that keeps failing is moved by the broker to
+// <queue>.BACKOUT after the backout threshold, not retried forever.
+func TestEventConsumerDatabaseFailure(t *testing.T) {
+	t.Parallel()
+	url := rabbitURL(t)
+	ctx := context.Background()
+	drv := dbtest.SQLite(t)
+	client, err := commandbus.NewClient(drv, &commandbus.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	rt, err := orchestration.New(client, orchestration.Config{})
+	require.NoError(t, err)
+	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
+	_, err = workflow.Register(rt, workflow.New("fulfil-order", 1).TriggeredBy("OrderPlaced").Step("ship", noop))
+	require.NoError(t, err)
+
+	run := func(failures int) (amqp.Topology, string, *failingReceiver) {
+		topology := amqp.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
+		queue := topology.Prefix + ".EVENTS.Q"
+		receiver := &failingReceiver{EventReceiver: rt, failures: failures}
+		consumer, err := amqp.NewEventConsumer(amqp.EventConsumerConfig{URL: url, Queues: []string{queue}, Receiver: receiver,
+			Topology: topology, RequeueDelay: 10 * time.Millisecond})
+		require.NoError(t, err)
+		require.NoError(t, consumer.Start(ctx))
+		t.Cleanup(func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			require.NoError(t, consumer.Stop(stopCtx))
+		})
+		select {
+		case <-consumer.Ready():
+		case <-time.After(30 * time.Second):
+			t.Fatal("the event consumer did not subscribe its queue")
+		}
+		conn, err := amqp091.Dial(url)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = conn.Close() })
+		ch, err := conn.Channel()
+		require.NoError(t, err)
+		require.NoError(t, ch.PublishWithContext(ctx, "", queue, false, false, amqp091.Publishing{MessageId: "m-" + topology.Prefix,
+			Body: []byte(`{"id":"` + topology.Prefix + `","type":"OrderPlaced","source":"shop"}`)}))
+		return topology, queue, receiver
+	}
+
+	// Fails twice, then succeeds on the third delivery.
+	recovered, _, _ := run(2)
+	id := orchestration.TriggeredExecutionID("shop", recovered.Prefix, workflow.Model, "fulfil-order")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := drv.Executor().ExecutionGet(ctx, id); err == nil {
+			break
+		}
+		require.False(t, time.Now().After(deadline), "the event starts its workflow once the database answers")
+		time.Sleep(20 * time.Millisecond) // polling the execution
+	}
+
+	// Keeps failing: the broker backs it out after the threshold.
+	topology, queue, receiver := run(1000)
+	backedOut := readQueue(t, url, topology.BackoutQueue(queue), 1)[0]
+	require.Equal(t, "m-"+topology.Prefix, backedOut.MessageId)
+	receiver.mu.Lock()
+	calls := receiver.calls
+	receiver.mu.Unlock()
+	require.LessOrEqual(t, calls, topology.BackoutThreshold+1, "delivered at most the backout threshold and once more")
+	_, err = drv.Executor().ExecutionGet(ctx, orchestration.TriggeredExecutionID("shop", topology.Prefix, workflow.Model, "fulfil-order"))
+	require.ErrorIs(t, err, driver.ErrNotFound)
 }

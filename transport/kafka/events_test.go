@@ -2,7 +2,9 @@ package kafka_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"sync"
 	"testing"
 	"time"
 
@@ -125,4 +127,76 @@ func TestEventConsumer(t *testing.T) {
 		require.Equal(t, 1.0, inboundEvents(t, reg, "unknown"))
 		require.Equal(t, 1.0, inboundEvents(t, reg, "malformed"))
 	})
+}
+
+// failingReceiver fails the first failures calls as a database outage would, then hands events
+// to the runtime.
+type failingReceiver struct {
+	kafka.EventReceiver
+	mu       sync.Mutex
+	failures int
+	calls    int
+}
+
+func (f *failingReceiver) ReceiveEvent(ctx context.Context, transport string, body []byte) (*orchestration.EventReceipt, error) {
+	f.mu.Lock()
+	f.calls++
+	fail := f.calls <= f.failures
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("database unavailable")
+	}
+	return f.EventReceiver.ReceiveEvent(ctx, transport, body)
+}
+
+// TestEventConsumerDatabaseFailure: an event whose handling fails in the database is tried
+// again after a delay, and the events after it in its partition wait their turn: both start,
+// in order.
+func TestEventConsumerDatabaseFailure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	brokers := newCluster(t, "orders")
+	drv := dbtest.SQLite(t)
+	client, err := commandbus.NewClient(drv, &commandbus.Config{Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	rt, err := orchestration.New(client, orchestration.Config{})
+	require.NoError(t, err)
+	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
+	_, err = workflow.Register(rt, workflow.New("fulfil-order", 1).TriggeredBy("OrderPlaced").Step("ship", noop))
+	require.NoError(t, err)
+	producer, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	require.NoError(t, err)
+	t.Cleanup(producer.Close)
+	for _, id := range []string{"ord-1", "ord-2"} {
+		require.NoError(t, producer.ProduceSync(ctx, &kgo.Record{Topic: "orders", Key: []byte("one-key"),
+			Value: []byte(`{"id":"` + id + `","type":"OrderPlaced","source":"shop"}`)}).FirstErr())
+	}
+	receiver := &failingReceiver{EventReceiver: rt, failures: 2}
+	consumer, err := kafka.NewEventConsumer(kafka.EventConsumerConfig{Brokers: brokers, Topics: []string{"orders"}, Receiver: receiver,
+		RetryDelay: 10 * time.Millisecond})
+	require.NoError(t, err)
+	require.NoError(t, consumer.Start(ctx))
+	t.Cleanup(func() {
+		stopCtx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		require.NoError(t, consumer.Stop(stopCtx))
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rows, err := drv.Executor().ExecutionList(ctx, &driver.ExecutionListParams{Limit: 10})
+		require.NoError(t, err)
+		if len(rows) == 2 {
+			first, err := drv.Executor().ExecutionGet(ctx, orchestration.TriggeredExecutionID("shop", "ord-1", workflow.Model, "fulfil-order"))
+			require.NoError(t, err)
+			second, err := drv.Executor().ExecutionGet(ctx, orchestration.TriggeredExecutionID("shop", "ord-2", workflow.Model, "fulfil-order"))
+			require.NoError(t, err)
+			require.False(t, second.CreatedAt.Before(first.CreatedAt), "the partition's order is kept")
+			break
+		}
+		require.False(t, time.Now().After(deadline), "both events start once the database answers (%d started)", len(rows))
+		time.Sleep(20 * time.Millisecond) // polling the executions
+	}
+	receiver.mu.Lock()
+	defer receiver.mu.Unlock()
+	require.Equal(t, 4, receiver.calls, "the first event was tried three times, the second once")
 }
