@@ -73,6 +73,9 @@ type Definition struct {
 	// Topology is the DAG of a declarative model (nil for a process, whose code is its
 	// definition): layers in dependency order, and edges.
 	Topology *Topology `json:"topology,omitempty"`
+	// TriggeredBy lists the inbound event types that start the definition (Runtime.Trigger, a
+	// workflow's TriggeredBy), as Runtime.Describe reports them.
+	TriggeredBy []string `json:"triggeredBy,omitempty"`
 }
 
 // Topology is a definition's DAG: layers (every step's dependencies are in earlier layers) and

@@ -198,6 +198,17 @@ func (rt *Runtime) EventTriggers() []EventTrigger {
 	return out
 }
 
+// Describe returns the definition of ops (see Describe) with the event types that trigger it.
+func (rt *Runtime) Describe(ops Operations) Definition {
+	def := Describe(ops)
+	for _, t := range rt.EventTriggers() {
+		if t.Model == def.Model && t.Type == def.Type {
+			def.TriggeredBy = append(def.TriggeredBy, t.EventType)
+		}
+	}
+	return def
+}
+
 func (rt *Runtime) triggersFor(eventType string) []EventTrigger {
 	reg := rt.eventRegistry()
 	rt.mu.Lock()

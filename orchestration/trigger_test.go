@@ -243,6 +243,8 @@ func TestEventTriggers(t *testing.T) {
 			{EventType: "PaymentReceived", Model: workflow.Model, Type: "settle-payment"},
 		}, withoutInput(b.rt.EventTriggers()[1:]))
 		require.Equal(t, "CustomerCreated", b.rt.EventTriggers()[0].EventType)
+		require.Equal(t, []string{"CustomerCreated"}, b.rt.Describe(b.rt.Operations(process.Model, "welcome")).TriggeredBy)
+		require.Equal(t, []string{"PaymentReceived"}, b.rt.Describe(b.rt.Operations(workflow.Model, "settle-payment")).TriggeredBy)
 	})
 }
 

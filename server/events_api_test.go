@@ -47,6 +47,12 @@ func TestReceiveEventAPI(t *testing.T) {
 			require.NoError(t, json.Unmarshal(x.respBody, &answer), "%s", x.respBody)
 			return x, answer
 		}
+		def := send(t, "GET", hs.URL+"/api/definitions/workflow/open-account", nil, bearer(viewerToken))
+		require.True(t, doc.checkResponse(t, def))
+		var described orchestration.Definition
+		require.NoError(t, json.Unmarshal(def.respBody, &described))
+		require.Equal(t, []string{"CustomerOnboarded"}, described.TriggeredBy, "a definition says which events start it")
+
 		event := `{"specversion":"1.0","id":"onb-1","type":"CustomerOnboarded","source":"crm","data":{"customer":"C-1"}}`
 		want := orchestration.TriggeredExecutionID("crm", "onb-1", workflow.Model, "open-account").String()
 

@@ -324,7 +324,7 @@ func (d *Definition) validate() (*Topology, error) {
 	if len(problems) > 0 {
 		return nil, &DefinitionError{Workflow: d.id, Problems: problems}
 	}
-	topo := &Topology{}
+	topo := &Topology{Edges: []Edge{}} // a DAG without edges encodes "edges": [], as documented
 	indegree := map[string]int{}
 	dependants := map[string][]string{}
 	for _, s := range d.steps {
