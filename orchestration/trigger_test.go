@@ -188,6 +188,17 @@ func TestEventTriggers(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, seen, "a malformed event is not recorded as handled")
 		require.Equal(t, 1.0, b.count(t, "http", "malformed"))
+
+		// Without an Input, the data is the input as is; data the model refuses is malformed.
+		require.NoError(t, b.rt.Trigger(orchestration.EventTrigger{EventType: "GreetingRequested", Model: process.Model, Type: "welcome"}))
+		r, err = b.rt.ReceiveEvent(ctx, "http", []byte(`{"id":"g-1","type":"GreetingRequested","source":"crm","data":{"Name":"Grace"}}`))
+		require.NoError(t, err)
+		require.Equal(t, orchestration.EventStarted, r.Outcome)
+		_, err = b.rt.ReceiveEvent(ctx, "http", []byte(`{"id":"g-2","type":"GreetingRequested","source":"crm","data":{"Nmae":"Grace"}}`))
+		require.ErrorAs(t, err, &verr)
+		require.Equal(t, "data", verr.Field)
+		require.Contains(t, verr.Message, `refused by process "welcome"`)
+		require.Len(t, b.executions(t, "welcome"), 2)
 	})
 
 	eachDatabase(t, "UnknownTypeAcknowledgedAndCounted", func(t *testing.T, drv driver.Driver) {

@@ -47,7 +47,7 @@ type EventConsumerConfig struct {
 //
 // Every event queue is declared as a quorum queue whose delivery limit is the topology's backout
 // threshold, dead-lettering to <queue>.BACKOUT; bind it to the exchanges the events are
-// published to. An event is acknowledged once handled: started, a duplicate, or of a type no
+// published to. Events are handled one at a time (Prefetch bounds those delivered ahead). An event is acknowledged once handled: started, a duplicate, or of a type no
 // definition is triggered by (counted, never retried). A malformed event is moved at once to the
 // dead-letter queue <prefix>.DLQ with the reason in its x-commandbus-error header, and counted
 // (commandbus_inbound_events_total{transport="amqp",outcome="malformed"}); an operator finds it

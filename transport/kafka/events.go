@@ -56,8 +56,8 @@ type EventConsumerConfig struct {
 // them to the runtime, which starts the executions their types trigger once per event. It is a
 // commandbus.Service.
 //
-// Records are handled in order per partition and their offsets committed after they are
-// handled, so delivery is at least once and a redelivered event starts nothing new. An event of
+// Records are handled one at a time, in order per partition, and their offsets committed after
+// they are handled (a new group starts at the earliest offset), so delivery is at least once and a redelivered event starts nothing new. An event of
 // a type no definition is triggered by is committed and counted, never retried. A malformed
 // event is produced to the dead-letter topic <topic>.DLQ with the reason in its
 // x-commandbus-error header (and its origin in x-commandbus-original-topic, -partition and
