@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"sync"
@@ -239,7 +240,9 @@ func declaredTriggers(ops Operations) ([]string, error) {
 func (rt *Runtime) addDeclaredTriggers(ops Operations, types []string) {
 	reg := rt.eventRegistry()
 	for _, eventType := range types {
-		reg.byType[eventType] = append(reg.byType[eventType], EventTrigger{EventType: eventType, Model: ops.Model(), Type: ops.Type()})
+		if !slices.ContainsFunc(reg.byType[eventType], func(t EventTrigger) bool { return t.Model == ops.Model() && t.Type == ops.Type() }) {
+			reg.byType[eventType] = append(reg.byType[eventType], EventTrigger{EventType: eventType, Model: ops.Model(), Type: ops.Type()})
+		}
 	}
 }
 

@@ -39,7 +39,7 @@ func setupTriggers(t *testing.T, drv driver.Driver) *triggerBundle {
 	rt, err := orchestration.New(client, orchestration.Config{})
 	require.NoError(t, err)
 	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
-	_, err = workflow.Register(rt, workflow.New("settle-payment", 1).TriggeredBy("PaymentReceived").Step("settle", noop))
+	_, err = workflow.Register(rt, workflow.New("settle-payment", 1).TriggeredBy("PaymentReceived", "PaymentReceived").Step("settle", noop))
 	require.NoError(t, err)
 	_, err = process.NewManager(rt, process.Process[greeting](greeter{typ: "welcome"}))
 	require.NoError(t, err)
