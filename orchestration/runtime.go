@@ -9,6 +9,11 @@
 //
 //	rt, err := orchestration.New(client, orchestration.Config{})
 //	orders, err := process.NewManager(rt, orderProcess{})
+//
+// Definitions may be started by inbound events: a definition names the event types that start
+// it (a workflow's TriggeredBy, or Runtime.Trigger for any model), and ReceiveEvent, which POST
+// /api/events and the AMQP and Kafka event consumers call, starts one execution per event and
+// definition, deduplicated by the event's source and id.
 package orchestration
 
 import (
