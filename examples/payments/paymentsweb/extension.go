@@ -156,8 +156,8 @@ func (c *Extension) itemContext(v *payments.PaymentView) (*server.ItemContext, e
 	}
 	href := "/payments/" + v.ID.String()
 	return &server.ItemContext{Noun: "payment", Href: href, Summary: summary,
-		Brief: "payment " + server.ShortID(v.ID) + ", " + server.FormatMoney(v.Amount, v.Currency),
-		Fact: server.Fact{Label: "Payment", Value: fmt.Sprintf("%s: %s from %s to %s", server.ShortID(v.ID), server.FormatMoney(v.Amount, v.Currency),
+		Brief: "payment " + server.ShortID(v.ID) + ", " + server.FormatMoney(v.Amount.Decimal(), v.Currency),
+		Fact: server.Fact{Label: "Payment", Value: fmt.Sprintf("%s: %s from %s to %s", server.ShortID(v.ID), server.FormatMoney(v.Amount.Decimal(), v.Currency),
 			v.DebitAccount, v.CreditAccount), Href: href}}, nil
 }
 
