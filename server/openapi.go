@@ -150,7 +150,7 @@ func openAPIDocument(extra []Operation, extraSchemas map[string]any) object {
 				responses["403"] = problem("The token's role is viewer; operator is required.")
 			}
 		}
-		responses["500"] = problem("The server failed; the detail gives the error id it logged.")
+		responses["500"] = problem("The server failed; the cause is not in the answer but in the server's log, under the requestId the answer gives (code INTERNAL).")
 		item[o.Method] = operation
 	}
 	return object{
@@ -176,7 +176,8 @@ var reasonAnnotation = object{"description": "why the action is taken; recorded 
 
 func schemas() object {
 	return object{
-		"Problem":          annotate(schemaOf[Problem](), map[string]object{"code": {"description": "stable machine-readable code, such as VALIDATION_FAILED"}, "errors": {"description": "the invalid fields"}}),
+		"Problem": annotate(schemaOf[Problem](), map[string]object{"code": {"description": "stable machine-readable code, such as VALIDATION_FAILED"}, "errors": {"description": "the invalid fields"},
+			"requestId": {"description": "the id the server logged the request under; also in the X-Request-Id header"}}),
 		"Command":          schemaOf[commandbus.CommandRow](),
 		"Execution":        schemaOf[process.InstanceJSON](),
 		"ExecutionSummary": schemaOf[driver.ExecutionRow](),

@@ -1,0 +1,52 @@
+package httpx
+
+import (
+	"context"
+	"net/http"
+
+	"github.com/google/uuid"
+)
+
+// RequestIDHeader carries a request's id: a client or proxy may send one, the server answers
+// with the id it used.
+const RequestIDHeader = "X-Request-Id"
+
+// maxRequestIDLength bounds an id taken from a client.
+const maxRequestIDLength = 128
+
+type requestIDKey struct{}
+
+// WithRequestID returns ctx carrying a request id.
+func WithRequestID(ctx context.Context, id string) context.Context {
+	return context.WithValue(ctx, requestIDKey{}, id)
+}
+
+// RequestID is the id of the request r, or "" outside the server's request handling.
+func RequestID(r *http.Request) string {
+	id, _ := r.Context().Value(requestIDKey{}).(string)
+	return id
+}
+
+// IncomingRequestID is the id a request brings in its X-Request-Id header when it is usable (1 to
+// 128 characters of letters, digits and - _ . : /), else a new random one. An id that could
+// forge log lines or carry a secret's length of data is replaced, not trusted.
+func IncomingRequestID(r *http.Request) string {
+	if id := r.Header.Get(RequestIDHeader); usableRequestID(id) {
+		return id
+	}
+	return uuid.NewString()
+}
+
+func usableRequestID(id string) bool {
+	if id == "" || len(id) > maxRequestIDLength {
+		return false
+	}
+	for _, c := range id {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9', c == '-', c == '_', c == '.', c == ':', c == '/':
+		default:
+			return false
+		}
+	}
+	return true
+}
