@@ -30,7 +30,8 @@ func TestAmountsKeepTheCurrencyMinorUnits(t *testing.T) {
 			x := send(t, "POST", f.http.URL+"/api/payments", body, bearer(operatorToken))
 			require.Less(t, x.resp.StatusCode, 300, "%s", x.respBody)
 			var res struct {
-				PaymentID uuid.UUID `json:"paymentId"`
+				PaymentID   uuid.UUID `json:"paymentId"`
+				ExecutionID uuid.UUID `json:"executionId"`
 			}
 			require.NoError(t, json.Unmarshal(x.respBody, &res))
 
@@ -47,6 +48,15 @@ func TestAmountsKeepTheCurrencyMinorUnits(t *testing.T) {
 			require.NoError(t, json.Unmarshal(x.respBody, &list))
 			require.Len(t, list.Items, 1)
 			require.Equal(t, tc.want, list.Items[0]["amount"], "the list says the same")
+
+			// The process's state, as the executions API shows it, says the same.
+			x = send(t, "GET", f.http.URL+"/api/executions/"+res.ExecutionID.String(), nil, bearer(viewerToken))
+			require.Equal(t, http.StatusOK, x.resp.StatusCode, "%s", x.respBody)
+			var exec struct {
+				State map[string]any `json:"state"`
+			}
+			require.NoError(t, json.Unmarshal(x.respBody, &exec))
+			require.Equal(t, tc.want, exec.State["amount"], "the state's amount: %s", x.respBody)
 
 			if tc.currency == "EUR" {
 				b := f.httpClient()
