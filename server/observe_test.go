@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -131,6 +132,35 @@ func TestRequestIDsInAnswersAndLogs(t *testing.T) {
 			require.NotContains(t, page, leak)
 		}
 		require.Len(t, logs.find(t, "console: request failed", "console-7"), 1)
+	})
+}
+
+// A console action that fails inside the server keeps the cause to the log as well: the form
+// says the request id, not the database's words.
+func TestConsoleActionFailureKeepsTheCauseToTheLog(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		f := setupConsole(t, drv)
+		base, logs, _ := observedServer(t, f)
+		_, cmd := f.parkRiskCommand()
+		retry := "/tsq/commands/" + cmd.ID.String() + "/retry"
+		op := f.httpClient()
+		op.base = base
+		op.login(operatorToken)
+		resp, page := op.get(retry)
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		csrf := csrfOf(t, page)
+
+		require.NoError(t, drv.Executor().Exec(context.Background(), `ALTER TABLE {schema}.audit_log RENAME TO audit_gone`))
+		resp, page = op.post(retry, url.Values{"csrf": {csrf}, "reason": {"Downstream fixed."}}, "X-Request-Id", "action-9")
+		require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
+		require.Contains(t, page, "request id action-9")
+		for _, leak := range []string{"audit_gone", "audit_log", "no such table", "does not exist", "SQLSTATE"} {
+			require.NotContains(t, strings.ToLower(page), strings.ToLower(leak))
+		}
+		failed := logs.find(t, "console: action failed", "action-9")
+		require.Len(t, failed, 1)
+		require.Contains(t, failed[0]["error"], "audit")
 	})
 }
 

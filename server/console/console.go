@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/commandbus/commandbus"
@@ -429,10 +428,7 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	// The cause stays in the log (database errors name tables and constraints); the page gives
 	// the request id it is logged under.
-	id := httpx.RequestID(r)
-	if id == "" {
-		id = uuid.NewString()
-	}
+	id := httpx.LogID(r.Context())
 	c.logger.Error("console: request failed", "request_id", id, "method", r.Method, "path", r.URL.Path, "error", err)
 	c.errorPage(w, r, http.StatusInternalServerError, "Something went wrong",
 		"The server could not complete the request. The cause was logged with request id "+id+".")

@@ -22,9 +22,21 @@ func WithRequestID(ctx context.Context, id string) context.Context {
 }
 
 // RequestID is the id of the request r, or "" outside the server's request handling.
-func RequestID(r *http.Request) string {
-	id, _ := r.Context().Value(requestIDKey{}).(string)
+func RequestID(r *http.Request) string { return RequestIDFrom(r.Context()) }
+
+// RequestIDFrom is the request id ctx carries, or "".
+func RequestIDFrom(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
 	return id
+}
+
+// LogID is the request id of ctx for a log line and the answer that points to it: the request's
+// own, or a new one when ctx carries none (a handler served without the server's middleware).
+func LogID(ctx context.Context) string {
+	if id := RequestIDFrom(ctx); id != "" {
+		return id
+	}
+	return uuid.NewString()
 }
 
 // IncomingRequestID is the id a request brings in its X-Request-Id header when it is usable (1 to
