@@ -100,8 +100,15 @@ func routeLabel(pattern string) string {
 	return pattern
 }
 
-// quietRoutes are logged at debug level: probes and scrapes arrive every few seconds.
-var quietRoutes = map[string]bool{"/healthz": true, "/readyz": true, "/metrics": true}
+// quietRoute reports a route logged at debug level: probes, scrapes and the console's live
+// refreshes arrive every few seconds, and its static files with every page.
+func quietRoute(route string) bool {
+	switch route {
+	case "/healthz", "/readyz", "/metrics", "/static/":
+		return true
+	}
+	return strings.HasPrefix(route, "/live/")
+}
 
 // observe runs next for r with a request id (the client's X-Request-Id when usable, else a new
 // one; answered in X-Request-Id and carried in the context for error logs), then logs the
@@ -120,7 +127,7 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request, pattern string,
 	route := routeLabel(pattern)
 	s.metrics.duration.WithLabelValues(route, methodLabel(r.Method), strconv.Itoa(rec.status)).Observe(elapsed.Seconds())
 	level := slog.LevelInfo
-	if quietRoutes[route] && rec.status < 500 {
+	if quietRoute(route) && rec.status < 500 {
 		level = slog.LevelDebug
 	}
 	s.cfg.Logger.LogAttrs(r.Context(), level, "http request", slog.String("request_id", id), slog.String("method", r.Method),

@@ -210,3 +210,27 @@ func TestHTTPMetricsByRoutePattern(t *testing.T) {
 func slogJSON(w *logLines) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
+
+// Probes, scrapes and the console's live refreshes are logged at debug level, so an info-level
+// access log holds what people and clients asked for.
+func TestQuietRoutesLogAtDebug(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		f := setupConsole(t, drv)
+		base, logs, _ := observedServer(t, f)
+		level := func(path string) string {
+			t.Helper()
+			headers := bearer(viewerToken)
+			id := uuid.NewString()
+			headers["X-Request-Id"] = id
+			send(t, "GET", base+path, nil, headers)
+			lines := logs.find(t, "http request", id)
+			require.Len(t, lines, 1, path)
+			return lines[0]["level"].(string)
+		}
+		require.Equal(t, "DEBUG", level("/healthz"))
+		require.Equal(t, "DEBUG", level("/metrics"))
+		require.Equal(t, "DEBUG", level("/live/overview"))
+		require.Equal(t, "INFO", level("/api/queues"))
+	})
+}

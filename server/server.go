@@ -38,8 +38,9 @@ type Config struct {
 	Tokens []Token
 	// Gatherer is what /metrics exposes. Default: prometheus.DefaultGatherer.
 	Gatherer prometheus.Gatherer
-	// Logger receives one line per request (request id, route, status, duration; probes and
-	// scrapes at debug level) and the causes of 500s under the request's id. Default: discards.
+	// Logger receives one line per request (request id, route, status, duration; probes, scrapes,
+	// the console's live refreshes and static files at debug level) and the causes of 500s under
+	// the request's id. Default: discards.
 	Logger *slog.Logger
 	// MetricsRegisterer receives the HTTP request metrics (commandbus_http_request_duration_seconds
 	// by route pattern, method and status). Default: Gatherer when it is also a Registerer (as a
