@@ -133,7 +133,7 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 		return nil, err
 	}
 	s.Runtime = app.Runtime
-	if s.closeTransports, err = wireTransports(client, logger); err != nil {
+	if s.closeTransports, err = wireTransports(client, app.Runtime, logger); err != nil {
 		return nil, err
 	}
 	if err := client.Start(ctx); err != nil {
@@ -155,7 +155,8 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 			return nil, fmt.Errorf("serving on %s: %w", opts.ServeAddr, err)
 		}
 		s.Addr = listener.Addr().String()
-		s.http = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+		s.http = server.NewHTTPServer("", srv, server.Timeouts{ReadHeader: time.Duration(file.Server.ReadHeaderTimeout),
+			Read: time.Duration(file.Server.ReadTimeout), Write: time.Duration(file.Server.WriteTimeout), Idle: time.Duration(file.Server.IdleTimeout)})
 		go func() {
 			if err := s.http.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Error("HTTP server stopped", "error", err, "addr", s.Addr)
