@@ -165,7 +165,9 @@ func entryEventTypes(e *driver.ExecutionLogEntry) []cbtype.LifecycleEventType {
 		}
 		return []cbtype.LifecycleEventType{typ}
 	}
-	one := func(typ cbtype.LifecycleEventType) []cbtype.LifecycleEventType { return []cbtype.LifecycleEventType{typ} }
+	one := func(typ cbtype.LifecycleEventType) []cbtype.LifecycleEventType {
+		return []cbtype.LifecycleEventType{typ}
+	}
 	switch e.EntryType {
 	case "STEP":
 		switch e.StepStatus {
