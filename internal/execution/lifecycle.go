@@ -136,7 +136,7 @@ func deriveLifecycle(prev, after *driver.ExecutionRow, cp *driver.ExecutionCheck
 		}
 	}
 	if after.Status.Terminal() && !prev.Status.Terminal() {
-		ev := add(cbtype.EventExecutionCompleted, next(), "")
+		ev := add(cbtype.EventExecutionCompleted, next(), after.Step)
 		ev.Success, ev.ErrorCode, ev.ErrorMessage = after.Status == driver.ExecutionCompleted, after.ErrorCode, after.ErrorMessage
 		if !after.CreatedAt.IsZero() {
 			ev.LatencyMs = now.Sub(after.CreatedAt).Milliseconds()
