@@ -27,7 +27,9 @@ type recorder struct {
 	calls  []string
 }
 
-func newRecorder() *recorder { return &recorder{events: map[uuid.UUID][]orchestration.LifecycleEvent{}} }
+func newRecorder() *recorder {
+	return &recorder{events: map[uuid.UUID][]orchestration.LifecycleEvent{}}
+}
 
 func (r *recorder) listen(_ context.Context, ev orchestration.LifecycleEvent) error {
 	r.mu.Lock()
