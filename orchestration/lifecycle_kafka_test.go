@@ -172,4 +172,3 @@ func consumeAll(t *testing.T, brokers []string, topic string, n int) []*kgo.Reco
 		}
 	}
 }
-
