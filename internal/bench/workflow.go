@@ -25,7 +25,10 @@ type WorkflowConfig struct {
 	StartBatch int `json:"start_batch"`
 	// Events publishes every lifecycle event to Kafka (an in-process kfake cluster) through the
 	// outbox and a relay, as orchestration.Config.Events does; off, no event is derived.
-	Events    bool          `json:"events"`
+	Events bool `json:"events"`
+	// Rate, when positive, starts that many workflows per second (in ticks of 10 ms) instead of
+	// all at once: a steady load rather than a burst.
+	Rate      int           `json:"rate,omitempty"`
 	Logger    *slog.Logger  `json:"-"`
 	Progress  io.Writer     `json:"-"`
 	PollEvery time.Duration `json:"-"`
@@ -127,8 +130,18 @@ func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 		_ = client.Stop(stopCtx)
 	}()
 	start := time.Now()
-	for from := 0; from < cfg.Workflows; from += cfg.StartBatch {
-		inputs := make([]any, min(cfg.StartBatch, cfg.Workflows-from))
+	batch := cfg.StartBatch
+	var tick *time.Ticker
+	if cfg.Rate > 0 {
+		batch = max(1, cfg.Rate/100)
+		tick = time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+	}
+	for from := 0; from < cfg.Workflows; from += batch {
+		if tick != nil && from > 0 {
+			<-tick.C
+		}
+		inputs := make([]any, min(batch, cfg.Workflows-from))
 		for i := range inputs {
 			inputs[i] = map[string]int{"n": from + i}
 		}
