@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/tracecontext"
 )
@@ -187,6 +188,13 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	}
 	if starts {
 		l.unstarted = false
+	}
+	if cp.SuspendRequested && cp.Release && !cp.Status.Terminal() {
+		// The driver stored SUSPENDED for the operator's pending request.
+		row := *l.Row
+		applyCheckpoint(&row, cp, now)
+		row.Status = driver.ExecutionSuspended
+		l.engine.writeOutsideCheckpoint(ctx, &row, cbtype.EventSuspended, "", "suspend requested while running")
 	}
 	if cp.Lease > 0 {
 		l.renewAt = now.Add(cp.Lease / 2)

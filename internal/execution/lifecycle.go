@@ -1,6 +1,7 @@
 package execution
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -222,4 +223,35 @@ func entryEventTypes(e *driver.ExecutionLogEntry) []cbtype.LifecycleEventType {
 		name += "_" + e.StepStatus
 	}
 	return one(cbtype.LifecycleEventType(strings.ToUpper(name)))
+}
+
+// writeOutsideCheckpoint writes the event of a change the driver made outside a checkpoint (an
+// operator's suspend or resume) to the outbox, after that change committed: a crash between the
+// two loses the event, the one case where an event is not written with its change. Its id
+// derives from the execution and the change's time, so a retried write dedupes.
+func (e *Engine) writeOutsideCheckpoint(ctx context.Context, row *driver.ExecutionRow, typ cbtype.LifecycleEventType, actor, reason string) {
+	toOutbox, _ := e.lifecycleOn()
+	if toOutbox == nil {
+		return
+	}
+	at := row.UpdatedAt
+	if at.IsZero() {
+		at = e.cfg.Clock()
+	}
+	ev := &cbtype.LifecycleEvent{
+		ID:   uuid.NewSHA1(row.ID, fmt.Appendf(nil, "lifecycle:%s:%d", typ, at.UnixNano())),
+		Type: typ, ExecutionID: row.ID, Model: row.Model, ExecutionType: row.Type, TenantID: row.TenantID,
+		BusinessKey: row.BusinessKey, Status: row.Status, StepID: row.Step, Actor: actor, Reason: reason, At: at,
+	}
+	msgs := toOutbox(row, []*cbtype.LifecycleEvent{ev})
+	if len(msgs) == 0 {
+		return
+	}
+	if _, err := e.cfg.Exec.OutboxInsertMany(ctx, &driver.OutboxInsertManyParams{Messages: msgs, Now: e.cfg.Now()}); err != nil {
+		e.cfg.Logger.Error("writing a lifecycle event failed; it is lost", "execution_id", row.ID, "event", typ, "error", err)
+		return
+	}
+	if err := e.cfg.Exec.Notify(ctx, []string{OutboxTopic}); err != nil {
+		e.cfg.Logger.Warn("waking the outbox relays failed; they will poll", "error", err)
+	}
 }
