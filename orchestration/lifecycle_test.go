@@ -199,3 +199,25 @@ func TestEventSinkValidation(t *testing.T) {
 		require.ErrorContains(t, err, `no webhook endpoint "events.Orchestrations"`)
 	})
 }
+
+// Without a sink, a listener or a callback, no event is derived: checkpoints write no outbox row.
+func TestLifecycleOffWritesNothing(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		client := fastClient(t, drv)
+		rt, err := orchestration.New(client, orchestration.Config{})
+		require.NoError(t, err)
+		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
+		m, err := workflow.Register(rt, workflow.New("quiet", 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")))
+		require.NoError(t, err)
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
+		id, err := m.Start(ctx, nil, workflow.Immediate())
+		require.NoError(t, err)
+		waitStatus(t, m, id, driver.ExecutionCompleted)
+		rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{})
+		require.NoError(t, err)
+		require.Empty(t, rows)
+	})
+}
