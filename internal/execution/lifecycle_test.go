@@ -56,7 +56,7 @@ func TestDeriveLifecycle(t *testing.T) {
 	after.Status = driver.ExecutionCompleted
 	started := now.Add(-10 * time.Millisecond)
 	cp := &driver.ExecutionCheckpoint{ID: id, Fence: 3, Status: driver.ExecutionCompleted,
-		Log: []*driver.ExecutionLogEntry{{Seq: 2, EntryType: "STEP", Name: "a", StepStatus: "COMPLETED", StartedAt: &started, Response: []byte(`{"ok":true}`)}},
+		Log:            []*driver.ExecutionLogEntry{{Seq: 2, EntryType: "STEP", Name: "a", StepStatus: "COMPLETED", StartedAt: &started, Response: []byte(`{"ok":true}`)}},
 		ConsumeSignals: []string{"sig-1"}, FireTimers: []string{"t-1"},
 		Children: []*driver.ExecutionInsertParams{{ID: child, Type: "sub"}}}
 	events := deriveLifecycle(prev, &after, cp, true, 1, now)
