@@ -221,3 +221,32 @@ func TestLifecycleOffWritesNothing(t *testing.T) {
 		require.Empty(t, rows)
 	})
 }
+
+// The client's lifecycle-events key turns the Kafka sink on for runtimes that do not choose one
+// (as the cli's serve and worker build them).
+func TestLifecycleEventsFromClientConfig(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		client, err := commandbus.NewClient(drv, &commandbus.Config{Logger: slog.New(slog.DiscardHandler),
+			LifecycleEvents: commandbus.EventsKafka, Kafka: commandbus.KafkaConfig{Brokers: "127.0.0.1:9"}})
+		require.NoError(t, err)
+		rt, err := orchestration.New(client, orchestration.Config{})
+		require.NoError(t, err)
+		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
+		m, err := workflow.Register(rt, workflow.New("configured", 1).Step("a", noop))
+		require.NoError(t, err)
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
+		id, err := m.Start(ctx, nil, workflow.Immediate())
+		require.NoError(t, err)
+		waitStatus(t, m, id, driver.ExecutionCompleted)
+		rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Transport: outbox.TransportKafka})
+		require.NoError(t, err)
+		require.Len(t, rows, 4, "started, step started, step succeeded, completed")
+		for _, r := range rows {
+			require.Equal(t, orchestration.DefaultEventTopic, r.Topic)
+			require.Equal(t, id.String(), r.Key)
+		}
+	})
+}

@@ -179,6 +179,9 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 	if cfg.ExecutionLease < 0 || cfg.ConcurrentExecutions < 0 {
 		return nil, &commandbus.ValidationError{Field: "orchestration.Config", Message: "ExecutionLease and ConcurrentExecutions must not be negative"}
 	}
+	if cfg.Events == nil && client.Config().LifecycleEvents == commandbus.EventsKafka {
+		cfg.Events = &EventSink{Transport: outbox.TransportKafka}
+	}
 	if err := validateEvents(&cfg); err != nil {
 		return nil, err
 	}
