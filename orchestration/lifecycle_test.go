@@ -17,6 +17,7 @@ import (
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/process"
 	"github.com/commandbus/commandbus/workflow"
 )
 
@@ -248,5 +249,32 @@ func TestLifecycleEventsFromClientConfig(t *testing.T) {
 			require.Equal(t, orchestration.DefaultEventTopic, r.Topic)
 			require.Equal(t, id.String(), r.Key)
 		}
+	})
+}
+
+// A sequential process's events come from the same derivation as a workflow's.
+func TestLifecycleEventsOfAProcess(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		client := fastClient(t, drv)
+		rt, err := orchestration.New(client, orchestration.Config{})
+		require.NoError(t, err)
+		rec := newRecorder()
+		require.NoError(t, rt.OnLifecycle(rec.listen))
+		m, err := process.NewManager(rt, process.Process[greeting](greeter{typ: "greeting-events"}))
+		require.NoError(t, err)
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
+		id, err := m.Start(ctx, greeting{Name: "Ada"})
+		require.NoError(t, err)
+		waitFor(t, "the completion event", func() bool {
+			evs := rec.of(id)
+			return len(evs) > 0 && evs[len(evs)-1].Type == cbtype.EventExecutionCompleted
+		})
+		evs := rec.of(id)
+		require.Equal(t, []string{"EXECUTION_STARTED", "STEP_STARTED greet", "STEP_SUCCEEDED greet", "EXECUTION_COMPLETED"}, types(evs))
+		require.Equal(t, process.Model, evs[0].Model)
+		require.JSONEq(t, `"hello Ada"`, string(evs[2].Payload))
 	})
 }
