@@ -9,6 +9,14 @@
 //
 //	rt, err := orchestration.New(client, orchestration.Config{})
 //	orders, err := process.NewManager(rt, orderProcess{})
+//
+// Lifecycle events (started, step started/succeeded/failed/skipped, dead-lettered, compensation,
+// suspend and resume, signal, timer, child, continue-as-new, completed) are derived from every
+// checkpoint of every model and, when something consumes them, written to the outbox in the
+// checkpoint's own transaction: Config.Events publishes them to Kafka, AMQP or a webhook; OnLifecycle
+// hands them to in-process listeners; AddCallbacks runs a definition's callbacks (on complete, on
+// error, on step complete), in process or as signed webhooks. With none of these, nothing is
+// derived and checkpoints cost nothing more.
 package orchestration
 
 import (
