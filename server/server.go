@@ -167,6 +167,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/queues", s.viewer(s.queueDepths))
 	s.mux.HandleFunc("GET /api/outbox", s.viewer(s.listOutbox))
 	s.mux.HandleFunc("POST /api/outbox/{id}/resend", s.operator(s.resendOutbox))
+	s.mux.HandleFunc("POST /api/events", s.operator(s.receiveEvent))
 	s.console.Register(s.mux)
 }
 
