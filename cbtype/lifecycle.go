@@ -59,7 +59,9 @@ type LifecycleEvent struct {
 	TenantID      string `json:"tenantId,omitempty"`
 	BusinessKey   string `json:"businessKey,omitempty"`
 	// Position orders the events of one execution: the log sequence the event derives from,
-	// times 16, plus its rank within that entry.
+	// times 16, plus its rank within that entry. It is 0 on the events of changes made outside a
+	// checkpoint (an operator's suspend and resume) and on CHILD_COMPLETED; those are still
+	// published in order with the execution's other events.
 	Position int64 `json:"position"`
 	// Status is the execution's status after the commit.
 	Status ExecutionStatus `json:"status"`

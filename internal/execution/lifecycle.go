@@ -202,11 +202,9 @@ func entryEventTypes(e *driver.ExecutionLogEntry) []cbtype.LifecycleEventType {
 			return one(cbtype.EventCompensationStarted)
 		case e.Name == "deadline":
 			return one(cbtype.EventDeadlineReached)
-		case e.Name == "resumed":
-			return one(cbtype.EventResumed)
 		}
 		// The rest (creation, the troubleshooting queue, continue-as-new) are derived from
-		// the checkpoint itself.
+		// the checkpoint itself; suspend and resume from the operator's action.
 		return nil
 	case "WAIT":
 		if e.StepStatus == "TIMED_OUT" {
