@@ -155,6 +155,8 @@ type Runtime struct {
 	domains map[string]bool
 	ops     map[Key]Operations
 	runners map[string]orchestrate.Runner // by execution type
+	// schedules are the declared schedules (DeclareSchedule).
+	schedules []ScheduleSpec
 }
 
 // New creates the runtime of client. Call it once per client, before the client starts; the
