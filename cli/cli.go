@@ -37,6 +37,7 @@ func (cfg Config) register(client *commandbus.Client) (*orchestration.Runtime, e
 //	tsq          the command troubleshooting queue (tsq processes: executions waiting in it)
 //	dlq          the dead-letter queue: list and resubmit parked commands
 //	executions   list, show, start, signal and act on executions of every model
+//	schedules    list, create, pause, resume, trigger and delete durable schedules
 //
 // Each call returns new commands, so several roots (tests, say) can each hold their own.
 func Commands(cfg Config) []*cobra.Command {
@@ -45,5 +46,6 @@ func Commands(cfg Config) []*cobra.Command {
 		newTSQCommand(cfg),
 		newDLQCommand(),
 		newExecutionsCommand(cfg),
+		newSchedulesCommand(cfg),
 	}
 }
