@@ -68,7 +68,7 @@ func setup(t *testing.T, drv driver.Driver) *fixture {
 	scheduler, err := schedule.New(rt, schedule.Config{Passive: true})
 	require.NoError(t, err)
 	srv, err := server.New(server.Config{Client: client, Runtime: rt, Extensions: []server.Extension{scheduleweb.New(scheduler)},
-		Tokens: []commandbus.TokenConfig{{Subject: "alice@ops", Token: operatorToken, Role: server.RoleOperator},
+		Tokens: []server.Token{{Subject: "alice@ops", Token: operatorToken, Role: server.RoleOperator},
 			{Subject: "victor@audit", Token: viewerToken, Role: server.RoleViewer}}})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
