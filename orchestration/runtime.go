@@ -371,3 +371,10 @@ func init() {
 		return rt.(*Runtime).deliver(ctx, id, name, payload)
 	}
 }
+
+// BatchStarter is implemented by operations that start many executions from JSON in one round
+// trip (the scheduler uses it for the ticks of many schedules). An id that exists is not started
+// again; the ids are returned in request order.
+type BatchStarter interface {
+	StartManyJSON(ctx context.Context, reqs []StartRequest) ([]uuid.UUID, error)
+}

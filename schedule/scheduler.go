@@ -275,6 +275,10 @@ func (s *Scheduler) fire(ctx context.Context, rows []*driver.ScheduleRow, now ti
 			// Retry the claim's ticks at the next pass: their ids make the starts that worked no-ops.
 			out.LastError = st.err.Error()
 			out.NextFireAt, out.WaitingExecutionID = st.row.NextFireAt, nil
+			if ctx.Err() != nil {
+				out.LastError = ""
+				continue // stopping: the next pass, here or on another replica, starts them
+			}
 			s.logger.Warn("schedules: starting the execution of a tick failed; retrying", "schedule", st.row.Name,
 				"schedule_id", st.row.ID, "execution_id", st.id, "tick", st.tick, "error", st.err)
 		}
@@ -284,7 +288,8 @@ func (s *Scheduler) fire(ctx context.Context, rows []*driver.ScheduleRow, now ti
 			out.WaitingExecutionID = nil // a retried fixed-delay tick waits for nothing yet
 		}
 	}
-	if _, err := s.exec.ScheduleFiredMany(ctx, &driver.ScheduleFiredManyParams{Fired: fired, Now: now}); err != nil {
+	// Recorded even when the run is stopping, so the ticks started are not started again.
+	if _, err := s.exec.ScheduleFiredMany(context.WithoutCancel(ctx), &driver.ScheduleFiredManyParams{Fired: fired, Now: now}); err != nil {
 		return started, fmt.Errorf("recording fired schedules: %w", err)
 	}
 	return started, nil
@@ -297,18 +302,70 @@ func isPermanent(err error) bool {
 
 var errNoDefinition = errors.New("no definition registered for the schedule's model and type on this replica")
 
+// startBatch is the most ticks one batched start inserts.
+const startBatch = 500
+
+// startAll starts the executions of starts, StartConcurrency at a time: in batches where the
+// definition starts many in one round trip (orchestration.BatchStarter), one by one otherwise
+// and for a batch that was refused (so each tick gets its own error).
 func (s *Scheduler) startAll(ctx context.Context, starts []*tickStart) {
 	sem := make(chan struct{}, s.cfg.StartConcurrency)
 	var wg sync.WaitGroup
-	for _, st := range starts {
+	do := func(f func()) {
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			st.err = s.start(ctx, st.row, st.id, st.tick.UTC().Format(time.RFC3339Nano))
+			f()
 		}()
 	}
+	one := func(st *tickStart) {
+		st.err = s.start(ctx, st.row, st.id, st.tick.UTC().Format(time.RFC3339Nano))
+	}
+	groups := map[orchestration.Key][]*tickStart{}
+	var keys []orchestration.Key
+	for _, st := range starts {
+		k := orchestration.Key{Model: st.row.Model, Type: st.row.Type}
+		if _, ok := s.rt.Operations(k.Model, k.Type).(orchestration.BatchStarter); !ok || len(starts) == 1 {
+			do(func() { one(st) })
+			continue
+		}
+		if groups[k] == nil {
+			keys = append(keys, k)
+		}
+		groups[k] = append(groups[k], st)
+	}
+	for _, k := range keys {
+		batcher := s.rt.Operations(k.Model, k.Type).(orchestration.BatchStarter)
+		group := groups[k]
+		for from := 0; from < len(group); from += startBatch {
+			batch := group[from:min(from+startBatch, len(group))]
+			do(func() {
+				reqs := make([]orchestration.StartRequest, len(batch))
+				for i, st := range batch {
+					reqs[i] = startRequest(st.row, st.id, st.tick.UTC().Format(time.RFC3339Nano))
+				}
+				_, err := batcher.StartManyJSON(ctx, reqs)
+				switch {
+				case err == nil:
+				case isPermanent(err):
+					for _, st := range batch { // find the request at fault: start each alone
+						one(st)
+					}
+				default:
+					for _, st := range batch {
+						st.err = err
+					}
+				}
+			})
+		}
+	}
 	wg.Wait()
+}
+
+func startRequest(row *driver.ScheduleRow, id uuid.UUID, tick string) orchestration.StartRequest {
+	return orchestration.StartRequest{ID: id, Input: row.Input,
+		Attributes: map[string]string{AttributeSchedule: row.Name, AttributeTick: tick}}
 }
 
 func (s *Scheduler) start(ctx context.Context, row *driver.ScheduleRow, id uuid.UUID, tick string) error {
@@ -316,7 +373,6 @@ func (s *Scheduler) start(ctx context.Context, row *driver.ScheduleRow, id uuid.
 	if !ok {
 		return fmt.Errorf("%w: %s %q", errNoDefinition, row.Model, row.Type)
 	}
-	_, err := starter.StartJSON(ctx, orchestration.StartRequest{ID: id, Input: row.Input,
-		Attributes: map[string]string{AttributeSchedule: row.Name, AttributeTick: tick}})
+	_, err := starter.StartJSON(ctx, startRequest(row, id, tick))
 	return err
 }
