@@ -191,26 +191,50 @@ func (s *Scheduler) loop(ctx context.Context) {
 // It returns how many executions it started (an execution that existed already counts too). The
 // loop calls it; tests with a controlled clock call it directly.
 func (s *Scheduler) RunDue(ctx context.Context) (int, error) {
-	now := s.cfg.Now()
-	if _, err := s.exec.ScheduleRearm(ctx, &driver.ScheduleRearmParams{Now: now}); err != nil {
+	if _, err := s.exec.ScheduleRearm(ctx, &driver.ScheduleRearmParams{Now: s.cfg.Now()}); err != nil {
 		return 0, fmt.Errorf("re-arming fixed-delay schedules: %w", err)
 	}
-	started := 0
+	// Claims follow each other while earlier claims' executions are started, at most
+	// claimsInFlight at once, so a large number of due schedules is not fired batch after batch.
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		started int
+		errs    []error
+	)
+	inFlight := make(chan struct{}, claimsInFlight)
 	for {
+		now := s.cfg.Now()
 		rows, err := s.exec.ScheduleClaimDue(ctx, &driver.ScheduleClaimDueParams{Now: now, Limit: s.cfg.ClaimBatch, Lease: s.cfg.Lease, Holder: s.cfg.Holder})
 		if err != nil {
-			return started, fmt.Errorf("claiming due schedules: %w", err)
+			errs = append(errs, fmt.Errorf("claiming due schedules: %w", err))
+			break
 		}
-		n, err := s.fire(ctx, rows, now)
-		started += n
-		if err != nil {
-			return started, err
+		if len(rows) == 0 {
+			break
 		}
+		inFlight <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-inFlight; wg.Done() }()
+			n, err := s.fire(ctx, rows, now)
+			mu.Lock()
+			started += n
+			if err != nil {
+				errs = append(errs, err)
+			}
+			mu.Unlock()
+		}()
 		if len(rows) < s.cfg.ClaimBatch {
-			return started, nil
+			break
 		}
 	}
+	wg.Wait()
+	return started, errors.Join(errs...)
 }
+
+// claimsInFlight bounds the claims of one pass whose executions are being started at once.
+const claimsInFlight = 4
 
 // TickExecutionID is the id of the execution a schedule starts for a tick: the same on every
 // replica, so inserting it twice starts nothing new.
