@@ -32,7 +32,7 @@
 // with an id derived from the schedule and the tick (TickExecutionID), inserted idempotently,
 // then writes the next fire time under the fence. A replica that dies between the two leaves a
 // lease that expires; the next replica computes the same ticks, hence the same ids, and starts
-// nothing twice. Executions carry the attributes schedule (the name) and schedule.tick.
+// nothing twice. An execution's business key is its schedule's name.
 //
 // # Misfires
 //

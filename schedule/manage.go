@@ -183,7 +183,7 @@ func (s *Scheduler) Trigger(ctx context.Context, id uuid.UUID) (uuid.UUID, error
 	}
 	now := s.cfg.Now()
 	execID := uuid.NewSHA1(row.ID, []byte("manual:"+now.UTC().Format(time.RFC3339Nano)))
-	if err := s.start(ctx, row, execID, "manual"); err != nil {
+	if err := s.start(ctx, row, execID); err != nil {
 		return uuid.Nil, err
 	}
 	s.logger.Info("schedule triggered by hand", "schedule", row.Name, "schedule_id", row.ID, "execution_id", execID)

@@ -16,14 +16,6 @@ import (
 	"github.com/commandbus/commandbus/orchestration"
 )
 
-// Attributes every execution a schedule starts carries, so it can be found from the schedule.
-const (
-	// AttributeSchedule holds the schedule's name.
-	AttributeSchedule = "schedule"
-	// AttributeTick holds the tick the execution was started for (RFC 3339, UTC), or "manual"
-	// for a start by Trigger.
-	AttributeTick = "schedule.tick"
-)
 
 // Config tunes a Scheduler. Zero fields take the documented defaults.
 type Config struct {
@@ -344,7 +336,7 @@ func (s *Scheduler) startAll(ctx context.Context, starts []*tickStart) {
 		}()
 	}
 	one := func(st *tickStart) {
-		st.err = s.start(ctx, st.row, st.id, st.tick.UTC().Format(time.RFC3339Nano))
+		st.err = s.start(ctx, st.row, st.id)
 	}
 	groups := map[orchestration.Key][]*tickStart{}
 	var keys []orchestration.Key
@@ -367,7 +359,7 @@ func (s *Scheduler) startAll(ctx context.Context, starts []*tickStart) {
 			do(func() {
 				reqs := make([]orchestration.StartRequest, len(batch))
 				for i, st := range batch {
-					reqs[i] = startRequest(st.row, st.id, st.tick.UTC().Format(time.RFC3339Nano))
+					reqs[i] = startRequest(st.row, st.id)
 				}
 				_, err := batcher.StartManyJSON(ctx, reqs)
 				switch {
@@ -387,16 +379,17 @@ func (s *Scheduler) startAll(ctx context.Context, starts []*tickStart) {
 	wg.Wait()
 }
 
-func startRequest(row *driver.ScheduleRow, id uuid.UUID, tick string) orchestration.StartRequest {
-	return orchestration.StartRequest{ID: id, Input: row.Input,
-		Attributes: map[string]string{AttributeSchedule: row.Name, AttributeTick: tick}}
+// startRequest is the start of a schedule's execution: its business key is the schedule's name
+// (executions list --business-key finds them), its id is the tick's (TickExecutionID).
+func startRequest(row *driver.ScheduleRow, id uuid.UUID) orchestration.StartRequest {
+	return orchestration.StartRequest{ID: id, Input: row.Input, BusinessKey: row.Name}
 }
 
-func (s *Scheduler) start(ctx context.Context, row *driver.ScheduleRow, id uuid.UUID, tick string) error {
+func (s *Scheduler) start(ctx context.Context, row *driver.ScheduleRow, id uuid.UUID) error {
 	starter, ok := s.rt.Operations(row.Model, row.Type).(orchestration.Starter)
 	if !ok {
 		return fmt.Errorf("%w: %s %q", errNoDefinition, row.Model, row.Type)
 	}
-	_, err := starter.StartJSON(ctx, startRequest(row, id, tick))
+	_, err := starter.StartJSON(ctx, startRequest(row, id))
 	return err
 }

@@ -85,8 +85,7 @@ func newFixture(t *testing.T, drv driver.Driver, opts fixtureOptions) *fixture {
 
 func (f *fixture) executionsOf(t *testing.T, name string) []*driver.ExecutionRow {
 	t.Helper()
-	rows, err := f.exec.ExecutionList(context.Background(), &driver.ExecutionListParams{
-		Attributes: map[string]string{schedule.AttributeSchedule: name}, Limit: 1000})
+	rows, err := f.exec.ExecutionList(context.Background(), &driver.ExecutionListParams{BusinessKey: name, Limit: 1000})
 	require.NoError(t, err)
 	return rows
 }
@@ -169,9 +168,6 @@ func TestFiresEachTickOnce(t *testing.T) {
 		tick := t0.Add(10 * time.Second)
 		require.Equal(t, schedule.TickExecutionID(s.ID, tick), xs[0].ID)
 		require.JSONEq(t, `{"days":7}`, string(xs[0].State))
-		attrs, err := f.exec.ExecutionAttributes(ctx, xs[0].ID)
-		require.NoError(t, err)
-		require.Equal(t, tick.Format(time.RFC3339Nano), attrs[schedule.AttributeTick])
 
 		got, err := f.sched.Get(ctx, s.ID)
 		require.NoError(t, err)
@@ -204,11 +200,11 @@ func TestMisfirePolicies(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1+3, n)
 		ticks := func(name string) []string {
+			s, err := f.sched.GetByName(ctx, name)
+			require.NoError(t, err)
 			var out []string
 			for _, x := range f.executionsOf(t, name) {
-				attrs, err := f.exec.ExecutionAttributes(ctx, x.ID)
-				require.NoError(t, err)
-				out = append(out, attrs[schedule.AttributeTick][11:19])
+				out = append(out, tickOf(t, s.ID, x.ID, t0, t0.Add(time.Hour), time.Minute).Format("15:04:05"))
 			}
 			return out
 		}
@@ -245,12 +241,11 @@ func TestCronAcrossDSTWithInjectedClock(t *testing.T) {
 			_, err := f.sched.RunDue(ctx)
 			require.NoError(t, err)
 		}
+		s, err := f.sched.GetByName(ctx, "cutoff")
+		require.NoError(t, err)
 		var got []string
 		for _, x := range f.executionsOf(t, "cutoff") {
-			attrs, err := f.exec.ExecutionAttributes(ctx, x.ID)
-			require.NoError(t, err)
-			tick, err := time.Parse(time.RFC3339Nano, attrs[schedule.AttributeTick])
-			require.NoError(t, err)
+			tick := tickOf(t, s.ID, x.ID, time.Date(2026, 3, 6, 0, 0, 0, 0, ny), time.Date(2026, 3, 11, 0, 0, 0, 0, ny), 30*time.Minute)
 			got = append(got, tick.In(ny).Format("01-02 15:04 MST"))
 		}
 		require.ElementsMatch(t, []string{"03-07 02:30 EST", "03-08 03:30 EDT", "03-09 02:30 EDT", "03-10 02:30 EDT"}, got,
@@ -377,6 +372,19 @@ func TestFixedDelayRearmsWhenTheExecutionEnds(t *testing.T) {
 	})
 }
 
+// tickOf finds the tick, every step from from to to, whose derived id is id: the execution was
+// started for that tick of the schedule.
+func tickOf(t *testing.T, scheduleID, id uuid.UUID, from, to time.Time, step time.Duration) time.Time {
+	t.Helper()
+	for tick := from.Truncate(step); !tick.After(to); tick = tick.Add(step) {
+		if schedule.TickExecutionID(scheduleID, tick) == id {
+			return tick.UTC()
+		}
+	}
+	t.Fatalf("execution %s is no tick of schedule %s between %s and %s", id, scheduleID, from, to)
+	return time.Time{}
+}
+
 func sortTimes(ts []time.Time) {
 	for i := 1; i < len(ts); i++ {
 		for j := i; j > 0 && ts[j].Before(ts[j-1]); j-- {
@@ -421,16 +429,11 @@ func TestOneStartPerTickAcrossThreeEngines(t *testing.T) {
 		require.NoError(t, err)
 		xs := replicas[0].executionsOf(t, s.Name)
 		require.Equal(t, int(s.FireCount), len(xs), "schedule %s: every recorded fire is one execution, none fired twice", s.Name)
-		ticks := map[string]bool{}
+		ticks := map[time.Time]bool{}
 		for _, x := range xs {
-			attrs, err := replicas[0].exec.ExecutionAttributes(ctx, x.ID)
-			require.NoError(t, err)
-			tick := attrs[schedule.AttributeTick]
+			tick := tickOf(t, s.ID, x.ID, s.CreatedAt.Add(-time.Second), time.Now().Add(time.Second), time.Second)
 			require.False(t, ticks[tick], "schedule %s: tick %s started twice", s.Name, tick)
 			ticks[tick] = true
-			at, err := time.Parse(time.RFC3339Nano, tick)
-			require.NoError(t, err)
-			require.Equal(t, schedule.TickExecutionID(s.ID, at), x.ID)
 		}
 	}
 }

@@ -186,7 +186,7 @@ func TestSchedulesAPI(t *testing.T) {
 		triggered := decode[struct {
 			ExecutionID string `json:"executionId"`
 		}](t, body)
-		rows, err := f.exec.ExecutionList(context.Background(), &driver.ExecutionListParams{Attributes: map[string]string{schedule.AttributeSchedule: "eod"}})
+		rows, err := f.exec.ExecutionList(context.Background(), &driver.ExecutionListParams{BusinessKey: "eod"})
 		require.NoError(t, err)
 		require.Len(t, rows, 1)
 		require.Equal(t, triggered.ExecutionID, rows[0].ID.String())
