@@ -16,7 +16,6 @@ import (
 	"github.com/commandbus/commandbus/orchestration"
 )
 
-
 // Config tunes a Scheduler. Zero fields take the documented defaults.
 type Config struct {
 	// PollInterval is the longest the scheduler sleeps between looks at the schedules; it wakes
