@@ -232,7 +232,7 @@ func RunSchedules(ctx context.Context, drv driver.Driver, cfg SchedulesConfig) (
 		fmt.Fprintf(cfg.Progress, "note: %d executions observed, %d stored\n", inserted, stored)
 	}
 	res := &SchedulesResult{Driver: drv.Name(), Schedules: cfg.Schedules, Ticks: ticks, Started: len(lateness), Missing: missing,
-		Duplicates: fires - stored, StartsPerS: round(float64(len(lateness))/cfg.Duration.Seconds(), 0), Config: cfg,
+		Duplicates: max(0, fires-stored), StartsPerS: round(float64(len(lateness))/cfg.Duration.Seconds(), 0), Config: cfg,
 		GoMaxProcs: runtime.GOMAXPROCS(0)}
 	if len(lateness) > 0 {
 		res.LatenessP50Ms = round(float64(percentile(lateness, 0.50))/float64(time.Millisecond), 1)
