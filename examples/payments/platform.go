@@ -135,10 +135,10 @@ type Platform struct {
 	manager *process.Manager[ManagerState]
 	// dailyRun runs the day's scheduled payments (TypeDailyRun) on its schedule.
 	dailyRun *process.Manager[DailyRunState]
-	fx      *fxGateway
-	fxAPI   *fxapi.Server
-	sim     *simulator
-	faults  faults
+	fx       *fxGateway
+	fxAPI    *fxapi.Server
+	sim      *simulator
+	faults   faults
 
 	randMu sync.Mutex
 	rand   *rand.Rand
