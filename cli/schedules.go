@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
 
+	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/schedule"
 )
 
@@ -103,6 +104,7 @@ func newSchedulesCreateCommand(cfg Config) *cobra.Command {
 	var req schedule.Request
 	var input string
 	var paused bool
+	var actor, reason string
 	cmd := &cobra.Command{
 		Use:   "create NAME",
 		Short: "Create a schedule of a definition (--model, --type) with --cron (and --zone), --fixed-rate or --fixed-delay",
@@ -125,7 +127,8 @@ func newSchedulesCreateCommand(cfg Config) *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			created, err := s.Create(cmd.Context(), spec)
+			op := commandbus.OperatorAction{Actor: actor, Reason: reason}
+			created, err := s.Create(cmd.Context(), spec, op)
 			if err != nil {
 				return err
 			}
@@ -148,11 +151,14 @@ func newSchedulesCreateCommand(cfg Config) *cobra.Command {
 	f.StringVar(&req.MisfirePolicy, "misfire", "", "missed ticks: FIRE_ONCE (default), FIRE_ALL, SKIP")
 	f.IntVar(&req.MisfireLimit, "misfire-limit", 0, "most missed ticks FIRE_ALL starts (default 100)")
 	f.BoolVar(&paused, "paused", false, "create it paused")
+	f.StringVar(&actor, "actor", defaultActor(), "who creates it (audited)")
+	f.StringVar(&reason, "reason", "", "why (audited)")
 	return cmd
 }
 
 func newScheduleActionCommand(cfg Config, action, short string) *cobra.Command {
 	var db DatabaseFlags
+	var actor, reason string
 	cmd := &cobra.Command{
 		Use:   action + " ID|NAME",
 		Short: short,
@@ -164,6 +170,7 @@ func newScheduleActionCommand(cfg Config, action, short string) *cobra.Command {
 			}
 			defer closeDB()
 			ctx := cmd.Context()
+			op := commandbus.OperatorAction{Actor: actor, Reason: reason}
 			id, err := uuid.Parse(args[0])
 			if err != nil {
 				found, err := s.GetByName(ctx, args[0])
@@ -179,19 +186,19 @@ func newScheduleActionCommand(cfg Config, action, short string) *cobra.Command {
 				if action == "resume" {
 					act = s.Resume
 				}
-				v, err := act(ctx, id)
+				v, err := act(ctx, id, op)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(out, "schedule %s is %s; next fire %s\n", v.Name, map[bool]string{true: "enabled", false: "paused"}[v.Enabled], formatTimePtr(v.NextFireAt))
 			case "trigger":
-				execID, err := s.Trigger(ctx, id)
+				execID, err := s.Trigger(ctx, id, op)
 				if err != nil {
 					return err
 				}
 				fmt.Fprintf(out, "schedule %s triggered: execution %s\n", args[0], execID)
 			case "delete":
-				if err := s.Delete(ctx, id); err != nil {
+				if err := s.Delete(ctx, id, op); err != nil {
 					return err
 				}
 				fmt.Fprintf(out, "schedule %s deleted\n", args[0])
@@ -200,5 +207,7 @@ func newScheduleActionCommand(cfg Config, action, short string) *cobra.Command {
 		},
 	}
 	db.Register(cmd, "")
+	cmd.Flags().StringVar(&actor, "actor", defaultActor(), "who acts (audited)")
+	cmd.Flags().StringVar(&reason, "reason", "", "why (audited)")
 	return cmd
 }

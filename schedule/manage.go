@@ -2,8 +2,10 @@ package schedule
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -40,7 +42,10 @@ func view(row *driver.ScheduleRow) *Schedule {
 // Create validates spec and stores it as a new schedule; bad input stores nothing and returns
 // every problem, each a *commandbus.ValidationError naming its field. A name in use is
 // driver.ErrConflict.
-func (s *Scheduler) Create(ctx context.Context, spec Spec) (*Schedule, error) {
+func (s *Scheduler) Create(ctx context.Context, spec Spec, op commandbus.OperatorAction) (*Schedule, error) {
+	if err := checkActor(op); err != nil {
+		return nil, err
+	}
 	def, trig, err := definition(s.rt, spec)
 	if err != nil {
 		return nil, err
@@ -56,7 +61,7 @@ func (s *Scheduler) Create(ctx context.Context, spec Spec) (*Schedule, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.logger.Info("schedule created", "schedule", row.Name, "schedule_id", row.ID, "model", row.Model, "type", row.Type, "next_fire_at", row.NextFireAt)
+	s.audit(ctx, row, "SCHEDULE_CREATED", op)
 	s.signal()
 	return view(row), nil
 }
@@ -109,7 +114,10 @@ func (s *Scheduler) List(ctx context.Context, limit int) ([]*Schedule, error) {
 
 // Update replaces a schedule's definition with spec (its name cannot change). A changed trigger
 // or a schedule enabled again fires next from now; otherwise the next fire time stays.
-func (s *Scheduler) Update(ctx context.Context, id uuid.UUID, spec Spec) (*Schedule, error) {
+func (s *Scheduler) Update(ctx context.Context, id uuid.UUID, spec Spec, op commandbus.OperatorAction) (*Schedule, error) {
+	if err := checkActor(op); err != nil {
+		return nil, err
+	}
 	row, err := s.exec.ScheduleGet(ctx, id)
 	if err != nil {
 		return nil, err
@@ -121,7 +129,11 @@ func (s *Scheduler) Update(ctx context.Context, id uuid.UUID, spec Spec) (*Sched
 	if err != nil {
 		return nil, err
 	}
-	return s.rewrite(ctx, row, def, trig, !spec.Disabled)
+	updated, err := s.rewrite(ctx, row, def, trig, !spec.Disabled)
+	if err == nil {
+		s.audit(ctx, updated.ScheduleRow, "SCHEDULE_UPDATED", op)
+	}
+	return updated, err
 }
 
 func (s *Scheduler) rewrite(ctx context.Context, row *driver.ScheduleRow, def driver.ScheduleDefinition, trig *trigger, enabled bool) (*Schedule, error) {
@@ -141,25 +153,27 @@ func (s *Scheduler) rewrite(ctx context.Context, row *driver.ScheduleRow, def dr
 	if err != nil {
 		return nil, err
 	}
-	s.logger.Info("schedule updated", "schedule", updated.Name, "schedule_id", updated.ID, "enabled", updated.Enabled, "next_fire_at", updated.NextFireAt)
 	s.signal()
 	return view(updated), nil
 }
 
 // Pause disables a schedule: it fires nothing until Resume. Pausing a paused schedule changes
 // nothing.
-func (s *Scheduler) Pause(ctx context.Context, id uuid.UUID) (*Schedule, error) {
-	return s.setEnabled(ctx, id, false)
+func (s *Scheduler) Pause(ctx context.Context, id uuid.UUID, op commandbus.OperatorAction) (*Schedule, error) {
+	return s.setEnabled(ctx, id, false, op)
 }
 
 // Resume enables a paused schedule: its ticks start again from now (a fixed rate or delay fires
 // at once); the ticks of the pause are not caught up. Resuming an enabled schedule changes
 // nothing.
-func (s *Scheduler) Resume(ctx context.Context, id uuid.UUID) (*Schedule, error) {
-	return s.setEnabled(ctx, id, true)
+func (s *Scheduler) Resume(ctx context.Context, id uuid.UUID, op commandbus.OperatorAction) (*Schedule, error) {
+	return s.setEnabled(ctx, id, true, op)
 }
 
-func (s *Scheduler) setEnabled(ctx context.Context, id uuid.UUID, enabled bool) (*Schedule, error) {
+func (s *Scheduler) setEnabled(ctx context.Context, id uuid.UUID, enabled bool, op commandbus.OperatorAction) (*Schedule, error) {
+	if err := checkActor(op); err != nil {
+		return nil, err
+	}
 	row, err := s.exec.ScheduleGet(ctx, id)
 	if err != nil {
 		return nil, err
@@ -171,12 +185,19 @@ func (s *Scheduler) setEnabled(ctx context.Context, id uuid.UUID, enabled bool) 
 	if err != nil {
 		return nil, err
 	}
-	return s.rewrite(ctx, row, definitionOf(row), trig, enabled)
+	updated, err := s.rewrite(ctx, row, definitionOf(row), trig, enabled)
+	if err == nil {
+		s.audit(ctx, updated.ScheduleRow, map[bool]string{true: "SCHEDULE_RESUMED", false: "SCHEDULE_PAUSED"}[enabled], op)
+	}
+	return updated, err
 }
 
 // Trigger starts one execution of the schedule now, whatever its trigger and whether it is
 // paused, and returns its id. The schedule's own ticks are not moved.
-func (s *Scheduler) Trigger(ctx context.Context, id uuid.UUID) (uuid.UUID, error) {
+func (s *Scheduler) Trigger(ctx context.Context, id uuid.UUID, op commandbus.OperatorAction) (uuid.UUID, error) {
+	if err := checkActor(op); err != nil {
+		return uuid.Nil, err
+	}
 	row, err := s.exec.ScheduleGet(ctx, id)
 	if err != nil {
 		return uuid.Nil, err
@@ -186,17 +207,49 @@ func (s *Scheduler) Trigger(ctx context.Context, id uuid.UUID) (uuid.UUID, error
 	if err := s.start(ctx, row, execID); err != nil {
 		return uuid.Nil, err
 	}
-	s.logger.Info("schedule triggered by hand", "schedule", row.Name, "schedule_id", row.ID, "execution_id", execID)
+	s.audit(ctx, row, "SCHEDULE_TRIGGERED", op, "execution_id", execID)
 	return execID, nil
 }
 
 // Delete removes a schedule; executions it started are not touched.
-func (s *Scheduler) Delete(ctx context.Context, id uuid.UUID) error {
+func (s *Scheduler) Delete(ctx context.Context, id uuid.UUID, op commandbus.OperatorAction) error {
+	if err := checkActor(op); err != nil {
+		return err
+	}
+	row, err := s.exec.ScheduleGet(ctx, id)
+	if err != nil {
+		return err
+	}
 	if err := s.exec.ScheduleDelete(ctx, id); err != nil {
 		return err
 	}
-	s.logger.Info("schedule deleted", "schedule_id", id)
+	s.audit(ctx, row, "SCHEDULE_DELETED", op)
 	return nil
+}
+
+// AuditEntity is the entity type of the audit log entries of schedules.
+const AuditEntity = "schedule"
+
+// checkActor requires the actor every change of a schedule is audited with; the reason is
+// optional.
+func checkActor(op commandbus.OperatorAction) error {
+	if strings.TrimSpace(op.Actor) == "" {
+		return &commandbus.ValidationError{Field: "actor", Message: "required: every change of a schedule is audited with who made it"}
+	}
+	return nil
+}
+
+// audit records a change of a schedule in the audit log (entity "schedule", its id) and the log.
+func (s *Scheduler) audit(ctx context.Context, row *driver.ScheduleRow, action string, op commandbus.OperatorAction, extra ...any) {
+	details, _ := json.Marshal(map[string]any{"name": row.Name, "enabled": row.Enabled, "nextFireAt": row.NextFireAt})
+	now := s.cfg.Now()
+	if err := s.exec.AuditLogInsert(context.WithoutCancel(ctx), &driver.AuditLogInsertParams{EntityType: AuditEntity, EntityID: row.ID.String(),
+		Action: action, Actor: op.Actor, Reason: op.Reason, Details: details, Now: &now}); err != nil {
+		s.logger.Error("writing the audit log failed", "schedule", row.Name, "schedule_id", row.ID, "action", action, "error", err)
+	}
+	args := append([]any{"schedule", row.Name, "schedule_id", row.ID, "action", action, "actor", op.Actor, "reason", op.Reason,
+		"enabled", row.Enabled, "next_fire_at", row.NextFireAt}, extra...)
+	s.logger.Info("schedule changed", args...)
 }
 
 // JobLeases returns the leased rows of the periodic jobs that run once per tick across
@@ -204,6 +257,9 @@ func (s *Scheduler) Delete(ctx context.Context, id uuid.UUID) error {
 func (s *Scheduler) JobLeases(ctx context.Context) ([]*driver.JobLeaseRow, error) {
 	return s.exec.JobLeaseList(ctx)
 }
+
+// declaredBy is who creates and updates declared schedules.
+var declaredBy = commandbus.OperatorAction{Actor: "scheduler", Reason: "declared with the definition"}
 
 // SyncDeclared creates the schedules declared on the runtime that do not exist and rewrites
 // those whose declaration changed (an operator's pause stays). Start calls it; so may a
@@ -228,12 +284,18 @@ func (s *Scheduler) SyncDeclared(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("declared schedule %q: %w", spec.Name, err))
 			continue
 		}
+		if inserted {
+			s.audit(ctx, row, "SCHEDULE_CREATED", declaredBy)
+		}
 		if inserted || row.SpecHash == def.SpecHash {
 			continue
 		}
-		if _, err := s.rewrite(ctx, row, def, trig, row.Enabled); err != nil {
+		updated, err := s.rewrite(ctx, row, def, trig, row.Enabled)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("declared schedule %q: %w", spec.Name, err))
+			continue
 		}
+		s.audit(ctx, updated.ScheduleRow, "SCHEDULE_UPDATED", declaredBy)
 	}
 	return errors.Join(errs...)
 }

@@ -99,6 +99,9 @@ func field(t *testing.T, err error) string {
 
 var t0 = time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 
+// ops is who changes schedules in these tests.
+var ops = commandbus.OperatorAction{Actor: "ops:test", Reason: "testing schedules"}
+
 func TestCreateRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
@@ -125,7 +128,7 @@ func TestCreateRefusesBadInput(t *testing.T) {
 		} {
 			spec := ok
 			c.edit(&spec)
-			_, err := f.sched.Create(ctx, spec)
+			_, err := f.sched.Create(ctx, spec, ops)
 			require.Error(t, err, c.name)
 			require.Equal(t, c.field, field(t, err), c.name)
 		}
@@ -133,9 +136,9 @@ func TestCreateRefusesBadInput(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, list, "bad input stores nothing")
 
-		_, err = f.sched.Create(ctx, ok)
+		_, err = f.sched.Create(ctx, ok, ops)
 		require.NoError(t, err)
-		_, err = f.sched.Create(ctx, ok)
+		_, err = f.sched.Create(ctx, ok, ops)
 		require.ErrorIs(t, err, driver.ErrConflict, "a name is unique")
 	})
 }
@@ -147,7 +150,7 @@ func TestFiresEachTickOnce(t *testing.T) {
 		f := newFixture(t, drv, fixtureOptions{clock: clk})
 		ctx := context.Background()
 		s, err := f.sched.Create(ctx, schedule.Spec{Name: "every-10s", Model: process.Model, Type: "report",
-			Cron: "*/10 * * * * *", Input: json.RawMessage(`{"days": 7}`)})
+			Cron: "*/10 * * * * *", Input: json.RawMessage(`{"days": 7}`)}, ops)
 		require.NoError(t, err)
 		require.Equal(t, t0.Add(10*time.Second), *s.NextFireAt)
 
@@ -191,7 +194,7 @@ func TestMisfirePolicies(t *testing.T) {
 			limit  int
 		}{{"once", driver.MisfireFireOnce, 0}, {"all", driver.MisfireFireAll, 3}, {"skip", driver.MisfireSkip, 0}} {
 			_, err := f.sched.Create(ctx, schedule.Spec{Name: c.name, Model: process.Model, Type: "report",
-				FixedRate: time.Minute, InitialDelay: time.Minute, Misfire: c.policy, MisfireLimit: c.limit})
+				FixedRate: time.Minute, InitialDelay: time.Minute, Misfire: c.policy, MisfireLimit: c.limit}, ops)
 			require.NoError(t, err)
 		}
 		// Nothing ran from 10:00 to 10:10:30: the ticks of 10:01 ... 10:10 were missed.
@@ -233,7 +236,7 @@ func TestCronAcrossDSTWithInjectedClock(t *testing.T) {
 		f := newFixture(t, drv, fixtureOptions{clock: clk})
 		ctx := context.Background()
 		_, err = f.sched.Create(ctx, schedule.Spec{Name: "cutoff", Model: process.Model, Type: "report",
-			Cron: "0 30 2 * * *", Zone: "America/New_York"})
+			Cron: "0 30 2 * * *", Zone: "America/New_York"}, ops)
 		require.NoError(t, err)
 		// Walk the clock in 20-minute steps across the spring change (2026-03-08 02:00 EST -> 03:00 EDT).
 		for clk.Now().Before(time.Date(2026, 3, 10, 12, 0, 0, 0, ny)) {
@@ -259,11 +262,11 @@ func TestPauseResumeTriggerDelete(t *testing.T) {
 		clk := clock.NewFake(t0)
 		f := newFixture(t, drv, fixtureOptions{clock: clk})
 		ctx := context.Background()
-		s, err := f.sched.Create(ctx, schedule.Spec{Name: "rate", Model: process.Model, Type: "report", FixedRate: time.Minute})
+		s, err := f.sched.Create(ctx, schedule.Spec{Name: "rate", Model: process.Model, Type: "report", FixedRate: time.Minute}, ops)
 		require.NoError(t, err)
 		require.Equal(t, t0, *s.NextFireAt, "a fixed rate without initial delay fires at once")
 
-		paused, err := f.sched.Pause(ctx, s.ID)
+		paused, err := f.sched.Pause(ctx, s.ID, ops)
 		require.NoError(t, err)
 		require.False(t, paused.Enabled)
 		require.Nil(t, paused.NextFireAt)
@@ -272,13 +275,13 @@ func TestPauseResumeTriggerDelete(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, n, "a paused schedule fires nothing")
 
-		id, err := f.sched.Trigger(ctx, s.ID)
+		id, err := f.sched.Trigger(ctx, s.ID, ops)
 		require.NoError(t, err)
 		x, err := f.exec.ExecutionGet(ctx, id)
 		require.NoError(t, err, "a trigger starts one execution even while paused")
 		require.Equal(t, "report", x.Type)
 
-		resumed, err := f.sched.Resume(ctx, s.ID)
+		resumed, err := f.sched.Resume(ctx, s.ID, ops)
 		require.NoError(t, err)
 		require.True(t, resumed.Enabled)
 		require.Equal(t, clk.Now(), *resumed.NextFireAt, "the pause's ticks are not caught up")
@@ -286,22 +289,34 @@ func TestPauseResumeTriggerDelete(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, n)
 
-		upd, err := f.sched.Update(ctx, s.ID, schedule.Spec{Name: "rate", Model: process.Model, Type: "report", Cron: "0 0 * * * *"})
+		upd, err := f.sched.Update(ctx, s.ID, schedule.Spec{Name: "rate", Model: process.Model, Type: "report", Cron: "0 0 * * * *"}, ops)
 		require.NoError(t, err)
 		require.Equal(t, driver.TriggerCron, upd.Trigger)
 		require.Equal(t, t0.Add(time.Hour), *upd.NextFireAt)
-		_, err = f.sched.Update(ctx, s.ID, schedule.Spec{Name: "renamed", Model: process.Model, Type: "report", Cron: "0 0 * * * *"})
+		_, err = f.sched.Update(ctx, s.ID, schedule.Spec{Name: "renamed", Model: process.Model, Type: "report", Cron: "0 0 * * * *"}, ops)
 		require.Equal(t, "name", field(t, err))
-		_, err = f.sched.Update(ctx, s.ID, schedule.Spec{Name: "rate", Model: process.Model, Type: "report", Cron: "bad"})
+		_, err = f.sched.Update(ctx, s.ID, schedule.Spec{Name: "rate", Model: process.Model, Type: "report", Cron: "bad"}, ops)
 		require.Equal(t, "cron", field(t, err))
 		kept, err := f.sched.Get(ctx, s.ID)
 		require.NoError(t, err)
 		require.Equal(t, "0 0 * * * *", kept.Cron, "a refused update changes nothing")
 
-		require.NoError(t, f.sched.Delete(ctx, s.ID))
+		_, err = f.sched.Pause(ctx, s.ID, commandbus.OperatorAction{})
+		require.Equal(t, "actor", field(t, err), "every change is audited with who made it")
+		audit, err := f.exec.AuditLogList(ctx, &driver.AuditLogListParams{EntityType: schedule.AuditEntity, EntityID: s.ID.String()})
+		require.NoError(t, err)
+		var actions []string
+		for _, a := range audit {
+			require.Equal(t, ops.Actor, a.Actor)
+			require.Equal(t, ops.Reason, a.Reason)
+			actions = append(actions, a.Action)
+		}
+		require.ElementsMatch(t, []string{"SCHEDULE_CREATED", "SCHEDULE_PAUSED", "SCHEDULE_TRIGGERED", "SCHEDULE_RESUMED", "SCHEDULE_UPDATED"}, actions)
+
+		require.NoError(t, f.sched.Delete(ctx, s.ID, ops))
 		_, err = f.sched.Get(ctx, s.ID)
 		require.ErrorIs(t, err, driver.ErrNotFound)
-		require.ErrorIs(t, f.sched.Delete(ctx, uuid.New()), driver.ErrNotFound)
+		require.ErrorIs(t, f.sched.Delete(ctx, uuid.New(), ops), driver.ErrNotFound)
 	})
 }
 
@@ -322,7 +337,7 @@ func TestDeclaredSchedules(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, driver.ScheduleDeclared, s.Source)
 		require.Equal(t, t0.Add(17*time.Hour), *s.NextFireAt)
-		_, err = f.sched.Pause(ctx, s.ID)
+		_, err = f.sched.Pause(ctx, s.ID, ops)
 		require.NoError(t, err)
 
 		// Another deployment declares a new time: the row follows, the operator's pause stays.
@@ -342,7 +357,7 @@ func TestFixedDelayRearmsWhenTheExecutionEnds(t *testing.T) {
 		f := newFixture(t, drv, fixtureOptions{running: true})
 		ctx := context.Background()
 		delay := 300 * time.Millisecond
-		_, err := f.sched.Create(ctx, schedule.Spec{Name: "delay", Model: process.Model, Type: "report", FixedDelay: delay})
+		_, err := f.sched.Create(ctx, schedule.Spec{Name: "delay", Model: process.Model, Type: "report", FixedDelay: delay}, ops)
 		require.NoError(t, err)
 		var xs []*driver.ExecutionRow
 		require.Eventually(t, func() bool {
@@ -407,7 +422,7 @@ func TestOneStartPerTickAcrossThreeEngines(t *testing.T) {
 	var ids []uuid.UUID
 	for i := range schedules {
 		s, err := replicas[i%3].sched.Create(ctx, schedule.Spec{Name: "every-second-" + string(rune('a'+i)), Model: process.Model,
-			Type: "report", Cron: "* * * * * *"})
+			Type: "report", Cron: "* * * * * *"}, ops)
 		require.NoError(t, err)
 		ids = append(ids, s.ID)
 	}

@@ -180,7 +180,7 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 
 		// A schedule of the review workflow per schedule action.
 		for _, id := range []string{"getSchedule", "updateSchedule", "deleteSchedule", "pauseSchedule", "resumeSchedule", "triggerSchedule"} {
-			s, err := f.sched.Create(ctx, schedule.Spec{Name: "doc-" + id, Model: workflow.Model, Type: "ReviewFlow", FixedRate: time.Hour})
+			s, err := f.sched.Create(ctx, schedule.Spec{Name: "doc-" + id, Model: workflow.Model, Type: "ReviewFlow", FixedRate: time.Hour}, commandbus.OperatorAction{Actor: "ops:test", Reason: "document test"})
 			require.NoError(t, err)
 			pathIDs[id] = s.ID
 		}

@@ -62,12 +62,16 @@ func TestDailyRunOnItsSchedule(t *testing.T) {
 			require.NoError(t, err)
 			return len(batches) == 1 && batches[0].Total == 2 && batches[0].ScheduledFor == "2026-11-24"
 		})
-		s, err = sched.GetByName(ctx, payments.DailyRunSchedule)
-		require.NoError(t, err)
+		// The run may finish before its schedule records the fire: wait for the record too.
+		eventually(t, 30*time.Second, "the schedule to record the fire", func() bool {
+			s, err = sched.GetByName(ctx, payments.DailyRunSchedule)
+			require.NoError(t, err)
+			return s.LastExecutionID != nil
+		})
 		require.Equal(t, time.Date(2026, 11, 25, 6, 0, 0, 0, time.UTC), *s.NextFireAt)
 		require.Equal(t, schedule.TickExecutionID(s.ID, time.Date(2026, 11, 24, 6, 0, 0, 0, time.UTC)), *s.LastExecutionID)
 
-		_, err = sched.Pause(ctx, s.ID)
+		_, err = sched.Pause(ctx, s.ID, commandbus.OperatorAction{Actor: "ops:test", Reason: "bank holiday"})
 		require.NoError(t, err)
 		fake.Set(time.Date(2026, 11, 25, 6, 0, 1, 0, time.UTC))
 		n, err := sched.RunDue(ctx)

@@ -143,7 +143,7 @@ func RunSchedules(ctx context.Context, drv driver.Driver, cfg SchedulesConfig) (
 			defer wg.Done()
 			for i := range next {
 				s, err := schedulers[0].Create(ctx, schedule.Spec{Name: fmt.Sprintf("bench-%05d", i), Model: workflow.Model,
-					Type: "BenchScheduled", Cron: "* * * * * *", Misfire: driver.MisfireSkip})
+					Type: "BenchScheduled", Cron: "* * * * * *", Misfire: driver.MisfireSkip}, commandbus.OperatorAction{Actor: "bench", Reason: "bench schedules"})
 				if err != nil {
 					select {
 					case errs <- err:

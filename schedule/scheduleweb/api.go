@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/schedule"
 	"github.com/commandbus/commandbus/server"
 )
@@ -76,12 +77,11 @@ func (e *Extension) create(w http.ResponseWriter, r *http.Request) {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	created, err := e.scheduler.Create(r.Context(), spec)
+	created, err := e.scheduler.Create(r.Context(), spec, commandbus.OperatorAction{Actor: server.Subject(r)})
 	if err != nil {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	e.m.Logger().Info("schedule created through the API", "schedule", created.Name, "schedule_id", created.ID, "actor", server.Subject(r))
 	server.WriteJSON(w, http.StatusCreated, created)
 }
 
@@ -168,12 +168,11 @@ func (e *Extension) patch(w http.ResponseWriter, r *http.Request) {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	updated, err := e.scheduler.Update(r.Context(), id, spec)
+	updated, err := e.scheduler.Update(r.Context(), id, spec, commandbus.OperatorAction{Actor: server.Subject(r)})
 	if err != nil {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	e.m.Logger().Info("schedule updated through the API", "schedule", updated.Name, "schedule_id", updated.ID, "actor", server.Subject(r))
 	server.WriteJSON(w, http.StatusOK, updated)
 }
 
@@ -183,11 +182,10 @@ func (e *Extension) remove(w http.ResponseWriter, r *http.Request) {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	if err := e.scheduler.Delete(r.Context(), id); err != nil {
+	if err := e.scheduler.Delete(r.Context(), id, commandbus.OperatorAction{Actor: server.Subject(r)}); err != nil {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	e.m.Logger().Info("schedule deleted through the API", "schedule_id", id, "actor", server.Subject(r))
 	w.WriteHeader(http.StatusNoContent)
 }
 
@@ -199,18 +197,36 @@ func (e *Extension) resume(w http.ResponseWriter, r *http.Request) {
 	e.setEnabled(w, r, e.scheduler.Resume)
 }
 
-func (e *Extension) setEnabled(w http.ResponseWriter, r *http.Request, act func(ctx context.Context, id uuid.UUID) (*schedule.Schedule, error)) {
+// ActionRequest is the optional body of pause, resume and trigger: why, for the audit log.
+type ActionRequest struct {
+	Reason string `json:"reason,omitempty"`
+}
+
+// operatorAction reads the optional body of an action: the token's subject acts, for the reason
+// given.
+func (e *Extension) operatorAction(w http.ResponseWriter, r *http.Request) (uuid.UUID, commandbus.OperatorAction, error) {
 	id, err := server.PathID(r)
 	if err != nil {
-		e.m.WriteError(w, r, err)
-		return
+		return uuid.Nil, commandbus.OperatorAction{}, err
 	}
-	s, err := act(r.Context(), id)
+	var body ActionRequest
+	if err := server.DecodeBody(w, r, &body); err != nil {
+		return uuid.Nil, commandbus.OperatorAction{}, err
+	}
+	return id, commandbus.OperatorAction{Actor: server.Subject(r), Reason: body.Reason}, nil
+}
+
+func (e *Extension) setEnabled(w http.ResponseWriter, r *http.Request, act func(ctx context.Context, id uuid.UUID, op commandbus.OperatorAction) (*schedule.Schedule, error)) {
+	id, op, err := e.operatorAction(w, r)
 	if err != nil {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	e.m.Logger().Info("schedule enabled or paused through the API", "schedule", s.Name, "schedule_id", s.ID, "enabled", s.Enabled, "actor", server.Subject(r))
+	s, err := act(r.Context(), id, op)
+	if err != nil {
+		e.m.WriteError(w, r, err)
+		return
+	}
 	server.WriteJSON(w, http.StatusOK, s)
 }
 
@@ -221,12 +237,12 @@ type Triggered struct {
 }
 
 func (e *Extension) trigger(w http.ResponseWriter, r *http.Request) {
-	id, err := server.PathID(r)
+	id, op, err := e.operatorAction(w, r)
 	if err != nil {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	execID, err := e.scheduler.Trigger(r.Context(), id)
+	execID, err := e.scheduler.Trigger(r.Context(), id, op)
 	if err != nil {
 		e.m.WriteError(w, r, err)
 		return
@@ -236,7 +252,6 @@ func (e *Extension) trigger(w http.ResponseWriter, r *http.Request) {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	e.m.Logger().Info("schedule triggered through the API", "schedule", s.Name, "schedule_id", s.ID, "execution_id", execID, "actor", server.Subject(r))
 	server.WriteJSON(w, http.StatusOK, Triggered{ExecutionID: execID, Schedule: s})
 }
 

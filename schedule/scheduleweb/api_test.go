@@ -178,9 +178,14 @@ func TestSchedulesAPI(t *testing.T) {
 		status, body = f.call(t, "PATCH", "/api/schedules/"+created.ID, map[string]any{"fixedRate": "-5s"}, operatorToken)
 		require.Equal(t, http.StatusBadRequest, status, string(body))
 
-		status, body = f.call(t, "POST", "/api/schedules/"+created.ID+"/pause", nil, operatorToken)
+		status, body = f.call(t, "POST", "/api/schedules/"+created.ID+"/pause", map[string]any{"reason": "maintenance window"}, operatorToken)
 		require.Equal(t, http.StatusOK, status, string(body))
 		require.False(t, decode[scheduleJSON](t, body).Enabled)
+		audit, err := f.exec.AuditLogList(context.Background(), &driver.AuditLogListParams{EntityType: schedule.AuditEntity, EntityID: created.ID})
+		require.NoError(t, err)
+		require.Equal(t, "SCHEDULE_PAUSED", audit[0].Action, "newest first")
+		require.Equal(t, "alice@ops", audit[0].Actor, "the token's subject")
+		require.Equal(t, "maintenance window", audit[0].Reason)
 		status, body = f.call(t, "POST", "/api/schedules/"+created.ID+"/trigger", nil, operatorToken)
 		require.Equal(t, http.StatusOK, status, string(body))
 		triggered := decode[struct {

@@ -84,9 +84,6 @@ func (e *Extension) scheduleAction(w http.ResponseWriter, r *http.Request) {
 		{Label: "Starts", Value: s.Model + " " + s.Type},
 		{Label: "Trigger", Value: describe(s)},
 	}}
-	log := func(op commandbus.OperatorAction, what string) {
-		e.m.Logger().Info("schedule "+what+" in the console", "schedule", s.Name, "schedule_id", s.ID, "actor", op.Actor, "reason", op.Reason)
-	}
 	switch r.PathValue("action") {
 	case "pause":
 		spec.Title, spec.Submit = "Pause schedule "+s.Name, "Pause"
@@ -96,8 +93,7 @@ func (e *Extension) scheduleAction(w http.ResponseWriter, r *http.Request) {
 			spec.Unavailable = "This schedule is paused already."
 		}
 		spec.Run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
-			log(op, "paused")
-			_, err := e.scheduler.Pause(ctx, id)
+			_, err := e.scheduler.Pause(ctx, id, op)
 			return err
 		}
 	case "resume":
@@ -108,8 +104,7 @@ func (e *Extension) scheduleAction(w http.ResponseWriter, r *http.Request) {
 			spec.Unavailable = "This schedule is running already."
 		}
 		spec.Run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
-			log(op, "resumed")
-			_, err := e.scheduler.Resume(ctx, id)
+			_, err := e.scheduler.Resume(ctx, id, op)
 			return err
 		}
 	case "trigger":
@@ -117,8 +112,7 @@ func (e *Extension) scheduleAction(w http.ResponseWriter, r *http.Request) {
 		spec.Description = "One execution of " + s.Model + " " + s.Type + " starts now with the schedule's input; the schedule's own ticks do not move."
 		spec.Done = "Schedule " + s.Name + " triggered."
 		spec.Run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
-			log(op, "triggered")
-			_, err := e.scheduler.Trigger(ctx, id)
+			_, err := e.scheduler.Trigger(ctx, id, op)
 			return err
 		}
 	default:

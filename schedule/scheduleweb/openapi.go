@@ -32,6 +32,7 @@ func schemas() map[string]any {
 		"Schedule":          server.SchemaOf[schedule.Schedule](),
 		"ScheduleTriggered": server.SchemaOf[Triggered](),
 		"JobLease":          server.SchemaOf[driver.JobLeaseRow](),
+		"ScheduleAction":    server.Annotate(server.RequestSchemaOf[ActionRequest](), map[string]map[string]any{"reason": {"description": "why; recorded in the audit log with the token's subject", "maxLength": 2000}}),
 	}
 }
 
@@ -68,12 +69,12 @@ func operations() []server.Operation {
 		{ID: "deleteSchedule", Method: "delete", Path: "/api/schedules/{id}", Summary: "Delete a schedule", Tag: "schedules", Operator: true,
 			Description: "The executions it started are not touched.", Params: []map[string]any{id},
 			Responses: object{"204": object{"description": "Deleted."}, "404": notFound}},
-		{ID: "pauseSchedule", Method: "post", Path: "/api/schedules/{id}/pause", Summary: "Pause a schedule", Tag: "schedules", Operator: true,
+		{ID: "pauseSchedule", Body: "ScheduleAction", Example: object{"reason": "Downstream maintenance window."}, Method: "post", Path: "/api/schedules/{id}/pause", Summary: "Pause a schedule", Tag: "schedules", Operator: true,
 			Params: []map[string]any{id}, Responses: object{"200": one("The paused schedule."), "404": notFound}},
-		{ID: "resumeSchedule", Method: "post", Path: "/api/schedules/{id}/resume", Summary: "Resume a paused schedule", Tag: "schedules", Operator: true,
+		{ID: "resumeSchedule", Body: "ScheduleAction", Example: object{"reason": "Downstream maintenance window."}, Method: "post", Path: "/api/schedules/{id}/resume", Summary: "Resume a paused schedule", Tag: "schedules", Operator: true,
 			Description: "Its ticks start again from now; those of the pause are not caught up.",
 			Params:      []map[string]any{id}, Responses: object{"200": one("The resumed schedule."), "404": notFound}},
-		{ID: "triggerSchedule", Method: "post", Path: "/api/schedules/{id}/trigger", Summary: "Start the schedule's execution now", Tag: "schedules", Operator: true,
+		{ID: "triggerSchedule", Body: "ScheduleAction", Example: object{"reason": "Downstream maintenance window."}, Method: "post", Path: "/api/schedules/{id}/trigger", Summary: "Start the schedule's execution now", Tag: "schedules", Operator: true,
 			Description: "One execution with the schedule's input, paused or not; the schedule's own ticks do not move.",
 			Params:      []map[string]any{id}, Responses: object{"200": server.JSONResponse("The execution started.", server.Ref("ScheduleTriggered")), "404": notFound}},
 		{ID: "listJobLeases", Method: "get", Path: "/api/job-leases", Summary: "Periodic jobs that run once across replicas: holder and next run", Tag: "schedules",
