@@ -142,7 +142,7 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 	if s.Scheduler, err = schedule.New(s.Runtime, schedule.Config{Passive: !*client.Config().Features.ProcessExecution}); err != nil {
 		return nil, err
 	}
-	if s.closeTransports, err = wireTransports(client, logger); err != nil {
+	if s.closeTransports, err = wireTransports(client, app.Runtime, logger); err != nil {
 		return nil, err
 	}
 	if err := client.Start(ctx); err != nil {

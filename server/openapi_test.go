@@ -239,7 +239,7 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 			})
 		}
 		for _, id := range []string{"submitPayment", "createBatch", "getPaymentStatus", "respondToNetworkResponse", "completeProcess", "listQueueDepths",
-			"listDefinitions", "startDefinition", "listExecutions", "signalExecution", "suspendExecution", "cancelExecutionTimer", "listExecutionTSQ",
+			"listDefinitions", "startDefinition", "listExecutions", "signalExecution", "suspendExecution", "cancelExecutionTimer", "listExecutionTSQ", "receiveEvent",
 			"listSchedules", "createSchedule", "updateSchedule", "deleteSchedule", "pauseSchedule", "resumeSchedule", "triggerSchedule", "listJobLeases"} {
 			require.True(t, seen[id], "%s is documented", id)
 		}
