@@ -3,6 +3,7 @@ package schedule_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
 	"github.com/commandbus/commandbus/schedule"
+	"github.com/commandbus/commandbus/workflow"
 )
 
 type report struct {
@@ -451,4 +453,39 @@ func TestOneStartPerTickAcrossThreeEngines(t *testing.T) {
 			ticks[tick] = true
 		}
 	}
+}
+
+// Ticks of a workflow start in batches (orchestration.BatchStarter): one pass starts every due
+// schedule's execution, each with its derived id and the schedule's input.
+func TestWorkflowTicksStartInBatches(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		clk := clock.NewFake(t0)
+		noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
+		f := newFixture(t, drv, fixtureOptions{clock: clk, declare: func(rt *orchestration.Runtime) {
+			_, err := workflow.Register(rt, workflow.New("NightlyReport", 1).Step("build", noop))
+			require.NoError(t, err)
+		}})
+		var ids []uuid.UUID
+		for i := range 7 {
+			s, err := f.sched.Create(ctx, schedule.Spec{Name: fmt.Sprintf("wf-%d", i), Model: workflow.Model, Type: "NightlyReport",
+				FixedRate: time.Minute, Input: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}, ops)
+			require.NoError(t, err)
+			ids = append(ids, s.ID)
+		}
+		n, err := f.sched.RunDue(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 7, n)
+		for i, id := range ids {
+			x, err := f.exec.ExecutionGet(ctx, schedule.TickExecutionID(id, t0))
+			require.NoError(t, err, "schedule %d started its tick's execution", i)
+			require.Equal(t, "NightlyReport", x.Type)
+			require.Equal(t, fmt.Sprintf("wf-%d", i), x.BusinessKey)
+			require.JSONEq(t, fmt.Sprintf(`{"n":%d}`, i), string(x.State))
+		}
+		n, err = f.sched.RunDue(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n)
+	})
 }
