@@ -45,7 +45,7 @@ func openScheduler(cmd *cobra.Command, db *DatabaseFlags, cfg Config) (*schedule
 
 func newSchedulesListCommand(cfg Config) *cobra.Command {
 	var db DatabaseFlags
-	var asJSON bool
+	var output outputFlag
 	var limit int
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -64,7 +64,7 @@ func newSchedulesListCommand(cfg Config) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return writeList(cmd.OutOrStdout(), asJSON, list, "no schedule",
+			return writeList(cmd.OutOrStdout(), &output, list, "no schedule",
 				"ID\tNAME\tTARGET\tTRIGGER\tENABLED\tNEXT FIRE\tLAST FIRE\tLAST STATUS", func(v *schedule.Schedule) string {
 					return fmt.Sprintf("%s\t%s\t%s %s\t%s\t%t\t%s\t%s\t%s", v.ID, v.Name, v.Model, v.Type, describeTrigger(v), v.Enabled,
 						formatTimePtr(v.NextFireAt), formatTimePtr(v.LastFireAt), joinNonEmpty(": ", v.LastStatus, truncate(v.LastError, 40)))
@@ -73,7 +73,7 @@ func newSchedulesListCommand(cfg Config) *cobra.Command {
 	}
 	db.Register(cmd, "")
 	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	output.register(cmd)
 	return cmd
 }
 
