@@ -138,12 +138,19 @@ func TestSchedulesPageInBrowser(t *testing.T) {
 		p.click("button[type=submit].button-primary")
 		p.waitText(".flash-success", "Signed in as")
 
+		require.Eventually(t, func() bool { // the client's maintenance takes its jobs' rows as it starts
+			jobs, err := client.Driver().Executor().JobLeaseList(ctx)
+			require.NoError(t, err)
+			return len(jobs) > 0
+		}, 30*time.Second, 20*time.Millisecond)
 		p.visit("/schedules")
 		row := `tr[data-name="` + payments.DailyRunSchedule + `"]`
 		require.Contains(t, p.text(row), "cron 0 0 6 * * * (Europe/London)")
 		require.Contains(t, p.text(row), payments.TypeDailyRun)
 		require.Contains(t, p.text(row+" .next-fire"), "2026-11-24", "the next fire time shows")
 		require.Contains(t, p.text(`nav`), "Schedules")
+		require.Contains(t, p.text(`#jobs-table tr[data-job="stale-work-report"]`), "stale-work-report",
+			"the periodic jobs' leased rows show, with their next run")
 
 		p.click(row + ` a[href$="/pause"]`)
 		require.Contains(t, p.text("h1"), "Pause schedule "+payments.DailyRunSchedule)

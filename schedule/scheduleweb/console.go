@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/schedule"
 	"github.com/commandbus/commandbus/server"
 )
@@ -30,6 +31,8 @@ func (e *Extension) mountConsole(m *server.Mount) error {
 
 type schedulesData struct {
 	Items []*scheduleRow
+	// Jobs are the periodic jobs that run once per interval across replicas (their leased rows).
+	Jobs []*driver.JobLeaseRow
 }
 
 type scheduleRow struct {
@@ -62,6 +65,10 @@ func (e *Extension) schedulesPage(w http.ResponseWriter, r *http.Request) {
 	d := schedulesData{Items: make([]*scheduleRow, 0, len(list))}
 	for _, s := range list {
 		d.Items = append(d.Items, &scheduleRow{Schedule: s, Trigger: describe(s)})
+	}
+	if d.Jobs, err = e.scheduler.JobLeases(r.Context()); err != nil {
+		e.m.Failed(w, r, err)
+		return
 	}
 	p := e.m.NewPage(w, r, "Schedules", "schedules")
 	p.Data = d
