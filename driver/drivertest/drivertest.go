@@ -78,6 +78,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"DLQ", exerciseDLQ},
 		{"TccBarrier", exerciseTccBarrier},
 		{"CommandDelivery", exerciseCommandDelivery},
+		{"Schedules", exerciseSchedules},
 	}
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {
