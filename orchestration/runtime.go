@@ -127,6 +127,9 @@ type InstanceJSON struct {
 	*cbtype.ExecutionRow
 	Log        []*cbtype.ExecutionLogEntry `json:"log"`
 	Attributes map[string]string           `json:"attributes,omitempty"`
+	// Result is the model's view of the execution's outcome (a saga's per-step outcomes and
+	// compensations, a TCC's phases per participant), nil for models that have none.
+	Result any `json:"result,omitempty"`
 }
 
 // Config tunes a runtime. Zero fields take the client's configuration (its process.* keys).

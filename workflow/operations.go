@@ -27,9 +27,9 @@ func (m *Manager) acquireFor(ctx context.Context, id uuid.UUID, action commandbu
 		return nil, err
 	}
 	row := lease.Row
-	if row.Model != Model || row.Type != m.def.id {
+	if row.Model != m.model || row.Type != m.def.id {
 		_ = lease.Release(ctx)
-		return nil, fmt.Errorf("%w: execution %s is a %s %q, not workflow %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.def.id)
+		return nil, fmt.Errorf("%w: execution %s is a %s %q, not %s %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.model, m.def.id)
 	}
 	if !allowed(row.Status) {
 		_ = lease.Release(ctx)
@@ -135,8 +135,8 @@ func (m *Manager) CompleteOverride(ctx context.Context, id uuid.UUID, stateOverr
 // execution on from there; for an execution parked with COMPENSATION_FAILED it gives up the
 // named step's compensation instead.
 func (m *Manager) Skip(ctx context.Context, id uuid.UUID, step string, result json.RawMessage, action commandbus.OperatorAction) error {
-	if m.steps[step] == nil {
-		return &commandbus.ValidationError{Field: "step", Message: fmt.Sprintf("workflow %q has no step %q", m.def.id, step)}
+	if m.steps[step] == nil && !m.mayBeInstance(step) {
+		return &commandbus.ValidationError{Field: "step", Message: fmt.Sprintf("%s %q has no step %q", m.model, m.def.id, step)}
 	}
 	if len(result) > 0 && !json.Valid(result) {
 		return &commandbus.ValidationError{Field: "result", Message: "not valid JSON"}
@@ -166,4 +166,15 @@ func (m *Manager) Skip(ctx context.Context, id uuid.UUID, step string, result js
 		lease.Row.Status = driver.ExecutionExecuting
 	}
 	return m.run(ctx, lease, []*driver.ExecutionLogEntry{entry})
+}
+
+// mayBeInstance reports whether step names an instance of an expanded step (its id followed by
+// ":key" or "#n"); whether the execution has that instance is known once it is leased.
+func (m *Manager) mayBeInstance(step string) bool {
+	for _, s := range m.def.steps {
+		if s.expand != nil && len(step) > len(s.id)+1 && step[:len(s.id)] == s.id && (step[len(s.id)] == ':' || step[len(s.id)] == '#') {
+			return true
+		}
+	}
+	return false
 }

@@ -197,7 +197,7 @@ func signalResult(sig *driver.ExecutionSignalRow) json.RawMessage {
 func (w *walk) absorb() error {
 	var gates, timers, children, commands []*stepDef
 	gateTimeouts := false
-	for _, s := range w.m.def.steps {
+	for _, s := range w.p.order {
 		if r := w.f.steps[s.id]; r == nil || r.status != statusWaiting {
 			continue
 		}
@@ -237,7 +237,7 @@ func (w *walk) absorb() error {
 			return fmt.Errorf("reading expired waits: %w", err)
 		}
 		for _, wait := range expired {
-			s := w.m.steps[wait.WaitID]
+			s := w.p.steps[wait.WaitID]
 			if s == nil || w.f.steps[s.id].status != statusWaiting {
 				continue
 			}
@@ -269,7 +269,7 @@ func (w *walk) absorb() error {
 			return fmt.Errorf("reading due timers: %w", err)
 		}
 		for _, t := range due {
-			if s := w.m.steps[t.TimerID]; s != nil && s.kind == kindTimer && w.f.steps[s.id].status == statusWaiting {
+			if s := w.p.steps[t.TimerID]; s != nil && s.kind == kindTimer && w.f.steps[s.id].status == statusWaiting {
 				w.record(&outcome{step: s.id, attempt: 1, started: t.CreatedAt, result: json.RawMessage(`{"fired":true}`),
 					ops: waitOps{fire: []string{t.TimerID}}})
 			}
