@@ -43,10 +43,14 @@ type Result struct {
 	FailedSteps        []string `json:"failedSteps,omitempty"`
 	CompensatedSteps   []string `json:"compensatedSteps,omitempty"`
 	CompensationFailed []string `json:"compensationFailed,omitempty"`
-	// FirstErrorStep is the first step that failed for good, with its error.
+	// FirstErrorStep is the first step that failed for good, with its error code and message.
 	FirstErrorStep string `json:"firstErrorStep,omitempty"`
-	ErrorCode      string `json:"errorCode,omitempty"`
-	Error          string `json:"error,omitempty"`
+	FirstErrorCode string `json:"firstErrorCode,omitempty"`
+	FirstError     string `json:"firstError,omitempty"`
+	// ErrorCode and Error are the execution's: the failure that started the compensations, or
+	// why it waits in the troubleshooting queue (COMPENSATION_FAILED naming the compensations).
+	ErrorCode string `json:"errorCode,omitempty"`
+	Error     string `json:"error,omitempty"`
 }
 
 // StepOutcome is one step's outcome.
@@ -76,7 +80,8 @@ func (r *Result) Step(id string) (StepOutcome, bool) {
 // ResultOf builds the Result of an execution from its stored view.
 func ResultOf(inst *Instance) *Result {
 	r := &Result{Saga: inst.Type, ExecutionID: inst.ID, Status: string(inst.Status), Success: inst.Status == driver.ExecutionCompleted,
-		StartedAt: inst.CreatedAt, CompletedAt: inst.CompletedAt, Steps: map[string]StepOutcome{}, ErrorCode: inst.ErrorCode}
+		StartedAt: inst.CreatedAt, CompletedAt: inst.CompletedAt, Steps: map[string]StepOutcome{}, ErrorCode: inst.ErrorCode,
+		Error: inst.ErrorMessage}
 	type comp struct {
 		id    string
 		order int
@@ -115,12 +120,9 @@ func ResultOf(inst *Instance) *Result {
 	}
 	for _, e := range inst.Log {
 		if e.EntryType == "STEP" && e.StepStatus == "FAILED" {
-			r.FirstErrorStep, r.ErrorCode, r.Error = e.Name, e.ErrorCode, e.ErrorMessage
+			r.FirstErrorStep, r.FirstErrorCode, r.FirstError = e.Name, e.ErrorCode, e.ErrorMessage
 			break
 		}
-	}
-	if r.FirstErrorStep == "" && inst.ErrorMessage != "" {
-		r.Error = inst.ErrorMessage
 	}
 	return r
 }

@@ -85,7 +85,7 @@ func (m *Manager) compensate(ctx context.Context, lease *execution.Lease, f *fol
 			switch e.StepStatus {
 			case statusCompleted:
 				f.compNext++
-				r.compOrder = f.compNext
+				r.compOrder, r.compErr = f.compNext, ""
 			case statusFailed:
 				r.compAttempts++
 				r.compErr = e.ErrorMessage

@@ -126,21 +126,21 @@ func (sc *StepContext) Result(step string, v any) error {
 
 // stepRecord is one step's outcome as the log tells it.
 type stepRecord struct {
-	status    string // "", COMPLETED, SKIPPED, FAILED, RETRY_SCHEDULED
-	attempts  int    // failed attempts since the last operator retry
-	result    json.RawMessage
-	retryAt   time.Time
-	order     int // completion order, for compensations
-	errCode   string
-	errMsg    string
-	compStat  string    // COMPLETED, FAILED or RETRY_SCHEDULED once its compensation ran
+	status   string // "", COMPLETED, SKIPPED, FAILED, RETRY_SCHEDULED
+	attempts int    // failed attempts since the last operator retry
+	result   json.RawMessage
+	retryAt  time.Time
+	order    int // completion order, for compensations
+	errCode  string
+	errMsg   string
+	compStat string // COMPLETED, FAILED or RETRY_SCHEDULED once its compensation ran
 	// compAttempts counts the compensation's failed attempts since the last operator retry;
 	// compRetryAt is when a scheduled one is due; compErr the last failure.
 	compAttempts int
 	compRetryAt  time.Time
 	compErr      string
-	compOrder    int // the order in which compensations ended, from 1
-	commandID uuid.UUID // the command a waiting command step's current attempt sent
+	compOrder    int       // the order in which compensations ended, from 1
+	commandID    uuid.UUID // the command a waiting command step's current attempt sent
 }
 
 func (r *stepRecord) done() bool { return r.status == statusCompleted || r.status == statusSkipped }
@@ -230,7 +230,7 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 			switch e.StepStatus {
 			case statusCompleted:
 				f.compNext++
-				r.compOrder = f.compNext
+				r.compOrder, r.compErr = f.compNext, ""
 			case statusFailed:
 				r.compAttempts++
 				r.compErr = e.ErrorMessage
