@@ -307,7 +307,7 @@ func (w *walk) record(o *outcome) {
 		entry.StepStatus, entry.StartedAt, entry.Reason = statusSkipped, nil, "condition false"
 		r.status, r.order = statusSkipped, w.f.next
 		w.f.next++
-		m.logger.Info("workflow step skipped", "execution_id", w.lease.Row.ID, "step", o.step)
+		m.logger.Info("step skipped", "execution_id", w.lease.Row.ID, "step", o.step)
 	case o.err == nil:
 		entry.StepStatus, entry.Response = statusCompleted, o.result
 		r.status, r.result, r.order = statusCompleted, o.result, w.f.next
@@ -471,7 +471,7 @@ func (m *Manager) dryRun(ctx context.Context, lease *execution.Lease, f *folded,
 
 // park moves an execution to the troubleshooting queue.
 func (m *Manager) park(ctx context.Context, lease *execution.Lease, entries []*driver.ExecutionLogEntry, step, code, message string) error {
-	m.logger.Warn("workflow execution parked in the troubleshooting queue", "execution_id", lease.Row.ID, "step", step, "code", code, "error", message)
+	m.logger.Warn("execution parked in the troubleshooting queue", "execution_id", lease.Row.ID, "step", step, "code", code, "error", message)
 	cp := lease.Base()
 	cp.Status, cp.Release, cp.Step, cp.ErrorCode, cp.ErrorMessage, cp.Log = driver.ExecutionWaitingForTSQ, true, step, code, message, entries
 	cp.NextRetryAt = nil
@@ -485,7 +485,7 @@ func (m *Manager) deadline(ctx context.Context, lease *execution.Lease) error {
 	if action == "" {
 		action = DeadlineTSQ
 	}
-	m.logger.Warn("workflow deadline passed", "execution_id", lease.Row.ID, "action", action, "status", lease.Row.Status)
+	m.logger.Warn("deadline passed", "execution_id", lease.Row.ID, "action", action, "status", lease.Row.Status)
 	entry := &driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: "deadline", StepStatus: string(action),
 		ErrorCode: commandbus.CodeDeadlineExceeded, ErrorMessage: message}
 	switch action {
@@ -508,7 +508,7 @@ func (m *Manager) deadline(ctx context.Context, lease *execution.Lease) error {
 
 // abandon lets go of an execution the run could not handle; the next poll retries it.
 func (m *Manager) abandon(ctx context.Context, lease *execution.Lease, err error) error {
-	m.logger.Warn("workflow run abandoned; it will be retried", "execution_id", lease.Row.ID, "error", err)
+	m.logger.Warn("run abandoned; it will be retried", "execution_id", lease.Row.ID, "error", err)
 	_ = lease.Release(ctx)
 	return err
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/cli"
+	"github.com/commandbus/commandbus/examples/fulfilment"
 	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/orchestration"
@@ -18,7 +19,7 @@ var cliConfig = cli.Config{
 }
 
 // registerModels creates the client's runtime with every model this binary runs: the payments
-// platform's processes (its simulator off) and the onboarding workflow.
+// platform's processes (its simulator off), the onboarding workflow and the fulfilment saga.
 func registerModels(client *commandbus.Client) (*orchestration.Runtime, error) {
 	rt, err := orchestration.New(client, orchestration.Config{})
 	if err != nil {
@@ -28,6 +29,9 @@ func registerModels(client *commandbus.Client) (*orchestration.Runtime, error) {
 		return nil, err
 	}
 	if _, err := onboarding.Register(rt); err != nil {
+		return nil, err
+	}
+	if _, err := fulfilment.NewShop(fulfilment.DemoStock()).Register(rt); err != nil {
 		return nil, err
 	}
 	return rt, nil

@@ -59,6 +59,10 @@ func NewShop(stock map[string]int) *Shop {
 	return s
 }
 
+// DemoStock is the stock the demo binary's shop opens with: plenty of mugs and tees, two caps
+// (an order of three caps shows an item out of stock).
+func DemoStock() map[string]int { return map[string]int{"MUG": 1000, "TEE": 1000, "CAP": 2} }
+
 // Stock returns the units of sku in stock.
 func (s *Shop) Stock(sku string) int {
 	s.mu.Lock()
