@@ -73,6 +73,9 @@ type Definition struct {
 	// Topology is the DAG of a declarative model (nil for a process, whose code is its
 	// definition): layers in dependency order, and edges.
 	Topology *Topology `json:"topology,omitempty"`
+	// CompensationPolicy is how a saga runs its compensations (STRICT_SEQUENTIAL, ...); empty
+	// for models without one.
+	CompensationPolicy string `json:"compensationPolicy,omitempty"`
 }
 
 // Topology is a definition's DAG: layers (every step's dependencies are in earlier layers) and

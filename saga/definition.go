@@ -88,6 +88,12 @@ func Timeout(d time.Duration) StepOption {
 	return func(c *stepConfig) { c.wf = append(c.wf, workflow.Timeout(d)) }
 }
 
+// When runs the step only if cond holds once its dependencies are done; otherwise the step is
+// recorded SKIPPED (nothing to compensate) and its dependants go on.
+func When(cond func(sc *StepContext) bool) StepOption {
+	return func(c *stepConfig) { c.wf = append(c.wf, workflow.When(cond)) }
+}
+
 // Compensate sets the step's compensation, run when the saga unwinds after the step completed.
 func Compensate(fn CompensateFunc) StepOption {
 	return func(c *stepConfig) { c.wf = append(c.wf, workflow.Compensate(fn)) }

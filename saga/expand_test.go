@@ -12,6 +12,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/clock"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/saga"
 )
 
@@ -127,4 +128,38 @@ func TestExpandEach(t *testing.T) {
 			require.Contains(t, r.Error, `instance "reserve:SKU-1" is not unique`)
 		})
 	})
+}
+
+// The definition describes its policy and its steps' compensation settings; a step whose
+// condition does not hold is skipped and has nothing to compensate.
+func TestDescribeAndConditionalSteps(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	client, rt := newRuntime(t, dbtest.SQLite(t), testConfig(t, clock.NewFake(testStart)))
+	j := &journal{}
+	def := saga.New("described", 1).Policy(saga.CircuitBreaker).
+		Step("reserve", okStep(j), saga.ExpandEach(lineItems, nil), saga.Compensate(undo(j))).
+		Step("charge", okStep(j), saga.DependsOn("reserve"), saga.Compensate(undo(j)), saga.Critical()).
+		Step("gift", okStep(j), saga.DependsOn("charge"), saga.Compensate(undo(j)),
+			saga.When(func(sc *saga.StepContext) bool { return false })).
+		Step("ship", failBusiness(j), saga.DependsOn("gift"))
+	m, err := saga.Register(rt, def)
+	require.NoError(t, err)
+	d := orchestration.Describe(m)
+	require.Equal(t, "saga", d.Model)
+	require.Equal(t, "CIRCUIT_BREAKER", d.CompensationPolicy)
+	steps := map[string]orchestration.StepInfo{}
+	for _, s := range orchestration.StepsOf(m) {
+		steps[s.ID] = s
+	}
+	require.True(t, steps["reserve"].ExpandEach)
+	require.True(t, steps["charge"].CompensationCritical)
+	require.True(t, steps["gift"].Conditional)
+	start(t, client)
+	id, err := m.Start(ctx, order{Items: []lineItem{{"SKU-1", 1}}})
+	require.NoError(t, err)
+	r := waitStatus(t, m, id, driver.ExecutionCompensated)
+	require.Equal(t, saga.StepSkipped, r.Steps["gift"].Status)
+	require.Equal(t, []string{"charge", "reserve#0"}, r.CompensatedSteps)
+	require.Zero(t, j.n("undo:gift"))
 }

@@ -350,8 +350,12 @@ func (m *Manager) GetJSON(ctx context.Context, id uuid.UUID) (*orchestration.Ins
 
 // Describe implements orchestration.Describer: the definition with its topology.
 func (m *Manager) Describe() orchestration.Definition {
-	return orchestration.Definition{Model: m.model, Type: m.def.id, Domain: m.def.domain, Version: m.def.version,
+	d := orchestration.Definition{Model: m.model, Type: m.def.id, Domain: m.def.domain, Version: m.def.version,
 		Description: m.def.description, Topology: m.topo}
+	if m.model != Model {
+		d.CompensationPolicy = m.flow.Policy // a model built on this runner that chose one
+	}
+	return d
 }
 
 // StartJSON implements orchestration.Starter.
