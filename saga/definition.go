@@ -194,6 +194,13 @@ func (d *Definition) LayerConcurrency(n int) *Definition { d.wf.LayerConcurrency
 // DefaultRetry sets the retry policy of steps that set none.
 func (d *Definition) DefaultRetry(p RetryPolicy) *Definition { d.wf.DefaultRetry(p); return d }
 
+// Timeout sets the saga's deadline, counted from its start: a saga still running past it
+// compensates what completed and ends COMPENSATED with DEADLINE_EXCEEDED.
+func (d *Definition) Timeout(t time.Duration) *Definition {
+	d.wf.Timeout(t).OnDeadline(workflow.DeadlineCompensate)
+	return d
+}
+
 // Policy sets the compensation policy (default StrictSequential).
 func (d *Definition) Policy(p CompensationPolicy) *Definition { d.policy = p; return d }
 

@@ -350,3 +350,32 @@ func TestCompensateOn(t *testing.T) {
 		require.Equal(t, 2, r.Steps["credit"].Attempts)
 	})
 }
+
+// A saga still running past its timeout compensates what completed.
+func TestSagaTimeoutCompensates(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		fake := clock.NewFake(testStart)
+		client, rt := newRuntime(t, drv, testConfig(t, fake))
+		j := &journal{}
+		stuck := func(ctx context.Context, sc *saga.StepContext) (any, error) {
+			j.add("do:" + sc.Step)
+			return nil, commandbus.Transient(errors.New("the bank is closed for the night"))
+		}
+		m, err := saga.Register(rt, saga.New("timed", 1).Timeout(10*time.Minute).
+			Step("debit", okStep(j), saga.Compensate(undo(j))).
+			Step("credit", stuck, saga.DependsOn("debit"), saga.Retry(saga.RetryPolicy{MaxAttempts: 5, InitialDelay: time.Hour, MaxDelay: 2 * time.Hour})))
+		require.NoError(t, err)
+		start(t, client)
+		id, err := m.Start(ctx, nil)
+		require.NoError(t, err)
+		waitStatus(t, m, id, driver.ExecutionWaitingForRetry)
+		fake.Advance(11 * time.Minute)
+		r := waitStatus(t, m, id, driver.ExecutionCompensated)
+		require.Equal(t, commandbus.CodeDeadlineExceeded, r.ErrorCode)
+		require.Equal(t, []string{"debit"}, r.CompensatedSteps)
+		require.Equal(t, 1, j.n("do:credit"), "no retry ran after the deadline")
+		require.Equal(t, commandbus.CodeTransientFailure, r.Steps["credit"].ErrorCode, "an uncoded transient error is recorded as one")
+	})
+}

@@ -316,9 +316,15 @@ func (w *walk) record(o *outcome) {
 		class, code := commandbus.Classify(o.err, commandbus.ClassPermanent)
 		entry.ErrorCode, entry.ErrorMessage = code, o.err.Error()
 		if entry.ErrorCode == "" {
-			entry.ErrorCode = commandbus.CodePermanentFailure
-			if errors.Is(o.err, context.DeadlineExceeded) {
+			switch {
+			case errors.Is(o.err, context.DeadlineExceeded):
 				entry.ErrorCode = "TIMEOUT"
+			case class == commandbus.ClassTransient:
+				entry.ErrorCode = commandbus.CodeTransientFailure // an uncoded transient error is not a permanent one
+			case class == commandbus.ClassBusiness:
+				entry.ErrorCode = commandbus.CodeBusinessRule
+			default:
+				entry.ErrorCode = commandbus.CodePermanentFailure
 			}
 		}
 		r.attempts++
