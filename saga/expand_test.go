@@ -2,6 +2,7 @@ package saga_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -162,4 +163,38 @@ func TestDescribeAndConditionalSteps(t *testing.T) {
 	require.Equal(t, saga.StepSkipped, r.Steps["gift"].Status)
 	require.Equal(t, []string{"charge", "reserve#0"}, r.CompensatedSteps)
 	require.Zero(t, j.n("undo:gift"))
+}
+
+// An instance that fails permanently parks the saga; the operator skips that instance by its id
+// and the saga goes on.
+func TestSkipAnExpandedInstance(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		client, rt := newRuntime(t, drv, testConfig(t, clock.NewFake(testStart)))
+		j := &journal{}
+		reserve := func(ctx context.Context, sc *saga.StepContext) (any, error) {
+			j.add("do:" + sc.Step)
+			if sc.ItemKey() == "SKU-2" {
+				return nil, commandbus.Permanent("DISCONTINUED", errors.New("SKU-2 is discontinued"))
+			}
+			return nil, nil
+		}
+		m, err := saga.Register(rt, saga.New("skip-instance", 1).
+			Step("reserve", reserve, saga.ExpandEach(lineItems, func(it lineItem) string { return it.SKU })).
+			Step("charge", okStep(j), saga.DependsOn("reserve")))
+		require.NoError(t, err)
+		start(t, client)
+		id, err := m.Start(ctx, order{Items: []lineItem{{"SKU-1", 1}, {"SKU-2", 1}}})
+		require.NoError(t, err)
+		r := waitStatus(t, m, id, driver.ExecutionWaitingForTSQ)
+		require.Equal(t, "DISCONTINUED", r.ErrorCode)
+		var ve *commandbus.ValidationError
+		require.ErrorAs(t, m.Skip(ctx, id, "ghost", nil, operator), &ve)
+		require.ErrorIs(t, m.Skip(ctx, id, "reserve:SKU-9", nil, operator), commandbus.ErrInvalidState)
+		require.NoError(t, m.Skip(ctx, id, "reserve:SKU-2", json.RawMessage(`{"substituted":"SKU-3"}`), operator))
+		r = waitStatus(t, m, id, driver.ExecutionCompleted)
+		require.JSONEq(t, `{"substituted":"SKU-3"}`, string(r.Steps["reserve:SKU-2"].Result))
+		require.Equal(t, 1, j.n("do:charge"))
+	})
 }
