@@ -1,4 +1,4 @@
-package server_test
+package console_test
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
-	. "github.com/commandbus/commandbus/server"
+	"github.com/commandbus/commandbus/server/console"
 )
 
 // The console in a real browser: headless Debian Chromium driven by chromedp against a real
@@ -639,7 +639,7 @@ func browserScreenshots(t *testing.T, f *consoleFixture, browser context.Context
 
 	tb := f.openTab(t, browser, operatorToken)
 	tb.viewport(1366, 900)
-	eventually(t, 10*time.Second, "a few samples for the charts", func() bool { return ExportSampleCount(f.server) >= 5 })
+	eventually(t, 10*time.Second, "a few samples for the charts", func() bool { return console.ExportSampleCount(f.server.Console()) >= 5 })
 	shoot(tb, "overview", "/")
 	shoot(tb, "batches", "/batches")
 	shoot(tb, "batch", "/batches/"+batch.ID.String())

@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/input"
 	"github.com/commandbus/commandbus/process"
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
 // Every operator action goes through one flow: a GET shows a confirmation page that says what
@@ -42,8 +43,8 @@ type Fact struct {
 	Href  string
 }
 
-// ActionPage describes one operator action on one item for the confirmation flow (Mount.Act):
-// what it does, to what, the fields it asks for besides the reason, and Run, which does it.
+// ActionPage describes one operator action on one item for the confirmation flow (Act): what
+// it does, to what, the fields it asks for besides the reason, and Run, which does it.
 type ActionPage struct {
 	Nav         string
 	Title       string
@@ -96,7 +97,7 @@ func returnTo(r *http.Request, fallback string) string {
 }
 
 // act runs the confirmation flow of spec.
-func (c *console) act(w http.ResponseWriter, r *http.Request, spec *ActionPage) {
+func (c *Console) act(w http.ResponseWriter, r *http.Request, spec *ActionPage) {
 	data := &confirmData{ActionPage: spec, Action: r.URL.Path, Errors: map[string]string{}}
 	if r.Method != http.MethodPost {
 		c.renderConfirm(w, r, http.StatusOK, data)
@@ -125,7 +126,7 @@ func (c *console) act(w http.ResponseWriter, r *http.Request, spec *ActionPage) 
 		c.renderConfirm(w, r, http.StatusUnprocessableEntity, data)
 		return
 	}
-	err := spec.Run(r.Context(), commandbus.OperatorAction{Actor: subject(r), Reason: data.Reason}, form)
+	err := spec.Run(r.Context(), commandbus.OperatorAction{Actor: httpx.Subject(r), Reason: data.Reason}, form)
 	if err == nil {
 		c.redirectWith(w, r, spec.Return, "success", spec.Done)
 		return
@@ -134,13 +135,13 @@ func (c *console) act(w http.ResponseWriter, r *http.Request, spec *ActionPage) 
 }
 
 // actionError puts an action's error on the form and returns the status to answer with.
-func (c *console) actionError(r *http.Request, err error, data *confirmData) int {
+func (c *Console) actionError(r *http.Request, err error, data *confirmData) int {
 	known := map[string]bool{"reason": true}
 	for _, f := range data.Fields {
 		known[f.Name] = true
 	}
 	fields := 0
-	for _, e := range flatten(err) {
+	for _, e := range httpx.Flatten(err) {
 		var v *commandbus.ValidationError
 		if !errors.As(e, &v) {
 			continue
@@ -160,7 +161,7 @@ func (c *console) actionError(r *http.Request, err error, data *confirmData) int
 		data.FormError = "A runner is working on this right now. Wait a moment and submit again."
 		return http.StatusConflict
 	case errors.Is(err, errNotApplied):
-		c.logger.Error("console: an action was accepted but did not take effect", "path", r.URL.Path, "actor", subject(r), "error", err)
+		c.logger.Error("console: an action was accepted but did not take effect", "path", r.URL.Path, "actor", httpx.Subject(r), "error", err)
 		data.FormError = "The action did not take effect: " + strings.TrimPrefix(err.Error(), errNotApplied.Error()+": ") +
 			". Look at the process's log before trying again."
 		return http.StatusConflict
@@ -175,12 +176,12 @@ func (c *console) actionError(r *http.Request, err error, data *confirmData) int
 		data.FormError = "Not found: " + err.Error()
 		return http.StatusNotFound
 	}
-	c.logger.Error("console: action failed", "path", r.URL.Path, "actor", subject(r), "error", err)
+	c.logger.Error("console: action failed", "path", r.URL.Path, "actor", httpx.Subject(r), "error", err)
 	data.FormError = "The action failed: " + err.Error()
 	return http.StatusInternalServerError
 }
 
-func (c *console) renderConfirm(w http.ResponseWriter, r *http.Request, status int, data *confirmData) {
+func (c *Console) renderConfirm(w http.ResponseWriter, r *http.Request, status int, data *confirmData) {
 	p := c.newPage(w, r, data.Title, data.Nav)
 	p.Data = data
 	c.render(w, r, status, "confirm.html", p)
@@ -192,7 +193,7 @@ var errNotApplied = errors.New("the action did not take effect")
 
 // checkCancelled reads a process back after a cancellation: it must be CANCELLED, or
 // COMPENSATING on its way there.
-func (c *console) checkCancelled(ctx context.Context, id uuid.UUID) error {
+func (c *Console) checkCancelled(ctx context.Context, id uuid.UUID) error {
 	row, err := c.client.Driver().Executor().ExecutionGet(ctx, id)
 	if err != nil {
 		return err

@@ -1,4 +1,4 @@
-package server_test
+package console_test
 
 import (
 	"bytes"
@@ -18,6 +18,7 @@ import (
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	. "github.com/commandbus/commandbus/server"
+	"github.com/commandbus/commandbus/server/console"
 )
 
 // Sign-in, sessions, roles and CSRF, without a browser.
@@ -185,11 +186,11 @@ func TestConsolePages(t *testing.T) {
 		require.Contains(t, body, "Enter a batch id")
 
 		for path, regions := range map[string][]string{
-			"/live/overview":                                ExportOverviewRegions,
+			"/live/overview":                                console.ExportOverviewRegions,
 			"/live/batches":                                 {"batches-table"},
 			"/live/batches/" + batch.ID.String():            {"batch-progress", "batch-items"},
 			"/live/payments/" + stuck.PaymentID.String():    {"payment-status", "payment-timeline"},
-			"/live/processes/" + stuck.ExecutionID.String(): ExportProcessRegions,
+			"/live/processes/" + stuck.ExecutionID.String(): console.ExportProcessRegions,
 		} {
 			resp, body := op.get(path)
 			require.Equal(t, http.StatusOK, resp.StatusCode, path)
@@ -364,7 +365,7 @@ func TestConsoleCloseStopsSampler(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv, err := New(Config{Client: client, Tokens: testTokens, ConsoleSampleInterval: 10 * time.Millisecond})
 	require.NoError(t, err)
-	eventually(t, 5*time.Second, "a sample", func() bool { return ExportSampleCount(srv) > 1 })
+	eventually(t, 5*time.Second, "a sample", func() bool { return console.ExportSampleCount(srv.Console()) > 1 })
 	require.NoError(t, srv.Close())
 	require.NoError(t, srv.Close(), "Close is idempotent")
 }

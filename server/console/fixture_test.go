@@ -1,4 +1,4 @@
-package server_test
+package console_test
 
 import (
 	"context"
@@ -24,8 +24,19 @@ import (
 	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
 	"github.com/commandbus/commandbus/internal/clock"
 	. "github.com/commandbus/commandbus/server"
+	"github.com/commandbus/commandbus/server/console"
 	"github.com/commandbus/commandbus/workflow"
 )
+
+const (
+	operatorToken = "operator-token-0123456789"
+	viewerToken   = "viewer-token-0123456789ab"
+)
+
+var testTokens = []commandbus.TokenConfig{
+	{Subject: "alice@ops", Token: operatorToken, Role: RoleOperator},
+	{Subject: "victor@audit", Token: viewerToken, Role: RoleViewer},
+}
 
 // consoleStart is the fake clock's start: the day batches default to.
 var consoleStart = time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC)
@@ -406,4 +417,4 @@ func requireNoHTML(t testing.TB, body, unwanted string, msg ...any) {
 }
 
 // shortID is how the console shows an id.
-func shortID(v any) string { return ExportShortID(v) }
+func shortID(v any) string { return console.ExportShortID(v) }

@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"context"
@@ -73,7 +73,7 @@ var finishing = map[string]bool{
 	"COMPENSATION_FAILED": true, "FAILED": true, "REPLY_FAILED": true, "TIMED_OUT": true,
 }
 
-func (c *console) buildTimeline(ctx context.Context, row *driver.ExecutionRow, log []*driver.ExecutionLogEntry) []*timelineStep {
+func (c *Console) buildTimeline(ctx context.Context, row *driver.ExecutionRow, log []*driver.ExecutionLogEntry) []*timelineStep {
 	var steps []*timelineStep
 	byKey := map[string]*timelineStep{}
 	fetched := 0
@@ -162,7 +162,7 @@ func (c *console) buildTimeline(ctx context.Context, row *driver.ExecutionRow, l
 }
 
 // commandOf loads the command a COMMAND entry names.
-func (c *console) commandOf(ctx context.Context, request json.RawMessage) *commandSummary {
+func (c *Console) commandOf(ctx context.Context, request json.RawMessage) *commandSummary {
 	var sent struct {
 		CommandID uuid.UUID `json:"commandId"`
 		Domain    string    `json:"domain"`
@@ -215,6 +215,6 @@ func processActions(row *driver.ExecutionRow, ret string) []processAction {
 }
 
 // executionAudit is the audit log of an execution, newest first.
-func (c *console) executionAudit(ctx context.Context, id uuid.UUID) ([]*commandbus.AuditLogEntry, error) {
+func (c *Console) executionAudit(ctx context.Context, id uuid.UUID) ([]*commandbus.AuditLogEntry, error) {
 	return c.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "execution", EntityID: id.String(), Limit: 200})
 }

@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/orchestration"
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
 // The model-neutral console pages: the registered definitions (a workflow's DAG drawn), the
@@ -40,7 +41,7 @@ type definitionRow struct {
 }
 
 // countsByType reads the execution counts, grouped by type (types are unique across models).
-func (c *console) countsByType(ctx context.Context) (map[string][]definitionCount, error) {
+func (c *Console) countsByType(ctx context.Context) (map[string][]definitionCount, error) {
 	counts, err := c.client.Driver().Executor().ExecutionCountByStatus(ctx)
 	if err != nil {
 		return nil, err
@@ -55,12 +56,9 @@ func (c *console) countsByType(ctx context.Context) (map[string][]definitionCoun
 	return out, nil
 }
 
-// runtime is the orchestration runtime the server operates, or nil.
-func (c *console) runtime() *orchestration.Runtime { return c.s.cfg.Runtime }
-
-func (c *console) definitions(w http.ResponseWriter, r *http.Request) {
+func (c *Console) definitions(w http.ResponseWriter, r *http.Request) {
 	var rows []*definitionRow
-	if rt := c.runtime(); rt != nil {
+	if rt := c.runtime; rt != nil {
 		counts, err := c.countsByType(r.Context())
 		if err != nil {
 			c.failed(w, r, err)
@@ -87,10 +85,10 @@ type definitionData struct {
 	DAG   *dagPicture
 }
 
-func (c *console) definition(w http.ResponseWriter, r *http.Request) {
+func (c *Console) definition(w http.ResponseWriter, r *http.Request) {
 	model, typ := r.PathValue("model"), r.PathValue("type")
 	var ops orchestration.Operations
-	if rt := c.runtime(); rt != nil {
+	if rt := c.runtime; rt != nil {
 		ops = rt.Operations(model, typ)
 	}
 	if ops == nil {
@@ -221,10 +219,10 @@ var allStatuses = []driver.ExecutionStatus{driver.ExecutionPending, driver.Execu
 	driver.ExecutionWaitingForRetry, driver.ExecutionWaitingForTSQ, driver.ExecutionSuspended, driver.ExecutionCompensating,
 	driver.ExecutionCompleted, driver.ExecutionCompensated, driver.ExecutionCancelled, driver.ExecutionFailed}
 
-func (c *console) executions(w http.ResponseWriter, r *http.Request) {
+func (c *Console) executions(w http.ResponseWriter, r *http.Request) {
 	f, params, err := parseExecutionFilter(r.URL.Query())
 	d := &executionsData{Filter: f, Errors: map[string]string{}, Statuses: allStatuses}
-	if rt := c.runtime(); rt != nil {
+	if rt := c.runtime; rt != nil {
 		seen := map[string]bool{}
 		for _, ops := range rt.All() {
 			if !seen[ops.Model()] {
@@ -239,7 +237,7 @@ func (c *console) executions(w http.ResponseWriter, r *http.Request) {
 	}
 	status := http.StatusOK
 	if err != nil {
-		for _, e := range flatten(err) {
+		for _, e := range httpx.Flatten(err) {
 			var v *commandbus.ValidationError
 			if errors.As(e, &v) {
 				d.Errors[v.Field] = strings.TrimSpace(d.Errors[v.Field] + " " + v.Message)
@@ -467,7 +465,7 @@ func executionActionsOf(row *driver.ExecutionRow) []executionAction {
 }
 
 // getExecution reads an execution by the path's id.
-func (c *console) getExecution(ctx context.Context, raw string) (*driver.ExecutionRow, error) {
+func (c *Console) getExecution(ctx context.Context, raw string) (*driver.ExecutionRow, error) {
 	id, err := uuid.Parse(raw)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q is not an execution id", commandbus.ErrNotFound, raw)
@@ -484,7 +482,7 @@ var executionRegions = []string{"execution-status", "execution-timeline", "execu
 
 // executionPageOf reads what an execution's page shows; the audit log only for a full page
 // (live updates leave it alone).
-func (c *console) executionPageOf(w http.ResponseWriter, r *http.Request, full bool) (*Page, error) {
+func (c *Console) executionPageOf(w http.ResponseWriter, r *http.Request, full bool) (*Page, error) {
 	ctx := r.Context()
 	row, err := c.getExecution(ctx, r.PathValue("id"))
 	if err != nil {
@@ -497,7 +495,7 @@ func (c *console) executionPageOf(w http.ResponseWriter, r *http.Request, full b
 	}
 	d := &executionData{Row: row, Log: log, State: prettyJSON(row.State),
 		Definition: "/definitions/" + url.PathEscape(row.Model) + "/" + url.PathEscape(row.Type)}
-	rt := c.runtime()
+	rt := c.runtime
 	var ops orchestration.Operations
 	if rt != nil {
 		ops = rt.OperationsFor(row)
@@ -552,7 +550,7 @@ func (c *console) executionPageOf(w http.ResponseWriter, r *http.Request, full b
 	return p, nil
 }
 
-func (c *console) executionPage(w http.ResponseWriter, r *http.Request) {
+func (c *Console) executionPage(w http.ResponseWriter, r *http.Request) {
 	p, err := c.executionPageOf(w, r, true)
 	if err != nil {
 		c.failed(w, r, err)
@@ -561,15 +559,15 @@ func (c *console) executionPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "execution.html", p)
 }
 
-func (c *console) executionLive(w http.ResponseWriter, r *http.Request) {
+func (c *Console) executionLive(w http.ResponseWriter, r *http.Request) {
 	p, err := c.executionPageOf(w, r, false)
 	if err != nil {
 		if errors.Is(err, commandbus.ErrNotFound) {
-			writeProblem(w, http.StatusNotFound, "NOT_FOUND", "No such execution.", err.Error())
+			httpx.WriteProblem(w, http.StatusNotFound, "NOT_FOUND", "No such execution.", err.Error())
 			return
 		}
 		c.logger.Error("console: live execution failed", "path", r.URL.Path, "error", err)
-		writeProblem(w, http.StatusInternalServerError, "INTERNAL", "The page could not be read.", "")
+		httpx.WriteProblem(w, http.StatusInternalServerError, "INTERNAL", "The page could not be read.", "")
 		return
 	}
 	c.renderRegions(w, r, "execution.html", p, executionRegions...)
@@ -591,14 +589,14 @@ func executionFacts(row *driver.ExecutionRow) []Fact {
 	return facts
 }
 
-func (c *console) executionAction(w http.ResponseWriter, r *http.Request) {
+func (c *Console) executionAction(w http.ResponseWriter, r *http.Request) {
 	row, err := c.getExecution(r.Context(), r.PathValue("id"))
 	if err != nil {
 		c.failed(w, r, err)
 		return
 	}
 	var ops orchestration.Operations
-	rt := c.runtime()
+	rt := c.runtime
 	if rt != nil {
 		ops = rt.OperationsFor(row)
 	}
@@ -695,13 +693,13 @@ func (c *console) executionAction(w http.ResponseWriter, r *http.Request) {
 	c.act(w, r, spec)
 }
 
-func (c *console) timerCancel(w http.ResponseWriter, r *http.Request) {
+func (c *Console) timerCancel(w http.ResponseWriter, r *http.Request) {
 	row, err := c.getExecution(r.Context(), r.PathValue("id"))
 	if err != nil {
 		c.failed(w, r, err)
 		return
 	}
-	rt := c.runtime()
+	rt := c.runtime
 	id, short, timerID := row.ID, shortID(row.ID), r.PathValue("timer")
 	spec := &ActionPage{Nav: "executions", Return: "/executions/" + id.String(), Facts: executionFacts(row), Danger: true,
 		Title: "Cancel timer " + timerID + " of execution " + short, Submit: "Cancel timer",
@@ -735,7 +733,7 @@ func (c *console) timerCancel(w http.ResponseWriter, r *http.Request) {
 }
 
 // routeExecutions registers the model-neutral pages.
-func (c *console) routeExecutions(mux *http.ServeMux) {
+func (c *Console) routeExecutions(mux *http.ServeMux) {
 	mux.HandleFunc("GET /definitions", c.viewer(c.definitions))
 	mux.HandleFunc("GET /definitions/{model}/{type}", c.viewer(c.definition))
 	mux.HandleFunc("GET /executions", c.viewer(c.executions))

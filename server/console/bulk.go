@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/process"
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
 // Bulk actions act on many items of a troubleshooting queue at once: the items ticked on the
@@ -93,7 +94,7 @@ func (q *bulkQueue) action(name string) *bulkAction {
 	return nil
 }
 
-func (c *console) commandBulkQueue() *bulkQueue {
+func (c *Console) commandBulkQueue() *bulkQueue {
 	tsq := c.client.TSQ()
 	return &bulkQueue{Noun: "command", Nouns: "commands", Path: "/tsq/commands", workers: 1,
 		items: c.commandBulkItems,
@@ -115,12 +116,12 @@ func (c *console) commandBulkQueue() *bulkQueue {
 		}}
 }
 
-func (c *console) processBulkQueue() *bulkQueue {
+func (c *Console) processBulkQueue() *bulkQueue {
 	ops := func(it *bulkItem) (process.Operations, error) {
 		if it.exec == nil {
 			return nil, fmt.Errorf("%w: execution %s", commandbus.ErrNotFound, it.ID)
 		}
-		o := c.s.operationsFor(it.exec)
+		o := c.operationsFor(it.exec)
 		if o == nil {
 			return nil, errors.New("no runtime for " + it.exec.Model + " type " + it.exec.Type + " runs in this server")
 		}
@@ -162,7 +163,7 @@ func (c *console) processBulkQueue() *bulkQueue {
 }
 
 // commandBulkItems reads the named commands, or lists the command TSQ's filtered items.
-func (c *console) commandBulkItems(ctx context.Context, ids []uuid.UUID, f tsqFilter) ([]*bulkItem, error) {
+func (c *Console) commandBulkItems(ctx context.Context, ids []uuid.UUID, f tsqFilter) ([]*bulkItem, error) {
 	var rows []*commandbus.CommandRow
 	var missing []uuid.UUID
 	if ids == nil {
@@ -206,7 +207,7 @@ func (c *console) commandBulkItems(ctx context.Context, ids []uuid.UUID, f tsqFi
 }
 
 // processBulkItems reads the named executions, or lists the process TSQ's filtered items.
-func (c *console) processBulkItems(ctx context.Context, ids []uuid.UUID, f tsqFilter) ([]*bulkItem, error) {
+func (c *Console) processBulkItems(ctx context.Context, ids []uuid.UUID, f tsqFilter) ([]*bulkItem, error) {
 	var rows []*driver.ExecutionRow
 	if ids == nil {
 		list, _, err := c.listProcessTSQ(ctx, f)
@@ -277,7 +278,7 @@ func bulkIDs(values []string) ([]uuid.UUID, error) {
 }
 
 // bulk serves a queue's bulk action: the confirmation on GET, the action on POST.
-func (c *console) bulk(queue func() *bulkQueue) http.HandlerFunc {
+func (c *Console) bulk(queue func() *bulkQueue) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		q := queue()
 		form := r.URL.Query()
@@ -337,15 +338,15 @@ func (c *console) bulk(queue func() *bulkQueue) http.HandlerFunc {
 			c.renderBulk(w, r, http.StatusUnprocessableEntity, "bulk_confirm.html", d)
 			return
 		}
-		c.runBulk(r.Context(), q, d, commandbus.OperatorAction{Actor: subject(r), Reason: d.Reason})
-		c.logger.Info("console: bulk action", "queue", q.Nouns, "action", action.Name, "actor", subject(r),
+		c.runBulk(r.Context(), q, d, commandbus.OperatorAction{Actor: httpx.Subject(r), Reason: d.Reason})
+		c.logger.Info("console: bulk action", "queue", q.Nouns, "action", action.Name, "actor", httpx.Subject(r),
 			"done", d.Done, "refused", d.Refused)
 		c.renderBulk(w, r, http.StatusOK, "bulk_result.html", d)
 	}
 }
 
 // runBulk acts on every item, a few at a time, and keeps the outcomes in the items' order.
-func (c *console) runBulk(ctx context.Context, q *bulkQueue, d *bulkData, op commandbus.OperatorAction) {
+func (c *Console) runBulk(ctx context.Context, q *bulkQueue, d *bulkData, op commandbus.OperatorAction) {
 	d.Outcomes = make([]*bulkOutcome, len(d.Items))
 	next := make(chan int)
 	var wg sync.WaitGroup
@@ -382,7 +383,7 @@ func (c *console) runBulk(ctx context.Context, q *bulkQueue, d *bulkData, op com
 }
 
 // refusal says why an item's action was refused, in an operator's words.
-func (c *console) refusal(it *bulkItem, err error) string {
+func (c *Console) refusal(it *bulkItem, err error) string {
 	var invalid *commandbus.ValidationError
 	switch {
 	case errors.As(err, &invalid):
@@ -400,7 +401,7 @@ func (c *console) refusal(it *bulkItem, err error) string {
 	return "failed: " + err.Error()
 }
 
-func (c *console) renderBulk(w http.ResponseWriter, r *http.Request, status int, name string, d *bulkData) {
+func (c *Console) renderBulk(w http.ResponseWriter, r *http.Request, status int, name string, d *bulkData) {
 	d.ContextLabel = c.contextLabel
 	title := fmt.Sprintf("%s %d %s", d.Action.Label, len(d.Items), d.Queue.Nouns)
 	if len(d.Items) == 1 {

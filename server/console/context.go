@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"context"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/process"
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
 // A queue row says what it is about: the business item an execution runs (as the extensions
@@ -31,8 +33,8 @@ func isNotFound(err error) bool {
 
 // executionHref is where an execution reads best: the page an extension gives it, else its
 // process page.
-func (c *console) executionHref(row *driver.ExecutionRow) string {
-	for _, ext := range c.s.cfg.Extensions {
+func (c *Console) executionHref(row *driver.ExecutionRow) string {
+	for _, ext := range c.hooks {
 		if href := ext.ExecutionPage(row); href != "" {
 			return href
 		}
@@ -41,7 +43,7 @@ func (c *console) executionHref(row *driver.ExecutionRow) string {
 }
 
 // executionsByID reads the executions with these ids; ids that name none are absent.
-func (c *console) executionsByID(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*driver.ExecutionRow, error) {
+func (c *Console) executionsByID(ctx context.Context, ids []uuid.UUID) (map[uuid.UUID]*driver.ExecutionRow, error) {
 	out := map[uuid.UUID]*driver.ExecutionRow{}
 	for _, id := range ids {
 		if _, done := out[id]; done || id == uuid.Nil {
@@ -60,12 +62,12 @@ func (c *console) executionsByID(ctx context.Context, ids []uuid.UUID) (map[uuid
 }
 
 // itemsOf asks the extensions what the executions run; the first that knows one wins.
-func (c *console) itemsOf(ctx context.Context, rows []*driver.ExecutionRow) (map[uuid.UUID]*ItemContext, error) {
+func (c *Console) itemsOf(ctx context.Context, rows []*driver.ExecutionRow) (map[uuid.UUID]*ItemContext, error) {
 	out := map[uuid.UUID]*ItemContext{}
 	if len(rows) == 0 {
 		return out, nil
 	}
-	for _, ext := range c.s.cfg.Extensions {
+	for _, ext := range c.hooks {
 		found, err := ext.ExecutionContexts(ctx, rows)
 		if err != nil {
 			return nil, err
@@ -81,7 +83,7 @@ func (c *console) itemsOf(ctx context.Context, rows []*driver.ExecutionRow) (map
 
 // contextsOfExecutions resolves the business item and process of items that name their
 // execution; known rows (a listing's) save reading them again.
-func (c *console) contextsOfExecutions(ctx context.Context, ids []uuid.UUID, known []*driver.ExecutionRow) (map[uuid.UUID]*itemContext, error) {
+func (c *Console) contextsOfExecutions(ctx context.Context, ids []uuid.UUID, known []*driver.ExecutionRow) (map[uuid.UUID]*itemContext, error) {
 	rows := map[uuid.UUID]*driver.ExecutionRow{}
 	for _, r := range known {
 		rows[r.ID] = r
@@ -117,8 +119,8 @@ func (c *console) contextsOfExecutions(ctx context.Context, ids []uuid.UUID, kno
 
 // itemFact names the business item a process runs (by its execution id), for a confirmation
 // page.
-func (c *console) itemFact(ctx context.Context, execID uuid.UUID) (Fact, bool) {
-	if execID == uuid.Nil || len(c.s.cfg.Extensions) == 0 {
+func (c *Console) itemFact(ctx context.Context, execID uuid.UUID) (Fact, bool) {
+	if execID == uuid.Nil || len(c.hooks) == 0 {
 		return Fact{}, false
 	}
 	contexts, err := c.contextsOfExecutions(ctx, []uuid.UUID{execID}, nil)
@@ -131,4 +133,32 @@ func (c *console) itemFact(ctx context.Context, execID uuid.UUID) (Fact, bool) {
 		return Fact{}, false
 	}
 	return x.Item.Fact, true
+}
+
+// operationsFor returns the runtime's operations on an execution's (model, type), or nil.
+func (c *Console) operationsFor(row *driver.ExecutionRow) process.Operations {
+	if c.runtime == nil {
+		return nil
+	}
+	return c.runtime.OperationsFor(row)
+}
+
+// completionRule is the first rule a hook sets for processType, or nil.
+func (c *Console) completionRule(processType string) *CompletionRule {
+	for _, h := range c.hooks {
+		if rule := h.CompletionRule(processType); rule != nil {
+			return rule
+		}
+	}
+	return nil
+}
+
+// checkCompleteOverrides applies the rule the REST API applies too: printable texts, and the
+// hooks' completion rule for the type.
+func (c *Console) checkCompleteOverrides(processType string, overrides map[string]any) error {
+	var check func(map[string]any) error
+	if rule := c.completionRule(processType); rule != nil {
+		check = rule.Check
+	}
+	return httpx.CheckCompleteOverrides(overrides, check)
 }

@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"bytes"
@@ -20,14 +20,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/orchestration"
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
-// The operator console: server-rendered pages (html/template) over the same client as the REST
-// API, with the pages the extensions add, with its templates and assets embedded. Pages read completely without
-// JavaScript; console.js only refreshes the regions of a page marked live.
-
-//go:embed console/templates/*.html console/static/*
+//go:embed templates/*.html static/*
 var consoleFiles embed.FS
 
 // consoleWindow is how far back the overview's charts reach.
@@ -41,15 +41,44 @@ const (
 	loginCookie = "commandbus_login"
 )
 
-// console serves the operator console's pages.
-type console struct {
-	s      *Server
-	client *commandbus.Client
-	logger *slog.Logger
-	pages  map[string]*template.Template
-	assets map[string]string // file name → URL with a content hash, for long caching
-	static http.Handler
-	// fragments holds the extensions' shared blocks, for Mount.Fragment.
+// Options configures a Console.
+type Options struct {
+	// Client is the commandbus client whose commands, executions and queues the console shows.
+	// Required.
+	Client *commandbus.Client
+	// Runtime is the orchestration runtime whose executions the console operates and whose
+	// definitions it draws. Without it, execution actions are refused as "no runtime for this
+	// type" and the definitions page is empty.
+	Runtime *orchestration.Runtime
+	// Tokens are the accepted tokens: an operator signs in with one, and its role decides
+	// whether they may act. Default: none, and nobody can sign in.
+	Tokens []commandbus.TokenConfig
+	// Hooks tell the console the application's business context, in order. Default: none.
+	Hooks []Hooks
+	// Gatherer is where the sampler reads throughput from. Default: prometheus.DefaultGatherer.
+	Gatherer prometheus.Gatherer
+	// Logger receives request errors and audit lines. Default: discards.
+	Logger *slog.Logger
+	// SampleInterval is how often the console samples throughput, queue depth and the
+	// troubleshooting queues for its 15-minute charts. Default: 5s.
+	SampleInterval time.Duration
+}
+
+// Console is the operator console: server-rendered pages (html/template) over the same client
+// as the REST API, with the pages extensions add, with its templates and assets embedded. Pages
+// read completely without JavaScript; console.js only refreshes the regions of a page marked
+// live. Build it with New, register its routes with Register, add extension pages, then Start
+// it; Close stops its sampler.
+type Console struct {
+	client  *commandbus.Client
+	runtime *orchestration.Runtime
+	tokens  *httpx.Tokens
+	hooks   []Hooks
+	logger  *slog.Logger
+	pages   map[string]*template.Template
+	assets  map[string]string // file name → URL with a content hash, for long caching
+	static  http.Handler
+	// fragments holds the extensions' shared blocks, for Fragment.
 	fragments *template.Template
 	// What the extensions mounted: their templates, navigation and wording.
 	extensionTemplates []extensionTemplates
@@ -61,6 +90,7 @@ type console struct {
 	key     []byte
 	origin  *http.CrossOriginProtection
 	sampler *sampler
+	started bool
 
 	// The overview is shared by everyone watching it: it is read at most once per interval.
 	overviewMu   sync.Mutex
@@ -68,18 +98,40 @@ type console struct {
 	overviewLast *overviewData
 }
 
-// routeConsole builds the console and registers its routes; New starts its sampler once the
-// extensions are mounted, and Close stops it.
-func (s *Server) routeConsole() *console {
+// New returns a console over opts.Client; it validates the options and the tokens. Nothing runs
+// until Start.
+func New(opts Options) (*Console, error) {
+	if opts.Client == nil {
+		return nil, errors.New("console: Client is required")
+	}
+	if opts.Runtime != nil && opts.Runtime.Client() != opts.Client {
+		return nil, errors.New("console: Runtime belongs to another client")
+	}
+	for i, h := range opts.Hooks {
+		if h == nil {
+			return nil, fmt.Errorf("console: Hooks[%d] is nil", i)
+		}
+	}
+	if opts.Gatherer == nil {
+		opts.Gatherer = prometheus.DefaultGatherer
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	tokens, err := httpx.NewTokens(opts.Tokens)
+	if err != nil {
+		return nil, err
+	}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	c := &console{
-		s: s, client: s.cfg.Client, logger: s.cfg.Logger.With("component", "console"),
+	c := &Console{
+		client: opts.Client, runtime: opts.Runtime, tokens: tokens, hooks: opts.Hooks,
+		logger: opts.Logger.With("component", "console"),
 		assets: consoleAssets, key: key, contextLabel: "Context", searchHint: defaultSearchHint,
 		origin:  http.NewCrossOriginProtection(),
-		sampler: newSampler(s.cfg.Client, s.cfg.Gatherer, s.cfg.ConsoleSampleInterval, s.cfg.Logger),
+		sampler: newSampler(opts.Client, opts.Gatherer, opts.SampleInterval, opts.Logger),
 	}
-	static, _ := fs.Sub(consoleFiles, "console/static")
+	static, _ := fs.Sub(consoleFiles, "static")
 	files := http.FileServerFS(static)
 	c.static = http.StripPrefix("/static/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// Asset URLs carry a content hash, so a browser may keep them.
@@ -87,20 +139,38 @@ func (s *Server) routeConsole() *console {
 		w.Header().Set("X-Content-Type-Options", "nosniff")
 		files.ServeHTTP(w, r)
 	}))
-	c.routes(s.mux)
-	return c
+	return c, nil
 }
 
-// Close stops the console's sampler. The handler still answers afterwards, with charts that no
+// Register registers the console's pages on mux, the catch-all "GET /" (the console's
+// page-not-found, which answers paths under /api/ with a problem document) included.
+func (c *Console) Register(mux *http.ServeMux) { c.routes(mux) }
+
+// Start parses the templates, the console's and those extensions added with AddTemplates, and
+// starts the sampler behind the overview's charts. Call it once, after every extension is
+// added and before serving.
+func (c *Console) Start() error {
+	if c.started {
+		return errors.New("console: Start called twice")
+	}
+	if err := c.parseTemplates(); err != nil {
+		return err
+	}
+	c.started = true
+	c.sampler.start()
+	return nil
+}
+
+// Close stops the console's sampler. The pages still answer afterwards, with charts that no
 // longer move; call Close when the HTTP server has shut down.
-func (s *Server) Close() error {
-	if s.console != nil {
-		s.console.sampler.stop()
+func (c *Console) Close() error {
+	if c.started {
+		c.sampler.stop()
 	}
 	return nil
 }
 
-func (c *console) routes(mux *http.ServeMux) {
+func (c *Console) routes(mux *http.ServeMux) {
 	mux.Handle("GET /static/", c.static)
 	mux.HandleFunc("GET /login", c.headers(c.loginPage))
 	mux.HandleFunc("POST /login", c.headers(c.login))
@@ -136,7 +206,7 @@ func (c *console) routes(mux *http.ServeMux) {
 
 // headers sets the console's security headers: nothing runs but our own script and style, no
 // page may frame the console, and nothing is cached.
-func (c *console) headers(next http.HandlerFunc) http.HandlerFunc {
+func (c *Console) headers(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		h := w.Header()
 		h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "+
@@ -150,9 +220,9 @@ func (c *console) headers(next http.HandlerFunc) http.HandlerFunc {
 }
 
 // viewer lets any signed-in principal in and sends everyone else to the sign-in page.
-func (c *console) viewer(next http.HandlerFunc) http.HandlerFunc {
+func (c *Console) viewer(next http.HandlerFunc) http.HandlerFunc {
 	return c.headers(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := c.s.authenticate(r)
+		p, ok := c.tokens.Authenticate(r)
 		if !ok {
 			target := "/login"
 			if r.Method == http.MethodGet && r.URL.Path != "/" {
@@ -161,7 +231,7 @@ func (c *console) viewer(next http.HandlerFunc) http.HandlerFunc {
 			http.Redirect(w, r, target, http.StatusSeeOther)
 			return
 		}
-		r = r.WithContext(withPrincipal(r.Context(), p))
+		r = r.WithContext(httpx.WithPrincipal(r.Context(), p))
 		if r.Method == http.MethodPost {
 			if err := c.checkForm(r); err != nil {
 				c.errorPage(w, r, http.StatusForbidden, "Request refused", err.Error())
@@ -174,15 +244,15 @@ func (c *console) viewer(next http.HandlerFunc) http.HandlerFunc {
 
 // operator is viewer plus the operator role. A viewer is refused here, whatever the templates
 // show: the handler is where the rule lives.
-func (c *console) operator(next http.HandlerFunc) http.HandlerFunc {
+func (c *Console) operator(next http.HandlerFunc) http.HandlerFunc {
 	return c.headers(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := c.s.authenticate(r)
+		p, ok := c.tokens.Authenticate(r)
 		if !ok {
 			c.viewer(next)(w, r) // redirects to the sign-in page
 			return
 		}
-		if p.Role != RoleOperator {
-			r = r.WithContext(withPrincipal(r.Context(), p))
+		if p.Role != httpx.RoleOperator {
+			r = r.WithContext(httpx.WithPrincipal(r.Context(), p))
 			c.errorPage(w, r, http.StatusForbidden, "Operators only",
 				fmt.Sprintf("You are signed in as %s with the %s role, which can look but not act. Sign in with an operator token to act.", p.Subject, p.Role))
 			return
@@ -192,20 +262,20 @@ func (c *console) operator(next http.HandlerFunc) http.HandlerFunc {
 }
 
 // live guards the JSON endpoints console.js polls: no redirects, a 401 it can show.
-func (c *console) live(next http.HandlerFunc) http.HandlerFunc {
+func (c *Console) live(next http.HandlerFunc) http.HandlerFunc {
 	return c.headers(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := c.s.authenticate(r)
+		p, ok := c.tokens.Authenticate(r)
 		if !ok {
-			writeProblem(w, http.StatusUnauthorized, "UNAUTHENTICATED", "Sign in again.", "")
+			httpx.WriteProblem(w, http.StatusUnauthorized, "UNAUTHENTICATED", "Sign in again.", "")
 			return
 		}
-		next(w, r.WithContext(withPrincipal(r.Context(), p)))
+		next(w, r.WithContext(httpx.WithPrincipal(r.Context(), p)))
 	})
 }
 
 // checkForm refuses a POST that did not come from a console page of this origin: the browser's
 // Sec-Fetch-Site/Origin must say same-origin, and the form must carry the session's CSRF token.
-func (c *console) checkForm(r *http.Request) error {
+func (c *Console) checkForm(r *http.Request) error {
 	if err := c.origin.Check(r); err != nil {
 		return errors.New("the request came from another site; use the console's own forms")
 	}
@@ -226,13 +296,13 @@ func sessionToken(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
 		return strings.TrimPrefix(h, "Bearer ")
 	}
-	if ck, err := r.Cookie(sessionCookie); err == nil {
+	if ck, err := r.Cookie(httpx.SessionCookie); err == nil {
 		return ck.Value
 	}
 	return ""
 }
 
-func (c *console) mac(parts ...string) string {
+func (c *Console) mac(parts ...string) string {
 	m := hmac.New(sha256.New, c.key)
 	for _, p := range parts {
 		m.Write([]byte(p))
@@ -242,7 +312,7 @@ func (c *console) mac(parts ...string) string {
 }
 
 // csrfToken is bound to the session, so a token taken from one session is useless in another.
-func (c *console) csrfToken(r *http.Request) string {
+func (c *Console) csrfToken(r *http.Request) string {
 	token := sessionToken(r)
 	if token == "" {
 		return ""
@@ -250,15 +320,18 @@ func (c *console) csrfToken(r *http.Request) string {
 	return c.mac("csrf", token)
 }
 
+// Principal is who signed in: the subject actions are audited with, and the role.
+type Principal = httpx.Principal
+
 // Page is what every console template receives: the layout reads its fields, the page's own
-// template its Data. Start one with Mount.NewPage.
+// template its Data. Start one with NewPage.
 type Page struct {
 	// Title is the page's title; Nav the key of the navigation entry marked current.
 	Title string
 	Nav   string
 	// User is the signed-in principal; CanAct says it has the operator role; CSRF is the token
 	// every form posts.
-	User   *principal
+	User   *Principal
 	CanAct bool
 	CSRF   string
 	Flash  *flash
@@ -281,10 +354,10 @@ type flash struct {
 	Message string
 }
 
-func (c *console) newPage(w http.ResponseWriter, r *http.Request, title, nav string) *Page {
+func (c *Console) newPage(w http.ResponseWriter, r *http.Request, title, nav string) *Page {
 	p := &Page{Title: title, Nav: nav, Menu: c.nav, Search: c.searchHint, ContextLabel: c.contextLabel, Live: int(liveRefresh / time.Millisecond), Now: c.client.Now()}
-	if pr, ok := principalFrom(r.Context()); ok {
-		p.User, p.CanAct, p.CSRF = &pr, pr.Role == RoleOperator, c.csrfToken(r)
+	if pr, ok := httpx.PrincipalFrom(r.Context()); ok {
+		p.User, p.CanAct, p.CSRF = &pr, pr.Role == httpx.RoleOperator, c.csrfToken(r)
 	}
 	if !strings.HasPrefix(r.URL.Path, "/live/") { // a poll must not eat the next page's message
 		p.Flash = c.takeFlash(w, r)
@@ -292,7 +365,7 @@ func (c *console) newPage(w http.ResponseWriter, r *http.Request, title, nav str
 	return p
 }
 
-func (c *console) render(w http.ResponseWriter, r *http.Request, status int, name string, p *Page) {
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, p *Page) {
 	t, ok := c.pages[name]
 	if !ok {
 		c.logger.Error("console: no such template", "template", name)
@@ -312,12 +385,12 @@ func (c *console) render(w http.ResponseWriter, r *http.Request, status int, nam
 
 // renderRegions answers console.js with the named regions of a page, rendered by the same
 // templates as the full page.
-func (c *console) renderRegions(w http.ResponseWriter, r *http.Request, name string, p *Page, regions ...string) {
+func (c *Console) renderRegions(w http.ResponseWriter, r *http.Request, name string, p *Page, regions ...string) {
 	c.renderRegionsWith(w, r, name, p, nil, regions...)
 }
 
 // renderRegionsWith is renderRegions with regions rendered already (an extension's panels).
-func (c *console) renderRegionsWith(w http.ResponseWriter, r *http.Request, name string, p *Page, rendered map[string]string, regions ...string) {
+func (c *Console) renderRegionsWith(w http.ResponseWriter, r *http.Request, name string, p *Page, rendered map[string]string, regions ...string) {
 	t := c.pages[name]
 	out := map[string]string{}
 	for region, html := range rendered {
@@ -327,23 +400,23 @@ func (c *console) renderRegionsWith(w http.ResponseWriter, r *http.Request, name
 		var buf bytes.Buffer
 		if err := t.ExecuteTemplate(&buf, region, p); err != nil {
 			c.logger.Error("console: rendering a live region failed", "template", name, "region", region, "error", err)
-			writeProblem(w, http.StatusInternalServerError, "INTERNAL", "The page could not be rendered.", "")
+			httpx.WriteProblem(w, http.StatusInternalServerError, "INTERNAL", "The page could not be rendered.", "")
 			return
 		}
 		out[region] = buf.String()
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"regions": out, "at": time.Now().UTC()})
+	httpx.WriteJSON(w, http.StatusOK, map[string]any{"regions": out, "at": time.Now().UTC()})
 }
 
 // errorPage renders a page that says what went wrong and what to do.
-func (c *console) errorPage(w http.ResponseWriter, r *http.Request, status int, title, message string) {
+func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, status int, title, message string) {
 	p := c.newPage(w, r, title, "")
 	p.Data = map[string]any{"Status": status, "Message": message}
 	c.render(w, r, status, "error.html", p)
 }
 
 // failed renders an unexpected error as a 500 page and logs it.
-func (c *console) failed(w http.ResponseWriter, r *http.Request, err error) {
+func (c *Console) failed(w http.ResponseWriter, r *http.Request, err error) {
 	if errors.Is(err, commandbus.ErrNotFound) {
 		c.errorPage(w, r, http.StatusNotFound, "Not found", err.Error())
 		return
@@ -358,27 +431,27 @@ func (c *console) failed(w http.ResponseWriter, r *http.Request, err error) {
 		"The server could not complete the request: "+err.Error())
 }
 
-func (c *console) notFound(w http.ResponseWriter, r *http.Request) {
+func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 	if strings.HasPrefix(r.URL.Path, "/api/") {
-		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "No such resource.", "")
+		httpx.WriteProblem(w, http.StatusNotFound, "NOT_FOUND", "No such resource.", "")
 		return
 	}
 	c.headers(func(w http.ResponseWriter, r *http.Request) {
-		if p, ok := c.s.authenticate(r); ok {
-			r = r.WithContext(withPrincipal(r.Context(), p))
+		if p, ok := c.tokens.Authenticate(r); ok {
+			r = r.WithContext(httpx.WithPrincipal(r.Context(), p))
 		}
 		c.errorPage(w, r, http.StatusNotFound, "Page not found", "There is no console page at "+r.URL.Path+".")
 	})(w, r)
 }
 
 // setFlash keeps a message for the next page, signed so nobody else can plant one.
-func (c *console) setFlash(w http.ResponseWriter, kind, message string) {
+func (c *Console) setFlash(w http.ResponseWriter, kind, message string) {
 	value := base64.RawURLEncoding.EncodeToString([]byte(kind + "\n" + message))
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: value + "." + c.mac("flash", value), Path: "/",
 		MaxAge: 120, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 }
 
-func (c *console) takeFlash(w http.ResponseWriter, r *http.Request) *flash {
+func (c *Console) takeFlash(w http.ResponseWriter, r *http.Request) *flash {
 	ck, err := r.Cookie(flashCookie)
 	if err != nil {
 		return nil
@@ -397,7 +470,7 @@ func (c *console) takeFlash(w http.ResponseWriter, r *http.Request) *flash {
 }
 
 // redirectWith sends the browser on with a flash message (post/redirect/get).
-func (c *console) redirectWith(w http.ResponseWriter, r *http.Request, to, kind, message string) {
+func (c *Console) redirectWith(w http.ResponseWriter, r *http.Request, to, kind, message string) {
 	c.setFlash(w, kind, message)
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
@@ -423,12 +496,12 @@ var defaultSearchHint = SearchHint{Label: "Execution or command id", Placeholder
 // consoleAssets maps each static file to its URL with a content hash.
 var consoleAssets = func() map[string]string {
 	out := map[string]string{}
-	statics, err := fs.ReadDir(consoleFiles, "console/static")
+	statics, err := fs.ReadDir(consoleFiles, "static")
 	if err != nil {
 		panic(err) // the files are embedded: only a broken build gets here
 	}
 	for _, e := range statics {
-		data, err := consoleFiles.ReadFile("console/static/" + e.Name())
+		data, err := consoleFiles.ReadFile("static/" + e.Name())
 		if err != nil {
 			panic(err)
 		}
@@ -440,11 +513,11 @@ var consoleAssets = func() map[string]string {
 
 // parseTemplates parses every page, the console's and the extensions', with the layout, the
 // console's partials and the extensions' shared blocks.
-func (c *console) parseTemplates() error {
+func (c *Console) parseTemplates() error {
 	funcs := consoleFuncs(c.assets)
 	// shared parses the shared blocks into t: the console's partials, then each extension's.
 	shared := func(t *template.Template) (*template.Template, error) {
-		t, err := t.ParseFS(consoleFiles, "console/templates/layout.html", "console/templates/partials.html")
+		t, err := t.ParseFS(consoleFiles, "templates/layout.html", "templates/partials.html")
 		if err != nil {
 			return nil, err
 		}
@@ -460,26 +533,26 @@ func (c *console) parseTemplates() error {
 	}
 	fragments, err := shared(template.New("fragments").Funcs(funcs))
 	if err != nil {
-		return fmt.Errorf("server: console templates: %w", err)
+		return fmt.Errorf("console: templates: %w", err)
 	}
 	c.fragments = fragments
 	c.pages = map[string]*template.Template{}
 	add := func(fsys fs.FS, name string) error {
 		base := path.Base(name)
 		if _, dup := c.pages[base]; dup {
-			return fmt.Errorf("server: console templates: two pages are named %s", base)
+			return fmt.Errorf("console: templates: two pages are named %s", base)
 		}
 		t, err := shared(template.New(base).Funcs(funcs))
 		if err == nil {
 			t, err = t.ParseFS(fsys, name)
 		}
 		if err != nil {
-			return fmt.Errorf("server: console templates: %w", err)
+			return fmt.Errorf("console: templates: %w", err)
 		}
 		c.pages[base] = t
 		return nil
 	}
-	names, err := fs.Glob(consoleFiles, "console/templates/*.html")
+	names, err := fs.Glob(consoleFiles, "templates/*.html")
 	if err != nil {
 		return err
 	}

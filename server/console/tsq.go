@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
 // tsqFilter is the troubleshooting queue pages' filter form. Error matches the error code
@@ -97,7 +98,7 @@ func filterOf(r *http.Request) tsqFilter {
 }
 
 // tsqCounts counts the three queues exactly, from the depth queries the overview uses.
-func (c *console) tsqCounts(ctx context.Context) (tsqCounts, error) {
+func (c *Console) tsqCounts(ctx context.Context) (tsqCounts, error) {
 	var n tsqCounts
 	depths, err := c.client.QueueDepths(ctx)
 	if err != nil {
@@ -127,7 +128,7 @@ func (c *console) tsqCounts(ctx context.Context) (tsqCounts, error) {
 
 // listCommandTSQ lists the commands of the command TSQ that match the filter, newest first, at
 // most tsqLimit; truncated says more matched.
-func (c *console) listCommandTSQ(ctx context.Context, f tsqFilter) (rows []*commandbus.CommandRow, truncated bool, err error) {
+func (c *Console) listCommandTSQ(ctx context.Context, f tsqFilter) (rows []*commandbus.CommandRow, truncated bool, err error) {
 	all, err := c.client.TSQ().List(ctx, commandbus.TSQFilter{Domain: f.Domain, Type: f.Type, Limit: tsqScan})
 	if err != nil {
 		return nil, false, err
@@ -146,7 +147,7 @@ func (c *console) listCommandTSQ(ctx context.Context, f tsqFilter) (rows []*comm
 
 // listProcessTSQ lists the executions of the process TSQ that match the filter, newest first, at
 // most tsqLimit; truncated says more matched. A batch that is not an id is a validation error.
-func (c *console) listProcessTSQ(ctx context.Context, f tsqFilter) (rows []*driver.ExecutionRow, truncated bool, err error) {
+func (c *Console) listProcessTSQ(ctx context.Context, f tsqFilter) (rows []*driver.ExecutionRow, truncated bool, err error) {
 	params := &driver.ExecutionListParams{Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ},
 		Domain: f.Domain, Type: f.Type, Limit: tsqScan}
 	if f.Batch != "" {
@@ -171,7 +172,7 @@ func (c *console) listProcessTSQ(ctx context.Context, f tsqFilter) (rows []*driv
 }
 
 // commandRowsWithContext adds to parked commands the business item and process each belongs to.
-func (c *console) commandRowsWithContext(ctx context.Context, rows []*commandbus.CommandRow) ([]*commandTSQRow, error) {
+func (c *Console) commandRowsWithContext(ctx context.Context, rows []*commandbus.CommandRow) ([]*commandTSQRow, error) {
 	var execIDs []uuid.UUID
 	for _, row := range rows {
 		if row.CorrelationID != uuid.Nil {
@@ -189,7 +190,7 @@ func (c *console) commandRowsWithContext(ctx context.Context, rows []*commandbus
 	return out, nil
 }
 
-func (c *console) commandTSQ(w http.ResponseWriter, r *http.Request) {
+func (c *Console) commandTSQ(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := filterOf(r)
 	rows, truncated, err := c.listCommandTSQ(ctx, f)
@@ -213,7 +214,7 @@ func (c *console) commandTSQ(w http.ResponseWriter, r *http.Request) {
 }
 
 // processRows adds to executions their business items and the commands they wait on.
-func (c *console) processRows(ctx context.Context, rows []*driver.ExecutionRow) ([]*processRow, error) {
+func (c *Console) processRows(ctx context.Context, rows []*driver.ExecutionRow) ([]*processRow, error) {
 	ids := make([]uuid.UUID, 0, len(rows))
 	for _, row := range rows {
 		ids = append(ids, row.ID)
@@ -237,7 +238,7 @@ func (c *console) processRows(ctx context.Context, rows []*driver.ExecutionRow) 
 	return out, nil
 }
 
-func (c *console) processTSQ(w http.ResponseWriter, r *http.Request) {
+func (c *Console) processTSQ(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := filterOf(r)
 	data := processTSQData{Bulk: c.processBulkQueue(), Filter: f, FilterErrs: map[string]string{}}
@@ -277,7 +278,7 @@ type commandPageData struct {
 	DLQ     *commandbus.DLQEntry
 }
 
-func (c *console) commandPage(w http.ResponseWriter, r *http.Request) {
+func (c *Console) commandPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
@@ -320,7 +321,7 @@ func (c *console) commandPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // ProcessView is what the console's process page shows of an execution; an extension's page
-// may embed it (see Mount.Process) with the console's "why-stuck", "timeline" and
+// may embed it (see Process) with the console's "why-stuck", "timeline" and
 // "process-actions" blocks.
 type ProcessView struct {
 	Row      *driver.ExecutionRow
@@ -341,7 +342,7 @@ var processRegions = []string{"process-status", "process-timeline"}
 
 // loadProcess reads what a process's page shows; the audit log only for a full page (live
 // updates leave it alone).
-func (c *console) loadProcess(ctx context.Context, id uuid.UUID, ret string, full bool) (*ProcessView, error) {
+func (c *Console) loadProcess(ctx context.Context, id uuid.UUID, ret string, full bool) (*ProcessView, error) {
 	row, err := c.client.Driver().Executor().ExecutionGet(ctx, id)
 	if err != nil {
 		if errors.Is(err, driver.ErrNotFound) {
@@ -381,7 +382,7 @@ func (c *console) loadProcess(ctx context.Context, id uuid.UUID, ret string, ful
 	return d, nil
 }
 
-func (c *console) processPageOf(w http.ResponseWriter, r *http.Request, full bool) (*Page, error) {
+func (c *Console) processPageOf(w http.ResponseWriter, r *http.Request, full bool) (*Page, error) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %q is not an execution id", commandbus.ErrNotFound, r.PathValue("id"))
@@ -395,7 +396,7 @@ func (c *console) processPageOf(w http.ResponseWriter, r *http.Request, full boo
 	return p, nil
 }
 
-func (c *console) processPage(w http.ResponseWriter, r *http.Request) {
+func (c *Console) processPage(w http.ResponseWriter, r *http.Request) {
 	p, err := c.processPageOf(w, r, true)
 	if err != nil {
 		c.failed(w, r, err)
@@ -404,10 +405,10 @@ func (c *console) processPage(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "process.html", p)
 }
 
-func (c *console) processLive(w http.ResponseWriter, r *http.Request) {
+func (c *Console) processLive(w http.ResponseWriter, r *http.Request) {
 	p, err := c.processPageOf(w, r, false)
 	if err != nil {
-		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "No such execution.", err.Error())
+		httpx.WriteProblem(w, http.StatusNotFound, "NOT_FOUND", "No such execution.", err.Error())
 		return
 	}
 	c.renderRegions(w, r, "process.html", p, processRegions...)
@@ -429,7 +430,7 @@ func commandFacts(row *commandbus.CommandRow) []Fact {
 	return facts
 }
 
-func (c *console) commandAction(w http.ResponseWriter, r *http.Request) {
+func (c *Console) commandAction(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not a command id.")
@@ -490,7 +491,7 @@ func (c *console) commandAction(w http.ResponseWriter, r *http.Request) {
 	c.act(w, r, spec)
 }
 
-func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
+func (c *Console) processAction(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not an execution id.")
@@ -504,7 +505,7 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 		c.failed(w, r, err)
 		return
 	}
-	ops := c.s.operationsFor(row)
+	ops := c.operationsFor(row)
 	short := shortID(id)
 	spec := &ActionPage{Nav: "tsq", Return: returnTo(r, "/tsq/processes"), Facts: []Fact{
 		{Label: "Execution", Value: id.String(), Href: c.executionHref(row)},
@@ -572,7 +573,7 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 			"evidence that the work was done). Steps it did not reach are not run."
 		field := FormField{Name: "stateOverrides", Label: "State overrides (JSON object)", Kind: "textarea",
 			Hint: "A JSON object of top-level state fields to set. Leave it empty to set none.", Placeholder: `{"evidence": "…"}`}
-		if rule := c.s.completionRule(row.Type); rule != nil {
+		if rule := c.completionRule(row.Type); rule != nil {
 			field.Required = rule.Required
 			if rule.Hint != "" {
 				field.Hint = rule.Hint
@@ -591,7 +592,7 @@ func (c *console) processAction(w http.ResponseWriter, r *http.Request) {
 					return &commandbus.ValidationError{Field: "stateOverrides", Message: "Give a JSON object, such as {\"evidence\": \"…\"}."}
 				}
 			}
-			if err := c.s.checkCompleteOverrides(row.Type, overrides); err != nil {
+			if err := c.checkCompleteOverrides(row.Type, overrides); err != nil {
 				return err
 			}
 			return whileBusy(ctx, func() error { return ops.CompleteOverride(ctx, id, overrides, op) })

@@ -1,26 +1,18 @@
-package server
+package console
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"encoding/base64"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
 // sessionLifetime bounds a console session; the operator signs in again after it.
 const sessionLifetime = 12 * time.Hour
-
-func withPrincipal(ctx context.Context, p principal) context.Context {
-	return context.WithValue(ctx, principalKey{}, p)
-}
-
-func principalFrom(ctx context.Context) (principal, bool) {
-	p, ok := ctx.Value(principalKey{}).(principal)
-	return p, ok
-}
 
 // loginForm is the sign-in page's data.
 type loginForm struct {
@@ -32,7 +24,7 @@ type loginForm struct {
 // loginNonce returns the sign-in form's nonce cookie, setting a fresh one when there is none.
 // The form's CSRF token is the nonce signed with the server key (a signed double-submit
 // cookie), since there is no session yet to bind it to.
-func (c *console) loginNonce(w http.ResponseWriter, r *http.Request) string {
+func (c *Console) loginNonce(w http.ResponseWriter, r *http.Request) string {
 	if ck, err := r.Cookie(loginCookie); err == nil && len(ck.Value) >= 16 {
 		return ck.Value
 	}
@@ -44,22 +36,22 @@ func (c *console) loginNonce(w http.ResponseWriter, r *http.Request) string {
 	return nonce
 }
 
-func (c *console) renderLogin(w http.ResponseWriter, r *http.Request, status int, next string, errs map[string]string) {
-	if p, ok := c.s.authenticate(r); ok {
-		r = r.WithContext(withPrincipal(r.Context(), p))
+func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, next string, errs map[string]string) {
+	if p, ok := c.tokens.Authenticate(r); ok {
+		r = r.WithContext(httpx.WithPrincipal(r.Context(), p))
 	}
 	pg := c.newPage(w, r, "Sign in", "login")
 	pg.Data = loginForm{Next: localPath(next, "/"), LoginCSRF: c.mac("login", c.loginNonce(w, r)), Errors: errs}
 	c.render(w, r, status, "login.html", pg)
 }
 
-func (c *console) loginPage(w http.ResponseWriter, r *http.Request) {
+func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.renderLogin(w, r, http.StatusOK, r.URL.Query().Get("next"), nil)
 }
 
-// login checks the token against the server's tokens and keeps it in the session cookie
+// login checks the token against the console's tokens and keeps it in the session cookie
 // (HttpOnly, SameSite=Strict), which authenticate accepts as it accepts a bearer header.
-func (c *console) login(w http.ResponseWriter, r *http.Request) {
+func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if err := c.origin.Check(r); err != nil {
 		c.errorPage(w, r, http.StatusForbidden, "Request refused", "The sign-in request came from another site.")
 		return
@@ -80,21 +72,21 @@ func (c *console) login(w http.ResponseWriter, r *http.Request) {
 		c.renderLogin(w, r, http.StatusUnprocessableEntity, next, map[string]string{"token": "Enter your token."})
 		return
 	}
-	p, ok := c.s.authenticate(&http.Request{Header: http.Header{"Authorization": {"Bearer " + token}}})
+	p, ok := c.tokens.Authenticate(&http.Request{Header: http.Header{"Authorization": {"Bearer " + token}}})
 	if !ok {
 		c.logger.Warn("console: sign-in with an unknown token", "remote", r.RemoteAddr)
 		c.renderLogin(w, r, http.StatusUnauthorized, next, map[string]string{"token": "This token is not valid. Check it and try again."})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: token, Path: "/", MaxAge: int(sessionLifetime / time.Second),
+	http.SetCookie(w, &http.Cookie{Name: httpx.SessionCookie, Value: token, Path: "/", MaxAge: int(sessionLifetime / time.Second),
 		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/login", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	c.logger.Info("console: signed in", "subject", p.Subject, "role", p.Role)
 	c.redirectWith(w, r, localPath(next, "/"), "success", "Signed in as "+p.Subject+" ("+p.Role+").")
 }
 
-func (c *console) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil,
+func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
+	http.SetCookie(w, &http.Cookie{Name: httpx.SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil,
 		SameSite: http.SameSiteStrictMode})
 	c.redirectWith(w, r, "/login", "success", "Signed out.")
 }

@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"context"
@@ -24,18 +24,18 @@ const maxProcessCommands = 200
 // compensations'), newest first, in the given statuses (every status when none). A process
 // sends its commands with its execution id as correlation id; this is the one place that relies
 // on it.
-func (c *console) executionCommands(ctx context.Context, execID uuid.UUID, statuses ...commandbus.Status) ([]*commandbus.CommandRow, error) {
+func (c *Console) executionCommands(ctx context.Context, execID uuid.UUID, statuses ...commandbus.Status) ([]*commandbus.CommandRow, error) {
 	return c.client.ListCommands(ctx, &commandbus.ListParams{CorrelationID: execID, Kind: driver.CommandKindCommand,
 		Statuses: statuses, Limit: maxProcessCommands})
 }
 
 // parkedCommands lists an execution's commands waiting in the command troubleshooting queue.
-func (c *console) parkedCommands(ctx context.Context, execID uuid.UUID) ([]*commandbus.CommandRow, error) {
+func (c *Console) parkedCommands(ctx context.Context, execID uuid.UUID) ([]*commandbus.CommandRow, error) {
 	return c.executionCommands(ctx, execID, commandbus.StatusInTSQ)
 }
 
 // parkedCommandsOfRows looks up the parked commands of each non-terminal execution of a listing.
-func (c *console) parkedCommandsOfRows(ctx context.Context, rows []*driver.ExecutionRow) (map[uuid.UUID][]*commandbus.CommandRow, error) {
+func (c *Console) parkedCommandsOfRows(ctx context.Context, rows []*driver.ExecutionRow) (map[uuid.UUID][]*commandbus.CommandRow, error) {
 	out := map[uuid.UUID][]*commandbus.CommandRow{}
 	for _, r := range rows {
 		if r.Status.Terminal() {
@@ -54,7 +54,7 @@ func (c *console) parkedCommandsOfRows(ctx context.Context, rows []*driver.Execu
 
 // commandsAudit is the audit log of an execution's commands (operator actions on them: retry,
 // cancel, complete, resubmit), newest first.
-func (c *console) commandsAudit(ctx context.Context, execID uuid.UUID) ([]*commandbus.AuditLogEntry, error) {
+func (c *Console) commandsAudit(ctx context.Context, execID uuid.UUID) ([]*commandbus.AuditLogEntry, error) {
 	cmds, err := c.executionCommands(ctx, execID)
 	if err != nil {
 		return nil, err

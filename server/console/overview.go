@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
 // domainLoad is one domain's in-flight work against this instance's concurrency limits.
@@ -57,7 +58,7 @@ type renderedPanel struct {
 
 var overviewRegions = []string{"ov-summary", "ov-charts", "ov-load"}
 
-func (c *console) overviewPage(w http.ResponseWriter, r *http.Request) (*Page, error) {
+func (c *Console) overviewPage(w http.ResponseWriter, r *http.Request) (*Page, error) {
 	d, err := c.overviewData(r.Context())
 	if err != nil {
 		return nil, err
@@ -83,7 +84,7 @@ func (c *console) overviewPage(w http.ResponseWriter, r *http.Request) (*Page, e
 	return p, nil
 }
 
-func (c *console) overview(w http.ResponseWriter, r *http.Request) {
+func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	p, err := c.overviewPage(w, r)
 	if err != nil {
 		c.failed(w, r, err)
@@ -92,10 +93,10 @@ func (c *console) overview(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "overview.html", p)
 }
 
-func (c *console) overviewLive(w http.ResponseWriter, r *http.Request) {
+func (c *Console) overviewLive(w http.ResponseWriter, r *http.Request) {
 	p, err := c.overviewPage(w, r)
 	if err != nil {
-		writeProblem(w, http.StatusInternalServerError, "INTERNAL", "The overview could not be read.", err.Error())
+		httpx.WriteProblem(w, http.StatusInternalServerError, "INTERNAL", "The overview could not be read.", err.Error())
 		return
 	}
 	extra := map[string]string{}
@@ -108,7 +109,7 @@ func (c *console) overviewLive(w http.ResponseWriter, r *http.Request) {
 // overviewMaxAge is how long one reading of the overview serves every viewer.
 const overviewMaxAge = time.Second
 
-func (c *console) overviewData(ctx context.Context) (*overviewData, error) {
+func (c *Console) overviewData(ctx context.Context) (*overviewData, error) {
 	c.overviewMu.Lock()
 	defer c.overviewMu.Unlock()
 	if c.overviewLast != nil && time.Since(c.overviewAt) < overviewMaxAge {
@@ -122,7 +123,7 @@ func (c *console) overviewData(ctx context.Context) (*overviewData, error) {
 	return d, nil
 }
 
-func (c *console) readOverview(ctx context.Context) (*overviewData, error) {
+func (c *Console) readOverview(ctx context.Context) (*overviewData, error) {
 	d := &overviewData{SampleInterval: c.sampler.interval}
 	samples := c.sampler.samples()
 	d.Charts = buildCharts(samples, c.sampler.interval, time.Now())
@@ -190,7 +191,7 @@ func (c *console) readOverview(ctx context.Context) (*overviewData, error) {
 		d.DLQTotal += q.Count
 	}
 
-	for _, ext := range c.s.cfg.Extensions {
+	for _, ext := range c.hooks {
 		more, err := ext.Overview(ctx)
 		if err != nil {
 			return nil, err

@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"context"
@@ -32,7 +32,7 @@ type dlqData struct {
 	Truncated bool
 }
 
-func (c *console) dlq(w http.ResponseWriter, r *http.Request) {
+func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := filterOf(r)
 	list, err := c.client.DLQ().List(ctx, commandbus.DLQFilter{Domain: f.Domain, Type: f.Type, Limit: tsqScan})
@@ -78,7 +78,7 @@ func (c *console) dlq(w http.ResponseWriter, r *http.Request) {
 }
 
 // dlqResubmit is the confirmation flow of resubmitting one dead-lettered command.
-func (c *console) dlqResubmit(w http.ResponseWriter, r *http.Request) {
+func (c *Console) dlqResubmit(w http.ResponseWriter, r *http.Request) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
 		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not a command id.")
@@ -108,7 +108,7 @@ func (c *console) dlqResubmit(w http.ResponseWriter, r *http.Request) {
 }
 
 // dlqFacts describe a dead-letter record on its confirmation page.
-func (c *console) dlqFacts(ctx context.Context, e *commandbus.DLQEntry) []Fact {
+func (c *Console) dlqFacts(ctx context.Context, e *commandbus.DLQEntry) []Fact {
 	facts := []Fact{
 		{Label: "Command", Value: e.CommandID.String(), Href: "/commands/" + e.CommandID.String()},
 		{Label: "Parked at", Value: formatTime(e.ParkedAt)},

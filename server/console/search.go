@@ -1,4 +1,4 @@
-package server
+package console
 
 import (
 	"context"
@@ -31,7 +31,7 @@ type searchData struct {
 // maxSearchLength bounds a query; ids and keys are far shorter.
 const maxSearchLength = 200
 
-func (c *console) search(w http.ResponseWriter, r *http.Request) {
+func (c *Console) search(w http.ResponseWriter, r *http.Request) {
 	d := &searchData{Query: strings.TrimSpace(r.URL.Query().Get("q"))}
 	status := http.StatusOK
 	switch {
@@ -60,7 +60,7 @@ func (c *console) search(w http.ResponseWriter, r *http.Request) {
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // find fills d with everything the query names exactly.
-func (c *console) find(ctx context.Context, d *searchData) error {
+func (c *Console) find(ctx context.Context, d *searchData) error {
 	seen := map[string]bool{}
 	add := func(h searchHit) {
 		if !seen[h.Href] {
@@ -70,7 +70,7 @@ func (c *console) find(ctx context.Context, d *searchData) error {
 	}
 	q := d.Query
 	id, isID := uuid.Parse(q)
-	for _, ext := range c.s.cfg.Extensions {
+	for _, ext := range c.hooks {
 		found, err := ext.Search(ctx, q)
 		if err != nil {
 			return err
