@@ -174,7 +174,8 @@ type Definition struct {
 // New starts a definition; id names the saga type and is persisted, so keep it stable. Sagas live
 // in domain "sagas" unless Domain says otherwise.
 func New(id string, version int) *Definition {
-	return &Definition{wf: workflow.New(id, version).Domain("sagas"), id: id, domain: "sagas"}
+	// A saga past its deadline (Timeout, or workflow.WithDeadline at its start) compensates.
+	return &Definition{wf: workflow.New(id, version).Domain("sagas").OnDeadline(workflow.DeadlineCompensate), id: id, domain: "sagas"}
 }
 
 // Describe sets the description.
@@ -197,7 +198,7 @@ func (d *Definition) DefaultRetry(p RetryPolicy) *Definition { d.wf.DefaultRetry
 // Timeout sets the saga's deadline, counted from its start: a saga still running past it
 // compensates what completed and ends COMPENSATED with DEADLINE_EXCEEDED.
 func (d *Definition) Timeout(t time.Duration) *Definition {
-	d.wf.Timeout(t).OnDeadline(workflow.DeadlineCompensate)
+	d.wf.Timeout(t)
 	return d
 }
 

@@ -140,6 +140,12 @@ type startOptions struct {
 	immediate   bool
 	startAt     *time.Time
 	attributes  map[string]string
+	// For StartMany (and deadline, batch and transaction for Start too).
+	ids      []uuid.UUID
+	keys     []string
+	deadline *time.Time
+	batchID  uuid.UUID
+	tx       any
 }
 
 // WithAttributes sets search attributes of the execution at its start.
@@ -188,8 +194,18 @@ func (m *Manager) Start(ctx context.Context, input any, opts ...StartOption) (uu
 	if err := driver.ValidateAttributes(o.attributes); err != nil {
 		return uuid.Nil, &commandbus.ValidationError{Field: "attributes", Message: err.Error()}
 	}
+	if o.tx != nil && (o.immediate || o.startAt != nil) {
+		return uuid.Nil, &commandbus.ValidationError{Field: "options", Message: "InTx creates the execution for the runners: it excludes Immediate and StartAt (call RunNow after the commit)"}
+	}
+	if o.ids != nil || o.keys != nil {
+		return uuid.Nil, &commandbus.ValidationError{Field: "options", Message: "WithIDs and WithBusinessKeys apply to StartMany; Start takes WithID and WithBusinessKey"}
+	}
 	params := m.newExecution(id, payload, createdInfo{DryRun: o.dryRun, StartAt: o.startAt})
 	params.TenantID, params.BusinessKey, params.Attributes = o.tenantID, o.businessKey, o.attributes
+	o.apply(params)
+	if o.tx != nil {
+		return id, m.insertInTx(ctx, o.tx, []*driver.ExecutionInsertParams{params})
+	}
 	if o.immediate || o.startAt != nil {
 		params.Lease, params.WorkerID = m.engine.Config().Lease, m.engine.Config().WorkerID
 	}
@@ -218,8 +234,24 @@ func (m *Manager) Start(ctx context.Context, input any, opts ...StartOption) (uu
 }
 
 // StartMany creates one execution per input in one round trip, PENDING for the runtime's pollers,
-// and returns their ids in input order.
-func (m *Manager) StartMany(ctx context.Context, inputs []any) ([]uuid.UUID, error) {
+// and returns their ids in input order. It takes WithIDs, WithBusinessKeys, WithTenant,
+// WithAttributes, WithDeadline, WithBatch and InTx; an id that exists is not started again.
+func (m *Manager) StartMany(ctx context.Context, inputs []any, opts ...StartOption) ([]uuid.UUID, error) {
+	o := &startOptions{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	switch {
+	case o.id != uuid.Nil || o.businessKey != "" || o.immediate || o.startAt != nil || o.dryRun:
+		return nil, &commandbus.ValidationError{Field: "options", Message: "StartMany takes WithIDs and WithBusinessKeys, not WithID, WithBusinessKey, Immediate, StartAt or DryRun"}
+	case o.ids != nil && len(o.ids) != len(inputs):
+		return nil, &commandbus.ValidationError{Field: "ids", Message: fmt.Sprintf("WithIDs has %d ids for %d inputs", len(o.ids), len(inputs))}
+	case o.keys != nil && len(o.keys) != len(inputs):
+		return nil, &commandbus.ValidationError{Field: "businessKeys", Message: fmt.Sprintf("WithBusinessKeys has %d keys for %d inputs", len(o.keys), len(inputs))}
+	}
+	if err := driver.ValidateAttributes(o.attributes); err != nil {
+		return nil, &commandbus.ValidationError{Field: "attributes", Message: err.Error()}
+	}
 	params := make([]*driver.ExecutionInsertParams, len(inputs))
 	ids := make([]uuid.UUID, len(inputs))
 	for i, in := range inputs {
@@ -228,7 +260,18 @@ func (m *Manager) StartMany(ctx context.Context, inputs []any) ([]uuid.UUID, err
 			return nil, &commandbus.ValidationError{Field: fmt.Sprintf("inputs[%d]", i), Message: "cannot be encoded as JSON: " + err.Error()}
 		}
 		ids[i] = uuid.Must(uuid.NewV7())
+		if o.ids != nil {
+			ids[i] = o.ids[i]
+		}
 		params[i] = m.newExecution(ids[i], payload, createdInfo{})
+		params[i].TenantID, params[i].Attributes = o.tenantID, o.attributes
+		if o.keys != nil {
+			params[i].BusinessKey = o.keys[i]
+		}
+		o.apply(params[i])
+	}
+	if o.tx != nil {
+		return ids, m.insertInTx(ctx, o.tx, params)
 	}
 	if _, err := m.engine.Insert(ctx, params); err != nil {
 		return nil, err
