@@ -62,6 +62,11 @@ func (m *Manager) Retry(ctx context.Context, id uuid.UUID, action commandbus.Ope
 	if err != nil {
 		return err
 	}
+	if lease.Row.ErrorCode == CodeCommandParked {
+		if done, err := m.retryParkedCommand(ctx, lease, action); done || err != nil {
+			return err
+		}
+	}
 	m.audit(ctx, id, entryTSQRetry, action, nil)
 	info, _ := json.Marshal(retryInfo{Hash: m.hash})
 	entry := &driver.ExecutionLogEntry{EntryType: entryTSQRetry, Name: lease.Row.Step, Actor: action.Actor, Reason: action.Reason, Request: info}
@@ -177,4 +182,48 @@ func (m *Manager) mayBeInstance(step string) bool {
 		}
 	}
 	return false
+}
+
+// retryParkedCommand retries, from the command troubleshooting queue, the command an execution
+// parked with COMMAND_PARKED waits on: the command runs again and its final reply resumes the
+// execution, which waits parked meanwhile. It reports false (keeping the lease) when the command
+// has ended, so its reply is applied by the run that follows; a command on its way already is
+// refused (ErrInvalidState): its reply will come.
+func (m *Manager) retryParkedCommand(ctx context.Context, lease *execution.Lease, action commandbus.OperatorAction) (bool, error) {
+	entries, err := lease.Log(ctx)
+	if err != nil {
+		return true, m.abandon(ctx, lease, err)
+	}
+	step := lease.Row.Step
+	r := fold(entries).steps[step]
+	if r == nil || r.status != statusWaiting || r.commandID == uuid.Nil {
+		return false, nil
+	}
+	cmd, err := m.client.GetCommand(ctx, r.commandID)
+	if err != nil {
+		_ = lease.Release(ctx)
+		return true, fmt.Errorf("reading the parked command %s of step %q: %w", r.commandID, step, err)
+	}
+	switch {
+	case cmd.Status.Terminal():
+		return false, nil
+	case cmd.Status != driver.CommandStatusInTSQ:
+		_ = lease.Release(ctx)
+		return true, fmt.Errorf("%w: the command %s of step %q is %s, no longer parked: its reply will resume execution %s",
+			commandbus.ErrInvalidState, cmd.ID, step, cmd.Status, lease.Row.ID)
+	}
+	details := map[string]any{"step": step, "commandId": cmd.ID}
+	m.audit(ctx, lease.Row.ID, entryTSQRetry, action, details)
+	entry := &driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: "COMMAND_RETRIED", StepStatus: string(driver.ExecutionWaitingForTSQ),
+		Actor: action.Actor, Reason: action.Reason}
+	entry.Request, _ = json.Marshal(details)
+	cp := lease.Base()
+	cp.Release, cp.Log = true, []*driver.ExecutionLogEntry{entry}
+	if err := lease.Checkpoint(ctx, cp); err != nil {
+		return true, err
+	}
+	if _, err := m.client.TSQ().Retry(ctx, cmd.ID, action); err != nil {
+		return true, fmt.Errorf("retrying the parked command %s of step %q: %w", cmd.ID, step, err)
+	}
+	return true, nil
 }

@@ -30,7 +30,16 @@ func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driv
 	}
 	f := fold(append(entries, extra...))
 	row := lease.Row
+	answered := row.Status == driver.ExecutionWaitingForTSQ && row.ErrorCode == CodeCommandParked && len(extra) == 0 &&
+		row.ResponsesReceived > row.ResponsesApplied
+	var stillParked *parkedCommand
 	switch {
+	case answered:
+		// The parked command's final reply (or another response) arrived: the execution resumes,
+		// and parks again if the command still waits.
+		m.logger.Info("a parked command was answered; the execution resumes", "execution_id", row.ID, "step", row.Step)
+		stillParked = &parkedCommand{step: row.Step, message: row.ErrorMessage}
+		row.ErrorCode, row.ErrorMessage = "", ""
 	case row.Status.Terminal(), row.Status == driver.ExecutionSuspended,
 		row.Status == driver.ExecutionWaitingForTSQ && len(extra) == 0:
 		return lease.Release(ctx)
@@ -53,7 +62,7 @@ func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driv
 	if f.dryRun {
 		return m.dryRun(ctx, lease, f, p, extra)
 	}
-	w := &walk{m: m, p: p, ctx: ctx, lease: lease, f: f, pending: extra, input: row.State}
+	w := &walk{m: m, p: p, ctx: ctx, lease: lease, f: f, pending: extra, input: row.State, parkedCommand: stillParked}
 	// Steps may run longer than the lease: a heartbeat keeps it while they run.
 	stop := lease.KeepAlive(ctx)
 	defer stop()
@@ -73,6 +82,8 @@ type walk struct {
 	input   json.RawMessage
 	running map[string]bool
 	failed  *outcome // the first step that failed for good
+	// parkedCommand is a command step whose command was parked (its PARKED reply arrived).
+	parkedCommand *parkedCommand
 	// signals are the execution's unconsumed signals, read once per run when a gate needs them.
 	signals       []*driver.ExecutionSignalRow
 	signalsLoaded bool
@@ -406,6 +417,17 @@ func (w *walk) finish() error {
 		if r != nil && r.status == statusWaiting {
 			waiting = append(waiting, s.id)
 		}
+	}
+	if pc := w.parkedCommand; pc != nil && w.f.steps[pc.step] != nil && w.f.steps[pc.step].status == statusWaiting {
+		// A command waits for an operator in the command troubleshooting queue: so does the
+		// execution, visibly. Its reply wait closes (no timeout while an operator decides); the
+		// command's final reply resumes it.
+		w.ops.closeWaits = append(w.ops.closeWaits, pc.step)
+		m.logger.Warn("execution parked: its command waits in the command troubleshooting queue", "execution_id", w.lease.Row.ID, "step", pc.step)
+		return m.runnerResult(w.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+			cp.Status, cp.Release, cp.NextRetryAt, cp.NextWaitTimeoutAt = driver.ExecutionWaitingForTSQ, true, nil, nil
+			cp.Step, cp.CurrentWait, cp.ErrorCode, cp.ErrorMessage = pc.step, pc.step, CodeCommandParked, pc.message
+		}))
 	}
 	if len(waiting) > 0 {
 		// Waiting for signals, timers or children: their arrival, the timers' and the waits'

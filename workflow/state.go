@@ -47,6 +47,9 @@ const (
 	CodeCompensationFailed = "COMPENSATION_FAILED"
 	// CodeSignalTimeout is a signal gate's timeout passing without its signal.
 	CodeSignalTimeout = "SIGNAL_TIMEOUT"
+	// CodeCommandParked parks an execution whose command step's command waits in the command
+	// troubleshooting queue; Retry retries that command, whose final reply resumes the execution.
+	CodeCommandParked = "COMMAND_PARKED"
 	// CodeExpansionFailed parks an execution whose expanded step's items could not be read
 	// from its input.
 	CodeExpansionFailed = "EXPANSION_FAILED"
