@@ -76,3 +76,44 @@ func TestCommandStepsParkAndCompensate(t *testing.T) {
 		require.Empty(t, r.CompensatedSteps)
 	})
 }
+
+// An operator who ends a saga without running it tells the definition's OnOperatorEnd first; its
+// error refuses the action.
+func TestOnOperatorEnd(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		client, rt := newRuntime(t, drv, testConfig(t, nil))
+		var ended []driver.ExecutionStatus
+		refuse := false
+		j := &journal{}
+		m, err := saga.Register(rt, saga.New("ended", 1).
+			OnOperatorEnd(func(ctx context.Context, row *driver.ExecutionRow, status driver.ExecutionStatus) error {
+				if refuse {
+					return errors.New("the ledger is read-only")
+				}
+				ended = append(ended, status)
+				return nil
+			}).
+			Step("debit", okStep(j), saga.Compensate(undo(j))).
+			Step("credit", func(context.Context, *saga.StepContext) (any, error) {
+				return nil, commandbus.Permanent("LEDGER_DOWN", errors.New("down"))
+			}, saga.DependsOn("debit")))
+		require.NoError(t, err)
+		start(t, client)
+		park := func() *saga.Result {
+			id, err := m.Start(ctx, nil)
+			require.NoError(t, err)
+			return waitStatus(t, m, id, driver.ExecutionWaitingForTSQ)
+		}
+		a, b, c := park(), park(), park()
+		require.NoError(t, m.CancelOverride(ctx, a.ExecutionID, false, operator))
+		require.NoError(t, m.CompleteOverride(ctx, b.ExecutionID, nil, operator))
+		require.Equal(t, []driver.ExecutionStatus{driver.ExecutionCancelled, driver.ExecutionCompleted}, ended)
+		refuse = true
+		require.ErrorContains(t, m.CancelOverride(ctx, c.ExecutionID, false, operator), "the ledger is read-only")
+		r, err := m.Result(ctx, c.ExecutionID)
+		require.NoError(t, err)
+		require.Equal(t, string(driver.ExecutionWaitingForTSQ), r.Status, "refused: nothing changed")
+	})
+}

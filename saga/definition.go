@@ -1,12 +1,14 @@
 package saga
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/flowmodel"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/workflow"
@@ -169,6 +171,7 @@ type Definition struct {
 	domain  string
 	policy  CompensationPolicy
 	trigger CompensationTrigger
+	onEnd   func(ctx context.Context, row *driver.ExecutionRow, status driver.ExecutionStatus) error
 }
 
 // New starts a definition; id names the saga type and is persisted, so keep it stable. Sagas live
@@ -204,6 +207,14 @@ func (d *Definition) Timeout(t time.Duration) *Definition {
 
 // Policy sets the compensation policy (default StrictSequential).
 func (d *Definition) Policy(p CompensationPolicy) *Definition { d.policy = p; return d }
+
+// OnOperatorEnd is told, before it is written, that an operator ends a saga without running it:
+// cancelled without compensations (CANCELLED) or force-completed (COMPLETED), so the application
+// can record the outcome where the saga's steps would have; an error refuses the action.
+func (d *Definition) OnOperatorEnd(fn func(ctx context.Context, row *driver.ExecutionRow, status driver.ExecutionStatus) error) *Definition {
+	d.onEnd = fn
+	return d
+}
 
 // CompensateOn sets which failures start the compensation phase (default OnBusinessFailure).
 func (d *Definition) CompensateOn(t CompensationTrigger) *Definition { d.trigger = t; return d }

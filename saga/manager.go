@@ -43,6 +43,7 @@ func Register(rt *orchestration.Runtime, def *Definition) (*Manager, error) {
 	wm, err := flowmodel.Register(rt, def.wf, flowmodel.Options{
 		Model: Model, Policy: string(policy), CompensateOnAny: def.trigger == OnAnyFailure,
 		Result: func(inst any) any { return ResultOf(inst.(*Instance)) },
+		OnEnd:  def.onEnd,
 	})
 	if err != nil {
 		var de *workflow.DefinitionError

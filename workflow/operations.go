@@ -100,6 +100,9 @@ func (m *Manager) CancelOverride(ctx context.Context, id uuid.UUID, runCompensat
 		f.cancelled = true
 		return m.compensate(ctx, lease, f, []*driver.ExecutionLogEntry{entry})
 	}
+	if err := m.ended(ctx, lease, driver.ExecutionCancelled); err != nil {
+		return err
+	}
 	cp := lease.Base()
 	cp.Status, cp.Release, cp.NextRetryAt = driver.ExecutionCancelled, true, nil
 	cp.ErrorCode, cp.ErrorMessage, cp.Log = commandbus.CodeCancelled, message, []*driver.ExecutionLogEntry{entry}
@@ -127,6 +130,9 @@ func (m *Manager) CompleteOverride(ctx context.Context, id uuid.UUID, stateOverr
 			_ = lease.Release(ctx)
 			return &commandbus.ValidationError{Field: "stateOverrides", Message: err.Error()}
 		}
+	}
+	if err := m.ended(ctx, lease, driver.ExecutionCompleted); err != nil {
+		return err
 	}
 	m.audit(ctx, id, entryTSQComplete, action, map[string]any{"stateOverrides": stateOverrides})
 	entry := &driver.ExecutionLogEntry{EntryType: entryTSQComplete, Name: "complete", Actor: action.Actor, Reason: action.Reason}
@@ -226,4 +232,17 @@ func (m *Manager) retryParkedCommand(ctx context.Context, lease *execution.Lease
 		return true, fmt.Errorf("retrying the parked command %s of step %q: %w", cmd.ID, step, err)
 	}
 	return true, nil
+}
+
+// ended tells the model an operator ends the execution without running it; an error refuses the
+// action and gives the lease back.
+func (m *Manager) ended(ctx context.Context, lease *execution.Lease, status driver.ExecutionStatus) error {
+	if m.flow.OnEnd == nil {
+		return nil
+	}
+	if err := m.flow.OnEnd(ctx, lease.Row, status); err != nil {
+		_ = lease.Release(ctx)
+		return fmt.Errorf("recording the end of execution %s: %w", lease.Row.ID, err)
+	}
+	return nil
 }

@@ -5,9 +5,11 @@
 package flowmodel
 
 import (
+	"context"
 	"encoding/json"
 	"time"
 
+	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/orchestration"
 )
 
@@ -40,6 +42,10 @@ type Options struct {
 	// Result builds the model's result of an execution (the runner's *workflow.Instance) for
 	// the generic execution JSON; nil: none.
 	Result func(instance any) any
+	// OnEnd is told, before it is written, that an operator ends an execution without running
+	// it: cancelled without compensations (CANCELLED) or force-completed (COMPLETED), so the
+	// model's application can record the outcome; an error refuses the action. nil: nothing.
+	OnEnd func(ctx context.Context, row *driver.ExecutionRow, status driver.ExecutionStatus) error
 }
 
 // Compensation is a step's compensation settings beyond its function.
