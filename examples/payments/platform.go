@@ -19,6 +19,7 @@ import (
 	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
+	"github.com/commandbus/commandbus/saga"
 )
 
 // Options configure a Platform. Every field has a default.
@@ -122,6 +123,7 @@ type Platform struct {
 	logger  *slog.Logger
 	step    *process.Manager[StepState]
 	manager *process.Manager[ManagerState]
+	saga    *saga.Manager
 	fx      *fxGateway
 	fxAPI   *fxapi.Server
 	sim     *simulator
@@ -214,6 +216,9 @@ func New(client *commandbus.Client, opts Options) (*Platform, error) {
 	if p.manager, err = process.NewManager(p.rt, process.Process[ManagerState](managerProcess{p: p})); err != nil {
 		return nil, err
 	}
+	if p.saga, err = saga.Register(p.rt, p.sagaDefinition()); err != nil {
+		return nil, err
+	}
 	p.sim = newSimulator(p)
 	client.AddService(p)
 	return p, nil
@@ -292,6 +297,9 @@ func (p *Platform) StepManager() *process.Manager[StepState] { return p.step }
 
 // ProcessManager returns the process manager's manager (PaymentManager).
 func (p *Platform) ProcessManager() *process.Manager[ManagerState] { return p.manager }
+
+// SagaManager returns the payment saga's manager (PaymentSaga).
+func (p *Platform) SagaManager() *saga.Manager { return p.saga }
 
 // FXAPIURL is the base URL of the FX API the anti-corruption layer calls.
 func (p *Platform) FXAPIURL() string { return p.fx.baseURL }
