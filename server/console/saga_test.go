@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/saga"
@@ -154,5 +156,31 @@ func TestConsoleSagaCompensationInBrowser(t *testing.T) {
 		r, err := f.transfers.Result(context.Background(), id)
 		require.NoError(t, err)
 		require.Equal(t, []string{"debit", "hold"}, r.CompensatedSteps)
+	})
+}
+
+// The New batch form offers the payment saga; a batch created with it runs to the end.
+func TestConsoleBatchFormRunsPaymentSagas(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		f := setupConsole(t, drv)
+		op := f.httpClient()
+		op.login(operatorToken)
+		_, body := op.get("/batches/new")
+		require.Contains(t, body, `<option value="`+payments.TypePaymentSaga+`"`)
+		form := url.Values{"csrf": {csrfOf(t, body)}, "processType": {payments.TypePaymentSaga}, "count": {"3"}, "day": {consoleToday},
+			"preset": {payments.PresetHappy}, "confirmed": {"1"}, "reason": {"saga run"}}
+		resp, _ := op.post("/batches/new", form)
+		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
+		batches, err := f.platform.ListBatches(context.Background(), 0)
+		require.NoError(t, err)
+		require.Len(t, batches, 1)
+		require.Equal(t, payments.TypePaymentSaga, batches[0].ProcessType)
+		eventually(t, 60*time.Second, "the saga batch to succeed", func() bool {
+			b, err := f.platform.GetBatch(context.Background(), batches[0].ID)
+			require.NoError(t, err)
+			return b.Status == payments.BatchSucceeded
+		})
+		require.NoError(t, f.platform.CheckInvariants(context.Background()))
 	})
 }
