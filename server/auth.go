@@ -12,6 +12,11 @@ const (
 	RoleOperator = httpx.RoleOperator
 )
 
+// Token is one bearer token the API and console accept: its Subject (who holds it, recorded on
+// every action taken with it), the secret Token (at least 16 characters) and its Role
+// (RoleViewer or RoleOperator). It is console.Token too.
+type Token = httpx.Token
+
 // require guards a REST route: it takes the bearer token only. A browser attaches the console's
 // session cookie to any request for this origin, a cross-site one included, so accepting the
 // cookie here would let another site act with an operator's session.

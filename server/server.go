@@ -35,7 +35,7 @@ type Config struct {
 	// order. Default: none, and the server serves only its generic API and console.
 	Extensions []Extension
 	// Tokens are the accepted bearer tokens.
-	Tokens []commandbus.TokenConfig
+	Tokens []Token
 	// Gatherer is what /metrics exposes. Default: prometheus.DefaultGatherer.
 	Gatherer prometheus.Gatherer
 	// Logger receives request errors. Default: discards.

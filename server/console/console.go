@@ -52,7 +52,7 @@ type Options struct {
 	Runtime *orchestration.Runtime
 	// Tokens are the accepted tokens: an operator signs in with one, and its role decides
 	// whether they may act. Default: none, and nobody can sign in.
-	Tokens []commandbus.TokenConfig
+	Tokens []Token
 	// Hooks tell the console the application's business context, in order. Default: none.
 	Hooks []Hooks
 	// Gatherer is where the sampler reads throughput from. Default: prometheus.DefaultGatherer.

@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-
-	"github.com/commandbus/commandbus"
 )
 
 // The roles a token can carry.
@@ -22,6 +20,18 @@ const (
 
 // SessionCookie is the console's session cookie; it holds the token the operator signed in with.
 const SessionCookie = "commandbus_session"
+
+// Token is one bearer token the API and console accept; packages server and console export it
+// as their Token. A deployment's configuration file lists them under server.tokens
+// (config.TokenConfig, which converts to Token).
+type Token struct {
+	// Subject names who holds the token; it is recorded on every action taken with it.
+	Subject string
+	// Token is the secret: at least 16 characters.
+	Token string
+	// Role is RoleViewer or RoleOperator.
+	Role string
+}
 
 // Principal is who a token names: the subject operator actions are audited with, and its role.
 type Principal struct {
@@ -39,7 +49,7 @@ type Tokens struct {
 
 // NewTokens validates and indexes tokens: each needs a subject, at least 16 characters and the
 // role viewer or operator.
-func NewTokens(tokens []commandbus.TokenConfig) (*Tokens, error) {
+func NewTokens(tokens []Token) (*Tokens, error) {
 	out := map[string]Principal{}
 	for i, t := range tokens {
 		if t.Subject == "" || len(t.Token) < 16 || (t.Role != RoleViewer && t.Role != RoleOperator) {

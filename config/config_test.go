@@ -1,14 +1,18 @@
-package commandbus
+package config_test
 
 import (
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/config"
 )
 
 // referenceApplicationYAML is the reference application.yml, wrapped under commandbus:.
@@ -45,22 +49,22 @@ commandbus:
 `
 
 // mustParseConfig parses a configuration that must be valid.
-func mustParseConfig(t *testing.T, yamlText string, environ ...string) *Config {
+func mustParseConfig(t *testing.T, yamlText string, environ ...string) *config.File {
 	t.Helper()
-	cfg, err := ParseConfig([]byte(yamlText), environ)
+	cfg, err := config.Parse([]byte(yamlText), environ)
 	require.NoError(t, err)
 	require.NotNil(t, cfg)
 	return cfg
 }
 
-// parseConfigError parses a configuration that must be invalid and returns its ConfigError.
-func parseConfigError(t *testing.T, yamlText string, environ ...string) *ConfigError {
+// parseConfigError parses a configuration that must be invalid and returns its commandbus.ConfigError.
+func parseConfigError(t *testing.T, yamlText string, environ ...string) *commandbus.ConfigError {
 	t.Helper()
-	cfg, err := ParseConfig([]byte(yamlText), environ)
+	cfg, err := config.Parse([]byte(yamlText), environ)
 	require.Error(t, err)
 	require.Nil(t, cfg)
-	require.ErrorIs(t, err, ErrInvalidConfig)
-	var invalid *ConfigError
+	require.ErrorIs(t, err, commandbus.ErrInvalidConfig)
+	var invalid *commandbus.ConfigError
 	require.ErrorAs(t, err, &invalid)
 	return invalid
 }
@@ -70,33 +74,33 @@ func TestParseConfigReferenceExample(t *testing.T) {
 
 	cfg := mustParseConfig(t, referenceApplicationYAML)
 
-	require.Equal(t, Features{
+	require.Equal(t, commandbus.Features{
 		CommandHandlers:  boolPtr(true),
 		ProcessExecution: boolPtr(true),
 		ReplyProcessing:  boolPtr(true),
 	}, cfg.Features)
-	require.Equal(t, map[string]*DomainConfig{
+	require.Equal(t, map[string]*commandbus.DomainConfig{
 		"fx":       {Enabled: boolPtr(true), ConcurrentMessages: 2},
 		"risk":     {Enabled: boolPtr(true), ConcurrentMessages: 3},
 		"payments": {Enabled: boolPtr(true), ConcurrentMessages: 10},
 	}, cfg.Domains)
-	require.Equal(t, map[string]*CommandStepConfig{
-		"bookFx":   {Domain: "fx", CommandType: "BookFx", Timeout: Duration(30 * time.Second)},
-		"bookRisk": {Domain: "risk", CommandType: "BookRisk", Timeout: Duration(30 * time.Second)},
+	require.Equal(t, map[string]*commandbus.CommandStepConfig{
+		"bookFx":   {Domain: "fx", CommandType: "BookFx", Timeout: commandbus.Duration(30 * time.Second)},
+		"bookRisk": {Domain: "risk", CommandType: "BookRisk", Timeout: commandbus.Duration(30 * time.Second)},
 	}, cfg.CommandSteps)
 }
 
 func TestParseConfigWrappedAndUnwrapped(t *testing.T) {
 	t.Parallel()
 
-	want := &Config{
-		Features: Features{ProcessExecution: boolPtr(false)},
-		Domains:  map[string]*DomainConfig{"fx": {ConcurrentMessages: 2}},
-	}
+	want := &config.File{Config: commandbus.Config{
+		Features: commandbus.Features{ProcessExecution: boolPtr(false)},
+		Domains:  map[string]*commandbus.DomainConfig{"fx": {ConcurrentMessages: 2}},
+	}}
 	tests := []struct {
 		name string
 		yaml string
-		want *Config
+		want *config.File
 	}{
 		{
 			name: "wrapped",
@@ -108,10 +112,10 @@ func TestParseConfigWrappedAndUnwrapped(t *testing.T) {
 			yaml: "features:\n  process-execution: false\ndomains:\n  fx:\n    concurrent-messages: 2\n",
 			want: want,
 		},
-		{name: "empty file", yaml: "", want: &Config{}},
-		{name: "comments only", yaml: "# nothing configured yet\n", want: &Config{}},
-		{name: "empty wrapper", yaml: "commandbus:\n", want: &Config{}},
-		{name: "explicit document start", yaml: "---\nfeatures: {}\n", want: &Config{}},
+		{name: "empty file", yaml: "", want: &config.File{}},
+		{name: "comments only", yaml: "# nothing configured yet\n", want: &config.File{}},
+		{name: "empty wrapper", yaml: "commandbus:\n", want: &config.File{}},
+		{name: "explicit document start", yaml: "---\nfeatures: {}\n", want: &config.File{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,7 +137,7 @@ func TestParseConfigReturnsWithoutDefaults(t *testing.T) {
 	require.Zero(t, cfg.Process.DefaultWaitTimeout)
 
 	withDefaults := cfg.WithDefaults()
-	require.Equal(t, DefaultConcurrentMessages, withDefaults.Domains["fx"].ConcurrentMessages)
+	require.Equal(t, commandbus.DefaultConcurrentMessages, withDefaults.Domains["fx"].ConcurrentMessages)
 	require.Equal(t, 3, withDefaults.Domains["risk"].ConcurrentMessages)
 	require.Equal(t, boolPtr(true), withDefaults.Features.CommandHandlers)
 	require.Zero(t, cfg.Domains["fx"].ConcurrentMessages, "WithDefaults leaves the parsed config alone")
@@ -188,42 +192,42 @@ shutdown-timeout: PT45S
 
 	require.Equal(t, boolPtr(false), cfg.Features.CommandHandlers)
 	zero := 0.0
-	require.Equal(t, &DomainConfig{
+	require.Equal(t, &commandbus.DomainConfig{
 		Enabled:                 boolPtr(true),
 		ConcurrentMessages:      2,
 		ReplyConcurrentMessages: 4,
-		VisibilityTimeout:       Duration(time.Minute),
+		VisibilityTimeout:       commandbus.Duration(time.Minute),
 		MaxAttempts:             7,
 		FetchBatch:              50,
-		Retry: RetryPolicy{
-			InitialDelay: Duration(500 * time.Millisecond),
-			MaxDelay:     Duration(2 * time.Minute),
+		Retry: commandbus.RetryPolicy{
+			InitialDelay: commandbus.Duration(500 * time.Millisecond),
+			MaxDelay:     commandbus.Duration(2 * time.Minute),
 			Multiplier:   1.5,
 			Jitter:       &zero,
 		},
 	}, cfg.Domains["fx"])
-	require.Equal(t, ProcessConfig{
-		PendingPollInterval:   Duration(time.Second),
-		RetryPollInterval:     Duration(5 * time.Second),
-		TimeoutCheckInterval:  Duration(time.Minute),
-		DeadlineCheckInterval: Duration(90 * time.Second),
-		DefaultWaitTimeout:    Duration(2 * time.Hour),
-		ExecutionLease:        Duration(30 * time.Second),
+	require.Equal(t, commandbus.ProcessConfig{
+		PendingPollInterval:   commandbus.Duration(time.Second),
+		RetryPollInterval:     commandbus.Duration(5 * time.Second),
+		TimeoutCheckInterval:  commandbus.Duration(time.Minute),
+		DeadlineCheckInterval: commandbus.Duration(90 * time.Second),
+		DefaultWaitTimeout:    commandbus.Duration(2 * time.Hour),
+		ExecutionLease:        commandbus.Duration(30 * time.Second),
 		ConcurrentExecutions:  20,
-		Retention:             Duration(30 * 24 * time.Hour),
-		RetentionInterval:     Duration(10 * time.Minute),
-		Types: map[string]*ProcessTypeConfig{
-			"payment": {DefaultWaitTimeout: Duration(24 * time.Hour), DeadlineAction: "COMPENSATE"},
+		Retention:             commandbus.Duration(30 * 24 * time.Hour),
+		RetentionInterval:     commandbus.Duration(10 * time.Minute),
+		Types: map[string]*commandbus.ProcessTypeConfig{
+			"payment": {DefaultWaitTimeout: commandbus.Duration(24 * time.Hour), DeadlineAction: "COMPENSATE"},
 		},
 	}, cfg.Process)
-	require.Equal(t, DatabaseConfig{URL: "postgres://commandbus@localhost/commandbus", Schema: "bus"}, cfg.Database)
-	require.Equal(t, ServerConfig{
+	require.Equal(t, config.DatabaseConfig{URL: "postgres://commandbus@localhost/commandbus", Schema: "bus"}, cfg.Database)
+	require.Equal(t, config.ServerConfig{
 		Addr:   "0.0.0.0:9090",
-		Tokens: []TokenConfig{{Subject: "alice", Token: "0123456789abcdef0123", Role: "operator"}},
+		Tokens: []config.TokenConfig{{Subject: "alice", Token: "0123456789abcdef0123", Role: "operator"}},
 	}, cfg.Server)
-	require.Equal(t, Duration(10*time.Millisecond), cfg.FetchCooldown)
-	require.Equal(t, Duration(2*time.Second), cfg.FetchPollInterval)
-	require.Equal(t, Duration(45*time.Second), cfg.ShutdownTimeout)
+	require.Equal(t, commandbus.Duration(10*time.Millisecond), cfg.FetchCooldown)
+	require.Equal(t, commandbus.Duration(2*time.Second), cfg.FetchPollInterval)
+	require.Equal(t, commandbus.Duration(45*time.Second), cfg.ShutdownTimeout)
 }
 
 func TestParseConfigAnchorsAndMergeKeys(t *testing.T) {
@@ -243,7 +247,7 @@ domains:
 
 	require.Equal(t, 2, cfg.Domains["fx"].ConcurrentMessages)
 	require.Equal(t, 3, cfg.Domains["risk"].ConcurrentMessages, "a written key overrides a merged one")
-	require.Equal(t, Duration(time.Minute), cfg.Domains["risk"].Retry.MaxDelay)
+	require.Equal(t, commandbus.Duration(time.Minute), cfg.Domains["risk"].Retry.MaxDelay)
 	require.Equal(t, 2, cfg.Domains["payments"].ConcurrentMessages)
 	require.NotSame(t, cfg.Domains["fx"], cfg.Domains["payments"], "an alias gives an entry of its own")
 
@@ -264,7 +268,7 @@ domains:
 		payments := cfg.Domains["payments"]
 		require.Equal(t, 2, payments.ConcurrentMessages, "an earlier merged mapping overrides a later one")
 		require.Equal(t, 5, payments.MaxAttempts)
-		require.Equal(t, Duration(2*time.Minute), payments.VisibilityTimeout)
+		require.Equal(t, commandbus.Duration(2*time.Minute), payments.VisibilityTimeout)
 	})
 
 	t.Run("list with a value", func(t *testing.T) {
@@ -286,7 +290,7 @@ func TestParseConfigFileProblems(t *testing.T) {
 		{
 			name:    "unknown top-level key",
 			yaml:    "featurez:\n  command-handlers: true\n",
-			wantErr: `line 1: unknown key "featurez" (known keys: features, domains, command-steps, process, database, server, simulator, payments, fx, amqp, amqp10, kafka, events, outbox, watchdog-interval, fetch-cooldown, fetch-poll-interval, shutdown-timeout)`,
+			wantErr: `line 1: unknown key "featurez" (known keys: features, domains, command-steps, process, amqp, amqp10, kafka, events, outbox, watchdog-interval, fetch-cooldown, fetch-poll-interval, shutdown-timeout, database, server, simulator, payments, fx)`,
 		},
 		{
 			name:    "unknown nested key",
@@ -496,19 +500,19 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 		name    string
 		yaml    string
 		environ []string
-		check   func(t *testing.T, cfg *Config)
+		check   func(t *testing.T, cfg *config.File)
 	}{
 		{
 			name:    "domain concurrency",
 			environ: []string{"COMMANDBUS_DOMAINS_FX_CONCURRENT_MESSAGES=2"},
-			check: func(t *testing.T, cfg *Config) {
+			check: func(t *testing.T, cfg *config.File) {
 				require.Equal(t, 2, cfg.Domains["fx"].ConcurrentMessages)
 			},
 		},
 		{
 			name:    "feature switch",
 			environ: []string{"COMMANDBUS_FEATURES_PROCESS_EXECUTION=false"},
-			check: func(t *testing.T, cfg *Config) {
+			check: func(t *testing.T, cfg *config.File) {
 				require.Equal(t, boolPtr(false), cfg.Features.ProcessExecution)
 				require.Nil(t, cfg.Features.CommandHandlers, "other features keep their default")
 			},
@@ -517,8 +521,8 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 			name:    "command step timeout matches its name ignoring case",
 			yaml:    referenceApplicationYAML,
 			environ: []string{"COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT=45s"},
-			check: func(t *testing.T, cfg *Config) {
-				require.Equal(t, Duration(45*time.Second), cfg.CommandSteps["bookFx"].Timeout)
+			check: func(t *testing.T, cfg *config.File) {
+				require.Equal(t, commandbus.Duration(45*time.Second), cfg.CommandSteps["bookFx"].Timeout)
 				require.Equal(t, "BookFx", cfg.CommandSteps["bookFx"].CommandType)
 				require.Len(t, cfg.CommandSteps, 2, "no bookfx entry is created")
 			},
@@ -526,47 +530,47 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 		{
 			name:    "ISO-8601 duration",
 			environ: []string{"COMMANDBUS_PROCESS_DEFAULT_WAIT_TIMEOUT=PT2H"},
-			check: func(t *testing.T, cfg *Config) {
-				require.Equal(t, Duration(2*time.Hour), cfg.Process.DefaultWaitTimeout)
+			check: func(t *testing.T, cfg *config.File) {
+				require.Equal(t, commandbus.Duration(2*time.Hour), cfg.Process.DefaultWaitTimeout)
 			},
 		},
 		{
 			name:    "millisecond duration",
 			environ: []string{"COMMANDBUS_PROCESS_PENDING_POLL_INTERVAL=250"},
-			check: func(t *testing.T, cfg *Config) {
-				require.Equal(t, Duration(250*time.Millisecond), cfg.Process.PendingPollInterval)
+			check: func(t *testing.T, cfg *config.File) {
+				require.Equal(t, commandbus.Duration(250*time.Millisecond), cfg.Process.PendingPollInterval)
 			},
 		},
 		{
 			name:    "database URL",
 			environ: []string{"COMMANDBUS_DATABASE_URL=postgres://user:pass@db:5432/app?sslmode=disable"},
-			check: func(t *testing.T, cfg *Config) {
+			check: func(t *testing.T, cfg *config.File) {
 				require.Equal(t, "postgres://user:pass@db:5432/app?sslmode=disable", cfg.Database.URL)
 			},
 		},
 		{
 			name:    "top-level key",
 			environ: []string{"COMMANDBUS_FETCH_POLL_INTERVAL=PT5S", "COMMANDBUS_SHUTDOWN_TIMEOUT=1m"},
-			check: func(t *testing.T, cfg *Config) {
-				require.Equal(t, Duration(5*time.Second), cfg.FetchPollInterval)
-				require.Equal(t, Duration(time.Minute), cfg.ShutdownTimeout)
+			check: func(t *testing.T, cfg *config.File) {
+				require.Equal(t, commandbus.Duration(5*time.Second), cfg.FetchPollInterval)
+				require.Equal(t, commandbus.Duration(time.Minute), cfg.ShutdownTimeout)
 			},
 		},
 		{
 			name:    "pointer to a number",
 			environ: []string{"COMMANDBUS_DOMAINS_FX_RETRY_JITTER=0.5", "COMMANDBUS_DOMAINS_FX_RETRY_MAX_DELAY=PT10M"},
-			check: func(t *testing.T, cfg *Config) {
+			check: func(t *testing.T, cfg *config.File) {
 				jitter := 0.5
 				require.Equal(t, &jitter, cfg.Domains["fx"].Retry.Jitter)
-				require.Equal(t, Duration(10*time.Minute), cfg.Domains["fx"].Retry.MaxDelay)
+				require.Equal(t, commandbus.Duration(10*time.Minute), cfg.Domains["fx"].Retry.MaxDelay)
 			},
 		},
 		{
 			name:    "new domain is created lower-case",
 			yaml:    "domains:\n  fx:\n    concurrent-messages: 2\n",
 			environ: []string{"COMMANDBUS_DOMAINS_RISK_ENABLED=false"},
-			check: func(t *testing.T, cfg *Config) {
-				require.Equal(t, &DomainConfig{Enabled: boolPtr(false)}, cfg.Domains["risk"])
+			check: func(t *testing.T, cfg *config.File) {
+				require.Equal(t, &commandbus.DomainConfig{Enabled: boolPtr(false)}, cfg.Domains["risk"])
 				require.Equal(t, 2, cfg.Domains["fx"].ConcurrentMessages)
 			},
 		},
@@ -574,7 +578,7 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 			name:    "domain name with a dash",
 			yaml:    "domains:\n  fx-spot:\n    concurrent-messages: 2\n",
 			environ: []string{"COMMANDBUS_DOMAINS_FX_SPOT_CONCURRENT_MESSAGES=4"},
-			check: func(t *testing.T, cfg *Config) {
+			check: func(t *testing.T, cfg *config.File) {
 				require.Equal(t, 4, cfg.Domains["fx-spot"].ConcurrentMessages)
 				require.Len(t, cfg.Domains, 1)
 			},
@@ -582,14 +586,14 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 		{
 			name:    "new domain name spanning segments",
 			environ: []string{"COMMANDBUS_DOMAINS_FX_SPOT_VISIBILITY_TIMEOUT=1m"},
-			check: func(t *testing.T, cfg *Config) {
-				require.Equal(t, Duration(time.Minute), cfg.Domains["fx_spot"].VisibilityTimeout)
+			check: func(t *testing.T, cfg *config.File) {
+				require.Equal(t, commandbus.Duration(time.Minute), cfg.Domains["fx_spot"].VisibilityTimeout)
 			},
 		},
 		{
 			name:    "shortest new name when a key ends another",
 			environ: []string{"COMMANDBUS_DOMAINS_FX_REPLY_CONCURRENT_MESSAGES=4"},
-			check: func(t *testing.T, cfg *Config) {
+			check: func(t *testing.T, cfg *config.File) {
 				require.Equal(t, 4, cfg.Domains["fx"].ReplyConcurrentMessages)
 				require.NotContains(t, cfg.Domains, "fx_reply")
 			},
@@ -598,7 +602,7 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 			name:    "existing entry wins over a shorter new name",
 			yaml:    "domains:\n  fx-reply:\n    concurrent-messages: 1\n",
 			environ: []string{"COMMANDBUS_DOMAINS_FX_REPLY_CONCURRENT_MESSAGES=4"},
-			check: func(t *testing.T, cfg *Config) {
+			check: func(t *testing.T, cfg *config.File) {
 				require.Equal(t, 4, cfg.Domains["fx-reply"].ConcurrentMessages)
 				require.NotContains(t, cfg.Domains, "fx")
 			},
@@ -607,7 +611,7 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 			name:    "process type",
 			yaml:    "process:\n  types:\n    Payment-Flow:\n      deadline-action: TSQ\n",
 			environ: []string{"COMMANDBUS_PROCESS_TYPES_PAYMENT_FLOW_DEADLINE_ACTION=FAIL"},
-			check: func(t *testing.T, cfg *Config) {
+			check: func(t *testing.T, cfg *config.File) {
 				require.Equal(t, "FAIL", cfg.Process.Types["Payment-Flow"].DeadlineAction)
 			},
 		},
@@ -617,14 +621,14 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 				"COMMANDBUS_COMMAND_STEPS_BOOKFX_DOMAIN=fx",
 				"COMMANDBUS_COMMAND_STEPS_BOOKFX_COMMAND_TYPE=BookFx",
 			},
-			check: func(t *testing.T, cfg *Config) {
-				require.Equal(t, &CommandStepConfig{Domain: "fx", CommandType: "BookFx"}, cfg.CommandSteps["bookfx"])
+			check: func(t *testing.T, cfg *config.File) {
+				require.Equal(t, &commandbus.CommandStepConfig{Domain: "fx", CommandType: "BookFx"}, cfg.CommandSteps["bookfx"])
 			},
 		},
 		{
 			name:    "boolean forms of strconv",
 			environ: []string{"COMMANDBUS_FEATURES_COMMAND_HANDLERS=1", "COMMANDBUS_FEATURES_REPLY_PROCESSING=FALSE"},
-			check: func(t *testing.T, cfg *Config) {
+			check: func(t *testing.T, cfg *config.File) {
 				require.Equal(t, boolPtr(true), cfg.Features.CommandHandlers)
 				require.Equal(t, boolPtr(false), cfg.Features.ReplyProcessing)
 			},
@@ -640,14 +644,14 @@ func TestParseConfigEnvOverrides(t *testing.T) {
 				"PATH=/usr/bin",
 				"MALFORMED",
 			},
-			check: func(t *testing.T, cfg *Config) {
-				require.Equal(t, &Config{}, cfg)
+			check: func(t *testing.T, cfg *config.File) {
+				require.Equal(t, &config.File{}, cfg)
 			},
 		},
 		{
 			name:    "a later duplicate wins",
 			environ: []string{"COMMANDBUS_DOMAINS_FX_CONCURRENT_MESSAGES=2", "COMMANDBUS_DOMAINS_FX_CONCURRENT_MESSAGES=3"},
-			check: func(t *testing.T, cfg *Config) {
+			check: func(t *testing.T, cfg *config.File) {
 				require.Equal(t, 3, cfg.Domains["fx"].ConcurrentMessages)
 			},
 		},
@@ -686,7 +690,7 @@ commandbus:
 	require.Equal(t, 2, cfg.Domains["fx"].ConcurrentMessages)
 	require.Equal(t, "postgres://env/db", cfg.Database.URL)
 	require.Equal(t, boolPtr(true), cfg.Domains["fx"].Enabled, "keys without a variable keep the file's value")
-	require.Equal(t, Duration(30*time.Second), cfg.Domains["fx"].VisibilityTimeout)
+	require.Equal(t, commandbus.Duration(30*time.Second), cfg.Domains["fx"].VisibilityTimeout)
 }
 
 func TestParseConfigEnvProblems(t *testing.T) {
@@ -789,7 +793,7 @@ func TestLoadConfigMissingFile(t *testing.T) {
 	t.Parallel()
 
 	path := filepath.Join(t.TempDir(), "absent.yml")
-	cfg, err := LoadConfig(path)
+	cfg, err := config.Load(path)
 	require.Nil(t, cfg)
 	require.ErrorIs(t, err, fs.ErrNotExist)
 	require.ErrorContains(t, err, path)
@@ -801,37 +805,37 @@ func TestLoadConfigInvalidFileNamesPath(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "worker.yml")
 	require.NoError(t, os.WriteFile(path, []byte("commandbus:\n  domainz: {}\n"), 0o600))
 
-	cfg, err := LoadConfig(path)
+	cfg, err := config.Load(path)
 	require.Nil(t, cfg)
-	require.ErrorIs(t, err, ErrInvalidConfig)
+	require.ErrorIs(t, err, commandbus.ErrInvalidConfig)
 	require.ErrorContains(t, err, path)
 	require.ErrorContains(t, err, `line 2: unknown key "domainz"`)
-	var invalid *ConfigError
-	require.True(t, errors.As(err, &invalid), "the ConfigError is reachable through the path")
+	var invalid *commandbus.ConfigError
+	require.True(t, errors.As(err, &invalid), "the commandbus.ConfigError is reachable through the path")
 }
 
 func TestConfigProfiles(t *testing.T) {
 	t.Parallel()
 
-	commandSteps := map[string]*CommandStepConfig{
-		"bookFx":   {Domain: "fx", CommandType: "BookFx", Timeout: Duration(2 * time.Minute)},
-		"bookRisk": {Domain: "risk", CommandType: "BookRisk", Timeout: Duration(2 * time.Minute)},
+	commandSteps := map[string]*commandbus.CommandStepConfig{
+		"bookFx":   {Domain: "fx", CommandType: "BookFx", Timeout: commandbus.Duration(2 * time.Minute)},
+		"bookRisk": {Domain: "risk", CommandType: "BookRisk", Timeout: commandbus.Duration(2 * time.Minute)},
 	}
 	tests := []struct {
 		file              string
-		features          Features
-		domains           map[string]*DomainConfig
-		commandSteps      map[string]*CommandStepConfig
+		features          commandbus.Features
+		domains           map[string]*commandbus.DomainConfig
+		commandSteps      map[string]*commandbus.CommandStepConfig
 		kubernetesEnviron []string // the reference Kubernetes variables for the profile, when there are any
 	}{
 		{
 			file: "ratelimited-worker.yml",
-			features: Features{
+			features: commandbus.Features{
 				CommandHandlers:  boolPtr(true),
 				ProcessExecution: boolPtr(false),
 				ReplyProcessing:  boolPtr(false),
 			},
-			domains: map[string]*DomainConfig{
+			domains: map[string]*commandbus.DomainConfig{
 				"fx":       {Enabled: boolPtr(true), ConcurrentMessages: 2},
 				"risk":     {Enabled: boolPtr(true), ConcurrentMessages: 2},
 				"payments": {Enabled: boolPtr(false)},
@@ -849,12 +853,12 @@ func TestConfigProfiles(t *testing.T) {
 		},
 		{
 			file: "payments-worker.yml",
-			features: Features{
+			features: commandbus.Features{
 				CommandHandlers:  boolPtr(true),
 				ProcessExecution: boolPtr(true),
 				ReplyProcessing:  boolPtr(true),
 			},
-			domains: map[string]*DomainConfig{
+			domains: map[string]*commandbus.DomainConfig{
 				"fx":       {Enabled: boolPtr(false)},
 				"risk":     {Enabled: boolPtr(false)},
 				"payments": {Enabled: boolPtr(true), ConcurrentMessages: 10},
@@ -879,12 +883,12 @@ func TestConfigProfiles(t *testing.T) {
 		},
 		{
 			file: "multipurpose-worker.yml",
-			features: Features{
+			features: commandbus.Features{
 				CommandHandlers:  boolPtr(true),
 				ProcessExecution: boolPtr(true),
 				ReplyProcessing:  boolPtr(true),
 			},
-			domains: map[string]*DomainConfig{
+			domains: map[string]*commandbus.DomainConfig{
 				"fx":       {Enabled: boolPtr(true), ConcurrentMessages: 2},
 				"risk":     {Enabled: boolPtr(true), ConcurrentMessages: 3},
 				"payments": {Enabled: boolPtr(true), ConcurrentMessages: 10},
@@ -896,16 +900,16 @@ func TestConfigProfiles(t *testing.T) {
 		t.Run(tt.file, func(t *testing.T) {
 			t.Parallel()
 
-			data, err := os.ReadFile(filepath.Join("examples", "profiles", tt.file))
+			data, err := os.ReadFile(filepath.Join("..", "examples", "profiles", tt.file))
 			require.NoError(t, err)
-			cfg, err := ParseConfig(data, nil)
+			cfg, err := config.Parse(data, nil)
 			require.NoError(t, err)
 
 			require.Equal(t, tt.features, cfg.Features)
 			require.Equal(t, tt.domains, cfg.Domains)
 			require.Equal(t, tt.commandSteps, cfg.CommandSteps)
 
-			loaded, err := LoadConfig(filepath.Join("examples", "profiles", tt.file))
+			loaded, err := config.Load(filepath.Join("..", "examples", "profiles", tt.file))
 			require.NoError(t, err)
 			require.Equal(t, tt.features, loaded.Features)
 
@@ -914,7 +918,7 @@ func TestConfigProfiles(t *testing.T) {
 				require.Equal(t, cfg.Features, fromEnviron.Features, "the Kubernetes variables give the profile")
 				require.Equal(t, cfg.Domains, fromEnviron.Domains)
 				for name, step := range cfg.CommandSteps {
-					require.Equal(t, step, fromEnviron.CommandSteps[normalizeEnvName(name)])
+					require.Equal(t, step, fromEnviron.CommandSteps[strings.ToLower(name)])
 				}
 			}
 		})
@@ -925,16 +929,16 @@ func TestConfigProfileEnvOverride(t *testing.T) {
 	t.Parallel()
 
 	// A deployment turns one knob of a profile without a file of its own.
-	data, err := os.ReadFile(filepath.Join("examples", "profiles", "payments-worker.yml"))
+	data, err := os.ReadFile(filepath.Join("..", "examples", "profiles", "payments-worker.yml"))
 	require.NoError(t, err)
-	cfg, err := ParseConfig(data, []string{
+	cfg, err := config.Parse(data, []string{
 		"COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT=45s",
 		"COMMANDBUS_DOMAINS_PAYMENTS_CONCURRENT_MESSAGES=20",
 	})
 	require.NoError(t, err)
 
-	require.Equal(t, Duration(45*time.Second), cfg.CommandSteps["bookFx"].Timeout)
-	require.Equal(t, Duration(2*time.Minute), cfg.CommandSteps["bookRisk"].Timeout)
+	require.Equal(t, commandbus.Duration(45*time.Second), cfg.CommandSteps["bookFx"].Timeout)
+	require.Equal(t, commandbus.Duration(2*time.Minute), cfg.CommandSteps["bookRisk"].Timeout)
 	require.Equal(t, 20, cfg.Domains["payments"].ConcurrentMessages)
 }
 
@@ -962,19 +966,19 @@ commandbus:
   simulator:
     poll-interval: 1000              # ms - network simulator poll interval
 `)
-	require.Equal(t, &ProcessTypeConfig{DefaultWaitTimeout: Duration(24 * time.Hour), DeadlineAction: "COMPENSATE"}, cfg.Process.Types["payment"])
-	require.Equal(t, Duration(time.Hour), cfg.Process.DefaultWaitTimeout)
-	require.Equal(t, Duration(time.Second), cfg.Process.PendingPollInterval)
-	require.Equal(t, Duration(time.Second), cfg.Simulator.PollInterval)
+	require.Equal(t, &commandbus.ProcessTypeConfig{DefaultWaitTimeout: commandbus.Duration(24 * time.Hour), DeadlineAction: "COMPENSATE"}, cfg.Process.Types["payment"])
+	require.Equal(t, commandbus.Duration(time.Hour), cfg.Process.DefaultWaitTimeout)
+	require.Equal(t, commandbus.Duration(time.Second), cfg.Process.PendingPollInterval)
+	require.Equal(t, commandbus.Duration(time.Second), cfg.Simulator.PollInterval)
 	require.Same(t, cfg.Process.Types["payment"], cfg.ProcessType("payment"))
 
 	// The environment reaches a type written either way, and creates one directly under process.
 	cfg = mustParseConfig(t, "process:\n  payment:\n    deadline-action: TSQ\n",
 		"COMMANDBUS_PROCESS_PAYMENT_DEADLINE_ACTION=FAIL", "COMMANDBUS_PROCESS_PAYMENTSTEP_DEFAULT_WAIT_TIMEOUT=PT24H")
 	require.Equal(t, "FAIL", cfg.Process.Types["payment"].DeadlineAction)
-	require.Equal(t, Duration(24*time.Hour), cfg.ProcessType("PaymentStep").DefaultWaitTimeout,
+	require.Equal(t, commandbus.Duration(24*time.Hour), cfg.ProcessType("PaymentStep").DefaultWaitTimeout,
 		"an entry created from the environment is lower-cased and still found by the type's name")
-	_, err := ParseConfig(nil, []string{"COMMANDBUS_PROCESS_PAYMENT_DEADLINE_ACTON=FAIL"})
+	_, err := config.Parse(nil, []string{"COMMANDBUS_PROCESS_PAYMENT_DEADLINE_ACTON=FAIL"})
 	require.ErrorContains(t, err, "COMMANDBUS_PROCESS_PAYMENT_DEADLINE_ACTON")
 }
 
@@ -984,43 +988,33 @@ func TestCommandStepLookupFindsEnvironmentEntries(t *testing.T) {
 	t.Parallel()
 	cfg := mustParseConfig(t, "", "COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT=45s", "COMMANDBUS_COMMAND_STEPS_STEP_BOOK_FX_DOMAIN=fx2")
 	require.Contains(t, cfg.CommandSteps, "bookfx")
-	require.Equal(t, Duration(45*time.Second), cfg.CommandStep("bookFx").Timeout)
+	require.Equal(t, commandbus.Duration(45*time.Second), cfg.CommandStep("bookFx").Timeout)
 	require.Equal(t, "fx2", cfg.CommandStep("STEP_BOOK_FX").Domain)
 	require.Nil(t, cfg.CommandStep("bookRisk"))
 
 	full := cfg.WithDefaults()
 	got := full.CommandStepOr("bookFx", "fx", "BookFx")
-	require.Equal(t, CommandStepConfig{Domain: "fx", CommandType: "BookFx", Timeout: Duration(45 * time.Second)}, got)
+	require.Equal(t, commandbus.CommandStepConfig{Domain: "fx", CommandType: "BookFx", Timeout: commandbus.Duration(45 * time.Second)}, got)
 	got = full.CommandStepOr("STEP_BOOK_FX", "fx", "BookFxContract")
 	require.Equal(t, "fx2", got.Domain)
 	require.Equal(t, "BookFxContract", got.CommandType)
-	require.Equal(t, Duration(DefaultCommandStepTimeout), got.Timeout)
+	require.Equal(t, commandbus.Duration(commandbus.DefaultCommandStepTimeout), got.Timeout)
 }
 
-// The defaults work together: a command step waits for its reply at least as long as its
-// command can take when every attempt's worker is killed (each lease must expire before the
-// command is claimed again), plus the polls that find it; so a killed worker costs latency,
-// never a WAIT_TIMEOUT for an operator.
+// A file's command step without a timeout waits as long as its domain's redelivery window (see
+// commandbus.DomainConfig.RedeliveryWindow), longer for a domain with a longer lease; an explicit
+// timeout is kept.
 func TestDefaultStepTimeoutOutlastsRedelivery(t *testing.T) {
 	t.Parallel()
-	cfg := (&Config{}).WithDefaults()
-	d := cfg.Domain("fx")
-	require.Equal(t, 93600*time.Millisecond, d.RedeliveryWindow(), "3 leases of 30s, and 1s then 2s of backoff with 20% jitter")
-	require.Greater(t, DefaultCommandStepTimeout, DefaultVisibilityTimeout)
-	require.GreaterOrEqual(t, DefaultCommandStepTimeout,
-		d.RedeliveryWindow()+time.Duration(DefaultMaxAttempts)*DefaultFetchPollInterval,
-		"the default reply timeout must outlast every redelivery and the polls that find it")
-	require.Equal(t, Duration(DefaultCommandStepTimeout), cfg.CommandStepOr("bookFx", "fx", "BookFx").Timeout)
-
 	// A domain with a longer lease gets a longer default wait, in code and in a file's entry.
-	cfg = mustParseConfig(t, "domains:\n  fx:\n    visibility-timeout: 60s\ncommand-steps:\n  bookFx:\n    domain: fx\n").WithDefaults()
+	cfg := mustParseConfig(t, "domains:\n  fx:\n    visibility-timeout: 60s\ncommand-steps:\n  bookFx:\n    domain: fx\n").WithDefaults()
 	window := cfg.Domain("fx").RedeliveryWindow()
 	require.Equal(t, 183600*time.Millisecond, window)
-	require.Equal(t, Duration(window), cfg.CommandStepOr("other", "fx", "X").Timeout)
-	require.Equal(t, Duration(window), cfg.CommandSteps["bookFx"].Timeout)
+	require.Equal(t, commandbus.Duration(window), cfg.CommandStepOr("other", "fx", "X").Timeout)
+	require.Equal(t, commandbus.Duration(window), cfg.CommandSteps["bookFx"].Timeout)
 	// An explicit timeout is the operator's choice and is kept.
 	cfg = mustParseConfig(t, "command-steps:\n  bookFx:\n    timeout: 30s\n").WithDefaults()
-	require.Equal(t, Duration(30*time.Second), cfg.CommandStepOr("bookFx", "fx", "BookFx").Timeout)
+	require.Equal(t, commandbus.Duration(30*time.Second), cfg.CommandStepOr("bookFx", "fx", "BookFx").Timeout)
 }
 
 func TestParseConfigPaymentsMaxAmounts(t *testing.T) {
@@ -1028,6 +1022,55 @@ func TestParseConfigPaymentsMaxAmounts(t *testing.T) {
 	cfg := mustParseConfig(t, "payments:\n  max-amounts:\n    USD: \"10000000.00\"\n    JPY: 1500000000\n",
 		"COMMANDBUS_PAYMENTS_MAX_AMOUNTS_EUR=250000.50")
 	require.Equal(t, map[string]string{"USD": "10000000.00", "JPY": "1500000000", "eur": "250000.50"}, cfg.Payments.MaxAmounts)
-	_, err := ParseConfig([]byte("payments:\n  max-amounts:\n    usd: \"1\"\n    USD: \"2\"\n"), nil)
+	_, err := config.Parse([]byte("payments:\n  max-amounts:\n    usd: \"1\"\n    USD: \"2\"\n"), nil)
 	require.ErrorContains(t, err, "payments.max-amounts: USD is written more than once")
+}
+
+func boolPtr(b bool) *bool { return &b }
+
+// The deployment keys have defaults of their own, applied beside the library's.
+func TestFileWithDefaults(t *testing.T) {
+	t.Parallel()
+	file := mustParseConfig(t, "domains:\n  fx: {}\n")
+	full := file.WithDefaults()
+	require.Equal(t, config.DefaultDatabaseSchema, full.Database.Schema)
+	require.Equal(t, config.DefaultServerAddr, full.Server.Addr)
+	require.Equal(t, commandbus.DefaultConcurrentMessages, full.Domains["fx"].ConcurrentMessages, "the library's defaults too")
+	require.Empty(t, file.Database.Schema, "WithDefaults leaves the parsed file alone")
+	require.Zero(t, file.Domains["fx"].ConcurrentMessages)
+
+	kept := mustParseConfig(t, "database:\n  schema: bus\nserver:\n  addr: 0.0.0.0:9000\n").WithDefaults()
+	require.Equal(t, "bus", kept.Database.Schema)
+	require.Equal(t, "0.0.0.0:9000", kept.Server.Addr)
+}
+
+// Each token of server.tokens is checked, and its problem names the token by its place.
+func TestParseConfigServerTokenProblems(t *testing.T) {
+	t.Parallel()
+	invalid := parseConfigError(t, `
+server:
+  tokens:
+    - subject: alice
+      token: 0123456789abcdef
+      role: operator
+    - token: short
+      role: admin
+`)
+	require.Len(t, invalid.Problems, 3, invalid.Error())
+	require.ErrorContains(t, invalid.Problems[0], "server.tokens[1].subject: required")
+	require.ErrorContains(t, invalid.Problems[1], "server.tokens[1].token: must be at least 16 characters")
+	require.ErrorContains(t, invalid.Problems[2], `server.tokens[1].role: must be viewer or operator, got "admin"`)
+}
+
+// The library's keys and the deployment's sit side by side at the top level, in the file and in
+// the environment, and the library's part is what a client is given.
+func TestParseConfigLibraryAndDeploymentKeysSideBySide(t *testing.T) {
+	t.Parallel()
+	file := mustParseConfig(t, "outbox:\n  batch-size: 50\ndatabase:\n  url: postgres://file/db\n",
+		"COMMANDBUS_WATCHDOG_INTERVAL=9s", "COMMANDBUS_SIMULATOR_ENABLED=true")
+	require.Equal(t, 50, file.Outbox.BatchSize)
+	require.Equal(t, commandbus.Duration(9*time.Second), file.Config.WatchdogInterval)
+	require.Equal(t, "postgres://file/db", file.Database.URL)
+	require.True(t, file.Simulator.Enabled)
+	require.NoError(t, file.Config.WithDefaults().Validate())
 }

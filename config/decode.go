@@ -1,4 +1,4 @@
-package commandbus
+package config
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"reflect"
 	"regexp"
 	"sort"
@@ -14,86 +13,21 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/commandbus/commandbus"
 )
 
 // EnvPrefix starts every environment variable that overrides a configuration key, as in
 // COMMANDBUS_DOMAINS_FX_CONCURRENT_MESSAGES.
 const EnvPrefix = "COMMANDBUS_"
 
-// LoadConfig reads the YAML configuration file at path and overrides its keys from the process
-// environment, as ParseConfig describes. The config is returned without defaults; apply them with
-// WithDefaults. A file that cannot be read gives an error naming path and matching
-// fs.ErrNotExist when it is missing; an invalid file gives a *ConfigError naming path.
-func LoadConfig(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("read configuration file: %w", err)
-	}
-	cfg, err := ParseConfig(data, os.Environ())
-	if err != nil {
-		return nil, fmt.Errorf("configuration file %s: %w", path, err)
-	}
-	return cfg, nil
-}
-
-// ParseConfig reads a YAML configuration and overrides its keys from environ, a list of
-// KEY=VALUE entries such as os.Environ returns.
-//
-// The document holds the Config keys (features, domains, command-steps, process, database,
-// server, fetch-cooldown, ...) either at the top level or under a single commandbus: key, as a
-// Spring-style application.yml does. Decoding is strict: an unknown key, a key written twice or
-// a value of the wrong type is a problem, reported with its line. YAML anchors, aliases and merge
-// keys (<<) are allowed. A process type's overrides may be written directly under process
-// (process.payment.deadline-action), or under process.types.
-//
-// Every key can be overridden by an environment variable named EnvPrefix followed by the key's
-// path, with segments upper-cased and '-' turned into '_':
-//
-//	COMMANDBUS_FEATURES_PROCESS_EXECUTION=false
-//	COMMANDBUS_DOMAINS_FX_CONCURRENT_MESSAGES=2
-//	COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT=45s
-//	COMMANDBUS_PROCESS_DEFAULT_WAIT_TIMEOUT=PT2H
-//
-// A name segment of a map (a domain, command step or process type) is matched against the
-// entries already in the file ignoring case and treating '-' and '_' alike, so BOOKFX sets
-// bookFx; when no entry matches, a new entry is created whose name is the lower-cased segments
-// joined by '_'; Config.CommandStep and Config.ProcessType find such an entry by the step's or
-// type's name all the same (COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT reaches bookFx). Names may span
-// several segments: the name is chosen so that the rest of the variable names a key. Lists, such
-// as server.tokens, cannot be overridden; set them in the file. A variable below a known section
-// or key that names no key is a problem, so typos do not pass silently; other COMMANDBUS_
-// variables, such as COMMANDBUS_TEST_DATABASE_URL, are ignored.
-//
-// The result is validated with its defaults applied, but returned without them, so callers
-// apply WithDefaults. Every problem of decoding, overriding and validation is returned at once as
-// a *ConfigError, which matches ErrInvalidConfig.
-func ParseConfig(data []byte, environ []string) (*Config, error) {
-	cfg := &Config{}
-	d := &configDecoder{}
-	d.decodeDocument(data, reflect.ValueOf(cfg).Elem())
-	problems := d.problems
-	problems = append(problems, applyEnvOverrides(cfg, environ)...)
-	if err := cfg.WithDefaults().Validate(); err != nil {
-		var invalid *ConfigError
-		if errors.As(err, &invalid) {
-			problems = append(problems, invalid.Problems...)
-		} else {
-			problems = append(problems, err)
-		}
-	}
-	if len(problems) > 0 {
-		return nil, &ConfigError{Problems: problems}
-	}
-	return cfg, nil
-}
-
-// configDecoder decodes a yaml.Node tree into a Config by reflection, collecting every problem
+// decoder decodes a yaml.Node tree into a File by reflection, collecting every problem
 // rather than stopping at the first as yaml.v3 does for errors of custom unmarshalers.
-type configDecoder struct {
+type decoder struct {
 	problems []error
 }
 
-func (d *configDecoder) problem(line int, path, format string, args ...any) {
+func (d *decoder) problem(line int, path, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	if path != "" {
 		msg = path + ": " + msg
@@ -107,7 +41,7 @@ func (d *configDecoder) problem(line int, path, format string, args ...any) {
 // wrapperKey is the optional top-level key a document may nest the configuration under.
 const wrapperKey = "commandbus"
 
-func (d *configDecoder) decodeDocument(data []byte, cfg reflect.Value) {
+func (d *decoder) decodeDocument(data []byte, cfg reflect.Value) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -138,7 +72,7 @@ func (d *configDecoder) decodeDocument(data []byte, cfg reflect.Value) {
 
 // unwrap returns the value of the commandbus: key when root has one, reporting any key beside
 // it, or nil when root holds the Config keys directly.
-func (d *configDecoder) unwrap(root *yaml.Node) *yaml.Node {
+func (d *decoder) unwrap(root *yaml.Node) *yaml.Node {
 	var wrapped, wrapperKeyNode *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		if key := root.Content[i]; key.Kind == yaml.ScalarNode && key.Value == wrapperKey && wrapped == nil {
@@ -160,7 +94,7 @@ func (d *configDecoder) unwrap(root *yaml.Node) *yaml.Node {
 	return resolveAlias(wrapped)
 }
 
-func (d *configDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
+func (d *decoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	n = resolveAlias(n)
 	if n.ShortTag() == "!!null" {
 		return // an empty value leaves the default
@@ -185,7 +119,7 @@ func (d *configDecoder) decode(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-func (d *configDecoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
+func (d *decoder) decodeStruct(n *yaml.Node, v reflect.Value, path string) {
 	fields := yamlFields(v.Type())
 	if n.Kind != yaml.MappingNode {
 		d.problem(n.Line, path, "want a mapping with keys %s, got %s", fieldNames(fields), describeNode(n))
@@ -236,7 +170,7 @@ func remainField(fields []yamlField) (yamlField, bool) {
 	return yamlField{}, false
 }
 
-func (d *configDecoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
+func (d *decoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.MappingNode {
 		d.problem(n.Line, path, "want a mapping of names to settings, got %s", describeNode(n))
 		return
@@ -252,7 +186,7 @@ func (d *configDecoder) decodeMap(n *yaml.Node, v reflect.Value, path string) {
 	}
 }
 
-func (d *configDecoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) {
+func (d *decoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.SequenceNode {
 		d.problem(n.Line, path, "want a list, got %s", describeNode(n))
 		return
@@ -266,7 +200,7 @@ func (d *configDecoder) decodeSlice(n *yaml.Node, v reflect.Value, path string) 
 
 var linePrefixRE = regexp.MustCompile(`^line \d+: `)
 
-func (d *configDecoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
+func (d *decoder) decodeLeaf(n *yaml.Node, v reflect.Value, path string) {
 	if n.Kind != yaml.ScalarNode {
 		d.problem(n.Line, path, "want %s, got %s", describeType(v.Type()), describeNode(n))
 		return
@@ -292,7 +226,7 @@ type yamlPair struct{ key, value *yaml.Node }
 // pairs returns the entries of a mapping with merge keys (<<) expanded as YAML specifies: keys
 // written in the mapping override merged ones, and earlier merged mappings override later ones.
 // A key written twice, or a key that is not a plain value, is a problem.
-func (d *configDecoder) pairs(n *yaml.Node, path string) []yamlPair {
+func (d *decoder) pairs(n *yaml.Node, path string) []yamlPair {
 	var explicit, merged []yamlPair
 	written := make(map[string]int) // key → line
 	for i := 0; i+1 < len(n.Content); i += 2 {
@@ -323,7 +257,7 @@ func (d *configDecoder) pairs(n *yaml.Node, path string) []yamlPair {
 }
 
 // mergedPairs returns the entries a merge key's value brings: one mapping or a list of them.
-func (d *configDecoder) mergedPairs(value *yaml.Node, path string) []yamlPair {
+func (d *decoder) mergedPairs(value *yaml.Node, path string) []yamlPair {
 	value = resolveAlias(value)
 	switch value.Kind {
 	case yaml.MappingNode:
@@ -396,7 +330,7 @@ func describeType(t reflect.Type) string {
 	if t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if t == reflect.TypeFor[Duration]() {
+	if t == reflect.TypeFor[commandbus.Duration]() {
 		return "a duration (30s, PT1H or milliseconds)"
 	}
 	switch t.Kind() {
@@ -418,8 +352,11 @@ func describeType(t reflect.Type) string {
 // yamlField is a struct field settable from configuration: its YAML key and, for environment
 // variables, the key's segments (concurrent-messages → CONCURRENT, MESSAGES).
 type yamlField struct {
-	name     string
-	index    []int
+	name string
+	// index reaches the field from the struct, through inlined structs (reflect's FieldByIndex).
+	index []int
+	// order is the field's place among the keys of its struct, for listing them as declared.
+	order    int
 	typ      reflect.Type
 	segments []string
 	// remain marks a map whose entries may also be written as unknown keys of the struct.
@@ -427,7 +364,9 @@ type yamlField struct {
 }
 
 // yamlFields lists the fields of struct type t that configuration can set: exported and not
-// tagged yaml:"-". A field without a yaml tag is keyed by its lower-cased name, as in yaml.v3.
+// tagged yaml:"-", in declaration order. A field without a yaml tag is keyed by its lower-cased
+// name, as in yaml.v3. The keys of a struct field tagged yaml:",inline" (File's embedded
+// commandbus.Config) are listed in its place, as keys of t.
 func yamlFields(t reflect.Type) []yamlField {
 	var fields []yamlField
 	for i := range t.NumField() {
@@ -439,12 +378,21 @@ func yamlFields(t reflect.Type) []yamlField {
 		if name == "-" {
 			continue
 		}
+		if options == "inline" && f.Type.Kind() == reflect.Struct {
+			for _, inner := range yamlFields(f.Type) {
+				inner.index = append([]int{i}, inner.index...)
+				inner.order = len(fields)
+				fields = append(fields, inner)
+			}
+			continue
+		}
 		if name == "" {
 			name = strings.ToLower(f.Name)
 		}
 		fields = append(fields, yamlField{
 			name:     name,
 			index:    f.Index,
+			order:    len(fields),
 			typ:      f.Type,
 			segments: strings.Split(strings.ToUpper(strings.ReplaceAll(name, "-", "_")), "_"),
 			remain:   options == "remain" && f.Type.Kind() == reflect.Map,
@@ -495,7 +443,7 @@ type envVar struct {
 
 // applyEnvOverrides sets every configuration key environ names and returns the problems:
 // values that do not parse, and variables below a known section or key that name no key.
-func applyEnvOverrides(cfg *Config, environ []string) []error {
+func applyEnvOverrides(cfg *File, environ []string) []error {
 	var vars []envVar
 	for _, entry := range environ {
 		name, value, ok := strings.Cut(entry, "=")
@@ -623,7 +571,7 @@ func resolveEnvField(v reflect.Value, segments []string, path string) (envTarget
 			return target, nil
 		}
 	}
-	sort.SliceStable(fields, func(i, j int) bool { return fields[i].index[0] < fields[j].index[0] })
+	sort.SliceStable(fields, func(i, j int) bool { return fields[i].order < fields[j].order })
 	return envTarget{}, fmt.Errorf("%s has no key %s (known keys: %s)", displayPath(path), strings.Join(segments, "_"), fieldNames(fields))
 }
 
@@ -787,4 +735,13 @@ func setEnvTarget(v reflect.Value, steps []envStep, value reflect.Value) {
 	}
 	setEnvTarget(elem, steps[1:], value)
 	v.SetMapIndex(key, elem)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
