@@ -41,7 +41,7 @@ func TestResultOverREST(t *testing.T) {
 		require.Equal(t, saga.Model, orchestration.Describe(ops).Model)
 
 		srv, err := server.New(server.Config{Client: client, Runtime: rt,
-			Tokens: []commandbus.TokenConfig{{Subject: "viewer", Token: "viewer-token-for-saga-tests", Role: "viewer"}}})
+			Tokens: []server.Token{{Subject: "viewer", Token: "viewer-token-for-saga-tests", Role: "viewer"}}})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = srv.Close() })
 		hs := httptest.NewServer(srv)
