@@ -40,6 +40,24 @@ func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driv
 		m.logger.Info("a parked command was answered; the execution resumes", "execution_id", row.ID, "step", row.Step)
 		stillParked = &parkedCommand{step: row.Step, message: row.ErrorMessage}
 		row.ErrorCode, row.ErrorMessage = "", ""
+	case row.Status.Terminal() && row.ResponsesReceived > row.ResponsesApplied:
+		// A late response to an ended execution changes nothing; applied, it no longer wakes it.
+		m.logger.Info("late responses to an ended execution ignored", "execution_id", row.ID, "status", row.Status)
+		cp := lease.Base()
+		cp.Release, cp.ResponsesApplied = true, row.ResponsesReceived
+		return m.runnerResult(lease.Checkpoint(ctx, cp))
+	case row.Status == driver.ExecutionWaitingForTSQ && len(extra) == 0 && row.ResponsesReceived > row.ResponsesApplied:
+		// Responses reached a parked execution: their outcomes are recorded (an operator's
+		// Retry goes on from them) and it stays parked, no longer woken by them.
+		p, err := m.planFor(row.State)
+		if err != nil {
+			p = m.base
+		}
+		w := &walk{m: m, p: p, ctx: ctx, lease: lease, f: f}
+		if err := w.absorb(); err != nil {
+			return m.abandon(ctx, lease, err)
+		}
+		return m.runnerResult(w.checkpoint(func(cp *driver.ExecutionCheckpoint) { cp.Release = true }))
 	case row.Status.Terminal(), row.Status == driver.ExecutionSuspended,
 		row.Status == driver.ExecutionWaitingForTSQ && len(extra) == 0:
 		return lease.Release(ctx)
