@@ -56,7 +56,7 @@ func TestWireTransportsAMQP10(t *testing.T) {
 		AMQP10:  commandbus.AMQPConfig{URL: url, Prefix: prefix},
 	})
 	require.NoError(t, err)
-	closeTransports, err := wireTransports(client, logger)
+	closeTransports, err := wireTransports(client, nil, logger)
 	require.NoError(t, err)
 	defer closeTransports()
 	require.NoError(t, client.Start(context.Background()))
