@@ -2,6 +2,7 @@ package saga_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/saga"
 )
 
@@ -115,5 +117,31 @@ func TestOnOperatorEnd(t *testing.T) {
 		r, err := m.Result(ctx, c.ExecutionID)
 		require.NoError(t, err)
 		require.Equal(t, string(driver.ExecutionWaitingForTSQ), r.Status, "refused: nothing changed")
+	})
+}
+
+// An inbound event of a type the saga names starts it, once per event.
+func TestTriggeredByAnEvent(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		client, rt := newRuntime(t, drv, testConfig(t, nil))
+		j := &journal{}
+		m, err := saga.Register(rt, saga.New("on-order", 1).TriggeredBy("OrderPlaced").
+			Step("reserve", okStep(j), saga.Compensate(undo(j))))
+		require.NoError(t, err)
+		require.Equal(t, []string{"OrderPlaced"}, rt.Describe(m).TriggeredBy)
+		start(t, client)
+		ev := &orchestration.InboundEvent{ID: "evt-1", Type: "OrderPlaced", Source: "shop", Data: json.RawMessage(`{"order":"o-1"}`)}
+		receipt, err := rt.HandleEvent(ctx, "test", ev)
+		require.NoError(t, err)
+		require.Equal(t, orchestration.EventStarted, receipt.Outcome)
+		require.Len(t, receipt.Executions, 1)
+		require.Equal(t, saga.Model, receipt.Executions[0].Model)
+		waitStatus(t, m, receipt.Executions[0].ID, driver.ExecutionCompleted)
+		again, err := rt.HandleEvent(ctx, "test", ev)
+		require.NoError(t, err)
+		require.Equal(t, orchestration.EventDuplicate, again.Outcome)
+		require.Equal(t, 1, j.n("do:reserve"))
 	})
 }

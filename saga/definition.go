@@ -184,6 +184,14 @@ func New(id string, version int) *Definition {
 // Describe sets the description.
 func (d *Definition) Describe(text string) *Definition { d.wf.Describe(text); return d }
 
+// TriggeredBy names inbound event types that start the saga: an event of one of them starts an
+// execution with the event's data as input, once per event (see
+// orchestration.Runtime.HandleEvent).
+func (d *Definition) TriggeredBy(eventTypes ...string) *Definition {
+	d.wf.TriggeredBy(eventTypes...)
+	return d
+}
+
 // Domain sets the domain the saga lives in (default "sagas"); command steps' replies come back to
 // its reply queue.
 func (d *Definition) Domain(domain string) *Definition {
