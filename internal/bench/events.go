@@ -3,206 +3,139 @@ package bench
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"log/slog"
-	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
+
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/orchestration"
-	"github.com/commandbus/commandbus/workflow"
+	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/transport/kafka"
 )
 
-// EventsConfig configures the inbound event benchmark.
+// EventsConfig configures the lifecycle events benchmark: the workflow benchmark with events on.
 type EventsConfig struct {
-	// Events is how many distinct events are sent. Default: 5000.
-	Events int `json:"events"`
-	// Duplicates is how many extra deliveries of already listed events are mixed in, as a
-	// fraction of Events (0.2: one in six deliveries is a redelivery). Default: 0.2; a negative
-	// value sends none.
-	Duplicates float64 `json:"duplicates"`
-	// Senders deliver events concurrently. Default: 8.
-	Senders int `json:"senders"`
-	// Seed orders the deliveries (redeliveries land anywhere, even before the first delivery
-	// finished). Default: 1.
-	Seed     uint64       `json:"seed"`
-	Logger   *slog.Logger `json:"-"`
-	Progress io.Writer    `json:"-"`
+	WorkflowConfig
 }
 
-// WithDefaults fills unset fields.
-func (c EventsConfig) WithDefaults() EventsConfig {
-	if c.Events == 0 {
-		c.Events = 5000
-	}
-	if c.Duplicates == 0 {
-		c.Duplicates = 0.2
-	}
-	if c.Duplicates < 0 {
-		c.Duplicates = 0
-	}
-	if c.Senders == 0 {
-		c.Senders = 8
-	}
-	if c.Seed == 0 {
-		c.Seed = 1
-	}
-	return c
-}
-
-func (c EventsConfig) validate() error {
-	var errs []error
-	if c.Events < 1 {
-		errs = append(errs, fmt.Errorf("events must be positive, got %d", c.Events))
-	}
-	if c.Duplicates > 10 {
-		errs = append(errs, fmt.Errorf("duplicates is a fraction of events, at most 10, got %g", c.Duplicates))
-	}
-	if c.Senders < 1 {
-		errs = append(errs, fmt.Errorf("senders must be positive, got %d", c.Senders))
-	}
-	return errors.Join(errs...)
-}
-
-// EventsResult is what the inbound event benchmark prints.
+// EventsResult is what the lifecycle events benchmark prints.
 type EventsResult struct {
-	Driver         string       `json:"driver"`
-	Events         int          `json:"events"`
-	Deliveries     int          `json:"deliveries"`
-	ElapsedS       float64      `json:"elapsed_s"`
-	DeliveriesPerS float64      `json:"deliveries_per_s"`
-	P50Ms          float64      `json:"p50_ms"`
-	P99Ms          float64      `json:"p99_ms"`
-	MaxMs          float64      `json:"max_ms"`
-	Started        int          `json:"started"`
-	Duplicates     int          `json:"duplicates"`
-	Executions     int64        `json:"executions"`
-	Config         EventsConfig `json:"config"`
-	GoMaxProcs     int          `json:"gomaxprocs"`
+	Driver        string  `json:"driver"`
+	Workflows     int     `json:"workflows"`
+	Shape         string  `json:"shape"`
+	Events        int     `json:"events"`
+	ElapsedS      float64 `json:"elapsed_s"`
+	WorkflowsPerS float64 `json:"workflows_per_s"`
+	EventsPerS    float64 `json:"events_per_s"`
+	// P50Ms, P99Ms and MaxMs are the latency from an event's write in its checkpoint's
+	// transaction (the row's created_at, just before the commit) to Kafka's acknowledgement.
+	P50Ms      float64      `json:"p50_ms"`
+	P99Ms      float64      `json:"p99_ms"`
+	MaxMs      float64      `json:"max_ms"`
+	Config     EventsConfig `json:"config"`
+	GoMaxProcs int          `json:"gomaxprocs"`
 }
 
-// RunEvents delivers cfg.Events distinct inbound events, with cfg.Duplicates redeliveries mixed
-// in, through Runtime.ReceiveEvent (the path of POST /api/events and the broker consumers) from
-// cfg.Senders goroutines, and measures deliveries per second and the latency of one delivery
-// (parse, inbox check, idempotent start, inbox record). The runtime's pollers do not run: the
-// benchmark measures starting, not running. It fails when an event started twice or not at all.
+// RunEvents runs the workflow benchmark with lifecycle events published to an in-process Kafka
+// (kfake) and measures each event's commit → publish latency.
 func RunEvents(ctx context.Context, drv driver.Driver, cfg EventsConfig) (*EventsResult, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.validate(); err != nil {
-		return nil, err
-	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	client, err := commandbus.NewClient(drv, &commandbus.Config{Logger: logger})
+	cfg.Events = true
+	cfg.WorkflowConfig = cfg.WithDefaults()
+	res, latencies, err := runWorkflow(ctx, drv, cfg.WorkflowConfig)
 	if err != nil {
 		return nil, err
-	}
-	rt, err := orchestration.New(client, orchestration.Config{})
-	if err != nil {
-		return nil, err
-	}
-	const flowType = "BenchEventFlow"
-	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
-	if _, err := workflow.Register(rt, workflow.New(flowType, 1).TriggeredBy("BenchEventArrived").Step("a", noop)); err != nil {
-		return nil, err
-	}
-	order := make([]int, cfg.Events, cfg.Events+int(float64(cfg.Events)*cfg.Duplicates))
-	for i := range order {
-		order[i] = i
-	}
-	rnd := rand.New(rand.NewPCG(cfg.Seed, 0xe7))
-	for range cap(order) - cfg.Events {
-		order = append(order, rnd.IntN(cfg.Events))
-	}
-	rnd.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-
-	work := make(chan int)
-	latencies := make([]time.Duration, len(order))
-	var (
-		mu                  sync.Mutex
-		started, duplicates int
-		firstErr            error
-		wg                  sync.WaitGroup
-	)
-	runCtx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	start := time.Now()
-	for range cfg.Senders {
-		wg.Go(func() {
-			for i := range work {
-				body := fmt.Appendf(nil, `{"id":"bench-%d","type":"BenchEventArrived","source":"bench","data":{"n":%d}}`, order[i], order[i])
-				t0 := time.Now()
-				receipt, err := rt.ReceiveEvent(runCtx, "bench", body)
-				latencies[i] = time.Since(t0)
-				mu.Lock()
-				switch {
-				case err != nil:
-					if firstErr == nil {
-						firstErr = err
-						cancel()
-					}
-				case receipt.Outcome == orchestration.EventStarted:
-					started++
-				case receipt.Outcome == orchestration.EventDuplicate:
-					duplicates++
-				}
-				mu.Unlock()
-			}
-		})
-	}
-	lastReport := time.Now()
-	for i := range order {
-		select {
-		case work <- i:
-		case <-runCtx.Done():
-		}
-		if cfg.Progress != nil && time.Since(lastReport) > time.Second {
-			fmt.Fprintf(cfg.Progress, "delivered %d/%d events\n", i, len(order))
-			lastReport = time.Now()
-		}
-		if runCtx.Err() != nil {
-			break
-		}
-	}
-	close(work)
-	wg.Wait()
-	elapsed := time.Since(start)
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	counts, err := drv.Executor().ExecutionCountByStatus(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var executions int64
-	for _, c := range counts {
-		if c.Type == flowType {
-			executions += c.Count
-		}
 	}
 	slices.Sort(latencies)
-	res := &EventsResult{
-		Driver: drv.Name(), Events: cfg.Events, Deliveries: len(order),
-		ElapsedS:       round(elapsed.Seconds(), 3),
-		DeliveriesPerS: round(float64(len(order))/elapsed.Seconds(), 0),
-		P50Ms:          ms(percentile(latencies, 0.50)),
-		P99Ms:          ms(percentile(latencies, 0.99)),
-		MaxMs:          ms(latencies[len(latencies)-1]),
-		Started:        started, Duplicates: duplicates, Executions: executions,
-		Config: cfg, GoMaxProcs: runtime.GOMAXPROCS(0),
+	ms := func(d time.Duration) float64 { return round(float64(d.Microseconds())/1000, 1) }
+	out := &EventsResult{
+		Driver: res.Driver, Workflows: res.Workflows, Shape: res.Shape, Events: res.Events, ElapsedS: res.ElapsedS,
+		WorkflowsPerS: res.WorkflowsPerS, EventsPerS: round(float64(res.Events)/res.ElapsedS, 0),
+		P50Ms: ms(percentile(latencies, 0.50)), P99Ms: ms(percentile(latencies, 0.99)), Config: cfg, GoMaxProcs: runtime.GOMAXPROCS(0),
 	}
-	if started != cfg.Events || executions != int64(cfg.Events) || started+duplicates != len(order) {
-		return res, fmt.Errorf("%d distinct events started %d executions (%d reported started, %d duplicates of %d deliveries); want one each",
-			cfg.Events, executions, started, duplicates, len(order))
+	if len(latencies) > 0 {
+		out.MaxMs = ms(latencies[len(latencies)-1])
 	}
-	return res, nil
+	return out, nil
 }
 
-func ms(d time.Duration) float64 { return round(float64(d)/float64(time.Millisecond), 2) }
+// eventSink is an in-process Kafka and the relay publishing the lifecycle events to it, recording
+// each event's latency.
+type eventSink struct {
+	cluster   *kfake.Cluster
+	publisher *kafka.Publisher
+	relay     *outbox.Relay
+
+	mu        sync.Mutex
+	latencies []time.Duration
+}
+
+func startEventSink(ctx context.Context, client *commandbus.Client, logger *slog.Logger) (*eventSink, error) {
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, orchestration.DefaultEventTopic))
+	if err != nil {
+		return nil, err
+	}
+	s := &eventSink{cluster: cluster}
+	if s.publisher, err = kafka.NewPublisher(kafka.Config{Brokers: cluster.ListenAddrs()}); err != nil {
+		cluster.Close()
+		return nil, err
+	}
+	s.relay, err = outbox.NewRelay(client.Driver().Executor(), outbox.RelayConfig{
+		Publishers: []outbox.Publisher{s.publisher}, BatchSize: 2000, Logger: logger,
+		Subscribe: plumbing.Subscriber(client), Now: plumbing.DriverClock(client),
+		OnPublished: func(msgs []*driver.OutboxRow, at time.Time) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for _, m := range msgs {
+				s.latencies = append(s.latencies, at.Sub(m.CreatedAt))
+			}
+		},
+	})
+	if err == nil {
+		err = s.relay.Start(ctx)
+	}
+	if err != nil {
+		s.publisher.Close()
+		cluster.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// drain waits until no event waits in the outbox and returns the latencies.
+func (s *eventSink) drain(ctx context.Context, exec driver.Executor) ([]time.Duration, error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		backlog, err := exec.OutboxBacklog(ctx)
+		if err != nil {
+			return nil, err
+		}
+		pending := int64(0)
+		for _, b := range backlog {
+			pending += b.New
+		}
+		if pending == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("bench: lifecycle events still unpublished after 2 minutes")
+		}
+		time.Sleep(20 * time.Millisecond) // polling the backlog with a deadline
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.latencies), nil
+}
+
+func (s *eventSink) close() {
+	stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = s.relay.Stop(stopCtx)
+	s.publisher.Close()
+	s.cluster.Close()
+}

@@ -33,6 +33,10 @@ type checkpointRequest struct {
 	done     chan error
 }
 
+// OutboxTopic is the notification that wakes the outbox relays (outbox.NotifyTopic): sent after
+// a checkpoint that wrote outbox messages (lifecycle events) committed.
+const OutboxTopic = "outbox"
+
 const (
 	maxCheckpointBatch      = 500
 	maxConcurrentCheckpoint = 3
@@ -89,6 +93,9 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 			}
 			if req.wake {
 				topics[WakeTopic] = struct{}{}
+			}
+			if len(req.cp.Outbox) > 0 {
+				topics[OutboxTopic] = struct{}{}
 			}
 			req.done <- nil
 		default:

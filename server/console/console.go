@@ -195,6 +195,9 @@ func (c *Console) routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /dlq", c.viewer(c.dlq))
 	mux.HandleFunc("GET /dlq/{id}/resubmit", c.operator(c.dlqResubmit))
 	mux.HandleFunc("POST /dlq/{id}/resubmit", c.operator(c.dlqResubmit))
+	mux.HandleFunc("GET /outbox", c.viewer(c.outbox))
+	mux.HandleFunc("GET /outbox/{id}/resend", c.operator(c.outboxResend))
+	mux.HandleFunc("POST /outbox/{id}/resend", c.operator(c.outboxResend))
 	mux.HandleFunc("GET /search", c.viewer(c.search))
 	mux.HandleFunc("GET /commands/{id}", c.viewer(c.commandPage))
 	mux.HandleFunc("GET /processes/{id}", c.viewer(c.processPage))
@@ -426,9 +429,12 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request, err error) {
 		c.errorPage(w, r, http.StatusBadRequest, "Invalid request", err.Error())
 		return
 	}
-	c.logger.Error("console: request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	// The cause stays in the log (database errors name tables and constraints); the page gives
+	// the request id it is logged under.
+	id := httpx.LogID(r.Context())
+	c.logger.Error("console: request failed", "request_id", id, "method", r.Method, "path", r.URL.Path, "error", err)
 	c.errorPage(w, r, http.StatusInternalServerError, "Something went wrong",
-		"The server could not complete the request: "+err.Error())
+		"The server could not complete the request. The cause was logged with request id "+id+".")
 }
 
 func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
