@@ -107,12 +107,12 @@ func TestLifecycleEntriesReachTheObserver(t *testing.T) {
 		defer mu.Unlock()
 		var phase []string
 		for _, s := range seen {
-			if s == "LIFECYCLE COMPENSATION_STARTED STRICT_SEQUENTIAL" || len(s) > 12 && s[:12] == "COMPENSATION" {
+			if s == "LIFECYCLE COMPENSATION_STARTED COMPENSATING" || len(s) > 12 && s[:12] == "COMPENSATION" {
 				phase = append(phase, s)
 			}
 		}
 		require.Equal(t, []string{
-			"LIFECYCLE COMPENSATION_STARTED STRICT_SEQUENTIAL",
+			"LIFECYCLE COMPENSATION_STARTED COMPENSATING",
 			"COMPENSATION c COMPLETED", "COMPENSATION b COMPLETED", "COMPENSATION a COMPLETED",
 		}, phase)
 		require.Contains(t, seen, "STEP d FAILED")
@@ -183,5 +183,43 @@ func TestRunnerKilledDuringCompensation(t *testing.T) {
 			}
 		}
 		require.Equal(t, map[string]int{"a": 1, "b": 1, "c": 1}, recorded, "each compensation recorded once")
+	})
+}
+
+// The runtime's lifecycle listeners get the compensation phase as events: COMPENSATION_STARTED,
+// one STEP_COMPENSATED per step in the order they ran (one STEP_COMPENSATION_FAILED for a failed
+// one), and the end.
+func TestCompensationLifecycleEvents(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		client, rt := newRuntime(t, drv, testConfig(t, clock.NewFake(testStart)))
+		var mu sync.Mutex
+		var got []string
+		require.NoError(t, rt.OnLifecycle(func(_ context.Context, ev orchestration.LifecycleEvent) error {
+			mu.Lock()
+			defer mu.Unlock()
+			switch ev.Type {
+			case orchestration.LifecycleEventType("COMPENSATION_STARTED"), "STEP_COMPENSATED", "STEP_COMPENSATION_FAILED", "EXECUTION_COMPLETED":
+				got = append(got, string(ev.Type)+" "+ev.StepID)
+			}
+			return nil
+		}))
+		j := &journal{}
+		m, err := saga.Register(rt, chain("evented", j, nil))
+		require.NoError(t, err)
+		start(t, client)
+		id, err := m.Start(ctx, nil)
+		require.NoError(t, err)
+		waitStatus(t, m, id, driver.ExecutionCompensated)
+		want := []string{"COMPENSATION_STARTED COMPENSATION_STARTED", "STEP_COMPENSATED c", "STEP_COMPENSATED b", "STEP_COMPENSATED a", "EXECUTION_COMPLETED "}
+		eventually(t, "the compensation's events", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(got) >= len(want)
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, want, got)
 	})
 }

@@ -35,8 +35,11 @@ func (m *Manager) compensate(ctx context.Context, lease *execution.Lease, f *fol
 	}
 	if !f.compensating || lease.Row.Status != driver.ExecutionCompensating {
 		if !f.compensating {
-			entries = append(entries, &driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: nameCompensationStarted,
-				StepStatus: m.flow.Policy, ErrorCode: code, ErrorMessage: message})
+			// Status COMPENSATING: the lifecycle events read it as the phase's start.
+			started := &driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: nameCompensationStarted,
+				StepStatus: string(driver.ExecutionCompensating), ErrorCode: code, ErrorMessage: message}
+			started.Request, _ = json.Marshal(map[string]string{"policy": m.flow.Policy, "failedStep": f.failStep})
+			entries = append(entries, started)
 			f.compensating = true
 			m.logger.Info("compensation started", "execution_id", lease.Row.ID, "policy", m.flow.Policy, "failed_step", f.failStep)
 		}

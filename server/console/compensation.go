@@ -1,6 +1,7 @@
 package console
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 
@@ -56,8 +57,11 @@ func compensationOf(log []*driver.ExecutionLogEntry) *compensationPath {
 			if p.Started == nil {
 				at := e.At
 				p.Started, p.Cause = &at, strings.TrimPrefix(e.ErrorCode+": "+e.ErrorMessage, ": ")
-				if e.Name == "COMPENSATION_STARTED" {
-					p.Policy = e.StepStatus
+				var info struct {
+					Policy string `json:"policy"`
+				}
+				if e.Name == "COMPENSATION_STARTED" && json.Unmarshal(e.Request, &info) == nil {
+					p.Policy = info.Policy
 				}
 			}
 		case e.EntryType == "COMPENSATION":
