@@ -10,6 +10,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/cli"
 	"github.com/commandbus/commandbus/config"
+	"github.com/commandbus/commandbus/examples/fulfilment"
 	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
@@ -19,7 +20,7 @@ import (
 
 // platformModels plugs this binary's models into the reusable commands of package cli: the
 // payments platform (its bounded contexts' handlers, its processes, its simulator, its API
-// routes and console pages) and the onboarding workflow. serve and worker run them through
+// routes and console pages), the onboarding workflow and the fulfilment saga. serve and worker run them through
 // configure and setup; the operational commands through registerModels. setup keeps what it
 // created, so that the demo can drive the platform it started.
 type platformModels struct {
@@ -62,7 +63,7 @@ func (m *platformModels) configure(file *config.File) error {
 	return nil
 }
 
-// setup registers the onboarding workflow, the trip booking TCC and the payments platform on app, with the file's
+// setup registers the onboarding workflow, the fulfilment saga, the trip booking TCC and the payments platform on app, with the file's
 // simulator.poll-interval, payments.max-amounts and fx.url (command-steps are read by the
 // processes themselves), and mounts the platform's routes and pages.
 func (m *platformModels) setup(_ context.Context, app *cli.App) error {
@@ -79,6 +80,9 @@ func (m *platformModels) setup(_ context.Context, app *cli.App) error {
 	if m.onboarding, err = onboarding.Register(app.Runtime); err != nil {
 		return err
 	}
+	if _, err := fulfilment.NewShop(fulfilment.DemoStock()).Register(app.Runtime); err != nil {
+		return err
+	}
 	if m.trips, err = trip.Register(app.Runtime); err != nil {
 		return err
 	}
@@ -90,7 +94,7 @@ func (m *platformModels) setup(_ context.Context, app *cli.App) error {
 }
 
 // registerModels creates the client's runtime with every model this binary runs: the payments
-// platform's processes (its simulator off), the onboarding workflow and the trip booking TCC.
+// platform's processes (its simulator off), the onboarding workflow, the fulfilment saga and the trip booking TCC.
 func registerModels(client *commandbus.Client) (*orchestration.Runtime, error) {
 	rt, err := orchestration.New(client, orchestration.Config{})
 	if err != nil {
@@ -100,6 +104,9 @@ func registerModels(client *commandbus.Client) (*orchestration.Runtime, error) {
 		return nil, err
 	}
 	if _, err := onboarding.Register(rt); err != nil {
+		return nil, err
+	}
+	if _, err := fulfilment.NewShop(fulfilment.DemoStock()).Register(rt); err != nil {
 		return nil, err
 	}
 	if _, err := trip.Register(rt); err != nil {

@@ -440,6 +440,8 @@ type executionData struct {
 	Audit []*commandbus.AuditLogEntry
 	// Participants are the phases of each participant, for models that have them (TCC).
 	Participants *orchestration.ParticipantPhases
+	// Compensation is the compensation path, when the execution compensated or started to.
+	Compensation *compensationPath
 }
 
 // executionActionsOf lists the actions the execution's status allows (the models check again).
@@ -480,7 +482,7 @@ func (c *Console) getExecution(ctx context.Context, raw string) (*driver.Executi
 }
 
 // executionRegions are the execution page's live regions.
-var executionRegions = []string{"execution-status", "execution-timeline", "execution-participants", "execution-waits"}
+var executionRegions = []string{"execution-status", "execution-timeline", "execution-participants", "execution-compensation", "execution-waits"}
 
 // executionPageOf reads what an execution's page shows; the audit log only for a full page
 // (live updates leave it alone).
@@ -511,6 +513,7 @@ func (c *Console) executionPageOf(w http.ResponseWriter, r *http.Request, full b
 		topo = orchestration.Describe(ops).Topology
 	}
 	d.Timeline = layoutTimeline(stepBars(topo, row, log), c.client.Now())
+	d.Compensation = compensationOf(log)
 	if ops != nil {
 		if d.Participants, err = orchestration.ParticipantPhasesOf(ctx, ops, row.ID); err != nil {
 			return nil, err
