@@ -89,6 +89,7 @@ type Executor interface {
 	DLQExecutor
 	ScheduleExecutor
 	JobLeaseExecutor
+	TccBarrierExecutor
 }
 
 // ExecutorTx is an Executor inside a transaction.

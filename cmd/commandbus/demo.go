@@ -19,6 +19,8 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/examples/trip"
+	"github.com/commandbus/commandbus/tcc"
 	"github.com/commandbus/commandbus/workflow"
 )
 
@@ -80,11 +82,13 @@ type demoSummary struct {
 	// under compensated or cancelled payments: always 0.
 	LeftoverEffects int `json:"leftover_effects"`
 	// Onboarding counts the onboarding workflows the demo ran beside the batch, by status.
-	Onboarding   map[driver.ExecutionStatus]int `json:"onboarding,omitempty"`
-	ElapsedS     float64                        `json:"elapsed_s"`
-	PaymentsPerS float64                        `json:"payments_per_s"`
-	P50Ms        float64                        `json:"p50_ms"`
-	P99Ms        float64                        `json:"p99_ms"`
+	Onboarding map[driver.ExecutionStatus]int `json:"onboarding,omitempty"`
+	// Trips counts the trip bookings (TCC transactions) the demo ran beside the batch, by outcome.
+	Trips        map[tcc.Status]int `json:"trips,omitempty"`
+	ElapsedS     float64            `json:"elapsed_s"`
+	PaymentsPerS float64            `json:"payments_per_s"`
+	P50Ms        float64            `json:"p50_ms"`
+	P99Ms        float64            `json:"p99_ms"`
 }
 
 func processType(name string) (string, error) {
@@ -182,6 +186,9 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 		if err := startOnboardings(ctx, s.onboarding); err != nil {
 			return err
 		}
+		if err := startTrips(ctx, s.trips); err != nil {
+			return err
+		}
 	}
 	start := time.Now()
 	sum, err := waitForBatch(ctx, s.platform, batchID, errOut, !f.asJSON)
@@ -199,6 +206,9 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 		return err
 	}
 	if result.Onboarding, err = waitForOnboardings(ctx, s.onboarding); err != nil {
+		return err
+	}
+	if result.Trips, err = waitForTrips(ctx, s.trips); err != nil {
 		return err
 	}
 	if err := s.platform.CheckInvariants(ctx); err != nil {
@@ -235,6 +245,56 @@ func startOnboardings(ctx context.Context, flow *onboarding.Flow) error {
 		}
 	}
 	return nil
+}
+
+// demoTrips are the trip bookings (TCC transactions) the demo runs beside the batch, one per
+// outcome: confirmed, confirmed without the optional car, and cancelled (no hotel room, so the
+// seat is released).
+var demoTrips = []trip.Booking{
+	{Traveller: "Ada Lovelace", Flight: "LH 400", Destination: "New York", Nights: 3},
+	{Traveller: "Cy Young", Flight: "BA 117", Destination: "Boston", Nights: 2, CarClass: "none"},
+	{Traveller: "Bob", Flight: "AT 1", Destination: "Atlantis", Nights: 7},
+}
+
+func startTrips(ctx context.Context, agency *trip.Agency) error {
+	for _, b := range demoTrips {
+		if _, err := agency.Start(ctx, b, tcc.WithBusinessKey(b.Traveller)); err != nil {
+			return fmt.Errorf("starting the trip of %s: %w", b.Traveller, err)
+		}
+	}
+	return nil
+}
+
+// waitForTrips waits (at most a minute) until every trip booking has its outcome, and counts them
+// by outcome.
+func waitForTrips(ctx context.Context, agency *trip.Agency) (map[tcc.Status]int, error) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		rows, err := agency.List(ctx, tcc.ListParams{Limit: 1000})
+		if err != nil {
+			return nil, err
+		}
+		counts, moving := map[tcc.Status]int{}, 0
+		for _, r := range rows {
+			res, err := agency.Result(ctx, r.ID)
+			if err != nil {
+				return nil, err
+			}
+			counts[res.Status]++
+			switch res.Status {
+			case tcc.StatusTrying, tcc.StatusConfirming, tcc.StatusCanceling:
+				moving++
+			}
+		}
+		if moving == 0 || time.Now().After(deadline) {
+			return counts, nil
+		}
+		select {
+		case <-ctx.Done():
+			return counts, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // waitForOnboardings waits (at most a minute) until no onboarding workflow runs or waits for a
@@ -343,6 +403,15 @@ func printDemoSummary(ctx context.Context, out io.Writer, s *stack, r demoSummar
 			}
 		}
 		fmt.Fprintf(out, "onboarding workflows (parallel checks, retries, a compensation, a parked step): %s\n", strings.Join(parts, ", "))
+	}
+	if len(r.Trips) > 0 {
+		var parts []string
+		for _, st := range []tcc.Status{tcc.StatusConfirmed, tcc.StatusCanceled, tcc.StatusFailed} {
+			if n := r.Trips[st]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, strings.ToLower(string(st))))
+			}
+		}
+		fmt.Fprintf(out, "trip bookings (TCC: a car optional, no room cancels the seat): %s\n", strings.Join(parts, ", "))
 	}
 
 	tsq, err := s.Client.Driver().Executor().ExecutionList(ctx, &driver.ExecutionListParams{

@@ -60,3 +60,20 @@ func TestExecutionsFromTheCommandLine(t *testing.T) {
 	res = fail(t, "executions", "skip", id[1], "--database", db, "--reason", "x")
 	require.ErrorContains(t, res.err, `"step" not set`)
 }
+
+// The trip booking TCC is started, found and cancelled from the command line like any model.
+func TestTccFromTheCommandLine(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "x.db")
+	run(t, "migrate", "up", "--database", db)
+	out := run(t, "executions", "start", "tcc", "TripBooking", "--database", db, "--business-key", "trip-9",
+		"--input", `{"traveller":"Ada","flight":"LH 400","destination":"New York"}`)
+	id := regexp.MustCompile(`started tcc TripBooking: (\S+)`).FindStringSubmatch(out)
+	require.Len(t, id, 2, out)
+	var rows []*driver.ExecutionRow
+	require.NoError(t, json.Unmarshal([]byte(run(t, "executions", "list", "--model", "tcc", "--json", "--database", db)), &rows))
+	require.Len(t, rows, 1)
+	require.Equal(t, "trip-9", rows[0].BusinessKey)
+	out = run(t, "executions", "cancel", id[1], "--database", db, "--reason", "traveller withdrew", "--actor", "ops:eve")
+	require.Contains(t, out, "is now CANCELLED")
+}

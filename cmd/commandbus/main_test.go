@@ -22,6 +22,7 @@ import (
 	"github.com/commandbus/commandbus/driver/sqlitedriver"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/migrate"
+	"github.com/commandbus/commandbus/tcc"
 )
 
 // result is what one in-process run of the binary printed and returned.
@@ -75,6 +76,7 @@ func TestDemoJSONSummary(t *testing.T) {
 	require.Positive(t, summary.ElapsedS)
 	require.Positive(t, summary.PaymentsPerS)
 	require.GreaterOrEqual(t, summary.P99Ms, summary.P50Ms)
+	require.Equal(t, map[tcc.Status]int{tcc.StatusConfirmed: 2, tcc.StatusCanceled: 1}, summary.Trips, "the demo's trip bookings: two confirmed, one cancelled")
 	for _, field := range []string{"payments", "completed", "compensated", "failed", "cancelled", "in_tsq", "waiting",
 		"duplicate_submissions", "leftover_effects", "elapsed_s", "payments_per_s", "p50_ms", "p99_ms"} {
 		require.Contains(t, out, `"`+field+`"`)

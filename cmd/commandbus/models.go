@@ -14,6 +14,7 @@ import (
 	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
+	"github.com/commandbus/commandbus/examples/trip"
 	"github.com/commandbus/commandbus/orchestration"
 )
 
@@ -33,6 +34,7 @@ type platformModels struct {
 
 	platform   *payments.Platform
 	onboarding *onboarding.Flow
+	trips      *trip.Agency
 }
 
 // cliConfig returns the cli configuration of this binary, with m's hooks.
@@ -61,7 +63,7 @@ func (m *platformModels) configure(file *config.File) error {
 	return nil
 }
 
-// setup registers the onboarding workflow, the fulfilment saga and the payments platform on app, with the file's
+// setup registers the onboarding workflow, the fulfilment saga, the trip booking TCC and the payments platform on app, with the file's
 // simulator.poll-interval, payments.max-amounts and fx.url (command-steps are read by the
 // processes themselves), and mounts the platform's routes and pages.
 func (m *platformModels) setup(_ context.Context, app *cli.App) error {
@@ -81,6 +83,9 @@ func (m *platformModels) setup(_ context.Context, app *cli.App) error {
 	if _, err := fulfilment.NewShop(fulfilment.DemoStock()).Register(app.Runtime); err != nil {
 		return err
 	}
+	if m.trips, err = trip.Register(app.Runtime); err != nil {
+		return err
+	}
 	if m.platform, err = payments.New(app.Client, opts); err != nil {
 		return err
 	}
@@ -89,7 +94,7 @@ func (m *platformModels) setup(_ context.Context, app *cli.App) error {
 }
 
 // registerModels creates the client's runtime with every model this binary runs: the payments
-// platform's processes (its simulator off), the onboarding workflow and the fulfilment saga.
+// platform's processes (its simulator off), the onboarding workflow, the fulfilment saga and the trip booking TCC.
 func registerModels(client *commandbus.Client) (*orchestration.Runtime, error) {
 	rt, err := orchestration.New(client, orchestration.Config{})
 	if err != nil {
@@ -104,6 +109,9 @@ func registerModels(client *commandbus.Client) (*orchestration.Runtime, error) {
 	if _, err := fulfilment.NewShop(fulfilment.DemoStock()).Register(rt); err != nil {
 		return nil, err
 	}
+	if _, err := trip.Register(rt); err != nil {
+		return nil, err
+	}
 	return rt, nil
 }
 
@@ -113,6 +121,7 @@ type stack struct {
 	*cli.Stack
 	platform   *payments.Platform
 	onboarding *onboarding.Flow
+	trips      *trip.Agency
 }
 
 // stackOptions configures startStack.
@@ -140,7 +149,7 @@ func startStack(ctx context.Context, opts stackOptions) (*stack, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &stack{Stack: s, platform: m.platform, onboarding: m.onboarding}, nil
+	return &stack{Stack: s, platform: m.platform, onboarding: m.onboarding, trips: m.trips}, nil
 }
 
 // randomToken returns a fresh bearer token.

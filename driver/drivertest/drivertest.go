@@ -76,6 +76,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Outbox", exerciseOutbox},
 		{"Inbox", exerciseInbox},
 		{"DLQ", exerciseDLQ},
+		{"TccBarrier", exerciseTccBarrier},
 		{"CommandDelivery", exerciseCommandDelivery},
 		{"Schedules", exerciseSchedules},
 	}

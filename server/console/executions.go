@@ -356,7 +356,7 @@ func stepBars(topo *orchestration.Topology, row *driver.ExecutionRow, log []*dri
 	}
 	for _, e := range log {
 		switch e.EntryType {
-		case "STEP", "COMMAND", "WAIT", "SIDE_EFFECT":
+		case "STEP", "COMMAND", "WAIT", "SIDE_EFFECT", "TRY", "CONFIRM", "CANCEL": // the last three: a TCC participant's phases
 		default:
 			continue
 		}
@@ -438,6 +438,8 @@ type executionData struct {
 	State     string
 	// Audit is the operator actions on the execution, newest first.
 	Audit []*commandbus.AuditLogEntry
+	// Participants are the phases of each participant, for models that have them (TCC).
+	Participants *orchestration.ParticipantPhases
 	// Compensation is the compensation path, when the execution compensated or started to.
 	Compensation *compensationPath
 }
@@ -480,7 +482,7 @@ func (c *Console) getExecution(ctx context.Context, raw string) (*driver.Executi
 }
 
 // executionRegions are the execution page's live regions.
-var executionRegions = []string{"execution-status", "execution-timeline", "execution-compensation", "execution-waits"}
+var executionRegions = []string{"execution-status", "execution-timeline", "execution-participants", "execution-compensation", "execution-waits"}
 
 // executionPageOf reads what an execution's page shows; the audit log only for a full page
 // (live updates leave it alone).
@@ -512,6 +514,11 @@ func (c *Console) executionPageOf(w http.ResponseWriter, r *http.Request, full b
 	}
 	d.Timeline = layoutTimeline(stepBars(topo, row, log), c.client.Now())
 	d.Compensation = compensationOf(log)
+	if ops != nil {
+		if d.Participants, err = orchestration.ParticipantPhasesOf(ctx, ops, row.ID); err != nil {
+			return nil, err
+		}
+	}
 	if row.ParentID != uuid.Nil {
 		if d.Parent, err = exec.ExecutionGet(ctx, row.ParentID); err != nil && !errors.Is(err, driver.ErrNotFound) {
 			return nil, err

@@ -1,2 +1,0 @@
--- Placeholder (see the up migration): nothing to undo.
-SELECT 1;
