@@ -18,7 +18,7 @@ const (
 	HeaderStep        = "commandbus-step"
 	// HeaderStepKey is the step's stable idempotency key (execution id : step name): the same on
 	// every attempt, for the handler to deduplicate its side effect on.
-	HeaderStepKey = "commandbus-step-key"
+	HeaderStepKey = commandbus.HeaderStepKey
 )
 
 // CommandStep sends a command to another domain and suspends the execution (WAITING_FOR_ASYNC,

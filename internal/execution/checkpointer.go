@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/outbox"
 )
 
 // checkpointer group-commits checkpoints: each runner waits for its own checkpoint to be durable
@@ -86,6 +87,9 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 		case applied[req.cp.ID]:
 			for _, cmd := range req.cp.Commands {
 				topics["queue:"+cmd.Queue] = struct{}{}
+			}
+			if len(req.cp.Outbox) > 0 {
+				topics[outbox.NotifyTopic] = struct{}{}
 			}
 			if req.wake {
 				topics[WakeTopic] = struct{}{}

@@ -369,6 +369,7 @@ func (c *Consumer) handle(sub Subscription, d Delivery) {
 	} else {
 		outcome, err = plumbing.ExecuteDelivered(ctx, c.cfg.Client, commandbus.Delivery{
 			MessageID: env.MessageID.String(), Consumer: consumer, CommandID: env.CommandID, Domain: sub.Domain,
+			ReplyTo: env.Headers.ReplyTo,
 		})
 	}
 	var decodeErr *outbox.DecodeError

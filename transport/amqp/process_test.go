@@ -1,0 +1,117 @@
+package amqp_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/orchestration"
+	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/process"
+	"github.com/commandbus/commandbus/transport/internal/brokertest"
+)
+
+// fxPaymentState is the state of the process that books FX over the broker.
+type fxPaymentState struct {
+	PaymentID string `json:"paymentId"`
+	Contract  string `json:"contract,omitempty"`
+}
+
+type fxContract struct {
+	Contract string `json:"contract"`
+}
+
+// fxPayment books FX with a command step to the fx domain, whose transport is amqp.
+type fxPayment struct{}
+
+func (fxPayment) Type() string   { return "FxPayment" }
+func (fxPayment) Domain() string { return "treasury" }
+
+func (fxPayment) Execute(x *process.Execution[fxPaymentState]) error {
+	fx, err := process.CommandStep[fxPaymentState, BookFx, fxContract](x, "BOOK_FX", "fx", "BookFx",
+		BookFx{PaymentID: x.State.PaymentID}, process.MaxAttempts(1), process.Timeout(time.Minute))
+	if err != nil {
+		return err
+	}
+	x.State.Contract = fx.Contract
+	return nil
+}
+
+// processPlatform is the broker platform with the FxPayment process registered on its client.
+func processPlatform(t *testing.T, drv driver.Driver) (*platform, *process.Manager[fxPaymentState]) {
+	t.Helper()
+	var manager *process.Manager[fxPaymentState]
+	p := newPlatform(t, platformOpts{replies: true, drv: drv, setup: func(client *commandbus.Client) {
+		rt, err := orchestration.New(client, orchestration.Config{})
+		require.NoError(t, err)
+		manager, err = process.NewManager[fxPaymentState](rt, fxPayment{})
+		require.NoError(t, err)
+	}})
+	return p, manager
+}
+
+// TestProcessCommandStepOverBroker: a process's command step to an amqp domain goes through the
+// outbox like Send (command row and CommandRequested message in the checkpoint's transaction),
+// RabbitMQ delivers it to the handler, and the reply coming back over the reply queue resumes the
+// process. The envelope carries the stable step key as idempotencyKey, the execution as
+// correlation and causation, the tenant and a traceparent. Both drivers.
+func TestProcessCommandStepOverBroker(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		p, manager := processPlatform(t, drv)
+		ctx := context.Background()
+		id, err := manager.Start(ctx, fxPaymentState{PaymentID: "P-1"}, process.WithTenant("acme"))
+		require.NoError(t, err)
+
+		var inst *process.Instance[fxPaymentState]
+		brokertest.WaitFor(t, "the process to complete", func() bool {
+			inst, err = manager.Get(ctx, id)
+			require.NoError(t, err)
+			return inst.Status == driver.ExecutionCompleted
+		})
+		require.Equal(t, "FX-1", inst.State.Contract)
+		require.EqualValues(t, 1, p.Calls.Load(), "the handler ran once")
+
+		// The command row: correlated with and caused by the execution, the tenant's, completed.
+		cmds, err := p.Client.ListCommands(ctx, &commandbus.ListParams{Domain: "fx", Kind: driver.CommandKindCommand})
+		require.NoError(t, err)
+		require.Len(t, cmds, 1)
+		cmd := cmds[0]
+		require.Equal(t, commandbus.StatusCompleted, cmd.Status)
+		require.Equal(t, id, cmd.CorrelationID)
+		require.Equal(t, id, cmd.CausationID)
+		require.Equal(t, "acme", cmd.TenantID)
+
+		// Its CommandRequested outbox message, published to the command queue with the envelope.
+		rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Topic: outbox.CommandQueueName(p.prefix, "fx", "BookFx"), Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, rows, 1, "one CommandRequested message for the process's command")
+		require.Equal(t, driver.OutboxStatusPublished, rows[0].Status)
+		env, err := outbox.Decode(rows[0].Payload)
+		require.NoError(t, err)
+		require.Equal(t, outbox.TypeCommandRequested, env.Type)
+		require.Equal(t, cmd.ID, env.CommandID)
+		require.Equal(t, id.String()+":BOOK_FX", env.Headers.IdempotencyKey, "the stable step key")
+		require.Equal(t, id, env.CorrelationID)
+		require.Equal(t, id, env.CausationID)
+		require.Equal(t, "acme", env.Headers.TenantID)
+		require.Equal(t, outbox.ReplyQueueName(p.prefix), env.Headers.ReplyTo)
+		sc, ok := env.Headers.Trace()
+		require.True(t, ok, "the envelope carries a trace context")
+		require.Equal(t, id.String(), uuid.UUID(sc.TraceID).String(), "an untraced execution's commands share the trace derived from its id")
+
+		// The reply came back over the broker: a published reply message for the command.
+		replies, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Topic: outbox.ReplyQueueName(p.prefix), Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, replies, 1)
+		reply, err := outbox.Decode(replies[0].Payload)
+		require.NoError(t, err)
+		require.Equal(t, outbox.TypeCommandCompleted, reply.Type)
+		require.Equal(t, cmd.ID, reply.CommandID)
+	})
+}
