@@ -416,13 +416,16 @@ func (c *Client) deliverReply(ctx context.Context, env *outbox.Envelope, consume
 			return err
 		}
 		outcome = DeliveryProcessed
+		if err := c.completeByReply(ctx, tx, cmd, env, consumer); err != nil {
+			return err
+		}
 		if cmd.ReplyTo == "" {
 			return nil
 		}
 		domain := trimReplySuffix(cmd.ReplyTo)
 		reply := &driver.CommandInsertParams{
 			ID: uuid.Must(uuid.NewV7()), Kind: driver.CommandKindReply, Domain: domain, Queue: cmd.ReplyTo,
-			Type: cmd.Type, Data: env.Payload, CorrelationID: cmd.CorrelationID, CausationID: cmd.ID,
+			Type: cmd.Type, Data: replyData(env, cmd), CorrelationID: cmd.CorrelationID, CausationID: cmd.ID,
 			MaxAttempts: c.config.Domain(domain).MaxAttempts, TenantID: cmd.TenantID, Actor: consumer,
 		}
 		if sc, ok := env.Headers.Trace(); ok {
@@ -437,4 +440,63 @@ func (c *Client) deliverReply(ctx context.Context, env *outbox.Envelope, consume
 		return "", err
 	}
 	return outcome, nil
+}
+
+// completeByReply records the outcome a reply reports on its command when the command is still
+// PENDING: a handler outside this deployment (one that speaks only the envelope) ran it, so the
+// reply is the only news of its end. A command this deployment ran has ended already (its reply
+// commits with its outcome) and is left as it is.
+func (c *Client) completeByReply(ctx context.Context, tx driver.ExecutorTx, cmd *CommandRow, env *outbox.Envelope, actor string) error {
+	if cmd.Status != driver.CommandStatusPending {
+		return nil
+	}
+	params := &driver.CommandOperatorParams{ID: cmd.ID, FromStatuses: []driver.CommandStatus{driver.CommandStatusPending},
+		Event: "REPLY_RECEIVED", Actor: actor, Reason: "the reply " + env.MessageID.String() + " reported its outcome", Now: c.now()}
+	var reply Reply
+	if err := json.Unmarshal(replyData(env, cmd), &reply); err != nil {
+		return err
+	}
+	switch reply.Outcome {
+	case OutcomeSuccess:
+		params.ToStatus, params.Result = driver.CommandStatusCompleted, reply.Result
+	case OutcomeFailed:
+		params.ToStatus, params.ErrorCode, params.ErrorMessage = driver.CommandStatusFailed, reply.ErrorCode, reply.ErrorMessage
+	default:
+		return nil
+	}
+	_, err := tx.CommandOperatorAction(ctx, params)
+	if errors.Is(err, driver.ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+// replyData is the reply a delivered reply envelope files. The replies this library publishes
+// carry the whole Reply as their payload; a handler that speaks only the envelope (another
+// language, another platform) sends its result, or for a CommandFailed its errorCode and
+// errorMessage, as the payload: its reply is rebuilt from the envelope's type and the command
+// row, whose headers route it back to the process that sent the command.
+func replyData(env *outbox.Envelope, cmd *CommandRow) json.RawMessage {
+	var own Reply
+	if json.Unmarshal(env.Payload, &own) == nil && own.CommandID == cmd.ID && own.Outcome != "" {
+		return env.Payload
+	}
+	r := &Reply{CommandID: cmd.ID, CorrelationID: cmd.CorrelationID, Domain: cmd.Domain, CommandType: cmd.Type, Headers: cmd.Headers}
+	switch env.Type {
+	case outbox.TypeCommandCompleted:
+		r.Outcome, r.Result = OutcomeSuccess, env.Payload
+	case outbox.TypeCommandTimedOut:
+		r.Outcome = OutcomeTimedOut
+	default:
+		var failure struct {
+			ErrorCode    string `json:"errorCode"`
+			ErrorMessage string `json:"errorMessage"`
+		}
+		_ = json.Unmarshal(env.Payload, &failure)
+		r.Outcome, r.ErrorCode, r.ErrorMessage = OutcomeFailed, failure.ErrorCode, failure.ErrorMessage
+		if r.ErrorCode == "" {
+			r.ErrorCode = "FAILED"
+		}
+	}
+	return encodeReply(r)
 }

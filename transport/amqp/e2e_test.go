@@ -53,6 +53,9 @@ type platformOpts struct {
 	requeueDelay time.Duration
 	// drv is the database (default: an isolated PostgreSQL schema).
 	drv driver.Driver
+	// foreignFx leaves the fx domain without a handler in this deployment: a service outside it
+	// consumes fx's command queue.
+	foreignFx bool
 	// setup runs on the client before it starts (to register processes on it).
 	setup func(client *commandbus.Client)
 }
@@ -72,6 +75,13 @@ func newPlatform(t *testing.T, opts platformOpts) *platform {
 	p.Fx = brokertest.NewFx(t, 100, func(context.Context, *commandbus.Command[BookFx]) (any, error) {
 		return map[string]string{"contract": "FX-1"}, nil
 	})
+	if opts.foreignFx {
+		p.Handlers = commandbus.NewHandlers()
+		commandbus.AddReplyHandler(p.Handlers, "payments", "", func(_ context.Context, msg *commandbus.ReplyMessage) error {
+			p.Replies <- msg.Reply
+			return nil
+		})
+	}
 	if opts.maxAttempts == 0 {
 		opts.maxAttempts = 3
 	}

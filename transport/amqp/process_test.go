@@ -46,13 +46,20 @@ func (fxPayment) Execute(x *process.Execution[fxPaymentState]) error {
 // processPlatform is the broker platform with the FxPayment process registered on its client.
 func processPlatform(t *testing.T, drv driver.Driver) (*platform, *process.Manager[fxPaymentState]) {
 	t.Helper()
+	return processPlatformOpts(t, platformOpts{replies: true, drv: drv})
+}
+
+// processPlatformOpts is processPlatform with opts (their setup is replaced).
+func processPlatformOpts(t *testing.T, opts platformOpts) (*platform, *process.Manager[fxPaymentState]) {
+	t.Helper()
 	var manager *process.Manager[fxPaymentState]
-	p := newPlatform(t, platformOpts{replies: true, drv: drv, setup: func(client *commandbus.Client) {
+	opts.setup = func(client *commandbus.Client) {
 		rt, err := orchestration.New(client, orchestration.Config{})
 		require.NoError(t, err)
 		manager, err = process.NewManager[fxPaymentState](rt, fxPayment{})
 		require.NoError(t, err)
-	}})
+	}
+	p := newPlatform(t, opts)
 	return p, manager
 }
 
