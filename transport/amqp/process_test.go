@@ -122,3 +122,33 @@ func TestProcessCommandStepOverBroker(t *testing.T) {
 		require.Equal(t, cmd.ID, reply.CommandID)
 	})
 }
+
+// TestProcessNoticesBackedOutCommandAtOnce: a process's command whose message the broker backs
+// out (every delivery failed for a database reason) is parked IN_TSQ with its command_dlq row,
+// and its PARKED reply parks the process at once (WAITING_FOR_TSQ, COMMAND_PARKED), long before
+// the step's one-minute reply timeout.
+func TestProcessNoticesBackedOutCommandAtOnce(t *testing.T) {
+	drv := dbtest.Postgres(t)
+	p, manager := processPlatform(t, drv)
+	lift := brokertest.FailClaims(t, drv, "P-DOOMED")
+	defer lift()
+	ctx := context.Background()
+	id, err := manager.Start(ctx, fxPaymentState{PaymentID: "P-DOOMED"})
+	require.NoError(t, err)
+
+	var inst *process.Instance[fxPaymentState]
+	brokertest.WaitFor(t, "the process to wait for the operator", func() bool {
+		inst, err = manager.Get(ctx, id)
+		require.NoError(t, err)
+		return inst.Status == driver.ExecutionWaitingForTSQ
+	})
+	require.Equal(t, process.CodeCommandParked, inst.ErrorCode)
+	cmds, err := p.Client.ListCommands(ctx, &commandbus.ListParams{Domain: "fx", Kind: driver.CommandKindCommand})
+	require.NoError(t, err)
+	require.Len(t, cmds, 1)
+	require.Equal(t, commandbus.StatusInTSQ, cmds[0].Status)
+	entry, err := p.Client.DLQ().Get(ctx, cmds[0].ID)
+	require.NoError(t, err)
+	require.Contains(t, entry.Error, commandbus.CodeBrokerBackout)
+	require.Contains(t, entry.Error, "simulated database failure", "the reason names the last failure")
+}
