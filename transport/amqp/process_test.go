@@ -15,6 +15,7 @@ import (
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/process"
 	"github.com/commandbus/commandbus/transport/internal/brokertest"
+	"github.com/commandbus/commandbus/workflow"
 )
 
 // fxPaymentState is the state of the process that books FX over the broker.
@@ -151,4 +152,37 @@ func TestProcessNoticesBackedOutCommandAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, entry.Error, commandbus.CodeBrokerBackout)
 	require.Contains(t, entry.Error, "simulated database failure", "the reason names the last failure")
+}
+
+// TestWorkflowCommandStepOverBroker: a workflow's command step to an amqp domain goes through the
+// outbox as well; the handler gets the step key and the reply completes the step. Both drivers.
+func TestWorkflowCommandStepOverBroker(t *testing.T) {
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		var m *workflow.Manager
+		p := newPlatform(t, platformOpts{replies: true, drv: drv, setup: func(client *commandbus.Client) {
+			rt, err := orchestration.New(client, orchestration.Config{})
+			require.NoError(t, err)
+			m, err = workflow.Register(rt, workflow.New("fx-booking", 1).Domain("treasury").
+				Command("BOOK_FX", "fx", "BookFx", func(sc *workflow.StepContext) (any, error) {
+					return BookFx{PaymentID: "W-1"}, nil
+				}))
+			require.NoError(t, err)
+		}})
+		ctx := context.Background()
+		id, err := m.Start(ctx, map[string]string{})
+		require.NoError(t, err)
+		brokertest.WaitFor(t, "the workflow to complete", func() bool {
+			inst, err := m.Get(ctx, id)
+			require.NoError(t, err)
+			return inst.Status == driver.ExecutionCompleted
+		})
+		rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Topic: outbox.CommandQueueName(p.prefix, "fx", "BookFx"), Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		env, err := outbox.Decode(rows[0].Payload)
+		require.NoError(t, err)
+		require.Equal(t, id.String()+":BOOK_FX", env.Headers.IdempotencyKey)
+		require.Equal(t, id, env.CorrelationID)
+		require.EqualValues(t, 1, p.Calls.Load())
+	})
 }
