@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
@@ -54,4 +55,31 @@ func TestDeadLettersListedAndRedriven(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, moved)
 	brokertest.WaitFor(t, "the redriven message to be consumed again", func() bool { return deadLettered() == 2 })
+}
+
+// TestDeadLetterCollector: the collector reports the dead-letter and parking queues' depths.
+func TestDeadLetterCollector(t *testing.T) {
+	t.Parallel()
+	url := rabbitURL(t)
+	prefix := uniquePrefix()
+	topology := amqp.Topology{Prefix: prefix}
+	t.Cleanup(func() { brokertest.DeleteQueues(t, url, topology.DeadLetterQueue(), topology.ParkingQueue()) })
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(amqp.DeadLetterCollector(url, topology)))
+	depth := func(queue string) float64 {
+		families, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range families {
+			for _, m := range f.GetMetric() {
+				if m.GetLabel()[0].GetValue() == queue {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+		return -1
+	}
+	require.Equal(t, 0.0, depth(topology.DeadLetterQueue()))
+	publishRaw(t, url, amqp091.Publishing{MessageId: "dead-1", Body: []byte(`x`)}, topology.DeadLetterQueue())
+	brokertest.WaitFor(t, "the gauge to count the dead letter", func() bool { return depth(topology.DeadLetterQueue()) == 1 })
+	require.Equal(t, 0.0, depth(topology.ParkingQueue()))
 }
