@@ -16,10 +16,11 @@ import (
 	"github.com/commandbus/commandbus/internal/clock"
 )
 
-// Config configures a Client. Its YAML form (see LoadConfig) is shaped as a Spring-style
-// application.yml: features, domains and command-steps, plus the process pollers, the database
-// and the server. Every field has a documented default applied by WithDefaults; a zero value
-// (including an explicit 0 in a file) means "use the default".
+// Config configures a Client. Its YAML form (read by package config, which adds a deployment's
+// keys: database, server, ...) is shaped as a Spring-style application.yml: features, domains and
+// command-steps, plus the process pollers, the brokers and the outbox. Every field has a
+// documented default applied by WithDefaults; a zero value (including an explicit 0 in a file)
+// means "use the default".
 type Config struct {
 	// Features switches whole capabilities of this instance on or off.
 	Features Features `yaml:"features"`
@@ -30,16 +31,6 @@ type Config struct {
 	CommandSteps map[string]*CommandStepConfig `yaml:"command-steps"`
 	// Process configures the execution pollers and per-process-type overrides.
 	Process ProcessConfig `yaml:"process"`
-	// Database says where commandbus stores its state; used by the commandbus binary.
-	Database DatabaseConfig `yaml:"database"`
-	// Server configures the REST API and console of `commandbus serve`.
-	Server ServerConfig `yaml:"server"`
-	// Simulator configures the reference platform's network simulator.
-	Simulator SimulatorConfig `yaml:"simulator"`
-	// Payments configures the reference payments platform (examples/payments).
-	Payments PaymentsConfig `yaml:"payments"`
-	// FX says where the reference platform's FX provider is.
-	FX FXConfig `yaml:"fx"`
 	// AMQP is the command broker of domains whose transport is amqp (the role an IBM MQ queue manager plays).
 	AMQP AMQPConfig `yaml:"amqp"`
 	// AMQP10 is the AMQP 1.0 broker of the domains whose transport is amqp10 (transport/amqp10).
@@ -259,6 +250,8 @@ func (c *Config) ProcessType(name string) *ProcessTypeConfig {
 	return lookupNormalized(c.Process.Types, name)
 }
 
+// lookupNormalized finds the entry of m named name, or else the one whose name equals it in the
+// form normalizeEnvName gives.
 func lookupNormalized[V any](m map[string]*V, name string) *V {
 	if v, ok := m[name]; ok && v != nil {
 		return v
@@ -270,6 +263,12 @@ func lookupNormalized[V any](m map[string]*V, name string) *V {
 		}
 	}
 	return nil
+}
+
+// normalizeEnvName is the form entry names are compared in: lower case, '-' as '_'. It is the
+// name package config gives an entry it creates from an environment variable.
+func normalizeEnvName(name string) string {
+	return strings.ToLower(strings.ReplaceAll(name, "-", "_"))
 }
 
 // ProcessConfig configures process execution (the commandbus.process keys).
@@ -312,63 +311,6 @@ type ProcessTypeConfig struct {
 	DefaultWaitTimeout Duration `yaml:"default-wait-timeout"`
 	// DeadlineAction is TSQ, COMPENSATE or FAIL.
 	DeadlineAction string `yaml:"deadline-action"`
-}
-
-// DatabaseConfig says where state lives.
-type DatabaseConfig struct {
-	// URL is a postgres:// URL, or sqlite://PATH (or a bare file path) for the embedded store.
-	URL string `yaml:"url"`
-	// Schema holds commandbus objects on PostgreSQL. Default: commandbus.
-	Schema string `yaml:"schema"`
-}
-
-// SimulatorConfig configures the simulated payment network of the reference platform.
-type SimulatorConfig struct {
-	// Enabled runs the simulator in this instance (answers risk approvals and L1–L4). Default:
-	// false; `commandbus demo` always runs it.
-	Enabled bool `yaml:"enabled"`
-	// PollInterval is how often it scans waiting payments. Default: 1s.
-	PollInterval Duration `yaml:"poll-interval"`
-}
-
-// PaymentsConfig configures the reference payments platform.
-type PaymentsConfig struct {
-	// MaxAmounts bounds the amount of one payment per debit currency, as plain decimals keyed by
-	// ISO 4217 code: {USD: "10000000.00"}. A larger payment is refused. Currencies it leaves out
-	// keep the platform's default bound (about ten million US dollars). Codes are read
-	// case-insensitively (an environment variable's name is upper-cased).
-	MaxAmounts map[string]string `yaml:"max-amounts"`
-}
-
-var (
-	currencyRE     = regexp.MustCompile(`^[A-Za-z]{3}$`)
-	plainDecimalRE = regexp.MustCompile(`^[0-9]{1,30}(\.[0-9]{1,18})?$`)
-)
-
-// FXConfig locates the reference platform's FX provider.
-type FXConfig struct {
-	// URL is the FX API's base URL, e.g. the one `commandbus simulate fx --addr` serves. Default:
-	// each instance serves the simulated provider itself, its contracts in the database shared
-	// by all of them.
-	URL string `yaml:"url"`
-}
-
-// ServerConfig configures `commandbus serve`.
-type ServerConfig struct {
-	// Addr is the listen address. Default: 127.0.0.1:8080.
-	Addr string `yaml:"addr"`
-	// Tokens are the bearer tokens accepted by the API and console.
-	Tokens []TokenConfig `yaml:"tokens"`
-}
-
-// TokenConfig is one bearer token.
-type TokenConfig struct {
-	// Subject names who holds the token; it is recorded on every action taken with it.
-	Subject string `yaml:"subject"`
-	// Token is the secret.
-	Token string `yaml:"token"`
-	// Role is viewer or operator.
-	Role string `yaml:"role"`
 }
 
 // The defaults applied by WithDefaults, one per configuration key of the same name.
@@ -435,12 +377,6 @@ func (c *Config) WithDefaults() *Config {
 	orDuration(&p.RetentionInterval, 5*time.Minute)
 	if p.ConcurrentExecutions == 0 {
 		p.ConcurrentExecutions = 50
-	}
-	if out.Database.Schema == "" {
-		out.Database.Schema = "commandbus"
-	}
-	if out.Server.Addr == "" {
-		out.Server.Addr = "127.0.0.1:8080"
 	}
 	if out.AMQP.Prefix == "" {
 		out.AMQP.Prefix = "APP"
@@ -707,31 +643,6 @@ func (c *Config) Validate() error {
 			add("process.types.%s.default-wait-timeout: must not be negative", name)
 		}
 	}
-	for _, code := range sortedKeys(c.Payments.MaxAmounts) {
-		amount := c.Payments.MaxAmounts[code]
-		if !currencyRE.MatchString(code) {
-			add("payments.max-amounts.%s: not a currency code (three letters, as USD)", code)
-		}
-		if !plainDecimalRE.MatchString(amount) {
-			add("payments.max-amounts.%s: want a plain positive decimal such as 10000000.00, got %q", code, amount)
-		} else if strings.Trim(amount, "0.") == "" {
-			add("payments.max-amounts.%s: must be positive, got %q", code, amount)
-		}
-	}
-	for _, code := range duplicateCurrencies(c.Payments.MaxAmounts) {
-		add("payments.max-amounts: %s is written more than once (codes are case-insensitive)", code)
-	}
-	for i, t := range c.Server.Tokens {
-		if t.Subject == "" {
-			add("server.tokens[%d].subject: required", i)
-		}
-		if len(t.Token) < 16 {
-			add("server.tokens[%d].token: must be at least 16 characters", i)
-		}
-		if t.Role != "viewer" && t.Role != "operator" {
-			add("server.tokens[%d].role: must be viewer or operator, got %q", i, t.Role)
-		}
-	}
 	if c.FetchCooldown < 0 {
 		add("fetch-cooldown: must not be negative")
 	}
@@ -773,19 +684,6 @@ var ErrInvalidConfig = errors.New("invalid configuration")
 
 // Is matches ErrInvalidConfig.
 func (e *ConfigError) Is(target error) bool { return target == ErrInvalidConfig }
-
-// duplicateCurrencies returns the currency codes written more than once ignoring case.
-func duplicateCurrencies(m map[string]string) []string {
-	seen := map[string]int{}
-	var out []string
-	for _, code := range sortedKeys(m) {
-		up := strings.ToUpper(code)
-		if seen[up]++; seen[up] == 2 {
-			out = append(out, up)
-		}
-	}
-	return out
-}
 
 func sortedKeys[V any](m map[string]V) []string {
 	keys := make([]string, 0, len(m))

@@ -1,9 +1,12 @@
 package cli
 
 import (
+	"context"
+
 	"github.com/spf13/cobra"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/config"
 	"github.com/commandbus/commandbus/orchestration"
 )
 
@@ -21,6 +24,20 @@ type Config struct {
 	// overrides; an error refuses the completion and is shown to the operator. Pass the rule the
 	// REST API and the console apply so the three agree. Default (nil): every completion is allowed.
 	CompletionRule func(processType string, overrides map[string]any) error
+
+	// Configure, when set, adjusts the configuration serve and worker read from --config before
+	// the client is created: defaults for the binary's domains, say. Default: none.
+	Configure func(file *config.File) error
+
+	// Setup registers what serve and worker run: the binary's command and reply handlers on
+	// app.Client, its models on app.Runtime, and, under serve, its routes and console pages
+	// (app.Extensions). The client is started after Setup returns. Default (nil): serve and
+	// worker run the models of Register and no handler of their own.
+	Setup func(ctx context.Context, app *App) error
+
+	// Ready, when set, is called once serve or worker runs (the client started and the REST API
+	// listening), with the running stack: for a readiness signal, say. Default: none.
+	Ready func(s *Stack)
 }
 
 // register builds the runtime through cfg.Register, or an empty one when it is nil.
@@ -37,6 +54,8 @@ func (cfg Config) register(client *commandbus.Client) (*orchestration.Runtime, e
 //	tsq          the command troubleshooting queue (tsq processes: executions waiting in it)
 //	dlq          the dead-letter queue: list and resubmit parked commands
 //	executions   list, show, start, signal and act on executions of every model
+//	serve        the workers with the REST API and operator console (Setup, Configure)
+//	worker       the workers of the domains a configuration file enables (Setup, Configure)
 //
 // Each call returns new commands, so several roots (tests, say) can each hold their own.
 func Commands(cfg Config) []*cobra.Command {
@@ -45,5 +64,7 @@ func Commands(cfg Config) []*cobra.Command {
 		newTSQCommand(cfg),
 		newDLQCommand(),
 		newExecutionsCommand(cfg),
+		newServeCommand(cfg),
+		newWorkerCommand(cfg),
 	}
 }

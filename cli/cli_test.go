@@ -54,13 +54,18 @@ func registerGreeting(client *commandbus.Client) (*orchestration.Runtime, error)
 
 // runCLI runs a root command made of cli.Commands(cfg) with args, as a team's main would.
 func runCLI(cfg cli.Config, args ...string) (string, error) {
+	return runCLIContext(context.Background(), cfg, args...)
+}
+
+// runCLIContext is runCLI under ctx.
+func runCLIContext(ctx context.Context, cfg cli.Config, args ...string) (string, error) {
 	root := &cobra.Command{Use: "teambin", SilenceUsage: true, SilenceErrors: true}
 	root.AddCommand(cli.Commands(cfg)...)
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetArgs(args)
-	err := root.ExecuteContext(context.Background())
+	err := root.ExecuteContext(ctx)
 	return out.String(), err
 }
 

@@ -1,9 +1,11 @@
-// Package cli holds the operational commands of commandbus as cobra commands a team adds to its own
-// binary: migrate (schema migrations of every registered line), tsq and tsq processes (the
-// troubleshooting queue of commands and of executions), dlq (the dead-letter queue) and executions
-// (list, show, start, signal, retry, cancel, complete, skip, suspend and resume executions of every
-// model). The binary registers its models through Config.Register, so the commands can start and
-// act on executions of its types; the package itself imports no application code.
+// Package cli holds the commands of commandbus as cobra commands a team adds to its own binary:
+// migrate (schema migrations of every registered line), tsq and tsq processes (the troubleshooting
+// queue of commands and of executions), dlq (the dead-letter queue), executions (list, show, start,
+// signal, retry, cancel, complete, skip, suspend and resume executions of every model), and serve
+// and worker (run the workers of a configuration file's enabled domains, serve also the REST API
+// and console). The binary registers its models through Config.Register, so the commands can start
+// and act on executions of its types, and its handlers, models and console pages through
+// Config.Setup, so serve and worker run them; the package itself imports no application code.
 //
 // A team's main:
 //
@@ -24,6 +26,12 @@
 //	}
 //
 // Then `payroll migrate up --database postgres://...`, `payroll tsq processes list`,
-// `payroll executions retry ID --reason "bank back"`. Every command takes --database (or
-// COMMANDBUS_DATABASE_URL) and --schema; actions are audited with --actor and --reason.
+// `payroll executions retry ID --reason "bank back"`. Every operational command takes --database
+// (or COMMANDBUS_DATABASE_URL) and --schema; actions are audited with --actor and --reason.
+//
+// With a Setup hook (see ExampleConfig_setup) the same binary runs its workers:
+// `payroll worker --config payroll.yml`, or `payroll serve --config payroll.yml` with the REST API
+// and console. The file is read by package config (database.url, server.tokens, the library's
+// keys, every key overridable from the environment); Configure may adjust it before the client is
+// created, and StartStack starts the same stack from a binary's own commands.
 package cli

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/config"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/clock"
 	"github.com/commandbus/commandbus/internal/dbtest"
@@ -389,7 +390,7 @@ func TestConfiguredDeadlineActionOverridesTheCode(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		fake := clock.NewFake(testStart)
-		parsed, err := commandbus.ParseConfig(nil, []string{"COMMANDBUS_PROCESS_DEADLINECOMPENSATE_DEADLINE_ACTION=FAIL"})
+		parsed, err := config.Parse(nil, []string{"COMMANDBUS_PROCESS_DEADLINECOMPENSATE_DEADLINE_ACTION=FAIL"})
 		require.NoError(t, err)
 		cfg := testConfig(t, fake, nil)
 		cfg.Process.Types = parsed.Process.Types

@@ -15,6 +15,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/input"
 	"github.com/commandbus/commandbus/orchestration"
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
 // The generic surface: definitions and executions of every model (processes, workflows) through
@@ -102,7 +103,7 @@ func (s *Server) listDefinitions(w http.ResponseWriter, r *http.Request) {
 			defs = append(defs, orchestration.Describe(ops))
 		}
 	}
-	writeJSON(w, http.StatusOK, items(defs))
+	httpx.WriteJSON(w, http.StatusOK, httpx.Items(defs))
 }
 
 func (s *Server) getDefinition(w http.ResponseWriter, r *http.Request) {
@@ -114,7 +115,7 @@ func (s *Server) getDefinition(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, orchestration.Describe(ops))
+	httpx.WriteJSON(w, http.StatusOK, orchestration.Describe(ops))
 }
 
 func (s *Server) startDefinition(w http.ResponseWriter, r *http.Request) {
@@ -163,9 +164,9 @@ func (s *Server) startDefinition(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	s.cfg.Logger.Info("execution started through the API", "execution_id", id, "model", ops.Model(), "type", ops.Type(), "by", subject(r))
+	s.cfg.Logger.Info("execution started through the API", "execution_id", id, "model", ops.Model(), "type", ops.Type(), "by", httpx.Subject(r))
 	w.Header().Set("Location", "/api/executions/"+id.String())
-	writeJSON(w, http.StatusCreated, startResponse{ID: id, Model: ops.Model(), Type: ops.Type()})
+	httpx.WriteJSON(w, http.StatusCreated, startResponse{ID: id, Model: ops.Model(), Type: ops.Type()})
 }
 
 // withoutAttributes returns r with its attr.* query parameters removed, and those parameters as
@@ -237,7 +238,7 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) {
 	if page.Items == nil {
 		page.Items = []*driver.ExecutionRow{}
 	}
-	writeJSON(w, http.StatusOK, page)
+	httpx.WriteJSON(w, http.StatusOK, page)
 }
 
 func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) {
@@ -285,7 +286,7 @@ func (s *Server) actOnExecution(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = decodeBody(w, r, &req)
 	}
-	op := commandbus.OperatorAction{Actor: subject(r), Reason: req.Reason}
+	op := commandbus.OperatorAction{Actor: httpx.Subject(r), Reason: req.Reason}
 	if err = errors.Join(err, op.Validate()); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -348,8 +349,8 @@ func (s *Server) signalExecution(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, notFoundAs(err, "execution", id))
 		return
 	}
-	s.cfg.Logger.Info("signal sent through the API", "execution_id", id, "signal", name, "signal_id", sent, "duplicate", duplicate, "by", subject(r))
-	writeJSON(w, http.StatusAccepted, signalResponse{SignalID: sent, Duplicate: duplicate})
+	s.cfg.Logger.Info("signal sent through the API", "execution_id", id, "signal", name, "signal_id", sent, "duplicate", duplicate, "by", httpx.Subject(r))
+	httpx.WriteJSON(w, http.StatusAccepted, signalResponse{SignalID: sent, Duplicate: duplicate})
 }
 
 func (s *Server) listExecutionTimers(w http.ResponseWriter, r *http.Request) {
@@ -363,14 +364,14 @@ func (s *Server) listExecutionTimers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	timers, err := rt.Timers(r.Context(), id)
-	s.reply(w, r, http.StatusOK, items(timers), err)
+	s.reply(w, r, http.StatusOK, httpx.Items(timers), err)
 }
 
 func (s *Server) cancelExecutionTimer(w http.ResponseWriter, r *http.Request) {
 	timer := r.PathValue("timer")
 	var req timerCancelRequest
 	rt, id, err := s.executionTarget(w, r, &req)
-	op := commandbus.OperatorAction{Actor: subject(r), Reason: req.Reason}
+	op := commandbus.OperatorAction{Actor: httpx.Subject(r), Reason: req.Reason}
 	if err == nil {
 		err = op.Validate()
 	}
@@ -433,7 +434,7 @@ func (s *Server) listExecutionTSQ(w http.ResponseWriter, r *http.Request) {
 			page.Count += c.Count
 		}
 	}
-	writeJSON(w, http.StatusOK, page)
+	httpx.WriteJSON(w, http.StatusOK, page)
 }
 
 // executionOperations documents the generic routes.

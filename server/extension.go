@@ -1,7 +1,6 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
-	"path"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -18,6 +15,8 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/server/console"
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
 // Extension adds an application's own face to the server: REST routes with their OpenAPI
@@ -28,19 +27,10 @@ type Extension interface {
 	// Mount registers the extension's routes, pages, templates and navigation. New calls it
 	// once; an error fails New.
 	Mount(m *Mount) error
-	// ExecutionPage is the console page where an execution reads best (its business item's
-	// page), or "" for the generic process page.
-	ExecutionPage(row *driver.ExecutionRow) string
-	// ExecutionContexts describes the business items the given executions run, by execution id;
-	// executions the extension does not know are left out.
-	ExecutionContexts(ctx context.Context, rows []*driver.ExecutionRow) (map[uuid.UUID]*ItemContext, error)
-	// Search finds what an operator's search names exactly; nil finds nothing.
-	Search(ctx context.Context, query string) (*SearchResult, error)
-	// Overview is what the extension adds to the console's overview; nil adds nothing.
-	Overview(ctx context.Context) (*Overview, error)
-	// CompletionRule guards completing executions of processType by hand (the REST API and the
-	// console both apply it); nil lets any state overrides through.
-	CompletionRule(processType string) *CompletionRule
+	// The console's hooks: the page where an execution reads best, the business item an
+	// execution runs, search, overview additions and the completion rule (which the REST API
+	// applies too).
+	console.Hooks
 }
 
 // ExtensionBase implements every hook of Extension but Mount as doing nothing; embed it.
@@ -63,102 +53,42 @@ func (ExtensionBase) Overview(context.Context) (*Overview, error) { return nil, 
 // CompletionRule sets no rule.
 func (ExtensionBase) CompletionRule(string) *CompletionRule { return nil }
 
-// ItemContext is the business item an execution runs, as the console shows it in queue rows,
-// confirmation pages and bulk results.
-type ItemContext struct {
-	// Noun names the item in a sentence ("payment").
-	Noun string
-	// Href is the item's console page.
-	Href string
-	// Summary is the item in a queue row (render it with Mount.Fragment).
-	Summary template.HTML
-	// Brief is the item in a few words, for a bulk action's results ("payment 1a2b3c4d, 250.50 GBP").
-	Brief string
-	// Fact is the item as one line of a confirmation page.
-	Fact Fact
-}
-
-// CompletionRule is what completing an execution by hand requires.
-type CompletionRule struct {
-	// Required marks the console's state overrides field required (Check enforces what it needs).
-	Required bool
-	// Hint tells the operator what to give; it replaces the console's generic hint.
-	Hint string
-	// Check validates the overrides; nil accepts any.
-	Check func(overrides map[string]any) error
-}
-
-// SearchResult is what an extension's search found.
-type SearchResult struct {
-	// Hits are the things found, each with its page. One hit alone (and no section) sends the
-	// operator straight to its page.
-	Hits []SearchHit
-	// Sections are larger findings shown on the result page (render them with Mount.Fragment).
-	Sections []template.HTML
-}
-
-// SearchHit is one thing a search found, with the page that shows it.
-type SearchHit struct {
-	Kind  string
-	Label string
-	Href  string
-}
-
-// SearchHint words the console's search box for what the extensions find.
-type SearchHint struct {
-	// Label describes what can be searched ("Payment id, idempotency key, account, …").
-	Label string
-	// Placeholder is the header search box's placeholder.
-	Placeholder string
-	// Help explains, when nothing was found, what the search matches.
-	Help string
-	// Prompt invites a search on the empty search page.
-	Prompt string
-}
-
-// Overview is what an extension adds to the console's overview.
-type Overview struct {
-	// Cards are counts shown beside the built-in ones; a card with a non-zero value is marked.
-	Cards []Card
-	// Panels are sections below the charts, refreshed live.
-	Panels []Panel
-}
-
-// Card is one count on the overview.
-type Card struct {
-	// ID is the value's element id ("count-approvals").
-	ID    string
-	Label string
-	Value int64
-	// Unit words the value and links to Href.
-	Unit, Href string
-}
-
-// Panel is one section of the overview. Its body is the extension's template Template rendered
-// with the overview page whose Data is Data (so .CanAct tells an operator), refreshed live as
-// the region "ov-"+ID.
-type Panel struct {
-	ID, Title string
-	Template  string
-	Data      any
-	// LinkHref and LinkText end the section with a link, when set.
-	LinkHref, LinkText string
-}
-
-// NavEntry is one entry of the console's main navigation.
-type NavEntry struct {
-	// Key is the Nav a page gives to mark the entry current.
-	Key, Label, Href string
-	// AfterQueues places the entry after the troubleshooting queue; else before it.
-	AfterQueues bool
-}
+// The console's types an extension builds and renders with; see package server/console.
+type (
+	// ItemContext is the business item an execution runs, as the console shows it.
+	ItemContext = console.ItemContext
+	// CompletionRule is what completing an execution by hand requires.
+	CompletionRule = console.CompletionRule
+	// SearchResult is what an extension's search found.
+	SearchResult = console.SearchResult
+	// SearchHit is one thing a search found, with the page that shows it.
+	SearchHit = console.SearchHit
+	// SearchHint words the console's search box for what the extensions find.
+	SearchHint = console.SearchHint
+	// Overview is what an extension adds to the console's overview.
+	Overview = console.Overview
+	// Card is one count on the overview.
+	Card = console.Card
+	// Panel is one section of the overview.
+	Panel = console.Panel
+	// NavEntry is one entry of the console's main navigation.
+	NavEntry = console.NavEntry
+	// Page is what every console template receives.
+	Page = console.Page
+	// ProcessView is what the console's process page shows of an execution.
+	ProcessView = console.ProcessView
+	// ActionPage is an operator action run through the console's confirmation flow.
+	ActionPage = console.ActionPage
+	// Fact is one line of a confirmation page.
+	Fact = console.Fact
+)
 
 // Mount is what an extension registers on and renders with. Routes registered here get the
 // server's authentication: API routes a bearer token with the role given, console pages a
 // session, CSRF checks on forms and the console's security headers.
 type Mount struct {
 	s *Server
-	c *console
+	c *console.Console
 	// errs are the registrations refused; New reports them.
 	errs []error
 }
@@ -231,110 +161,94 @@ func (m *Mount) HandlePage(pattern, role string, h http.HandlerFunc) {
 		return
 	}
 	if role == RoleOperator {
-		m.handle(pattern, m.c.operator(h))
+		m.handle(pattern, m.c.Operator(h))
 		return
 	}
-	m.handle(pattern, m.c.viewer(h))
+	m.handle(pattern, m.c.Viewer(h))
 }
 
 // HandleLive registers a JSON endpoint the console's script polls for a page's live regions
 // (answer it with RenderRegions).
-func (m *Mount) HandleLive(pattern string, h http.HandlerFunc) { m.handle(pattern, m.c.live(h)) }
+func (m *Mount) HandleLive(pattern string, h http.HandlerFunc) { m.handle(pattern, m.c.Live(h)) }
 
 // Templates adds the extension's console templates: every file of fsys matching pattern is a
 // page rendered in the console's layout, except files whose name starts with "_", which hold
 // shared {{define}} blocks available to every page and to Fragment. Templates have the console's
 // functions (short, money, time, num, …) and partials.
-func (m *Mount) Templates(fsys fs.FS, pattern string) error {
-	names, err := fs.Glob(fsys, pattern)
-	if err != nil {
-		return fmt.Errorf("server: extension templates: %w", err)
-	}
-	set := extensionTemplates{fsys: fsys}
-	for _, name := range names {
-		if strings.HasPrefix(path.Base(name), "_") {
-			set.partials = append(set.partials, name)
-		} else {
-			set.pages = append(set.pages, name)
-		}
-	}
-	if len(names) == 0 {
-		return fmt.Errorf("server: extension templates: no file matches %q", pattern)
-	}
-	m.c.extensionTemplates = append(m.c.extensionTemplates, set)
-	return nil
-}
+func (m *Mount) Templates(fsys fs.FS, pattern string) error { return m.c.AddTemplates(fsys, pattern) }
 
 // Nav adds entries to the console's main navigation.
-func (m *Mount) Nav(entries ...NavEntry) { m.c.nav = append(m.c.nav, entries...) }
+func (m *Mount) Nav(entries ...NavEntry) { m.c.AddNav(entries...) }
 
 // ContextLabel names the column the console's queues show ItemContext summaries in ("Payment").
-func (m *Mount) ContextLabel(label string) { m.c.contextLabel = label }
+func (m *Mount) ContextLabel(label string) { m.c.SetContextLabel(label) }
 
 // SearchHint words the console's search for what the extension finds.
-func (m *Mount) SearchHint(h SearchHint) { m.c.searchHint = h }
+func (m *Mount) SearchHint(h SearchHint) { m.c.SetSearchHint(h) }
 
 // NewPage starts a console page with title, marking the navigation entry nav current.
 func (m *Mount) NewPage(w http.ResponseWriter, r *http.Request, title, nav string) *Page {
-	return m.c.newPage(w, r, title, nav)
+	return m.c.NewPage(w, r, title, nav)
 }
 
 // Render writes the page template name (a page file's base name) with status.
 func (m *Mount) Render(w http.ResponseWriter, r *http.Request, status int, name string, p *Page) {
-	m.c.render(w, r, status, name, p)
+	m.c.Render(w, r, status, name, p)
 }
 
 // RenderRegions answers a live poll with the named {{define}} regions of the page template name.
 func (m *Mount) RenderRegions(w http.ResponseWriter, r *http.Request, name string, p *Page, regions ...string) {
-	m.c.renderRegions(w, r, name, p, regions...)
+	m.c.RenderRegions(w, r, name, p, regions...)
 }
 
 // Fragment renders the extension's {{define}} block name (from a "_" template file) with data.
 // The templates are parsed when every extension is mounted: call it from handlers and hooks, not
 // from Mount.
 func (m *Mount) Fragment(name string, data any) (template.HTML, error) {
-	return m.c.fragment(name, data)
+	return m.c.Fragment(name, data)
 }
 
 // Failed renders err as an error page: 404 for commandbus.ErrNotFound, 400 for a
 // *commandbus.ValidationError, else a logged 500.
-func (m *Mount) Failed(w http.ResponseWriter, r *http.Request, err error) { m.c.failed(w, r, err) }
+func (m *Mount) Failed(w http.ResponseWriter, r *http.Request, err error) { m.c.Failed(w, r, err) }
 
 // ErrorPage renders a page that says what went wrong and what to do.
 func (m *Mount) ErrorPage(w http.ResponseWriter, r *http.Request, status int, title, message string) {
-	m.c.errorPage(w, r, status, title, message)
+	m.c.ErrorPage(w, r, status, title, message)
 }
 
 // RedirectWith sends the browser to the console path to with a flash message; kind is
 // "success" or "error".
 func (m *Mount) RedirectWith(w http.ResponseWriter, r *http.Request, to, kind, message string) {
-	m.c.redirectWith(w, r, to, kind, message)
+	m.c.RedirectWith(w, r, to, kind, message)
 }
 
 // Act runs the console's confirmation flow for an operator action: a GET shows what the action
 // does and asks for a reason; a valid POST runs a.Run audited with the session's subject and
 // redirects to a.Return with a.Done.
-func (m *Mount) Act(w http.ResponseWriter, r *http.Request, a *ActionPage) { m.c.act(w, r, a) }
+func (m *Mount) Act(w http.ResponseWriter, r *http.Request, a *ActionPage) { m.c.Act(w, r, a) }
 
 // ReturnTo is the console path a form or link asks to go back to ("return"), else fallback.
-func (m *Mount) ReturnTo(r *http.Request, fallback string) string { return returnTo(r, fallback) }
+func (m *Mount) ReturnTo(r *http.Request, fallback string) string {
+	return console.ReturnTo(r, fallback)
+}
 
 // Process reads what the console's process page shows of execution id (its timeline, state,
 // actions and parked commands; the audit log only when full), for a page of the extension that
 // embeds it. ret is where actions started from it return.
 func (m *Mount) Process(ctx context.Context, id uuid.UUID, ret string, full bool) (*ProcessView, error) {
-	return m.c.loadProcess(ctx, id, ret, full)
+	return m.c.Process(ctx, id, ret, full)
 }
 
 // WriteJSON writes v as indented JSON with status.
-func WriteJSON(w http.ResponseWriter, status int, v any) { writeJSON(w, status, v) }
+func WriteJSON(w http.ResponseWriter, status int, v any) { httpx.WriteJSON(w, status, v) }
 
 // WriteProblem writes a problem document.
-func WriteProblem(w http.ResponseWriter, p Problem) { writeProblemDoc(w, p) }
+func WriteProblem(w http.ResponseWriter, p Problem) { httpx.WriteProblemDoc(w, p) }
 
 // Subject is the subject of the token a request authenticated with ("" when none): the actor an
 // operator action is audited with.
-func Subject(r *http.Request) string { return subject(r) }
+func Subject(r *http.Request) string { return httpx.Subject(r) }
 
 // WriteError writes err as the problem document the API answers with: 400 for validation
 // errors (each field named), 404 not found, 409 conflicts, else a logged 500.
@@ -349,23 +263,13 @@ func DecodeBody(w http.ResponseWriter, r *http.Request, v any) error {
 }
 
 // Items is a list response: {"items": list}, with a nil list sent as [].
-func Items[T any](list []T) map[string]any { return items(list) }
+func Items[T any](list []T) map[string]any { return httpx.Items(list) }
 
 // CanAct reports whether the request context's principal has the operator role.
-func CanAct(ctx context.Context) bool {
-	p, ok := principalFrom(ctx)
-	return ok && p.Role == RoleOperator
-}
+func CanAct(ctx context.Context) bool { return httpx.CanAct(ctx) }
 
 // IsNotFound reports an error that says the thing asked for does not exist.
-func IsNotFound(err error) bool { return isNotFound(err) }
-
-// extensionTemplates are one extension's console templates.
-type extensionTemplates struct {
-	fsys     fs.FS
-	partials []string
-	pages    []string
-}
+func IsNotFound(err error) bool { return console.IsNotFound(err) }
 
 // mountExtensions mounts the configured extensions, in order.
 func (s *Server) mountExtensions() error {
@@ -386,32 +290,20 @@ func (s *Server) mountExtensions() error {
 	return errors.Join(errs...)
 }
 
-// fragment renders an extension's shared block name.
-func (c *console) fragment(name string, data any) (template.HTML, error) {
-	if c.fragments == nil || c.fragments.Lookup(name) == nil {
-		return "", fmt.Errorf("server: no console template block %q", name)
-	}
-	var buf bytes.Buffer
-	if err := c.fragments.ExecuteTemplate(&buf, name, data); err != nil {
-		return "", err
-	}
-	return template.HTML(buf.String()), nil //nolint:gosec // html/template escaped it
-}
-
 // ShortID is how the console shows an id: its last eight characters.
-func ShortID(id uuid.UUID) string { return shortID(id) }
+func ShortID(id uuid.UUID) string { return console.ShortID(id) }
 
 // FormatTime is how the console shows a time: UTC to the second, "—" when zero.
-func FormatTime(t time.Time) string { return formatTime(t) }
+func FormatTime(t time.Time) string { return console.FormatTime(t) }
 
 // FormatMoney is how the console shows an amount: the currency's minor units, thousands grouped.
 func FormatMoney(amount decimal.Decimal, currency string) string {
-	return formatMoney(amount, currency)
+	return console.FormatMoney(amount, currency)
 }
 
 // ReasonProblem says what is wrong with an operator's reason entered in a console form, or ""
 // (the rule every console action applies).
-func ReasonProblem(reason string) string { return reasonProblem(reason) }
+func ReasonProblem(reason string) string { return console.ReasonProblem(reason) }
 
 // FormatNumber is how the console shows a count: thousands grouped ("12,500").
-func FormatNumber(n int) string { return formatNumber(n) }
+func FormatNumber(n int) string { return console.FormatNumber(n) }

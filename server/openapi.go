@@ -8,6 +8,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/process"
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
 func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
@@ -15,7 +16,7 @@ func (s *Server) openAPI(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.document())
+	httpx.WriteJSON(w, http.StatusOK, s.document())
 }
 
 type object = map[string]any

@@ -10,8 +10,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/commandbus/commandbus/driver"
 	"github.com/shopspring/decimal"
+
+	"github.com/commandbus/commandbus/driver"
 )
 
 var (

@@ -20,6 +20,8 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/internal/input"
 	"github.com/commandbus/commandbus/orchestration"
+	"github.com/commandbus/commandbus/server/console"
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
 // Config configures the server.
@@ -33,7 +35,7 @@ type Config struct {
 	// order. Default: none, and the server serves only its generic API and console.
 	Extensions []Extension
 	// Tokens are the accepted bearer tokens.
-	Tokens []commandbus.TokenConfig
+	Tokens []Token
 	// Gatherer is what /metrics exposes. Default: prometheus.DefaultGatherer.
 	Gatherer prometheus.Gatherer
 	// Logger receives request errors. Default: discards.
@@ -47,16 +49,16 @@ type Config struct {
 type Server struct {
 	cfg     Config
 	mux     *http.ServeMux
-	tokens  map[string]principal
-	console *console
+	tokens  *httpx.Tokens
+	console *console.Console
 	// docOps and docSchemas are what the extensions add to the OpenAPI document.
 	docOps     []Operation
 	docSchemas map[string]any
 	document   func() object
 }
 
-// New returns the server; it validates the tokens and starts the console's sampler, which Close
-// stops.
+// New returns the server; it validates the tokens, mounts the console (package server/console)
+// and the extensions, and starts the console's sampler, which Close stops.
 func New(cfg Config) (*Server, error) {
 	if cfg.Client == nil {
 		return nil, errors.New("server: Client is required")
@@ -70,22 +72,39 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	tokens, err := indexTokens(cfg.Tokens)
+	tokens, err := httpx.NewTokens(cfg.Tokens)
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), tokens: tokens, docSchemas: map[string]any{}}
+	hooks := make([]console.Hooks, 0, len(cfg.Extensions))
+	for _, ext := range cfg.Extensions {
+		if ext != nil { // mountExtensions reports a nil one
+			hooks = append(hooks, ext)
+		}
+	}
+	con, err := console.New(console.Options{Client: cfg.Client, Runtime: cfg.Runtime, Tokens: cfg.Tokens, Hooks: hooks,
+		Gatherer: cfg.Gatherer, Logger: cfg.Logger, SampleInterval: cfg.ConsoleSampleInterval})
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), tokens: tokens, console: con, docSchemas: map[string]any{}}
 	s.routes()
 	if err := s.mountExtensions(); err != nil {
 		return nil, err
 	}
 	s.document = sync.OnceValue(func() object { return openAPIDocument(s.docOps, s.docSchemas) })
-	if err := s.console.parseTemplates(); err != nil {
+	if err := s.console.Start(); err != nil {
 		return nil, err
 	}
-	s.console.sampler.start()
 	return s, nil
 }
+
+// Console is the operator console the server mounts.
+func (s *Server) Console() *console.Console { return s.console }
+
+// Close stops the console's sampler. The handler still answers afterwards, with charts that no
+// longer move; call Close when the HTTP server has shut down.
+func (s *Server) Close() error { return s.console.Close() }
 
 // ServeHTTP implements http.Handler. A request no route takes gets a problem document: 404 for a
 // path no route has, 405 with an Allow header for a method the path's routes do not take.
@@ -99,12 +118,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case len(allowed) > 0:
 		w.Header().Set("Allow", strings.Join(allowed, ", "))
-		writeProblem(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "This route does not take the method.",
+		httpx.WriteProblem(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "This route does not take the method.",
 			fmt.Sprintf("%s %s takes %s.", r.Method, r.URL.Path, strings.Join(allowed, ", ")))
 	case pattern != "" && !strings.HasPrefix(r.URL.Path, "/api/"):
 		s.mux.ServeHTTP(w, r) // the console's page-not-found
 	default:
-		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "No such route.", "Nothing is served at "+input.Quote(r.URL.Path)+"; see /api/openapi.json.")
+		httpx.WriteProblem(w, http.StatusNotFound, "NOT_FOUND", "No such route.", "Nothing is served at "+input.Quote(r.URL.Path)+"; see /api/openapi.json.")
 	}
 }
 
@@ -146,11 +165,11 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("DELETE /api/executions/{id}/timers/{timer}", s.operator(s.cancelExecutionTimer))
 	s.mux.HandleFunc("GET /api/tsq/executions", s.viewer(s.listExecutionTSQ))
 	s.mux.HandleFunc("GET /api/queues", s.viewer(s.queueDepths))
-	s.console = s.routeConsole()
+	s.console.Register(s.mux)
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
 // readyz answers 200 when the database answers and the client is running.
@@ -159,12 +178,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if _, err := s.cfg.Client.QueueDepths(ctx); err != nil {
 		s.cfg.Logger.Warn("readiness: the database does not answer", "error", err)
-		writeProblem(w, http.StatusServiceUnavailable, "DATABASE_UNAVAILABLE", "The database does not answer.", "")
+		httpx.WriteProblem(w, http.StatusServiceUnavailable, "DATABASE_UNAVAILABLE", "The database does not answer.", "")
 		return
 	}
 	if !s.cfg.Client.Started() {
-		writeProblem(w, http.StatusServiceUnavailable, "NOT_STARTED", "The workers are not running.", "")
+		httpx.WriteProblem(w, http.StatusServiceUnavailable, "NOT_STARTED", "The workers are not running.", "")
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }

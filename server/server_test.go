@@ -27,7 +27,7 @@ const (
 	viewerToken   = "viewer-token-0123456789ab"
 )
 
-var testTokens = []commandbus.TokenConfig{
+var testTokens = []Token{
 	{Subject: "alice@ops", Token: operatorToken, Role: RoleOperator},
 	{Subject: "victor@audit", Token: viewerToken, Role: RoleViewer},
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/input"
 	"github.com/commandbus/commandbus/process"
+	"github.com/commandbus/commandbus/server/internal/httpx"
 )
 
 // The bodies of troubleshooting-queue actions, one type per action so that a field an action
@@ -81,7 +82,7 @@ func (s *Server) reply(w http.ResponseWriter, r *http.Request, status int, v any
 		s.writeError(w, r, err)
 		return
 	}
-	writeJSON(w, status, v)
+	httpx.WriteJSON(w, status, v)
 }
 
 // queryInt reads a positive integer query parameter, def when absent or invalid. The console's
@@ -102,12 +103,12 @@ func (s *Server) listCommandTSQ(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rows, err := s.cfg.Client.TSQ().List(r.Context(), filter)
-	s.reply(w, r, http.StatusOK, items(rows), err)
+	s.reply(w, r, http.StatusOK, httpx.Items(rows), err)
 }
 
 // unknownAction answers an action a queue does not have.
 func unknownAction(w http.ResponseWriter, r *http.Request, actions []string) {
-	writeProblem(w, http.StatusNotFound, "NOT_FOUND", "No such action.",
+	httpx.WriteProblem(w, http.StatusNotFound, "NOT_FOUND", "No such action.",
 		fmt.Sprintf("%s is not an action here; use %v.", input.Quote(r.PathValue("action")), actions))
 }
 
@@ -133,7 +134,7 @@ func (s *Server) actOnCommand(w http.ResponseWriter, r *http.Request) {
 	if err == nil {
 		err = checkJSONText("result", req.Result)
 	}
-	op := commandbus.OperatorAction{Actor: subject(r), Reason: req.Reason}
+	op := commandbus.OperatorAction{Actor: httpx.Subject(r), Reason: req.Reason}
 	if err = errors.Join(err, op.Validate()); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -162,7 +163,7 @@ func (s *Server) listProcessTSQ(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rows, err := s.cfg.Client.Driver().Executor().ExecutionList(r.Context(), params)
-	s.reply(w, r, http.StatusOK, items(rows), err)
+	s.reply(w, r, http.StatusOK, httpx.Items(rows), err)
 }
 
 // operationsFor returns the runtime's operations on an execution's (model, type), or nil.
@@ -226,7 +227,7 @@ func (s *Server) actOnProcess(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
-	op := commandbus.OperatorAction{Actor: subject(r), Reason: reason}
+	op := commandbus.OperatorAction{Actor: httpx.Subject(r), Reason: reason}
 	if err = errors.Join(err, op.Validate()); err != nil {
 		s.writeError(w, r, err)
 		return

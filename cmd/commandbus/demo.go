@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/config"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
@@ -134,9 +135,9 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 		level = slog.LevelWarn
 	}
 	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
-	cfg := &commandbus.Config{Database: commandbus.DatabaseConfig{URL: url}}
+	cfg := &config.File{Database: config.DatabaseConfig{URL: url}}
 	operatorToken, viewerToken := randomToken("operator"), randomToken("viewer")
-	cfg.Server.Tokens = []commandbus.TokenConfig{
+	cfg.Server.Tokens = []config.TokenConfig{
 		{Subject: "demo-operator", Token: operatorToken, Role: "operator"},
 		{Subject: "demo-viewer", Token: viewerToken, Role: "viewer"},
 	}
@@ -149,9 +150,9 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 	if err != nil {
 		return err
 	}
-	defer s.stop(context.Background())
-	if s.addr != "" {
-		fmt.Fprintf(errOut, "Console and API: http://%s/   operator token: %s\n                                      viewer token:   %s\n", s.addr, operatorToken, viewerToken)
+	defer s.Stop(context.Background())
+	if s.Addr != "" {
+		fmt.Fprintf(errOut, "Console and API: http://%s/   operator token: %s\n                                      viewer token:   %s\n", s.Addr, operatorToken, viewerToken)
 	}
 
 	var batchID uuid.UUID
@@ -208,8 +209,8 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 	} else if err := printDemoSummary(ctx, out, s, result, url); err != nil {
 		return err
 	}
-	if s.addr != "" {
-		fmt.Fprintf(errOut, "\nStill serving http://%s/ — interrupt (Ctrl-C) to stop.\n", s.addr)
+	if s.Addr != "" {
+		fmt.Fprintf(errOut, "\nStill serving http://%s/ — interrupt (Ctrl-C) to stop.\n", s.Addr)
 		<-ctx.Done()
 	}
 	return nil
@@ -342,7 +343,7 @@ func printDemoSummary(ctx context.Context, out io.Writer, s *stack, r demoSummar
 		fmt.Fprintf(out, "onboarding workflows (parallel checks, retries, a compensation, a parked step): %s\n", strings.Join(parts, ", "))
 	}
 
-	tsq, err := s.client.Driver().Executor().ExecutionList(ctx, &driver.ExecutionListParams{
+	tsq, err := s.Client.Driver().Executor().ExecutionList(ctx, &driver.ExecutionListParams{
 		Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Limit: 5})
 	if err != nil {
 		return err
@@ -362,7 +363,7 @@ func printDemoSummary(ctx context.Context, out io.Writer, s *stack, r demoSummar
 	if err == nil && len(pending) > 0 {
 		fmt.Fprintf(out, "%d network response(s) wait for an operator (console: Pending network responses).\n", len(pending))
 	}
-	if s.addr == "" {
+	if s.Addr == "" {
 		fmt.Fprintf(out, "\nSee it all in the console: go run ./cmd/commandbus demo --resume --serve 127.0.0.1:8080\n")
 	}
 	return nil

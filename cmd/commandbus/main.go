@@ -8,8 +8,8 @@
 //	commandbus dlq list|resubmit --database URL # the dead-letter queue
 //	commandbus bench bus --database URL --json
 //
-// The operational commands (migrate, tsq, dlq, executions) come from package cli, with this
-// binary's models plugged in (models.go); demo, bench, serve, worker and simulate live here.
+// The operational commands (migrate, tsq, dlq, executions) and serve and worker come from package
+// cli, with this binary's models plugged in (models.go); demo, bench and simulate live here.
 package main
 
 import (
@@ -52,12 +52,10 @@ func newRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: false,
 	}
-	root.AddCommand(cli.Commands(cliConfig)...)
+	root.AddCommand(cli.Commands((&platformModels{}).cliConfig())...)
 	root.AddCommand(
-		newWorkerCommand(),
 		newBenchCommand(),
 		newDemoCommand(),
-		newServeCommand(),
 		newSimulateCommand(),
 	)
 	return root

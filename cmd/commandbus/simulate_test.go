@@ -12,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/config"
 	"github.com/commandbus/commandbus/examples/payments/fxapi"
 )
 
@@ -92,13 +92,13 @@ func TestConfigFXURLReachesThePlatform(t *testing.T) {
 	t.Parallel()
 	db := sqliteURL(t, "s.db")
 	run(t, "migrate", "up", "--database", db)
-	cfg, err := commandbus.LoadConfig(writeConfig(t, "fx:\n  url: http://127.0.0.1:1\n"))
+	cfg, err := config.Load(writeConfig(t, "fx:\n  url: http://127.0.0.1:1\n"))
 	require.NoError(t, err)
 	cfg.Database.URL = db
 	var s *stack
 	s, err = startStack(context.Background(), stackOptions{Config: cfg, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
-	defer s.stop(context.Background())
+	defer s.Stop(context.Background())
 	require.Equal(t, "http://127.0.0.1:1", s.platform.FXAPIURL())
 	require.Nil(t, s.platform.FXAPI(), "no provider of its own")
 }

@@ -7,20 +7,21 @@ import (
 
 	"github.com/shopspring/decimal"
 
-	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/config"
 )
 
-// ConfigOptions returns the platform options that the commandbus configuration file sets:
-// simulator.poll-interval (SimulatorPollInterval) and payments.max-amounts (MaxAmounts, codes
-// upper-cased). Every other field is zero, that is, its default; the caller sets the rest. The
-// command-steps entries need no option: the processes read them from the client's configuration
-// when they send each step.
-func ConfigOptions(cfg *commandbus.Config) (Options, error) {
+// ConfigOptions returns the platform options that a deployment's configuration file sets:
+// simulator.poll-interval (SimulatorPollInterval), payments.max-amounts (MaxAmounts, codes
+// upper-cased) and fx.url (FXAPIURL). Every other field is zero, that is, its default; the caller
+// sets the rest. The command-steps entries need no option: the processes read them from the
+// client's configuration when they send each step.
+func ConfigOptions(cfg *config.File) (Options, error) {
 	var o Options
 	if cfg == nil {
 		return o, nil
 	}
 	o.SimulatorPollInterval = cfg.Simulator.PollInterval.Std()
+	o.FXAPIURL = cfg.FX.URL
 	codes := make([]string, 0, len(cfg.Payments.MaxAmounts))
 	for code := range cfg.Payments.MaxAmounts {
 		codes = append(codes, code)

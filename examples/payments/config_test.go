@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/config"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/clock"
@@ -20,8 +21,9 @@ import (
 // a YAML file overridden from the environment. The test adds a fake clock and fast pollers.
 func setupFromConfig(t *testing.T, drv driver.Driver, yamlText string, environ []string) *fixture {
 	t.Helper()
-	cfg, err := commandbus.ParseConfig([]byte(yamlText), environ)
+	file, err := config.Parse([]byte(yamlText), environ)
 	require.NoError(t, err)
+	cfg := &file.Config
 	fake := clock.NewFake(testStart)
 	ms := func(n int) commandbus.Duration { return commandbus.Duration(time.Duration(n) * time.Millisecond) }
 	cfg.Clock = fake
@@ -32,7 +34,7 @@ func setupFromConfig(t *testing.T, drv driver.Driver, yamlText string, environ [
 	cfg.Process.TimeoutCheckInterval, cfg.Process.DeadlineCheckInterval = ms(20), ms(20)
 	client, err := commandbus.NewClient(drv, cfg)
 	require.NoError(t, err)
-	opts, err := payments.ConfigOptions(cfg)
+	opts, err := payments.ConfigOptions(file)
 	require.NoError(t, err)
 	opts.DisableSimulator, opts.CustomersPerCurrency, opts.BeneficiariesPerCurrency = true, 3, 3
 	p, err := payments.New(client, opts)
@@ -120,14 +122,18 @@ func TestDefaultReplyWaitOutlastsRedelivery(t *testing.T) {
 // insensitively, and the environment can add or change a bound.
 func TestMaxAmountsFromConfiguration(t *testing.T) {
 	t.Parallel()
-	cfg, err := commandbus.ParseConfig([]byte("payments:\n  max-amounts:\n    GBP: \"1000.00\"\n"),
+	cfg, err := config.Parse([]byte("payments:\n  max-amounts:\n    GBP: \"1000.00\"\n"),
 		[]string{"COMMANDBUS_PAYMENTS_MAX_AMOUNTS_EUR=500"})
 	require.NoError(t, err)
 	opts, err := payments.ConfigOptions(cfg)
 	require.NoError(t, err)
 	require.Equal(t, map[string]decimal.Decimal{"GBP": decimal.RequireFromString("1000.00"), "EUR": decimal.RequireFromString("500")}, opts.MaxAmounts)
 
-	_, err = payments.ConfigOptions(&commandbus.Config{Payments: commandbus.PaymentsConfig{MaxAmounts: map[string]string{"XYZ": "10"}}})
+	opts, err = payments.ConfigOptions(&config.File{FX: config.FXConfig{URL: "http://fx.internal:8081"}})
+	require.NoError(t, err)
+	require.Equal(t, "http://fx.internal:8081", opts.FXAPIURL, "fx.url is an option of the file too")
+
+	_, err = payments.ConfigOptions(&config.File{Payments: config.PaymentsConfig{MaxAmounts: map[string]string{"XYZ": "10"}}})
 	require.ErrorContains(t, err, "XYZ, which the platform does not support")
 
 	eachDriver(t, func(t *testing.T, drv driver.Driver) {

@@ -70,7 +70,10 @@ func TestInstanceKilledMidBatch(t *testing.T) {
 			happy, err := payments.Preset(payments.PresetHappy)
 			require.NoError(t, err)
 			const total = 400
-			batch, err := victim.CreateBatch(ctx, total, today, typ, happy)
+			// The instances run on the wall clock, so the batch is for the wall clock's today (the
+			// shared test day is in the past once the calendar passes it).
+			day := time.Now().UTC().Format(time.DateOnly)
+			batch, err := victim.CreateBatch(ctx, total, day, typ, happy)
 			require.NoError(t, err)
 
 			// Kill the victim as soon as payments complete: the batch is under way, and the victim

@@ -1,0 +1,73 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/commandbus/commandbus/config"
+)
+
+// serviceFlags are the flags serve and worker share.
+type serviceFlags struct {
+	configPath string
+	url        string
+	logLevel   string
+}
+
+func (f *serviceFlags) register(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.configPath, "config", "", "configuration file (required)")
+	cmd.Flags().StringVar(&f.url, "database", "", "database URL, overriding database.url")
+	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	_ = cmd.MarkFlagRequired("config")
+}
+
+// load reads the configuration file, applies --database and builds the JSON logger on stderr.
+func (f *serviceFlags) load() (*config.File, *slog.Logger, error) {
+	file, err := config.Load(f.configPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if f.url != "" {
+		file.Database.URL = f.url
+	}
+	level := slog.LevelInfo
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
+		return nil, nil, fmt.Errorf("--log-level: %w", err)
+	}
+	return file, slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})), nil
+}
+
+func newServeCommand(cfg Config) *cobra.Command {
+	var (
+		flags serviceFlags
+		addr  string
+	)
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the workers with the REST API and operator console",
+		Long: "serve loads --config, connects to database.url (or --database), runs the workers of the enabled\n" +
+			"domains and the binary's models, and serves the REST API (/api, /api/openapi.json), the operator\n" +
+			"console (/), /metrics, /healthz and /readyz on server.addr (or --addr). Bearer tokens and their roles\n" +
+			"(viewer, operator) come from server.tokens. Run `migrate up` first.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			file, logger, err := flags.load()
+			if err != nil {
+				return err
+			}
+			if addr == "" {
+				addr = file.WithDefaults().Server.Addr
+			}
+			if len(file.Server.Tokens) == 0 {
+				return fmt.Errorf("server.tokens is empty: configure at least one operator token (see examples/profiles)")
+			}
+			return run(cmd.Context(), cfg, StackOptions{File: file, Logger: logger, ServeAddr: addr})
+		},
+	}
+	flags.register(cmd)
+	cmd.Flags().StringVar(&addr, "addr", "", "listen address, overriding server.addr")
+	return cmd
+}

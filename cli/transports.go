@@ -1,0 +1,83 @@
+package cli
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/internal/plumbing"
+	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/transport/amqp"
+	"github.com/commandbus/commandbus/transport/amqp10"
+	"github.com/commandbus/commandbus/transport/kafka"
+)
+
+// wireTransports adds the brokered transports the configuration chooses to client: an AMQP
+// 0-9-1 consumer of the amqp domains' command queues (and of the reply queue), an AMQP 1.0 one of
+// the amqp10 domains', and an outbox relay publishing to RabbitMQ, the AMQP 1.0 broker and Kafka. It returns a function closing the publishers.
+func wireTransports(client *commandbus.Client, logger *slog.Logger) (func(), error) {
+	full := client.Config()
+	var publishers []outbox.Publisher
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	topology := amqp.Topology{Prefix: full.AMQP.Prefix, BackoutThreshold: full.AMQP.BackoutThreshold}
+	if len(plumbing.AMQPDomains(client)) > 0 {
+		pub, err := amqp.NewPublisher(amqp.PublisherConfig{URL: full.AMQP.URL, Topology: topology})
+		if err != nil {
+			return nil, err
+		}
+		publishers = append(publishers, pub)
+		closers = append(closers, func() { _ = pub.Close() })
+		consumer, err := amqp.NewConsumer(amqp.ConsumerConfig{URL: full.AMQP.URL, Topology: topology, Client: client,
+			Replies: *full.Features.ReplyProcessing, Logger: logger})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		client.AddService(consumer)
+	}
+	if len(plumbing.AMQP10Domains(client)) > 0 {
+		topology10 := amqp10.Topology{Prefix: full.AMQP10.Prefix, BackoutThreshold: full.AMQP10.BackoutThreshold}
+		pub, err := amqp10.NewPublisher(amqp10.PublisherConfig{URL: full.AMQP10.URL, Topology: topology10})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		publishers = append(publishers, pub)
+		closers = append(closers, func() { _ = pub.Close() })
+		consumer, err := amqp10.NewConsumer(amqp10.ConsumerConfig{URL: full.AMQP10.URL, Topology: topology10, Client: client,
+			Replies: *full.Features.ReplyProcessing, Logger: logger})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		client.AddService(consumer)
+	}
+	if brokers := full.Kafka.BrokerList(); len(brokers) > 0 {
+		pub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		publishers = append(publishers, pub)
+		closers = append(closers, pub.Close)
+	}
+	if len(publishers) == 0 {
+		return closeAll, nil
+	}
+	relay, err := outbox.NewRelay(client.Driver().Executor(), outbox.RelayConfig{
+		Publishers: publishers, RelayID: full.WorkerID, BatchSize: full.Outbox.BatchSize,
+		PollInterval: full.Outbox.PollInterval.Std(), MaxBackoff: full.Outbox.MaxBackoff.Std(),
+		Subscribe: plumbing.Subscriber(client), Metrics: plumbing.MessagingMetrics(client), Logger: logger, Now: plumbing.DriverClock(client),
+	})
+	if err != nil {
+		closeAll()
+		return nil, fmt.Errorf("outbox relay: %w", err)
+	}
+	client.AddService(relay)
+	return closeAll, nil
+}

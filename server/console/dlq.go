@@ -1,0 +1,127 @@
+package console
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus"
+)
+
+// The dead-letter page lists the record written when each command was parked (command_dlq):
+// when, by whom, after how many attempts and with which error, beside the business item it concerns.
+// Resubmitting puts the command back on its queue with a fresh attempt budget and the same
+// idempotency key, audited like every action.
+
+// dlqRow is a dead-letter record with the business item and process its command belongs to.
+type dlqRow struct {
+	*commandbus.DLQEntry
+	Context *itemContext
+	// ErrorCode and ErrorMessage split the record's error ("CODE: message").
+	ErrorCode, ErrorMessage string
+}
+
+type dlqData struct {
+	Filter    tsqFilter
+	Rows      []*dlqRow
+	Counts    tsqCounts
+	Truncated bool
+}
+
+func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	f := filterOf(r)
+	list, err := c.client.DLQ().List(ctx, commandbus.DLQFilter{Domain: f.Domain, Type: f.Type, Limit: tsqScan})
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	d := dlqData{Filter: f}
+	var execIDs []uuid.UUID
+	for _, e := range list {
+		if f.Error != "" && (e.Command == nil || e.Command.ErrorCode != f.Error) {
+			continue
+		}
+		if len(d.Rows) == tsqLimit {
+			d.Truncated = true
+			break
+		}
+		row := &dlqRow{DLQEntry: e}
+		row.ErrorCode, row.ErrorMessage, _ = strings.Cut(e.Error, ": ")
+		d.Rows = append(d.Rows, row)
+		if e.Command != nil && e.Command.CorrelationID != uuid.Nil {
+			execIDs = append(execIDs, e.Command.CorrelationID)
+		}
+	}
+	d.Truncated = d.Truncated || len(list) == tsqScan
+	contexts, err := c.contextsOfExecutions(ctx, execIDs, nil)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	for _, row := range d.Rows {
+		if row.Command != nil {
+			row.Context = contexts[row.Command.CorrelationID]
+		}
+	}
+	if d.Counts, err = c.tsqCounts(ctx); err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	p := c.newPage(w, r, "Dead-letter queue", "tsq")
+	p.Data = d
+	c.render(w, r, http.StatusOK, "dlq.html", p)
+}
+
+// dlqResubmit is the confirmation flow of resubmitting one dead-lettered command.
+func (c *Console) dlqResubmit(w http.ResponseWriter, r *http.Request) {
+	id, err := uuid.Parse(r.PathValue("id"))
+	if err != nil {
+		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not a command id.")
+		return
+	}
+	short := shortID(id)
+	spec := &ActionPage{Nav: "tsq", Return: returnTo(r, "/dlq"), Title: "Resubmit command " + short, Submit: "Resubmit command",
+		Description: "The command goes back on its queue with a fresh attempt budget and its idempotency key unchanged, so a " +
+			"handler that did its work already recognises it. Its dead-letter record is removed.",
+		Done: "Command " + short + " was resubmitted and is back on its queue."}
+	entry, err := c.client.DLQ().Get(r.Context(), id)
+	switch {
+	case isNotFound(err):
+		spec.Facts = []Fact{{Label: "Command", Value: id.String(), Href: "/commands/" + id.String()}}
+		spec.Unavailable = "This command has no dead-letter record any more: it was resubmitted, retried or settled already."
+	case err != nil:
+		c.failed(w, r, err)
+		return
+	default:
+		spec.Facts = c.dlqFacts(r.Context(), entry)
+	}
+	spec.Run = func(ctx context.Context, op commandbus.OperatorAction, _ url.Values) error {
+		_, err := c.client.DLQ().Resubmit(ctx, id, op)
+		return err
+	}
+	c.act(w, r, spec)
+}
+
+// dlqFacts describe a dead-letter record on its confirmation page.
+func (c *Console) dlqFacts(ctx context.Context, e *commandbus.DLQEntry) []Fact {
+	facts := []Fact{
+		{Label: "Command", Value: e.CommandID.String(), Href: "/commands/" + e.CommandID.String()},
+		{Label: "Parked at", Value: formatTime(e.ParkedAt)},
+		{Label: "Parked by", Value: e.ParkedBy},
+		{Label: "Attempts", Value: strconv.Itoa(e.Attempts)},
+		{Label: "Error", Value: e.Error},
+	}
+	if e.Command == nil {
+		return facts
+	}
+	facts = append(facts[:1], append([]Fact{{Label: "Domain and type", Value: e.Command.Domain + " / " + e.Command.Type}}, facts[1:]...)...)
+	if f, ok := c.itemFact(ctx, e.Command.CorrelationID); ok {
+		facts = append(facts, f)
+	}
+	return facts
+}

@@ -1,0 +1,124 @@
+// Package httpx holds what the REST API (package server) and the operator console (package
+// server/console) both need: bearer tokens and the principal they name, problem documents and
+// JSON replies, and the text rule for operator-supplied JSON.
+package httpx
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"fmt"
+	"net/http"
+	"strings"
+)
+
+// The roles a token can carry.
+const (
+	RoleViewer   = "viewer"
+	RoleOperator = "operator"
+)
+
+// SessionCookie is the console's session cookie; it holds the token the operator signed in with.
+const SessionCookie = "commandbus_session"
+
+// Token is one bearer token the API and console accept; packages server and console export it
+// as their Token. A deployment's configuration file lists them under server.tokens
+// (config.TokenConfig, which converts to Token).
+type Token struct {
+	// Subject names who holds the token; it is recorded on every action taken with it.
+	Subject string
+	// Token is the secret: at least 16 characters.
+	Token string
+	// Role is RoleViewer or RoleOperator.
+	Role string
+}
+
+// Principal is who a token names: the subject operator actions are audited with, and its role.
+type Principal struct {
+	Subject string
+	Role    string
+}
+
+type principalKey struct{}
+
+// Tokens are the accepted bearer tokens, keyed by their SHA-256 so lookups compare digests in
+// constant time.
+type Tokens struct {
+	byDigest map[string]Principal
+}
+
+// NewTokens validates and indexes tokens: each needs a subject, at least 16 characters and the
+// role viewer or operator.
+func NewTokens(tokens []Token) (*Tokens, error) {
+	out := map[string]Principal{}
+	for i, t := range tokens {
+		if t.Subject == "" || len(t.Token) < 16 || (t.Role != RoleViewer && t.Role != RoleOperator) {
+			return nil, fmt.Errorf("server: token %d needs a subject, at least 16 characters and the role viewer or operator", i)
+		}
+		sum := sha256.Sum256([]byte(t.Token))
+		out[string(sum[:])] = Principal{Subject: t.Subject, Role: t.Role}
+	}
+	return &Tokens{byDigest: out}, nil
+}
+
+// Lookup finds the principal of a token.
+func (ts *Tokens) Lookup(token string) (Principal, bool) {
+	if token == "" {
+		return Principal{}, false
+	}
+	sum := sha256.Sum256([]byte(token))
+	for digest, p := range ts.byDigest {
+		if subtle.ConstantTimeCompare([]byte(digest), sum[:]) == 1 {
+			return p, true
+		}
+	}
+	return Principal{}, false
+}
+
+// Authenticate finds the principal of a console request: its bearer token, or the session
+// cookie the console's sign-in set. Console pages check the Origin and a CSRF token on every
+// form they accept, which is what makes a cookie safe there; the REST API takes the bearer token
+// only.
+func (ts *Tokens) Authenticate(r *http.Request) (Principal, bool) {
+	if token, ok := BearerToken(r); ok {
+		return ts.Lookup(token)
+	}
+	if c, err := r.Cookie(SessionCookie); err == nil {
+		return ts.Lookup(c.Value)
+	}
+	return Principal{}, false
+}
+
+// BearerToken returns the token of an "Authorization: Bearer <token>" header. The scheme is
+// case-insensitive (RFC 7235), so "bearer" and "BEARER" work as "Bearer" does.
+func BearerToken(r *http.Request) (string, bool) {
+	scheme, token, ok := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	return token, token != ""
+}
+
+// WithPrincipal returns ctx carrying the authenticated principal p.
+func WithPrincipal(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom is the principal WithPrincipal put in ctx.
+func PrincipalFrom(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(principalKey{}).(Principal)
+	return p, ok
+}
+
+// Subject is the authenticated subject of r ("" when none); operator actions are audited with it.
+func Subject(r *http.Request) string {
+	p, _ := PrincipalFrom(r.Context())
+	return p.Subject
+}
+
+// CanAct reports whether the principal in ctx has the operator role.
+func CanAct(ctx context.Context) bool {
+	p, ok := PrincipalFrom(ctx)
+	return ok && p.Role == RoleOperator
+}
