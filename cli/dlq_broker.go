@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/server/console"
 	"github.com/commandbus/commandbus/transport/amqp"
 )
 
@@ -87,4 +91,29 @@ func newDLQRedriveCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&parked, "parked", false, "redrive the parking queue (APP.PARKED.Q) instead of APP.DLQ")
 	cmd.Flags().IntVar(&max, "max", 0, "most messages to move (0: all)")
 	return cmd
+}
+
+// brokerDeadLetterReader is the console's view of client's AMQP 0-9-1 broker dead letters, or
+// nil when no domain uses that transport.
+func brokerDeadLetterReader(client *commandbus.Client) console.BrokerDeadLetterReader {
+	if len(plumbing.AMQPDomains(client)) == 0 {
+		return nil
+	}
+	cfg := client.Config().AMQP
+	topology := amqp.Topology{Prefix: cfg.Prefix, BackoutThreshold: cfg.BackoutThreshold}
+	return func(ctx context.Context, limit int) (*console.BrokerDeadLetters, error) {
+		report, err := amqp.ListDeadLetters(ctx, cfg.URL, topology, limit)
+		if err != nil {
+			return nil, err
+		}
+		out := &console.BrokerDeadLetters{}
+		for _, q := range []string{topology.DeadLetterQueue(), topology.ParkingQueue()} {
+			out.Counts = append(out.Counts, console.BrokerQueueCount{Queue: q, Messages: report.Counts[q]})
+		}
+		for _, m := range report.Messages {
+			out.Messages = append(out.Messages, console.BrokerDeadLetter{Queue: m.Queue, OriginalQueue: m.OriginalQueue,
+				MessageID: m.MessageID, CommandID: m.CommandID, Type: m.Type, Error: m.Error})
+		}
+		return out, nil
+	}
 }

@@ -145,7 +145,7 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 			tokens[i] = server.Token(t)
 		}
 		srv, err := server.New(server.Config{Client: client, Runtime: s.Runtime, Extensions: app.Extensions,
-			Tokens: tokens, Gatherer: registry, Logger: logger})
+			Tokens: tokens, Gatherer: registry, Logger: logger, BrokerDeadLetters: brokerDeadLetterReader(client)})
 		if err != nil {
 			return nil, err
 		}

@@ -89,7 +89,7 @@ func deadLetterOf(queue string, d amqp.Delivery) *DeadLetter {
 		CommandID: d.CorrelationId, Type: d.Type, Error: text(HeaderError), Redelivered: d.Redelivered}
 }
 
-// RedriveDeadLetters moves up to max messages (0: all there are now) of topology's dead-letter
+// RedriveDeadLetters moves up to max messages (0: all that are ready) of topology's dead-letter
 // queue, or its parking queue when parked, back to the queues they came from, without the error
 // header, so consumers process them again (after a fix was deployed: the missing command
 // restored, a consumer that reads the schema version). Each move is published with a broker
@@ -116,17 +116,12 @@ func RedriveDeadLetters(ctx context.Context, url string, topology Topology, park
 	if err := ch.Confirm(false); err != nil {
 		return 0, err
 	}
-	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
-	if err != nil {
-		return 0, fmt.Errorf("inspecting %s: %w", queue, err)
-	}
-	todo := q.Messages
-	if max > 0 {
-		todo = min(todo, max)
-	}
-	declared := map[string]bool{}
+	// Messages are taken until the queue has none ready: a message left in place stays
+	// unacknowledged on this channel, so it is not taken twice; one just given back by a
+	// listing (whose channel closed) is ready again, whatever a count read before said.
+	declared, seen := map[string]bool{}, map[string]bool{}
 	moved := 0
-	for range todo {
+	for max <= 0 || moved < max {
 		if err := ctx.Err(); err != nil {
 			return moved, err
 		}
@@ -137,10 +132,16 @@ func RedriveDeadLetters(ctx context.Context, url string, topology Topology, park
 		if !ok {
 			break
 		}
+		if d.MessageId != "" && seen[d.MessageId] {
+			// Moved back once in this run and set aside again already (its cause is not fixed):
+			// it stays, and the run ends rather than move it round in circles.
+			break
+		}
 		target, _ := d.Headers[HeaderOriginalQueue].(string)
 		if target == "" || target == queue {
 			continue // left unacknowledged: given back when the channel closes
 		}
+		seen[d.MessageId] = true
 		// The original is a work queue, or a backout queue: redriven to its work queue.
 		target = broker.WorkQueue(target)
 		if !declared[target] {
