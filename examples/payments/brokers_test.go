@@ -268,6 +268,16 @@ func TestBrokersHappyPathWithFX(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, driver.ExecutionCompleted, inst.Status)
 		require.NotEmpty(t, inst.Log)
+
+		// A day's batch over the brokers: its items end completed and the batch succeeds.
+		happy, _ := payments.Preset(payments.PresetHappy)
+		batch, err := f.p.CreateBatch(ctx, 3, time.Now().UTC().Format(time.DateOnly), payments.TypePaymentManager, happy)
+		require.NoError(t, err)
+		eventually(t, 30*time.Second, "the batch to succeed", func() bool {
+			b, err := f.p.GetBatch(ctx, batch.ID)
+			require.NoError(t, err)
+			return b.Status == payments.BatchSucceeded && b.Counts.Completed == 3
+		})
 		f.checkInvariants()
 	})
 }
