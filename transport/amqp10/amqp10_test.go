@@ -128,21 +128,26 @@ type platform struct {
 
 func newPlatform(t *testing.T, replies bool) *platform {
 	t.Helper()
-	return newPlatformOn(t, replies, dbtest.Postgres(t), nil)
+	return newPlatformOn(t, replies, dbtest.Postgres(t), nil, false)
 }
 
-// newPlatformOn is newPlatform on drv, with setup run on the client before it starts.
-func newPlatformOn(t *testing.T, replies bool, drv driver.Driver, setup func(*commandbus.Client)) *platform {
+// newPlatformOn is newPlatform on drv, with setup run on the client before it starts; with
+// foreignFx the fx domain has no handler here (a service outside consumes its queue).
+func newPlatformOn(t *testing.T, replies bool, drv driver.Driver, setup func(*commandbus.Client), foreignFx bool) *platform {
 	t.Helper()
 	url := brokerURL(t)
 	p := &platform{t: t, url: url, prefix: uniquePrefix(), drv: drv}
 	p.Fx = brokertest.NewFx(t, 10, func(_ context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
 		return map[string]string{"contract": "FX-" + cmd.Args.PaymentID}, nil
 	})
+	handlers := p.Handlers
+	if foreignFx {
+		handlers = commandbus.NewHandlers()
+	}
 	jitter := 0.0
 	logger := brokertest.Logger(t)
 	client, err := commandbus.NewClient(p.drv, &commandbus.Config{
-		Handlers: p.Handlers, Logger: logger,
+		Handlers: handlers, Logger: logger,
 		Domains: map[string]*commandbus.DomainConfig{
 			"fx": {Transport: commandbus.TransportAMQP10, MaxAttempts: 3, VisibilityTimeout: commandbus.Duration(10 * time.Second),
 				Retry: commandbus.RetryPolicy{InitialDelay: commandbus.Duration(100 * time.Millisecond), Jitter: &jitter}},

@@ -2,9 +2,12 @@ package amqp10_test
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 	"time"
 
+	amqp "github.com/Azure/go-amqp"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus"
@@ -13,6 +16,7 @@ import (
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/process"
+	"github.com/commandbus/commandbus/transport/amqp10"
 	"github.com/commandbus/commandbus/transport/internal/brokertest"
 )
 
@@ -52,7 +56,7 @@ func TestProcessCommandStepOverAMQP10(t *testing.T) {
 			require.NoError(t, err)
 			manager, err = process.NewManager[fxPaymentState](rt, fxPayment{})
 			require.NoError(t, err)
-		})
+		}, false)
 		ctx := context.Background()
 		id, err := manager.Start(ctx, fxPaymentState{PaymentID: "P-10"}, process.WithTenant("acme"))
 		require.NoError(t, err)
@@ -71,4 +75,61 @@ func TestProcessCommandStepOverAMQP10(t *testing.T) {
 		require.Equal(t, id.String()+":BOOK_FX", env.Headers.IdempotencyKey)
 		require.Equal(t, "acme", env.Headers.TenantID)
 	})
+}
+
+// TestForeignHandlerOverAMQP10: a handler outside this deployment that speaks only the envelope
+// over AMQP 1.0 (as an IBM MQ application behind its AMQP channel would) completes a process's
+// command: it receives the CommandRequested JSON and sends a CommandCompleted envelope to the
+// message's reply-to with the command id as correlation id. The command row completes and the
+// process resumes with the result.
+func TestForeignHandlerOverAMQP10(t *testing.T) {
+	var manager *process.Manager[fxPaymentState]
+	p := newPlatformOn(t, true, dbtest.Postgres(t), func(client *commandbus.Client) {
+		rt, err := orchestration.New(client, orchestration.Config{})
+		require.NoError(t, err)
+		manager, err = process.NewManager[fxPaymentState](rt, fxPayment{})
+		require.NoError(t, err)
+	}, true)
+	ctx := context.Background()
+	id, err := manager.Start(ctx, fxPaymentState{PaymentID: "P-MQ"})
+	require.NoError(t, err)
+	queue := outbox.CommandQueueName(p.prefix, "fx", "BookFx")
+	t.Cleanup(func() { brokertest.DeleteQueues(t, p.url, queue, outbox.BackoutQueueName(queue)) })
+
+	msg := readQueue(t, p.url, queue, 1)[0]
+	var command map[string]any
+	require.NoError(t, json.Unmarshal(msg.GetData(), &command))
+	headers := command["headers"].(map[string]any)
+	require.Equal(t, id.String()+":BOOK_FX", headers["idempotencyKey"])
+	require.Equal(t, command["commandId"], msg.Properties.CorrelationID)
+	replyTo := *msg.Properties.ReplyTo
+	reply, err := json.Marshal(map[string]any{
+		"messageId": uuid.NewString(), "type": "CommandCompleted", "name": command["name"], "commandId": command["commandId"],
+		"correlationId": command["correlationId"], "occurredAt": time.Now().UTC().Format(time.RFC3339Nano),
+		"headers": map[string]any{"schemaVersion": headers["schemaVersion"]}, "payload": map[string]any{"contract": "FX-MQ"},
+	})
+	require.NoError(t, err)
+	conn, err := dial(p.url)
+	require.NoError(t, err)
+	defer conn.Close()
+	sess, err := conn.NewSession(ctx, nil)
+	require.NoError(t, err)
+	sender, err := sess.NewSender(ctx, amqp10.DetectAddressStyle(conn.Properties()).Address(replyTo), nil)
+	require.NoError(t, err)
+	messageID := uuid.NewString()
+	require.NoError(t, sender.Send(ctx, &amqp.Message{Data: [][]byte{reply}, Header: &amqp.MessageHeader{Durable: true},
+		Properties: &amqp.MessageProperties{MessageID: messageID, CorrelationID: command["commandId"]}}, nil))
+
+	var inst *process.Instance[fxPaymentState]
+	brokertest.WaitFor(t, "the process to complete", func() bool {
+		inst, err = manager.Get(ctx, id)
+		require.NoError(t, err)
+		return inst.Status == driver.ExecutionCompleted
+	})
+	require.Equal(t, "FX-MQ", inst.State.Contract)
+	commandID, err := uuid.Parse(command["commandId"].(string))
+	require.NoError(t, err)
+	row, err := p.Client.GetCommand(ctx, commandID)
+	require.NoError(t, err)
+	require.Equal(t, commandbus.StatusCompleted, row.Status)
 }
