@@ -2,6 +2,8 @@ package amqp_test
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -185,4 +187,82 @@ func TestWorkflowCommandStepOverBroker(t *testing.T) {
 		require.Equal(t, id, env.CorrelationID)
 		require.EqualValues(t, 1, p.Calls.Load())
 	})
+}
+
+// fxPaymentRetried books FX with a step that retries a timed-out command once.
+type fxPaymentRetried struct{}
+
+func (fxPaymentRetried) Type() string   { return "FxPaymentRetried" }
+func (fxPaymentRetried) Domain() string { return "treasury" }
+
+func (fxPaymentRetried) Execute(x *process.Execution[fxPaymentState]) error {
+	fx, err := process.CommandStep[fxPaymentState, BookFx, fxContract](x, "BOOK_FX", "fx", "BookFx",
+		BookFx{PaymentID: x.State.PaymentID}, process.MaxAttempts(2), process.RetryDelay(100*time.Millisecond), process.Timeout(time.Minute))
+	if err != nil {
+		return err
+	}
+	x.State.Contract = fx.Contract
+	return nil
+}
+
+// TestProcessTimeoutByWatchdogRetried: seed 004's timeout over the broker. The handler of the
+// process's first command never answers; the watchdog times the command out (TIMED_OUT,
+// LEASE_EXPIRED) and its TIMED_OUT reply goes back over the broker; the process's policy
+// (a transient failure, one more attempt) sends a second command with the same envelope
+// idempotencyKey, which completes, and the process with it.
+func TestProcessTimeoutByWatchdogRetried(t *testing.T) {
+	var manager *process.Manager[fxPaymentState]
+	p := newPlatform(t, platformOpts{replies: true, maxAttempts: 1, lease: time.Second, setup: func(client *commandbus.Client) {
+		rt, err := orchestration.New(client, orchestration.Config{})
+		require.NoError(t, err)
+		manager, err = process.NewManager[fxPaymentState](rt, fxPaymentRetried{})
+		require.NoError(t, err)
+	}})
+	release := make(chan struct{})
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { close(release) }) })
+	var calls atomic.Int32
+	p.SetHandler(func(ctx context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
+		if calls.Add(1) == 1 {
+			<-release // a downstream that never answers, and ignores cancellation
+		}
+		return fxContract{Contract: "FX-2"}, nil
+	})
+	ctx := context.Background()
+	id, err := manager.Start(ctx, fxPaymentState{PaymentID: "P-SLOW"})
+	require.NoError(t, err)
+	var inst *process.Instance[fxPaymentState]
+	brokertest.WaitFor(t, "the process to complete", func() bool {
+		inst, err = manager.Get(ctx, id)
+		require.NoError(t, err)
+		return inst.Status == driver.ExecutionCompleted
+	})
+	require.Equal(t, "FX-2", inst.State.Contract)
+	once.Do(func() { close(release) })
+
+	cmds, err := p.Client.ListCommands(ctx, &commandbus.ListParams{Domain: "fx", Kind: driver.CommandKindCommand})
+	require.NoError(t, err)
+	require.Len(t, cmds, 2, "the timed-out command and its resend")
+	statuses := map[commandbus.Status]*commandbus.CommandRow{}
+	for _, c := range cmds {
+		statuses[c.Status] = c
+	}
+	require.Contains(t, statuses, commandbus.StatusTimedOut)
+	require.Equal(t, commandbus.CodeLeaseExpired, statuses[commandbus.StatusTimedOut].ErrorCode)
+	require.Contains(t, statuses, commandbus.StatusCompleted)
+	rows, err := p.drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Topic: outbox.CommandQueueName(p.prefix, "fx", "BookFx"), Limit: 10})
+	require.NoError(t, err)
+	require.Len(t, rows, 2)
+	for _, r := range rows {
+		env, err := outbox.Decode(r.Payload)
+		require.NoError(t, err)
+		require.Equal(t, id.String()+":BOOK_FX", env.Headers.IdempotencyKey, "the same key on the resend")
+	}
+	replies, err := p.drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Topic: outbox.ReplyQueueName(p.prefix), Limit: 10})
+	require.NoError(t, err)
+	var types []string
+	for _, r := range replies {
+		types = append(types, r.Type)
+	}
+	require.ElementsMatch(t, []string{string(outbox.TypeCommandTimedOut), string(outbox.TypeCommandCompleted)}, types)
 }
