@@ -90,6 +90,7 @@ func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType st
 		Args:   commandbus.RawArgs{Type: commandType, Data: data},
 		Opts: &commandbus.SendOpts{
 			CorrelationID:  x.ID,
+			CausationID:    x.causedBy,
 			ReplyTo:        x.m.domain,
 			IdempotencyKey: fmt.Sprintf("%s:%s:%d", x.ID, name, x.sends[name]+1),
 			Headers: map[string]string{

@@ -195,6 +195,7 @@ func (f *brokerFixture) brokered(cmd *commandbus.CommandRow, step string, events
 			require.Equal(f.t, driver.OutboxStatusPublished, r.Status)
 			require.Equal(f.t, cmd.CorrelationID.String()+":"+step, env.Headers.IdempotencyKey)
 			require.Equal(f.t, cmd.CorrelationID, env.CorrelationID)
+			require.Equal(f.t, cmd.CausationID, env.CausationID)
 		}
 	}
 	require.Truef(f.t, sent, "%s %s went out through the outbox", cmd.Type, cmd.ID)
@@ -264,6 +265,12 @@ func TestBrokersHappyPathWithFX(t *testing.T) {
 			require.Equal(t, commandbus.StatusCompleted, cmds[typ][0].Status)
 			f.brokered(cmds[typ][0], step, events)
 		}
+		// Causation: the first command is caused by the process, each next one by the command
+		// whose reply led to it.
+		require.Equal(t, res.ExecutionID, cmds["CheckBalance"][0].CausationID)
+		require.Equal(t, cmds["CheckBalance"][0].ID, cmds["CheckDailyLimit"][0].CausationID)
+		require.Equal(t, cmds["CheckDailyLimit"][0].ID, cmds["BookFxContract"][0].CausationID)
+		require.Equal(t, cmds["BookFxContract"][0].ID, cmds["SubmitPayment"][0].CausationID)
 		inst, err := f.p.Runtime().Operations(process.Model, payments.TypePaymentManager).GetJSON(ctx, res.ExecutionID)
 		require.NoError(t, err)
 		require.Equal(t, driver.ExecutionCompleted, inst.Status)
