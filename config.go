@@ -148,7 +148,14 @@ type AMQPConfig struct {
 	// after that it moves to its queue's backout queue, <queue>.BACKOUT, and its command is
 	// parked in the troubleshooting queue (IBM MQ's BOTHRESH and BOQNAME). Default: 5.
 	BackoutThreshold int `yaml:"backout-threshold"`
+	// EventQueues lists, comma-separated, the queues inbound events arrive on (the amqp section
+	// only): each event starts the definitions its type triggers (transport/amqp EventConsumer).
+	// Default: none.
+	EventQueues string `yaml:"event-queues"`
 }
+
+// EventQueueList returns EventQueues split at commas.
+func (a AMQPConfig) EventQueueList() []string { return splitList(a.EventQueues) }
 
 // KafkaConfig is the Kafka cluster events go to.
 type KafkaConfig struct {
@@ -157,12 +164,25 @@ type KafkaConfig struct {
 	Brokers string `yaml:"brokers"`
 	// TopicPrefix starts every event topic: <prefix><BoundedContext>. Default: "events.".
 	TopicPrefix string `yaml:"topic-prefix"`
+	// EventTopics lists, comma-separated, the topics inbound events arrive on: each event starts
+	// the definitions its type triggers (transport/kafka EventConsumer); a malformed one goes to
+	// <topic>.DLQ. Default: none.
+	EventTopics string `yaml:"event-topics"`
+	// EventGroup is the consumer group the instances consume the event topics in.
+	// Default: commandbus-events.
+	EventGroup string `yaml:"event-group"`
 }
 
 // BrokerList returns Brokers split at commas.
-func (k KafkaConfig) BrokerList() []string {
+func (k KafkaConfig) BrokerList() []string { return splitList(k.Brokers) }
+
+// EventTopicList returns EventTopics split at commas.
+func (k KafkaConfig) EventTopicList() []string { return splitList(k.EventTopics) }
+
+// splitList splits a comma-separated list, dropping blanks.
+func splitList(list string) []string {
 	var out []string
-	for _, b := range strings.Split(k.Brokers, ",") {
+	for _, b := range strings.Split(list, ",") {
 		if b = strings.TrimSpace(b); b != "" {
 			out = append(out, b)
 		}
@@ -587,6 +607,18 @@ func (c *Config) Validate() error {
 	}
 	if c.AMQP.BackoutThreshold < 1 {
 		add("amqp.backout-threshold: must be at least 1, got %d", c.AMQP.BackoutThreshold)
+	}
+	if len(c.AMQP.EventQueueList()) > 0 && c.AMQP.URL == "" {
+		add("amqp.event-queues: needs amqp.url")
+	}
+	if c.AMQP10.EventQueues != "" {
+		add("amqp10.event-queues: inbound events are consumed over AMQP 0-9-1 only; set amqp.event-queues")
+	}
+	if len(c.Kafka.EventTopicList()) > 0 && len(c.Kafka.BrokerList()) == 0 {
+		add("kafka.event-topics: needs kafka.brokers")
+	}
+	if c.Kafka.EventGroup != "" && len(c.Kafka.EventTopicList()) == 0 {
+		add("kafka.event-group: needs kafka.event-topics")
 	}
 	if c.AMQP10.BackoutThreshold < 1 {
 		add("amqp10.backout-threshold: must be at least 1, got %d", c.AMQP10.BackoutThreshold)

@@ -51,7 +51,8 @@ func newServeCommand(cfg Config) *cobra.Command {
 		Long: "serve loads --config, connects to database.url (or --database), runs the workers of the enabled\n" +
 			"domains and the binary's models, and serves the REST API (/api, /api/openapi.json), the operator\n" +
 			"console (/), /metrics, /healthz and /readyz on server.addr (or --addr). Bearer tokens and their roles\n" +
-			"(viewer, operator) come from server.tokens. Run `migrate up` first.",
+			"(viewer, operator) come from server.tokens. Inbound events start the definitions their types trigger,\n" +
+			"from POST /api/events and from amqp.event-queues and kafka.event-topics. Run `migrate up` first.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			file, logger, err := flags.load()

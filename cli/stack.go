@@ -133,7 +133,7 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 		return nil, err
 	}
 	s.Runtime = app.Runtime
-	if s.closeTransports, err = wireTransports(client, logger); err != nil {
+	if s.closeTransports, err = wireTransports(client, app.Runtime, logger); err != nil {
 		return nil, err
 	}
 	if err := client.Start(ctx); err != nil {

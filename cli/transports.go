@@ -6,6 +6,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/internal/plumbing"
+	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
 	"github.com/commandbus/commandbus/transport/amqp10"
@@ -14,8 +15,10 @@ import (
 
 // wireTransports adds the brokered transports the configuration chooses to client: an AMQP
 // 0-9-1 consumer of the amqp domains' command queues (and of the reply queue), an AMQP 1.0 one of
-// the amqp10 domains', and an outbox relay publishing to RabbitMQ, the AMQP 1.0 broker and Kafka. It returns a function closing the publishers.
-func wireTransports(client *commandbus.Client, logger *slog.Logger) (func(), error) {
+// the amqp10 domains', and an outbox relay publishing to RabbitMQ, the AMQP 1.0 broker and Kafka;
+// and consumers of the inbound event sources (amqp.event-queues, kafka.event-topics) that start
+// the executions of runtime the events trigger. It returns a function closing the publishers.
+func wireTransports(client *commandbus.Client, runtime *orchestration.Runtime, logger *slog.Logger) (func(), error) {
 	full := client.Config()
 	var publishers []outbox.Publisher
 	var closers []func()
@@ -63,6 +66,10 @@ func wireTransports(client *commandbus.Client, logger *slog.Logger) (func(), err
 		}
 		client.AddService(consumer)
 	}
+	if err := wireEventSources(client, runtime, logger); err != nil {
+		closeAll()
+		return nil, err
+	}
 	if brokers := full.Kafka.BrokerList(); len(brokers) > 0 {
 		pub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers})
 		if err != nil {
@@ -86,4 +93,34 @@ func wireTransports(client *commandbus.Client, logger *slog.Logger) (func(), err
 	}
 	client.AddService(relay)
 	return closeAll, nil
+}
+
+// wireEventSources adds a consumer per configured inbound event source: the AMQP queues of
+// amqp.event-queues and the Kafka topics of kafka.event-topics (in the group kafka.event-group).
+func wireEventSources(client *commandbus.Client, runtime *orchestration.Runtime, logger *slog.Logger) error {
+	full := client.Config()
+	queues, topics := full.AMQP.EventQueueList(), full.Kafka.EventTopicList()
+	if len(queues) == 0 && len(topics) == 0 {
+		return nil
+	}
+	if runtime == nil {
+		return fmt.Errorf("inbound event sources are configured (amqp.event-queues, kafka.event-topics) but the binary has no orchestration runtime")
+	}
+	if len(queues) > 0 {
+		consumer, err := amqp.NewEventConsumer(amqp.EventConsumerConfig{URL: full.AMQP.URL, Queues: queues, Receiver: runtime,
+			Topology: amqp.Topology{Prefix: full.AMQP.Prefix, BackoutThreshold: full.AMQP.BackoutThreshold}, Logger: logger})
+		if err != nil {
+			return err
+		}
+		client.AddService(consumer)
+	}
+	if len(topics) > 0 {
+		consumer, err := kafka.NewEventConsumer(kafka.EventConsumerConfig{Brokers: full.Kafka.BrokerList(), Topics: topics,
+			Group: full.Kafka.EventGroup, Receiver: runtime, Logger: logger})
+		if err != nil {
+			return err
+		}
+		client.AddService(consumer)
+	}
+	return nil
 }

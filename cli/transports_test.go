@@ -59,7 +59,7 @@ func TestWireTransportsAMQP10(t *testing.T) {
 		AMQP10:  commandbus.AMQPConfig{URL: url, Prefix: prefix},
 	})
 	require.NoError(t, err)
-	closeTransports, err := wireTransports(client, logger)
+	closeTransports, err := wireTransports(client, nil, logger)
 	require.NoError(t, err)
 	defer closeTransports()
 	require.NoError(t, client.Start(context.Background()))
@@ -126,7 +126,7 @@ func TestWireTransportsAMQPDeadLetters(t *testing.T) {
 		Domains: map[string]*commandbus.DomainConfig{"fx": {Transport: commandbus.TransportAMQP}},
 		AMQP:    commandbus.AMQPConfig{URL: url, Prefix: prefix}})
 	require.NoError(t, err)
-	closeTransports, err := wireTransports(client, slog.New(slog.DiscardHandler))
+	closeTransports, err := wireTransports(client, nil, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	defer closeTransports()
 	reader := brokerDeadLetterReader(client)

@@ -12,7 +12,8 @@ func newWorkerCommand(cfg Config) *cobra.Command {
 		Long: "worker loads --config (YAML shaped as a Spring-style application.yml: features, domains,\n" +
 			"command-steps; every key overridable as COMMANDBUS_<PATH>), connects to database.url (or\n" +
 			"--database), and runs the handlers of every enabled domain and the binary's models until\n" +
-			"interrupted; then it shuts down gracefully.",
+			"interrupted, consuming the inbound events of amqp.event-queues and kafka.event-topics; then it shuts\n" +
+			"down gracefully.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			file, logger, err := flags.load()

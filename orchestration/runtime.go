@@ -9,6 +9,11 @@
 //
 //	rt, err := orchestration.New(client, orchestration.Config{})
 //	orders, err := process.NewManager(rt, orderProcess{})
+//
+// Definitions may be started by inbound events: a definition names the event types that start
+// it (a workflow's TriggeredBy, or Runtime.Trigger for any model), and ReceiveEvent, which POST
+// /api/events and the AMQP and Kafka event consumers call, starts one execution per event and
+// definition, deduplicated by the event's source and id.
 package orchestration
 
 import (
@@ -73,6 +78,9 @@ type Definition struct {
 	// Topology is the DAG of a declarative model (nil for a process, whose code is its
 	// definition): layers in dependency order, and edges.
 	Topology *Topology `json:"topology,omitempty"`
+	// TriggeredBy lists the inbound event types that start the definition (Runtime.Trigger, a
+	// workflow's TriggeredBy), as Runtime.Describe reports them.
+	TriggeredBy []string `json:"triggeredBy,omitempty"`
 }
 
 // Topology is a definition's DAG: layers (every step's dependencies are in earlier layers) and
@@ -150,6 +158,8 @@ type runtimeKey struct{}
 type Runtime struct {
 	client *commandbus.Client
 	engine *execution.Engine
+	// events are the inbound event triggers (Trigger).
+	events eventTriggers
 
 	mu      sync.Mutex
 	domains map[string]bool
@@ -271,6 +281,10 @@ func (rt *Runtime) register(ops Operations, runner orchestrate.Runner) error {
 	if rt.client.Started() {
 		return fmt.Errorf("orchestration: register %s %q before starting the client", ops.Model(), ops.Type())
 	}
+	triggers, err := declaredTriggers(ops)
+	if err != nil {
+		return err
+	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if _, dup := rt.runners[ops.Type()]; dup {
@@ -284,6 +298,7 @@ func (rt *Runtime) register(ops Operations, runner orchestrate.Runner) error {
 	}
 	rt.ops[Key{Model: ops.Model(), Type: ops.Type()}] = ops
 	rt.runners[ops.Type()] = runner
+	rt.addDeclaredTriggers(ops, triggers)
 	return nil
 }
 

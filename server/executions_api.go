@@ -100,7 +100,7 @@ func (s *Server) listDefinitions(w http.ResponseWriter, r *http.Request) {
 	var defs []orchestration.Definition
 	if s.cfg.Runtime != nil {
 		for _, ops := range s.cfg.Runtime.All() {
-			defs = append(defs, orchestration.Describe(ops))
+			defs = append(defs, s.cfg.Runtime.Describe(ops))
 		}
 	}
 	httpx.WriteJSON(w, http.StatusOK, httpx.Items(defs))
@@ -115,7 +115,7 @@ func (s *Server) getDefinition(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, orchestration.Describe(ops))
+	httpx.WriteJSON(w, http.StatusOK, s.cfg.Runtime.Describe(ops))
 }
 
 func (s *Server) startDefinition(w http.ResponseWriter, r *http.Request) {

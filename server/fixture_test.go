@@ -81,7 +81,7 @@ func setupConsole(t *testing.T, drv driver.Driver) *consoleFixture {
 	require.NoError(t, err)
 	noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
 	review, err := workflow.Register(platform.Runtime(), workflow.New("ReviewFlow", 1).Describe("a review with a sign-off and a cooling-off period").
-		Step("prepare", noop).
+		Step("prepare", noop).TriggeredBy("LoanApplied").
 		WaitSignal("approve", "approved", workflow.DependsOn("prepare")).
 		Sleep("coolOff", time.Hour, workflow.DependsOn("approve")).
 		Step("done", noop, workflow.DependsOn("coolOff")))

@@ -231,7 +231,7 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 			})
 		}
 		for _, id := range []string{"submitPayment", "createBatch", "getPaymentStatus", "respondToNetworkResponse", "completeProcess", "listQueueDepths",
-			"listDefinitions", "startDefinition", "listExecutions", "signalExecution", "suspendExecution", "cancelExecutionTimer", "listExecutionTSQ"} {
+			"listDefinitions", "startDefinition", "listExecutions", "signalExecution", "suspendExecution", "cancelExecutionTimer", "listExecutionTSQ", "receiveEvent"} {
 			require.True(t, seen[id], "%s is documented", id)
 		}
 

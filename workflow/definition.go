@@ -114,6 +114,7 @@ type Definition struct {
 	timeout          time.Duration
 	onDeadline       DeadlineAction
 	retry            RetryPolicy
+	triggers         []string
 }
 
 // New starts a definition; id names the workflow type and is persisted, so keep it stable.
@@ -123,6 +124,15 @@ func New(id string, version int) *Definition {
 
 // Describe sets the description.
 func (d *Definition) Describe(text string) *Definition { d.description = text; return d }
+
+// TriggeredBy names inbound event types that start the workflow: an event of one of them (POST
+// /api/events, an AMQP event queue, a Kafka event topic) starts an execution with the event's
+// data as input, once per event (see orchestration.Runtime.HandleEvent). The triggers are not
+// part of the definition's hash: changing them leaves running executions alone.
+func (d *Definition) TriggeredBy(eventTypes ...string) *Definition {
+	d.triggers = append(d.triggers, eventTypes...)
+	return d
+}
 
 // Domain sets the domain the workflow lives in (default "workflows").
 func (d *Definition) Domain(domain string) *Definition { d.domain = domain; return d }
@@ -314,7 +324,7 @@ func (d *Definition) validate() (*Topology, error) {
 	if len(problems) > 0 {
 		return nil, &DefinitionError{Workflow: d.id, Problems: problems}
 	}
-	topo := &Topology{}
+	topo := &Topology{Edges: []Edge{}} // a DAG without edges encodes "edges": [], as documented
 	indegree := map[string]int{}
 	dependants := map[string][]string{}
 	for _, s := range d.steps {

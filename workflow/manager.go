@@ -92,6 +92,10 @@ func (m *Manager) Type() string { return m.def.id }
 // Domain returns the workflow's domain.
 func (m *Manager) Domain() string { return m.def.domain }
 
+// TriggerEventTypes implements orchestration.Triggered: the event types the definition names
+// with TriggeredBy.
+func (m *Manager) TriggerEventTypes() []string { return append([]string(nil), m.def.triggers...) }
+
 // Topology returns the definition's layers and edges.
 func (m *Manager) Topology() *Topology { return m.topo }
 
@@ -322,6 +326,7 @@ var (
 	_ orchestration.Operations = (*Manager)(nil)
 	_ orchestration.Describer  = (*Manager)(nil)
 	_ orchestration.Starter    = (*Manager)(nil)
+	_ orchestration.Triggered  = (*Manager)(nil)
 )
 
 // engineRunner is the manager as the execution core's runner.

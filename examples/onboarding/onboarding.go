@@ -10,6 +10,10 @@
 //   - an email at "bounce.example" fails the welcome pack permanently, so the execution waits in
 //     the troubleshooting queue for an operator's retry or skip;
 //   - a credit limit of zero skips the credit check.
+//
+// The workflow also starts from an inbound event: an ApplicationSubmitted event (POST
+// /api/events, an AMQP event queue, a Kafka event topic) whose data is the Applicant starts one
+// onboarding per event.
 package onboarding
 
 import (
@@ -27,6 +31,10 @@ import (
 
 // Type is the workflow id.
 const Type = "CustomerOnboarding"
+
+// EventApplicationSubmitted is the inbound event type that starts an onboarding, with the
+// Applicant as the event's data.
+const EventApplicationSubmitted = "ApplicationSubmitted"
 
 // Applicant is the workflow's input.
 type Applicant struct {
@@ -55,6 +63,7 @@ func (f *Flow) Definition() *workflow.Definition {
 	return workflow.New(Type, 1).
 		Describe("Verify an applicant, run KYC, sanctions and credit checks in parallel, open the account, send the welcome pack").
 		Domain("onboarding").
+		TriggeredBy(EventApplicationSubmitted).
 		Timeout(24*time.Hour).
 		Step("verifyApplicant", f.verify, workflow.Timeout(5*time.Second)).
 		Step("kyc", f.kyc, workflow.DependsOn("verifyApplicant"), retry, workflow.Compensate(f.discardKYC)).

@@ -85,5 +85,20 @@ func TestOnboarding(t *testing.T) {
 		require.Equal(t, "MAILBOX_UNKNOWN", inst.ErrorCode)
 		require.NoError(t, flow.Skip(ctx, bounced, "sendWelcomePack", nil, commandbus.OperatorAction{Actor: "ops:ada", Reason: "welcome pack posted by hand"}))
 		waitStatus(t, flow, bounced, driver.ExecutionCompleted)
+
+		// An ApplicationSubmitted event starts an onboarding with the applicant as input, once.
+		event := []byte(`{"id":"app-7","type":"ApplicationSubmitted","source":"branch-portal",` +
+			`"data":{"name":"Grace Hopper","email":"grace@example.com","country":"US"}}`)
+		receipt, err := rt.ReceiveEvent(ctx, orchestration.EventTransportHTTP, event)
+		require.NoError(t, err)
+		require.Equal(t, orchestration.EventStarted, receipt.Outcome)
+		again, err := rt.ReceiveEvent(ctx, orchestration.EventTransportHTTP, event)
+		require.NoError(t, err)
+		require.Equal(t, orchestration.EventDuplicate, again.Outcome)
+		inst = waitStatus(t, flow, receipt.Executions[0].ID, driver.ExecutionCompleted)
+		require.Equal(t, "SKIPPED", stepStatus(inst)["creditCheck"].Status)
+		started, err := flow.List(ctx, workflow.ListParams{Attributes: map[string]string{"event.id": "app-7"}})
+		require.NoError(t, err)
+		require.Len(t, started, 1, "the redelivered event started nothing new")
 	})
 }

@@ -65,7 +65,7 @@ func (c *Console) definitions(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		for _, ops := range rt.All() {
-			d := &definitionRow{Definition: orchestration.Describe(ops), Counts: counts[ops.Type()],
+			d := &definitionRow{Definition: rt.Describe(ops), Counts: counts[ops.Type()],
 				Href: "/definitions/" + url.PathEscape(ops.Model()) + "/" + url.PathEscape(ops.Type())}
 			for _, n := range d.Counts {
 				d.Total += n.Count
@@ -101,7 +101,7 @@ func (c *Console) definition(w http.ResponseWriter, r *http.Request) {
 		c.failed(w, r, err)
 		return
 	}
-	d := &definitionData{definitionRow: definitionRow{Definition: orchestration.Describe(ops), Counts: counts[typ]}}
+	d := &definitionData{definitionRow: definitionRow{Definition: c.runtime.Describe(ops), Counts: counts[typ]}}
 	for _, n := range d.Counts {
 		d.Total += n.Count
 	}

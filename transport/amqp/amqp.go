@@ -24,6 +24,8 @@
 //
 // The Publisher is an outbox.Publisher for the relay; the Consumer is a commandbus.Service that
 // runs a client's handlers for what its queues deliver. Both reconnect after a broker restart.
+// The EventConsumer consumes inbound events from event queues and starts the executions they
+// trigger (orchestration.Runtime.ReceiveEvent).
 package amqp
 
 import (
