@@ -56,6 +56,10 @@ func (cfg Config) register(client *commandbus.Client) (*orchestration.Runtime, e
 //	executions   list, show, start, signal and act on executions of every model
 //	serve        the workers with the REST API and operator console (Setup, Configure)
 //	worker       the workers of the domains a configuration file enables (Setup, Configure)
+//	version      the binary's version, commit, Go version and platform (-o json)
+//
+// Listings and shows take -o table|json|jsonl (and --json, the same as -o json); an empty
+// listing in JSON is [], never null.
 //
 // Each call returns new commands, so several roots (tests, say) can each hold their own.
 func Commands(cfg Config) []*cobra.Command {
@@ -66,5 +70,6 @@ func Commands(cfg Config) []*cobra.Command {
 		newExecutionsCommand(cfg),
 		newServeCommand(cfg),
 		newWorkerCommand(cfg),
+		newVersionCommand(),
 	}
 }

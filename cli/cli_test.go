@@ -149,3 +149,63 @@ func TestNoExampleDependency(t *testing.T) {
 		require.False(t, strings.HasPrefix(dep, "github.com/commandbus/commandbus/examples/"), "cli imports %s", dep)
 	}
 }
+
+// Listings print a table, a JSON array ([] when empty, never null) or JSON lines; -o takes only
+// those, and --json (the same as -o json) does not contradict -o.
+func TestListingOutputFormats(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "out.db")
+	cfg := cli.Config{Register: registerGreeting}
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := runCLI(cfg, append(args, "--database", db)...)
+		require.NoError(t, err, "teambin %s: %s", strings.Join(args, " "), out)
+		return out
+	}
+	run("migrate", "up")
+	for _, listing := range [][]string{{"tsq", "list"}, {"tsq", "processes", "list"}, {"dlq", "list"}, {"executions", "list"}} {
+		name := strings.Join(listing, " ")
+		require.Equal(t, "[]\n", run(append(listing, "-o", "json")...), "%s: an empty list is []", name)
+		require.Equal(t, "[]\n", run(append(listing, "--json")...), name)
+		require.Equal(t, "[]\n", run(append(listing, "--json", "-o", "json")...), name)
+		require.Empty(t, run(append(listing, "-o", "jsonl")...), name)
+		require.NotEmpty(t, run(listing...), "%s: the table says it is empty", name)
+		_, err := runCLI(cfg, append(listing, "-o", "yaml", "--database", db)...)
+		require.ErrorContains(t, err, `want table, json or jsonl, got "yaml"`, name)
+		_, err = runCLI(cfg, append(listing, "--json", "-o", "table", "--database", db)...)
+		require.ErrorContains(t, err, "--json and -o table contradict each other", name)
+	}
+
+	for _, name := range []string{"Ada", "Grace"} {
+		run("executions", "start", "process", "Greeting", "--input", `{"name":"`+name+`"}`)
+	}
+	lines := strings.Split(strings.TrimSpace(run("executions", "list", "-o", "jsonl")), "\n")
+	require.Len(t, lines, 2)
+	for _, line := range lines {
+		var row driver.ExecutionRow
+		require.NoError(t, json.Unmarshal([]byte(line), &row), line)
+		require.Equal(t, "Greeting", row.Type)
+	}
+	var rows []*driver.ExecutionRow
+	require.NoError(t, json.Unmarshal([]byte(run("executions", "list", "-o", "json")), &rows))
+	require.Len(t, rows, 2)
+}
+
+// version prints the build the toolchain recorded: a line for people, an object with -o json.
+func TestVersionCommand(t *testing.T) {
+	t.Parallel()
+	out, err := runCLI(cli.Config{}, "version")
+	require.NoError(t, err)
+	info := cli.ReadBuildInfo()
+	require.Equal(t, "teambin "+info.String()+"\n", out)
+	require.Contains(t, out, info.GoVersion)
+	require.Contains(t, out, info.Platform)
+
+	out, err = runCLI(cli.Config{}, "version", "-o", "json")
+	require.NoError(t, err)
+	var got cli.BuildInfo
+	require.NoError(t, json.Unmarshal([]byte(out), &got))
+	require.Equal(t, info, got)
+	require.NotEmpty(t, got.GoVersion)
+	require.NotEmpty(t, got.Version)
+}

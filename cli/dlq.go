@@ -26,7 +26,7 @@ func newDLQCommand() *cobra.Command {
 func newDLQListCommand() *cobra.Command {
 	var db DatabaseFlags
 	var filter commandbus.DLQFilter
-	var asJSON bool
+	var output outputFlag
 	var broker brokerFlags
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -34,7 +34,7 @@ func newDLQListCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if broker.enabled {
-				return listBrokerDeadLetters(cmd, &broker, asJSON, filter.Limit)
+				return listBrokerDeadLetters(cmd, &broker, &output, filter.Limit)
 			}
 			client, closeDB, err := openClient(cmd, &db)
 			if err != nil {
@@ -45,7 +45,7 @@ func newDLQListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return writeList(cmd.OutOrStdout(), asJSON, rows, "the dead-letter queue is empty",
+			return writeList(cmd.OutOrStdout(), &output, rows, "the dead-letter queue is empty",
 				"ID\tDOMAIN\tTYPE\tATTEMPTS\tERROR\tPARKED\tBY", func(r *commandbus.DLQEntry) string {
 					return fmt.Sprintf("%s\t%s\t%s\t%d\t%s\t%s\t%s", r.CommandID, r.Command.Domain, r.Command.Type, r.Attempts,
 						truncate(r.Error, 60), r.ParkedAt.UTC().Format(time.RFC3339), r.ParkedBy)
@@ -57,7 +57,7 @@ func newDLQListCommand() *cobra.Command {
 	cmd.Flags().StringVar(&filter.Type, "type", "", "only this command type")
 	cmd.Flags().StringVar(&filter.TenantID, "tenant", "", "only this tenant")
 	cmd.Flags().IntVar(&filter.Limit, "limit", 100, "most rows to show")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	output.register(cmd)
 	broker.register(cmd, true)
 	return cmd
 }

@@ -42,14 +42,17 @@ func (b *brokerFlags) topology() amqp.Topology { return amqp.Topology{Prefix: b.
 
 // listBrokerDeadLetters prints the counts of the broker's dead-letter and parking queues and up
 // to limit of their messages, which stay where they are.
-func listBrokerDeadLetters(cmd *cobra.Command, b *brokerFlags, asJSON bool, limit int) error {
+func listBrokerDeadLetters(cmd *cobra.Command, b *brokerFlags, output *outputFlag, limit int) error {
+	if _, err := output.get(); err != nil {
+		return err
+	}
 	report, err := amqp.ListDeadLetters(cmd.Context(), b.url, b.topology(), limit)
 	if err != nil {
 		return fmt.Errorf("broker dead letters: %w", err)
 	}
 	out := cmd.OutOrStdout()
-	if asJSON {
-		return WriteJSON(out, report)
+	if output.structured() {
+		return output.writeOne(out, report)
 	}
 	queues := make([]string, 0, len(report.Counts))
 	for q := range report.Counts {
@@ -63,7 +66,7 @@ func listBrokerDeadLetters(cmd *cobra.Command, b *brokerFlags, asJSON bool, limi
 		return nil
 	}
 	fmt.Fprintln(out)
-	return writeList(out, false, report.Messages, "", "QUEUE\tMESSAGE\tCOMMAND\tFROM\tERROR", func(d *amqp.DeadLetter) string {
+	return writeList(out, &outputFlag{format: OutputTable}, report.Messages, "", "QUEUE\tMESSAGE\tCOMMAND\tFROM\tERROR", func(d *amqp.DeadLetter) string {
 		return fmt.Sprintf("%s\t%s\t%s\t%s\t%s", d.Queue, d.MessageID, d.CommandID, d.OriginalQueue, truncate(d.Error, 60))
 	})
 }

@@ -34,7 +34,7 @@ func newExecutionsCommand(cfg Config) *cobra.Command {
 
 func newExecutionsListCommand() *cobra.Command {
 	var db DatabaseFlags
-	var asJSON bool
+	var output outputFlag
 	var params driver.ExecutionListParams
 	var statuses []string
 	cmd := &cobra.Command{
@@ -61,7 +61,7 @@ func newExecutionsListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return writeList(cmd.OutOrStdout(), asJSON, rows, "no execution matches",
+			return writeList(cmd.OutOrStdout(), &output, rows, "no execution matches",
 				"ID\tMODEL\tTYPE\tSTATUS\tSTEP\tERROR\tUPDATED", func(x *driver.ExecutionRow) string {
 					return fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\t%s", x.ID, x.Model, x.Type, x.Status, x.Step,
 						truncate(joinNonEmpty(": ", x.ErrorCode, x.ErrorMessage), 50), x.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"))
@@ -74,7 +74,7 @@ func newExecutionsListCommand() *cobra.Command {
 	cmd.Flags().StringSliceVar(&statuses, "status", nil, "only these statuses (comma-separated)")
 	cmd.Flags().StringVar(&params.BusinessKey, "business-key", "", "only this business key")
 	cmd.Flags().IntVar(&params.Limit, "limit", 100, "at most this many")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	output.register(cmd)
 	return cmd
 }
 

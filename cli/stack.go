@@ -155,7 +155,8 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 			return nil, fmt.Errorf("serving on %s: %w", opts.ServeAddr, err)
 		}
 		s.Addr = listener.Addr().String()
-		s.http = &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second}
+		s.http = server.NewHTTPServer("", srv, server.Timeouts{ReadHeader: time.Duration(file.Server.ReadHeaderTimeout),
+			Read: time.Duration(file.Server.ReadTimeout), Write: time.Duration(file.Server.WriteTimeout), Idle: time.Duration(file.Server.IdleTimeout)})
 		go func() {
 			if err := s.http.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				logger.Error("HTTP server stopped", "error", err, "addr", s.Addr)

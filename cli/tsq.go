@@ -48,7 +48,7 @@ func newTSQListCommand() *cobra.Command {
 	var db DatabaseFlags
 	var filter commandbus.TSQFilter
 	var batch string
-	var asJSON bool
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List commands waiting in the troubleshooting queue",
@@ -70,7 +70,7 @@ func newTSQListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return writeList(cmd.OutOrStdout(), asJSON, rows, "the troubleshooting queue is empty",
+			return writeList(cmd.OutOrStdout(), &output, rows, "the troubleshooting queue is empty",
 				"ID\tDOMAIN\tTYPE\tATTEMPTS\tERROR\tPARKED", func(r *commandbus.CommandRow) string {
 					parked := ""
 					if r.ParkedAt != nil {
@@ -86,13 +86,13 @@ func newTSQListCommand() *cobra.Command {
 	cmd.Flags().StringVar(&filter.TenantID, "tenant", "", "only this tenant")
 	cmd.Flags().StringVar(&batch, "batch", "", "only this batch id")
 	cmd.Flags().IntVar(&filter.Limit, "limit", 100, "most rows to show")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	output.register(cmd)
 	return cmd
 }
 
 func newTSQShowCommand() *cobra.Command {
 	var db DatabaseFlags
-	var asJSON bool
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show a command with its audit trail",
@@ -112,15 +112,15 @@ func newTSQShowCommand() *cobra.Command {
 				return fmt.Errorf("command %s: %w", id, err)
 			}
 			out := cmd.OutOrStdout()
-			if asJSON {
-				return WriteJSON(out, row)
+			if output.structured() {
+				return output.writeOne(out, row)
 			}
 			printCommand(out, row)
 			return nil
 		},
 	}
 	db.Register(cmd, "")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	output.register(cmd)
 	return cmd
 }
 

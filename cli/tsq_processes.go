@@ -51,7 +51,7 @@ func openProcesses(cmd *cobra.Command, db *DatabaseFlags, cfg Config) (*commandb
 
 func newTSQProcessesListCommand() *cobra.Command {
 	var db DatabaseFlags
-	var asJSON bool
+	var output outputFlag
 	var typ string
 	cmd := &cobra.Command{
 		Use:   "list",
@@ -68,7 +68,7 @@ func newTSQProcessesListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return writeList(cmd.OutOrStdout(), asJSON, rows, "the process troubleshooting queue is empty",
+			return writeList(cmd.OutOrStdout(), &output, rows, "the process troubleshooting queue is empty",
 				"ID\tTYPE\tSTEP\tERROR\tSINCE", func(x *driver.ExecutionRow) string {
 					return fmt.Sprintf("%s\t%s\t%s\t%s: %s\t%s", x.ID, x.Type, x.Step, x.ErrorCode, truncate(x.ErrorMessage, 60), x.UpdatedAt.UTC().Format("2006-01-02 15:04:05Z"))
 				})
@@ -76,13 +76,13 @@ func newTSQProcessesListCommand() *cobra.Command {
 	}
 	db.Register(cmd, "")
 	cmd.Flags().StringVar(&typ, "type", "", "only this process type")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	output.register(cmd)
 	return cmd
 }
 
 func newTSQProcessesShowCommand() *cobra.Command {
 	var db DatabaseFlags
-	var asJSON bool
+	var output outputFlag
 	cmd := &cobra.Command{
 		Use:   "show ID",
 		Short: "Show an execution with its state and log",
@@ -106,15 +106,15 @@ func newTSQProcessesShowCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return WriteJSON(cmd.OutOrStdout(), process.InstanceJSON{ExecutionRow: row, Log: log})
+			if output.structured() {
+				return output.writeOne(cmd.OutOrStdout(), process.InstanceJSON{ExecutionRow: row, Log: log})
 			}
 			printExecution(cmd.OutOrStdout(), row, log)
 			return nil
 		},
 	}
 	db.Register(cmd, "")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	output.register(cmd)
 	return cmd
 }
 

@@ -185,6 +185,10 @@ server:
     - subject: alice
       token: 0123456789abcdef0123
       role: operator
+  read-header-timeout: 5s
+  read-timeout: PT20S
+  write-timeout: 2m
+  idle-timeout: 90s
 fetch-cooldown: 10ms
 fetch-poll-interval: 2s
 shutdown-timeout: PT45S
@@ -222,8 +226,12 @@ shutdown-timeout: PT45S
 	}, cfg.Process)
 	require.Equal(t, config.DatabaseConfig{URL: "postgres://commandbus@localhost/commandbus", Schema: "bus"}, cfg.Database)
 	require.Equal(t, config.ServerConfig{
-		Addr:   "0.0.0.0:9090",
-		Tokens: []config.TokenConfig{{Subject: "alice", Token: "0123456789abcdef0123", Role: "operator"}},
+		Addr:              "0.0.0.0:9090",
+		Tokens:            []config.TokenConfig{{Subject: "alice", Token: "0123456789abcdef0123", Role: "operator"}},
+		ReadHeaderTimeout: commandbus.Duration(5 * time.Second),
+		ReadTimeout:       commandbus.Duration(20 * time.Second),
+		WriteTimeout:      commandbus.Duration(2 * time.Minute),
+		IdleTimeout:       commandbus.Duration(90 * time.Second),
 	}, cfg.Server)
 	require.Equal(t, commandbus.Duration(10*time.Millisecond), cfg.FetchCooldown)
 	require.Equal(t, commandbus.Duration(2*time.Second), cfg.FetchPollInterval)
@@ -1073,4 +1081,18 @@ func TestParseConfigLibraryAndDeploymentKeysSideBySide(t *testing.T) {
 	require.Equal(t, "postgres://file/db", file.Database.URL)
 	require.True(t, file.Simulator.Enabled)
 	require.NoError(t, file.Config.WithDefaults().Validate())
+}
+
+// The HTTP timeouts: from the file or the environment; negative ones, and a read-header timeout
+// past the read timeout, are refused naming the key.
+func TestParseConfigServerTimeouts(t *testing.T) {
+	t.Parallel()
+	cfg := mustParseConfig(t, "server:\n  write-timeout: 5m\n", "COMMANDBUS_SERVER_IDLE_TIMEOUT=30s")
+	require.Equal(t, commandbus.Duration(5*time.Minute), cfg.Server.WriteTimeout)
+	require.Equal(t, commandbus.Duration(30*time.Second), cfg.Server.IdleTimeout)
+	require.Zero(t, cfg.Server.ReadTimeout, "unset: the server's default applies")
+
+	err := parseConfigError(t, "server:\n  read-timeout: 5s\n  read-header-timeout: 10s\n  idle-timeout: -1s\n")
+	require.ErrorContains(t, err, `server.idle-timeout: duration "-1s" must not be negative`)
+	require.ErrorContains(t, err, "server.read-header-timeout (10s) must not exceed server.read-timeout (5s)")
 }

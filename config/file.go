@@ -22,6 +22,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/commandbus/commandbus"
 )
@@ -59,6 +60,16 @@ type ServerConfig struct {
 	Addr string `yaml:"addr"`
 	// Tokens are the bearer tokens accepted by the API and console.
 	Tokens []TokenConfig `yaml:"tokens"`
+	// ReadHeaderTimeout bounds reading a request's headers. Default (0): 10s.
+	ReadHeaderTimeout commandbus.Duration `yaml:"read-header-timeout"`
+	// ReadTimeout bounds reading a whole request, body included. Default (0): 30s.
+	ReadTimeout commandbus.Duration `yaml:"read-timeout"`
+	// WriteTimeout bounds handling a request and writing its answer (a payment submission runs
+	// its process in the request). Default (0): 60s.
+	WriteTimeout commandbus.Duration `yaml:"write-timeout"`
+	// IdleTimeout bounds how long a keep-alive connection waits for its next request. Default
+	// (0): 120s.
+	IdleTimeout commandbus.Duration `yaml:"idle-timeout"`
 }
 
 // TokenConfig is one bearer token.
@@ -149,6 +160,18 @@ func (f *File) Validate() error {
 	}
 	for _, code := range duplicateCurrencies(f.Payments.MaxAmounts) {
 		add("payments.max-amounts: %s is written more than once (codes are case-insensitive)", code)
+	}
+	for _, timeout := range []struct {
+		key string
+		d   commandbus.Duration
+	}{{"read-header-timeout", f.Server.ReadHeaderTimeout}, {"read-timeout", f.Server.ReadTimeout},
+		{"write-timeout", f.Server.WriteTimeout}, {"idle-timeout", f.Server.IdleTimeout}} {
+		if timeout.d < 0 {
+			add("server.%s: must not be negative, got %s", timeout.key, time.Duration(timeout.d))
+		}
+	}
+	if f.Server.ReadHeaderTimeout > 0 && f.Server.ReadTimeout > 0 && f.Server.ReadHeaderTimeout > f.Server.ReadTimeout {
+		add("server.read-header-timeout (%s) must not exceed server.read-timeout (%s)", time.Duration(f.Server.ReadHeaderTimeout), time.Duration(f.Server.ReadTimeout))
 	}
 	for i, t := range f.Server.Tokens {
 		if t.Subject == "" {

@@ -198,7 +198,7 @@ func TestNotFoundNamesTheID(t *testing.T) {
 }
 
 // A failure inside the server answers 500 without the database's words (a NUL byte once leaked
-// "SQLSTATE 22021"); the detail gives the id under which the cause was logged.
+// "SQLSTATE 22021"); it gives the request id under which the cause was logged.
 func TestInternalErrorsDoNotLeakTheCause(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
@@ -215,7 +215,9 @@ func TestInternalErrorsDoNotLeakTheCause(t *testing.T) {
 		require.Equal(t, http.StatusInternalServerError, x.resp.StatusCode, "%s", x.respBody)
 		p := problemOf(t, x)
 		require.Equal(t, "INTERNAL", p.Code)
-		require.Contains(t, p.Detail, "error id")
+		require.NotEmpty(t, p.RequestID)
+		require.Equal(t, x.resp.Header.Get("X-Request-Id"), p.RequestID, "the answer names the id the cause was logged under")
+		require.Contains(t, p.Detail, "request id "+p.RequestID)
 		for _, leak := range []string{"SQLSTATE", "22021", "refused by the test", "execution", "INSERT"} {
 			require.NotContains(t, string(x.respBody), leak)
 		}

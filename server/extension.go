@@ -250,6 +250,10 @@ func WriteProblem(w http.ResponseWriter, p Problem) { httpx.WriteProblemDoc(w, p
 // operator action is audited with.
 func Subject(r *http.Request) string { return httpx.Subject(r) }
 
+// RequestID is the id the server logs request r under (and answers in X-Request-Id), for an
+// extension's own log lines.
+func RequestID(r *http.Request) string { return httpx.RequestID(r) }
+
 // WriteError writes err as the problem document the API answers with: 400 for validation
 // errors (each field named), 404 not found, 409 conflicts, else a logged 500.
 func (m *Mount) WriteError(w http.ResponseWriter, r *http.Request, err error) {

@@ -150,7 +150,7 @@ func openAPIDocument(extra []Operation, extraSchemas map[string]any) object {
 				responses["403"] = problem("The token's role is viewer; operator is required.")
 			}
 		}
-		responses["500"] = problem("The server failed; the detail gives the error id it logged.")
+		responses["500"] = problem("The server failed; the cause is not in the answer but in the server's log, under the requestId the answer gives (code INTERNAL).")
 		item[o.Method] = operation
 	}
 	return object{
@@ -159,6 +159,8 @@ func openAPIDocument(extra []Operation, extraSchemas map[string]any) object {
 			"description": strings.Join([]string{
 				"Reliable multi-step business processes on PostgreSQL: commands and executions, both troubleshooting queues, operations, and the routes of the server's extensions.",
 				"Every error is application/problem+json with a stable code, an unknown route included (404), and a method a route does not take (405, with an Allow header).",
+				"Every answer carries X-Request-Id (the client's own when it sends a usable one); a 500 gives only the code INTERNAL and that requestId, under which the server logged the cause.",
+				"Versioning: these routes are version 1 of the contract (info.version is its semantic version); within it changes are additive only, and a breaking change is served under a new /api/v2 prefix beside the old routes.",
 				"Request bodies are one JSON object of at most 64 KiB with no unknown field and nothing after it; query parameters a route does not take are refused.",
 				"Mutating calls need an operator token and are audited with its subject; the bearer scheme is case-insensitive.",
 			}, " ")},
@@ -176,7 +178,8 @@ var reasonAnnotation = object{"description": "why the action is taken; recorded 
 
 func schemas() object {
 	return object{
-		"Problem":          annotate(schemaOf[Problem](), map[string]object{"code": {"description": "stable machine-readable code, such as VALIDATION_FAILED"}, "errors": {"description": "the invalid fields"}}),
+		"Problem": annotate(schemaOf[Problem](), map[string]object{"code": {"description": "stable machine-readable code, such as VALIDATION_FAILED"}, "errors": {"description": "the invalid fields"},
+			"requestId": {"description": "the id the server logged the request under; also in the X-Request-Id header"}}),
 		"Command":          schemaOf[commandbus.CommandRow](),
 		"Execution":        schemaOf[process.InstanceJSON](),
 		"ExecutionSummary": schemaOf[driver.ExecutionRow](),

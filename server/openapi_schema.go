@@ -21,7 +21,12 @@ var (
 	rawType     = reflect.TypeFor[json.RawMessage]()
 	decimalType = reflect.TypeFor[decimal.Decimal]()
 	anyType     = reflect.TypeFor[any]()
+
+	schemaProviderType = reflect.TypeFor[schemaProvider]()
 )
+
+// schemaProvider is a type that encodes itself and says how (money.Amount does).
+type schemaProvider interface{ OpenAPISchema() map[string]any }
 
 // schemaOf derives the OpenAPI schema of a response type from its Go definition and JSON tags,
 // so the document cannot drift from what the handlers encode: a field without omitempty or
@@ -59,6 +64,9 @@ func schemaFor(t reflect.Type, request bool) object {
 		return object{"description": "any JSON value"}
 	case logEntryType:
 		return schemaFor(reflect.TypeFor[logEntrySchema](), request)
+	}
+	if t.Implements(schemaProviderType) {
+		return reflect.Zero(t).Interface().(schemaProvider).OpenAPISchema()
 	}
 	if t.Implements(reflect.TypeFor[json.Marshaler]()) || t.Implements(reflect.TypeFor[encoding.TextMarshaler]()) {
 		panic(fmt.Sprintf("openapi: %s encodes itself; give it a schema in schemaFor", t))

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -112,8 +113,20 @@ func (d *apiDoc) operations() []documentedOperation {
 // real server on both drivers: the request conforms to the document, and the answer (status,
 // content type, body) is one the document describes. A new route without an example here, or a
 // handler that drifts from its document, fails this test.
+//
+// The query parameters each handler takes are recorded as the requests go by and compared with
+// the ones its operation documents, so a parameter the server takes but the document does not
+// list (or the reverse) fails too.
 func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 	t.Parallel()
+	var mu sync.Mutex
+	taken := map[string][]string{} // "GET /api/payments": the parameters its handler takes
+	stop := ObserveQueryParameters(func(r *http.Request, allowed []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		taken[r.Method+" "+r.URL.Path] = append(taken[r.Method+" "+r.URL.Path], allowed...)
+	})
+	t.Cleanup(stop)
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
 		doc := loadAPIDoc(t, f.http.URL)
@@ -219,6 +232,17 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 					body = mustJSON(t, example)
 				}
 				x := send(t, o.method, target, body, bearer(operatorToken))
+				documented := []string{}
+				for _, p := range o.op.Parameters {
+					if p.Value.In == "query" {
+						documented = append(documented, p.Value.Name)
+					}
+				}
+				mu.Lock()
+				handled := slices.Compact(slices.Sorted(slices.Values(taken[o.method+" "+path])))
+				mu.Unlock()
+				slices.Sort(documented)
+				require.Equal(t, documented, append([]string{}, handled...), "%s: the query parameters the document lists are the ones the handler takes", id)
 				doc.checkRequest(t, x)
 				require.True(t, doc.checkResponse(t, x))
 				require.Less(t, x.resp.StatusCode, 300, "%s answered %d: %s", id, x.resp.StatusCode, x.respBody)

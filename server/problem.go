@@ -4,8 +4,6 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/google/uuid"
-
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/process"
 	"github.com/commandbus/commandbus/server/internal/httpx"
@@ -41,10 +39,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		httpx.WriteProblem(w, http.StatusConflict, "INVALID_STATE", "The action does not apply in the current state.", err.Error())
 	default:
 		// The cause stays in the log: database errors name tables, constraints and SQLSTATEs that
-		// are none of the client's business. The id ties the answer to the log entry.
-		errorID := uuid.NewString()
-		s.cfg.Logger.Error("request failed", "error_id", errorID, "method", r.Method, "path", r.URL.Path, "error", err)
-		httpx.WriteProblem(w, http.StatusInternalServerError, "INTERNAL", "The server failed to handle the request.",
-			"The cause was logged with error id "+errorID+".")
+		// are none of the client's business. The request id ties the answer to the log entry.
+		id := httpx.LogID(r.Context())
+		s.cfg.Logger.Error("request failed", "request_id", id, "method", r.Method, "path", r.URL.Path, "error", err)
+		httpx.WriteProblemDoc(w, Problem{Status: http.StatusInternalServerError, Code: "INTERNAL", Title: "The server failed to handle the request.",
+			Detail: "The cause was logged with request id " + id + ".", RequestID: id})
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -19,6 +20,10 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/internal/input"
 )
+
+// queryObserver, when set (by the tests), is told the query parameters each route takes, so a
+// test can compare them with the ones the OpenAPI document lists.
+var queryObserver atomic.Pointer[func(r *http.Request, allowed []string)]
 
 // maxBodyBytes bounds a request body. The largest legitimate body, a payment with a behavior for
 // every simulated step, is a few kilobytes.
@@ -172,6 +177,9 @@ type query struct {
 
 // parseQuery starts reading r's query; a parameter outside allowed is a problem.
 func parseQuery(r *http.Request, allowed ...string) *query {
+	if observe := queryObserver.Load(); observe != nil {
+		(*observe)(r, allowed)
+	}
 	q := &query{values: r.URL.Query()}
 	names := make([]string, 0, len(q.values))
 	for name := range q.values {

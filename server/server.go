@@ -38,8 +38,14 @@ type Config struct {
 	Tokens []Token
 	// Gatherer is what /metrics exposes. Default: prometheus.DefaultGatherer.
 	Gatherer prometheus.Gatherer
-	// Logger receives request errors. Default: discards.
+	// Logger receives one line per request (request id, route, status, duration; probes, scrapes,
+	// the console's live refreshes and static files at debug level) and the causes of 500s under
+	// the request's id. Default: discards.
 	Logger *slog.Logger
+	// MetricsRegisterer receives the HTTP request metrics (commandbus_http_request_duration_seconds
+	// by route pattern, method and status). Default: Gatherer when it is also a Registerer (as a
+	// *prometheus.Registry and the default gatherer are), else none.
+	MetricsRegisterer prometheus.Registerer
 	// ConsoleSampleInterval is how often the operator console samples throughput, queue depth and
 	// the troubleshooting queues for its 15-minute charts. Default: 5s.
 	ConsoleSampleInterval time.Duration
@@ -58,6 +64,7 @@ type Server struct {
 	docOps     []Operation
 	docSchemas map[string]any
 	document   func() object
+	metrics    *httpMetrics
 }
 
 // New returns the server; it validates the tokens, mounts the console (package server/console)
@@ -75,9 +82,16 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	if cfg.MetricsRegisterer == nil {
+		cfg.MetricsRegisterer, _ = cfg.Gatherer.(prometheus.Registerer)
+	}
 	tokens, err := httpx.NewTokens(cfg.Tokens)
 	if err != nil {
 		return nil, err
+	}
+	metrics, err := newHTTPMetrics(cfg.MetricsRegisterer)
+	if err != nil {
+		return nil, fmt.Errorf("server: registering the HTTP metrics: %w", err)
 	}
 	hooks := make([]console.Hooks, 0, len(cfg.Extensions))
 	for _, ext := range cfg.Extensions {
@@ -90,7 +104,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux(), tokens: tokens, console: con, docSchemas: map[string]any{}}
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), tokens: tokens, console: con, docSchemas: map[string]any{}, metrics: metrics}
 	s.routes()
 	if err := s.mountExtensions(); err != nil {
 		return nil, err
@@ -110,9 +124,19 @@ func (s *Server) Console() *console.Console { return s.console }
 func (s *Server) Close() error { return s.console.Close() }
 
 // ServeHTTP implements http.Handler. A request no route takes gets a problem document: 404 for a
-// path no route has, 405 with an Allow header for a method the path's routes do not take.
+// path no route has, 405 with an Allow header for a method the path's routes do not take. Every
+// request gets an id (X-Request-Id, the client's when usable), a log line and its metrics.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_, pattern := s.mux.Handler(r)
+	label := pattern
+	if isCatchAll(pattern) && strings.HasPrefix(r.URL.Path, "/api/") {
+		label = "" // an unknown API route, not a console page
+	}
+	s.observe(w, r, label, func(w http.ResponseWriter, r *http.Request) { s.route(w, r, pattern) })
+}
+
+// route serves r, whose mux pattern is pattern.
+func (s *Server) route(w http.ResponseWriter, r *http.Request, pattern string) {
 	if pattern != "" && !isCatchAll(pattern) {
 		s.mux.ServeHTTP(w, r) // it sets the path values, which Handler does not
 		return

@@ -51,7 +51,9 @@ func newRootCommand() *cobra.Command {
 		Long:          "commandbus runs command handlers, durable processes and the operator tools of the commandbus engine.\nStart with `commandbus demo`.",
 		SilenceUsage:  true,
 		SilenceErrors: false,
+		Version:       "build", // --version prints cli.VersionTemplate
 	}
+	root.SetVersionTemplate(cli.VersionTemplate())
 	root.AddCommand(cli.Commands((&platformModels{}).cliConfig())...)
 	root.AddCommand(
 		newBenchCommand(),

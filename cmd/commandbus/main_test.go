@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/cli"
 	"github.com/commandbus/commandbus/driver/sqlitedriver"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/migrate"
@@ -497,4 +498,12 @@ func TestProcessTSQFromTheCommandLine(t *testing.T) {
 	require.Contains(t, out, "is now COMPLETED")
 	res = fail(t, "tsq", "processes", "retry", parked[1].ID.String(), "--database", db, "--reason", "again")
 	require.ErrorContains(t, res.err, "is COMPLETED")
+}
+
+// --version and the version command print the same build line.
+func TestVersionFlagAndCommand(t *testing.T) {
+	t.Parallel()
+	want := "commandbus " + cli.ReadBuildInfo().String() + "\n"
+	require.Equal(t, want, run(t, "--version"))
+	require.Equal(t, want, run(t, "version"))
 }

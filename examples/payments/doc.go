@@ -6,7 +6,9 @@
 //
 // A client calls SubmitPayment (the REST API's POST /payments) with an idempotency key. The
 // request is validated — amount, ISO 4217 currencies, accounts, value date — and every problem
-// comes back at once; a key used before returns the first payment (DuplicatePaymentError). The
+// comes back at once; a key used before returns the first payment (DuplicatePaymentError, which
+// says whether the request was the same; the API then replays its first answer, or refuses a
+// different request with 409 naming the fields that differ). The
 // payment is recorded, and its process starts in the caller's goroutine and runs until it has to
 // wait: the answer says whether it completed at once.
 //

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/text/currency"
 
 	"github.com/commandbus/commandbus/internal/input"
+	"github.com/commandbus/commandbus/money"
 )
 
 // Currencies are the ISO 4217 currencies the reference platform keeps accounts in.
@@ -43,15 +44,9 @@ func ParseCurrency(code string) (string, error) {
 	return iso, nil
 }
 
-// MinorUnits is the number of decimal places of a currency (2 for USD, 0 for JPY).
-func MinorUnits(code string) int32 {
-	unit, err := currency.ParseISO(code)
-	if err != nil {
-		return 2
-	}
-	scale, _ := currency.Standard.Rounding(unit)
-	return int32(scale)
-}
+// MinorUnits is the number of decimal places of a currency (2 for USD, 0 for JPY): its ISO 4217
+// exponent, as money.MinorUnits says.
+func MinorUnits(code string) int32 { return money.MinorUnits(code) }
 
 // plainDecimal is an amount as the API takes it: digits, optionally a point and more digits. No
 // sign, exponent, spaces or thousands separators; at most 18 digits before the point.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/internal/input"
+	"github.com/commandbus/commandbus/money"
 	"github.com/commandbus/commandbus/process"
 )
 
@@ -34,17 +35,17 @@ const (
 
 // Approval is a manual risk approval request.
 type Approval struct {
-	ID            uuid.UUID       `json:"id"`
-	PaymentID     uuid.UUID       `json:"paymentId"`
-	ExecutionID   uuid.UUID       `json:"executionId"`
-	RiskReference string          `json:"riskReference"`
-	Amount        decimal.Decimal `json:"amount"`
-	Currency      string          `json:"currency"`
-	Status        string          `json:"status"`
-	Actor         string          `json:"actor,omitempty"`
-	Reason        string          `json:"reason,omitempty"`
-	RequestedAt   time.Time       `json:"requestedAt"`
-	DecidedAt     *time.Time      `json:"decidedAt,omitempty"`
+	ID            uuid.UUID    `json:"id"`
+	PaymentID     uuid.UUID    `json:"paymentId"`
+	ExecutionID   uuid.UUID    `json:"executionId"`
+	RiskReference string       `json:"riskReference"`
+	Amount        money.Amount `json:"amount"`
+	Currency      string       `json:"currency"`
+	Status        string       `json:"status"`
+	Actor         string       `json:"actor,omitempty"`
+	Reason        string       `json:"reason,omitempty"`
+	RequestedAt   time.Time    `json:"requestedAt"`
+	DecidedAt     *time.Time   `json:"decidedAt,omitempty"`
 }
 
 // ApprovalStatuses lists the statuses an approval can have.
@@ -90,7 +91,8 @@ func scanApproval(row rowScanner) (*Approval, error) {
 	}
 	a.ID, a.PaymentID = uuid.MustParse(id), uuid.MustParse(paymentID)
 	a.ExecutionID, _ = uuid.Parse(execID)
-	a.Amount, _ = decimal.NewFromString(amount)
+	value, _ := decimal.NewFromString(amount)
+	a.Amount = money.New(value, a.Currency)
 	a.Actor, a.Reason, a.RequestedAt, a.DecidedAt = actor.String, reason.String, fromMicros(requested), nullMicros(decided)
 	return &a, nil
 }

@@ -1,11 +1,13 @@
 package payments
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -60,12 +62,69 @@ type PaymentResult struct {
 var ErrDuplicatePayment = errors.New("payments: duplicate idempotency key")
 
 // DuplicatePaymentError is returned for a payment request whose idempotency key was used
-// before; nothing was created.
+// before; nothing was created. When the first payment was submitted with its request recorded
+// (SubmitPayment records it), SameRequest says whether this request asks for the same payment
+// and Differences names the fields that differ; Response is the answer the API gave the first
+// request, once it gave one (RecordSubmitResponse).
 type DuplicatePaymentError struct {
 	IdempotencyKey string    `json:"idempotencyKey"`
 	ExistingID     uuid.UUID `json:"existingId"`
 	ExecutionID    uuid.UUID `json:"executionId,omitzero"`
 	Status         string    `json:"status"`
+	// Compared is true when the first payment's request is known, so SameRequest and
+	// Differences say something (false for payments of batches and of older versions).
+	Compared    bool     `json:"-"`
+	SameRequest bool     `json:"-"`
+	Differences []string `json:"-"`
+	// Response is the first request's recorded answer, nil until it is recorded.
+	Response *SubmitResponse `json:"-"`
+}
+
+// SubmitResponse is an answer the API gave a payment submission: replayed for a repeat of it.
+type SubmitResponse struct {
+	Status int
+	Body   []byte
+}
+
+// requestFingerprint is the request as its payment records it: every field as the client gave
+// it (no defaults applied), without the idempotency key.
+func requestFingerprint(req PaymentRequest) string {
+	req.IdempotencyKey = ""
+	data, _ := json.Marshal(req) // a PaymentRequest always encodes
+	return string(data)
+}
+
+// requestDifferences names the top-level fields (as JSON names) in which two recorded requests
+// differ, in a stable order.
+func requestDifferences(first, again string) []string {
+	var a, b map[string]json.RawMessage
+	if json.Unmarshal([]byte(first), &a) != nil || json.Unmarshal([]byte(again), &b) != nil {
+		return []string{"body"}
+	}
+	var out []string
+	for name, value := range a {
+		if other, ok := b[name]; !ok || !bytes.Equal(value, other) {
+			out = append(out, name)
+		}
+	}
+	for name := range b {
+		if _, ok := a[name]; !ok {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// RecordSubmitResponse records the answer the API gave the submission of payment id, so that a
+// repeat of the request with the same idempotency key replays it. The first answer recorded
+// stays.
+func (p *Platform) RecordSubmitResponse(ctx context.Context, id uuid.UUID, status int, body []byte) error {
+	if _, err := p.store.db.ExecContext(ctx, p.store.q(`UPDATE {t}payment SET response_status = $1, response_body = $2
+		WHERE id = $3 AND response_status IS NULL`), status, string(body), id.String()); err != nil {
+		return fmt.Errorf("payments: recording the answer to payment %s: %w", id, err)
+	}
+	return nil
 }
 
 // Error names the key and the existing payment.
@@ -223,12 +282,12 @@ func (p *Platform) SubmitPayment(ctx context.Context, req PaymentRequest) (*Paym
 		return nil, err
 	}
 	execID := uuid.Must(uuid.NewV7())
-	created, err := p.recordPayment(ctx, req.IdempotencyKey, typ, d, execID)
+	created, err := p.recordPayment(ctx, req.IdempotencyKey, typ, d, execID, requestFingerprint(req))
 	if err != nil {
 		return nil, err
 	}
 	if !created {
-		return nil, p.duplicate(ctx, req.IdempotencyKey)
+		return nil, p.duplicate(ctx, req)
 	}
 	// A runner may have taken the execution already; then RunNow leaves it to that runner. An
 	// error of the first run leaves the execution to the runners too: it exists whatever happens.
@@ -265,21 +324,21 @@ func (p *Platform) resumer(typ string) interface {
 	return p.step
 }
 
-// insertPayment records an accepted payment; $15 is the started flag.
+// insertPayment records an accepted payment with its request; $16 is the started flag.
 const insertPayment = `INSERT INTO {t}payment
 	(id, idempotency_key, process_type, execution_id, started, batch_id, debit_account, credit_account, amount, currency,
-	 credit_currency, value_date, cutoff, status, behavior, created_at, updated_at)
-	VALUES ($1, $2, $3, $4, $15, NULL, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14) ON CONFLICT (idempotency_key) DO NOTHING`
+	 credit_currency, value_date, cutoff, status, behavior, created_at, updated_at, request)
+	VALUES ($1, $2, $3, $4, $16, NULL, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $14, $15) ON CONFLICT (idempotency_key) DO NOTHING`
 
 // recordPayment writes an accepted payment and its PENDING execution in one transaction; created
 // is false when the idempotency key exists already (then nothing was written). When Options.DB
 // is another database than the bus's no transaction can span both: the payment is written
 // unstarted first and deleted again if its execution cannot be created (a crash in between
 // leaves it for startUnstarted, which creates the execution on the next start).
-func (p *Platform) recordPayment(ctx context.Context, key, typ string, d *PaymentDetails, execID uuid.UUID) (created bool, err error) {
+func (p *Platform) recordPayment(ctx context.Context, key, typ string, d *PaymentDetails, execID uuid.UUID, request string) (created bool, err error) {
 	behavior, _ := json.Marshal(d.Behavior)
 	args := []any{d.PaymentID.String(), key, typ, execID.String(), d.DebitAccount, d.CreditAccount, d.Amount.String(),
-		d.Currency, d.CreditCurrency, d.ValueDate, micros(d.Cutoff), paymentAccepted, string(behavior), micros(p.now())}
+		d.Currency, d.CreditCurrency, d.ValueDate, micros(d.Cutoff), paymentAccepted, string(behavior), micros(p.now()), request}
 	start := func(opts ...process.StartOption) error {
 		opts = append(opts, process.WithIDs(execID), process.WithBusinessKeys(d.PaymentID.String()), process.WithDeadline(d.Cutoff))
 		var err error
@@ -324,14 +383,27 @@ func (p *Platform) recordPayment(ctx context.Context, key, typ string, d *Paymen
 	return true, p.markStarted(ctx, []uuid.UUID{execID})
 }
 
-func (p *Platform) duplicate(ctx context.Context, key string) error {
+// duplicate describes the payment that already has req's idempotency key: whether it was asked
+// for with the same request, and the answer the first request got.
+func (p *Platform) duplicate(ctx context.Context, req PaymentRequest) error {
+	key := req.IdempotencyKey
 	var id, status string
-	var execID sql.NullString
-	if err := p.store.db.QueryRowContext(ctx, p.store.q(`SELECT id, execution_id, status FROM {t}payment WHERE idempotency_key = $1`), key).
-		Scan(&id, &execID, &status); err != nil {
+	var execID, request, body sql.NullString
+	var answered sql.NullInt64
+	if err := p.store.db.QueryRowContext(ctx, p.store.q(`SELECT id, execution_id, status, request, response_status, response_body
+		FROM {t}payment WHERE idempotency_key = $1`), key).
+		Scan(&id, &execID, &status, &request, &answered, &body); err != nil {
 		return fmt.Errorf("payments: reading the payment with key %q: %w", key, err)
 	}
 	dup := &DuplicatePaymentError{IdempotencyKey: key, ExistingID: uuid.MustParse(id), Status: status}
+	if request.Valid {
+		dup.Compared = true
+		dup.Differences = requestDifferences(request.String, requestFingerprint(req))
+		dup.SameRequest = len(dup.Differences) == 0
+	}
+	if answered.Valid {
+		dup.Response = &SubmitResponse{Status: int(answered.Int64), Body: []byte(body.String)}
+	}
 	if execID.Valid {
 		dup.ExecutionID = uuid.MustParse(execID.String)
 		if row, err := p.exec.ExecutionGet(ctx, dup.ExecutionID); err == nil {

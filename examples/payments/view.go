@@ -16,46 +16,47 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/input"
+	"github.com/commandbus/commandbus/money"
 )
 
 // PaymentView is a payment as the API shows it: its facts, where its process is, what risk, FX
 // and the network said, and its error if any.
 type PaymentView struct {
-	ID              uuid.UUID       `json:"id"`
-	IdempotencyKey  string          `json:"idempotencyKey"`
-	ProcessType     string          `json:"processType,omitempty"`
-	ExecutionID     uuid.UUID       `json:"executionId,omitzero"`
-	BatchID         uuid.UUID       `json:"batchId,omitzero"`
-	DebitAccount    string          `json:"debitAccount"`
-	CreditAccount   string          `json:"creditAccount"`
-	Amount          decimal.Decimal `json:"amount"`
-	Currency        string          `json:"currency"`
-	CreditAmount    decimal.Decimal `json:"creditAmount,omitzero"`
-	CreditCurrency  string          `json:"creditCurrency"`
-	ValueDate       string          `json:"valueDate"`
-	Cutoff          time.Time       `json:"cutoff"`
-	Status          string          `json:"status"`
-	BusinessStatus  string          `json:"businessStatus"`
-	ExecutionStatus string          `json:"executionStatus,omitempty"`
-	Step            string          `json:"step,omitempty"`
-	CurrentWait     string          `json:"currentWait,omitempty"`
-	Risk            *RiskView       `json:"risk,omitempty"`
-	Fx              *FxView         `json:"fx,omitempty"`
-	HoldID          string          `json:"holdId,omitempty"`
-	ReservationID   string          `json:"reservationId,omitempty"`
-	SubmissionID    string          `json:"submissionId,omitempty"`
-	SubmissionRef   string          `json:"submissionReference,omitempty"`
-	Network         []LevelView     `json:"network,omitempty"`
-	ErrorCode       string          `json:"errorCode,omitempty"`
-	ErrorMessage    string          `json:"errorMessage,omitempty"`
-	Evidence        string          `json:"evidence,omitempty"`
-	Behavior        string          `json:"behavior,omitempty"`
-	Retries         int             `json:"retries,omitempty"`
-	NextRetryAt     *time.Time      `json:"nextRetryAt,omitempty"`
-	WaitTimeoutAt   *time.Time      `json:"waitTimeoutAt,omitempty"`
-	CreatedAt       time.Time       `json:"createdAt"`
-	UpdatedAt       time.Time       `json:"updatedAt"`
-	CompletedAt     *time.Time      `json:"completedAt,omitempty"`
+	ID              uuid.UUID    `json:"id"`
+	IdempotencyKey  string       `json:"idempotencyKey"`
+	ProcessType     string       `json:"processType,omitempty"`
+	ExecutionID     uuid.UUID    `json:"executionId,omitzero"`
+	BatchID         uuid.UUID    `json:"batchId,omitzero"`
+	DebitAccount    string       `json:"debitAccount"`
+	CreditAccount   string       `json:"creditAccount"`
+	Amount          money.Amount `json:"amount"`
+	Currency        string       `json:"currency"`
+	CreditAmount    money.Amount `json:"creditAmount,omitzero"`
+	CreditCurrency  string       `json:"creditCurrency"`
+	ValueDate       string       `json:"valueDate"`
+	Cutoff          time.Time    `json:"cutoff"`
+	Status          string       `json:"status"`
+	BusinessStatus  string       `json:"businessStatus"`
+	ExecutionStatus string       `json:"executionStatus,omitempty"`
+	Step            string       `json:"step,omitempty"`
+	CurrentWait     string       `json:"currentWait,omitempty"`
+	Risk            *RiskView    `json:"risk,omitempty"`
+	Fx              *FxView      `json:"fx,omitempty"`
+	HoldID          string       `json:"holdId,omitempty"`
+	ReservationID   string       `json:"reservationId,omitempty"`
+	SubmissionID    string       `json:"submissionId,omitempty"`
+	SubmissionRef   string       `json:"submissionReference,omitempty"`
+	Network         []LevelView  `json:"network,omitempty"`
+	ErrorCode       string       `json:"errorCode,omitempty"`
+	ErrorMessage    string       `json:"errorMessage,omitempty"`
+	Evidence        string       `json:"evidence,omitempty"`
+	Behavior        string       `json:"behavior,omitempty"`
+	Retries         int          `json:"retries,omitempty"`
+	NextRetryAt     *time.Time   `json:"nextRetryAt,omitempty"`
+	WaitTimeoutAt   *time.Time   `json:"waitTimeoutAt,omitempty"`
+	CreatedAt       time.Time    `json:"createdAt"`
+	UpdatedAt       time.Time    `json:"updatedAt"`
+	CompletedAt     *time.Time   `json:"completedAt,omitempty"`
 }
 
 // RiskView is the risk booking of a step-process payment.
@@ -73,7 +74,7 @@ type FxView struct {
 	Required     bool            `json:"required"`
 	ContractID   string          `json:"contractId,omitempty"`
 	Rate         decimal.Decimal `json:"rate,omitzero"`
-	CreditAmount decimal.Decimal `json:"creditAmount,omitzero"`
+	CreditAmount money.Amount    `json:"creditAmount,omitzero"`
 }
 
 // LevelView is one network confirmation level.
@@ -87,7 +88,7 @@ func view(pay *paymentRow, row *driver.ExecutionRow) (*PaymentView, error) {
 	d := pay.details
 	v := &PaymentView{
 		ID: d.PaymentID, IdempotencyKey: pay.idempotencyKey, ProcessType: pay.processType, BatchID: pay.batchID,
-		DebitAccount: d.DebitAccount, CreditAccount: d.CreditAccount, Amount: d.Amount, Currency: d.Currency,
+		DebitAccount: d.DebitAccount, CreditAccount: d.CreditAccount, Amount: money.New(d.Amount, d.Currency), Currency: d.Currency,
 		CreditCurrency: d.CreditCurrency, ValueDate: d.ValueDate, Cutoff: d.Cutoff, BusinessStatus: pay.status,
 		Status: pay.status, CreatedAt: pay.createdAt, UpdatedAt: pay.updatedAt,
 	}
@@ -115,8 +116,9 @@ func view(pay *paymentRow, row *driver.ExecutionRow) (*PaymentView, error) {
 		}
 		v.Risk = &RiskView{Reference: s.RiskReference, Status: s.RiskStatus, ApprovalRequired: s.PendingApproval,
 			ApprovalID: s.ApprovalID, Approved: s.RiskApproved, Declined: s.RiskDeclined}
-		v.Fx = &FxView{Required: s.FxRequired(), ContractID: s.FxContractID, Rate: s.FxRate, CreditAmount: s.CreditAmount}
-		v.CreditAmount, v.SubmissionID, v.SubmissionRef, v.Evidence = s.CreditAmount, s.SubmissionID, s.SubmissionRef, s.Evidence
+		credit := money.New(s.CreditAmount, d.CreditCurrency)
+		v.Fx = &FxView{Required: s.FxRequired(), ContractID: s.FxContractID, Rate: s.FxRate, CreditAmount: credit}
+		v.CreditAmount, v.SubmissionID, v.SubmissionRef, v.Evidence = credit, s.SubmissionID, s.SubmissionRef, s.Evidence
 		for n := 1; n <= 4; n++ {
 			v.Network = append(v.Network, LevelView{Level: n, Confirmation: *s.level(n)})
 		}
@@ -128,8 +130,9 @@ func view(pay *paymentRow, row *driver.ExecutionRow) (*PaymentView, error) {
 		if err := json.Unmarshal(row.State, &s); err != nil {
 			return nil, fmt.Errorf("payment %s: decoding state: %w", d.PaymentID, err)
 		}
-		v.Fx = &FxView{Required: s.PaymentDetails.FxRequired(), ContractID: s.FxContractID, Rate: s.FxRate, CreditAmount: s.CreditAmount}
-		v.CreditAmount, v.HoldID, v.ReservationID = s.CreditAmount, s.HoldID, s.ReservationID
+		credit := money.New(s.CreditAmount, d.CreditCurrency)
+		v.Fx = &FxView{Required: s.PaymentDetails.FxRequired(), ContractID: s.FxContractID, Rate: s.FxRate, CreditAmount: credit}
+		v.CreditAmount, v.HoldID, v.ReservationID = credit, s.HoldID, s.ReservationID
 		v.SubmissionID, v.SubmissionRef, v.Evidence = s.SubmissionID, s.SubmissionRef, s.Evidence
 	}
 	return v, nil

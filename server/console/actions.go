@@ -176,8 +176,10 @@ func (c *Console) actionError(r *http.Request, err error, data *confirmData) int
 		data.FormError = "Not found: " + err.Error()
 		return http.StatusNotFound
 	}
-	c.logger.Error("console: action failed", "path", r.URL.Path, "actor", httpx.Subject(r), "error", err)
-	data.FormError = "The action failed: " + err.Error()
+	// The cause stays in the log (database errors name tables and constraints).
+	id := httpx.LogID(r.Context())
+	c.logger.Error("console: action failed", "request_id", id, "path", r.URL.Path, "actor", httpx.Subject(r), "error", err)
+	data.FormError = "The action failed. The cause was logged with request id " + id + "."
 	return http.StatusInternalServerError
 }
 

@@ -360,7 +360,7 @@ func (c *Console) runBulk(ctx context.Context, q *bulkQueue, d *bulkData, op com
 				if it.Missing {
 					out.Why = "not found"
 				} else if err := d.Action.run(ctx, it, op); err != nil {
-					out.Why = c.refusal(it, err)
+					out.Why = c.refusal(ctx, it, err)
 				} else {
 					out.Done = true
 				}
@@ -383,7 +383,7 @@ func (c *Console) runBulk(ctx context.Context, q *bulkQueue, d *bulkData, op com
 }
 
 // refusal says why an item's action was refused, in an operator's words.
-func (c *Console) refusal(it *bulkItem, err error) string {
+func (c *Console) refusal(ctx context.Context, it *bulkItem, err error) string {
 	var invalid *commandbus.ValidationError
 	switch {
 	case errors.As(err, &invalid):
@@ -397,8 +397,10 @@ func (c *Console) refusal(it *bulkItem, err error) string {
 	case errors.Is(err, commandbus.ErrNotFound):
 		return "not found"
 	}
-	c.logger.Error("console: a bulk action failed on an item", "id", it.ID, "error", err)
-	return "failed: " + err.Error()
+	// The cause stays in the log (database errors name tables and constraints).
+	id := httpx.LogID(ctx)
+	c.logger.Error("console: a bulk action failed on an item", "request_id", id, "id", it.ID, "error", err)
+	return "failed; the cause was logged with request id " + id
 }
 
 func (c *Console) renderBulk(w http.ResponseWriter, r *http.Request, status int, name string, d *bulkData) {

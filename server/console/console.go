@@ -432,9 +432,12 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request, err error) {
 		c.errorPage(w, r, http.StatusBadRequest, "Invalid request", err.Error())
 		return
 	}
-	c.logger.Error("console: request failed", "method", r.Method, "path", r.URL.Path, "error", err)
+	// The cause stays in the log (database errors name tables and constraints); the page gives
+	// the request id it is logged under.
+	id := httpx.LogID(r.Context())
+	c.logger.Error("console: request failed", "request_id", id, "method", r.Method, "path", r.URL.Path, "error", err)
 	c.errorPage(w, r, http.StatusInternalServerError, "Something went wrong",
-		"The server could not complete the request: "+err.Error())
+		"The server could not complete the request. The cause was logged with request id "+id+".")
 }
 
 func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {

@@ -12,7 +12,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
-	"golang.org/x/text/currency"
+
+	"github.com/commandbus/commandbus/money"
 )
 
 // consoleFuncs are the template helpers: formatting only, no queries.
@@ -27,7 +28,7 @@ func consoleFuncs(assets map[string]string) template.FuncMap {
 		"terminal":    terminal,
 		"isZeroID":    func(id uuid.UUID) bool { return id == uuid.Nil },
 		"json":        prettyJSON,
-		"money":       formatMoney,
+		"money":       templateMoney,
 		"age":         formatAge,
 		"statusClass": statusClass,
 		"statusIcon":  statusIcon,
@@ -74,19 +75,27 @@ func formatDuration(d time.Duration) string {
 	return d.Round(time.Second).String()
 }
 
+// templateMoney is the templates' money helper: it takes a decimal or a money.Amount.
+func templateMoney(amount any, cur string) (string, error) {
+	switch a := amount.(type) {
+	case decimal.Decimal:
+		return formatMoney(a, cur), nil
+	case money.Amount:
+		return formatMoney(a.Decimal(), cur), nil
+	case *money.Amount:
+		if a == nil {
+			return "—", nil
+		}
+		return formatMoney(a.Decimal(), cur), nil
+	}
+	return "", fmt.Errorf("money: %T is not an amount", amount)
+}
+
 // formatMoney shows an amount to its currency's minor units with thousands grouped:
 // "1,082,325 JPY", "284.50 EUR". An amount with more places than its currency has (an FX rate
 // applied, say) keeps them rather than round away money.
 func formatMoney(d decimal.Decimal, cur string) string {
-	places := int32(2)
-	if unit, err := currency.ParseISO(cur); err == nil {
-		scale, _ := currency.Standard.Rounding(unit)
-		places = int32(scale)
-	}
-	if exp := -d.Exponent(); exp > places && !d.Equal(d.Round(places)) {
-		places = exp
-	}
-	text := d.StringFixed(places)
+	text := money.Format(d, cur)
 	sign := ""
 	if strings.HasPrefix(text, "-") {
 		sign, text = "-", text[1:]

@@ -85,7 +85,7 @@ func TestConsoleQueueRowsSayWhatTheyAreAbout(t *testing.T) {
 			require.NoError(t, err)
 			require.Contains(t, row, `href="/batches/`+batch.ID.String()+`"`, "the batch")
 			require.Contains(t, row, `href="/payments/`+n.PaymentID.String()+`"`)
-			require.Contains(t, textOf(row), FormatMoney(v.Amount, v.Currency))
+			require.Contains(t, textOf(row), FormatMoney(v.Amount.Decimal(), v.Currency))
 			require.Contains(t, textOf(row), v.DebitAccount+" → "+v.CreditAccount)
 		}
 

@@ -1,9 +1,11 @@
 package paymentsweb
 
 import (
+	"encoding/json"
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -28,17 +30,63 @@ func (c *Extension) reply(w http.ResponseWriter, r *http.Request, status int, v 
 // noQuery refuses query parameters on a route that takes none.
 func noQuery(r *http.Request) error { return server.ParseQuery(r).Err() }
 
+// IdempotencyKeyHeader is the IETF header that may carry a submission's idempotency key instead
+// of the body's idempotencyKey.
+const IdempotencyKeyHeader = "Idempotency-Key"
+
+// ReplayedHeader marks an answer replayed for a repeat of a request.
+const ReplayedHeader = "Idempotent-Replayed"
+
+// headerIdempotencyKey reads the Idempotency-Key header: a structured-field string ("key", as the
+// IETF draft writes it) or the bare key.
+func headerIdempotencyKey(r *http.Request) (string, error) {
+	values := r.Header.Values(IdempotencyKeyHeader)
+	switch {
+	case len(values) == 0:
+		return "", nil
+	case len(values) > 1:
+		return "", &commandbus.ValidationError{Field: IdempotencyKeyHeader, Message: "is given more than once"}
+	}
+	key := strings.TrimSpace(values[0])
+	if len(key) >= 2 && key[0] == '"' && key[len(key)-1] == '"' {
+		key = key[1 : len(key)-1]
+	}
+	if key == "" {
+		return "", &commandbus.ValidationError{Field: IdempotencyKeyHeader, Message: "is empty"}
+	}
+	return key, nil
+}
+
+// submitPayment submits a payment. Its idempotency key comes in the body or the Idempotency-Key
+// header. A repeat of a request with its key and the same body replays the first answer; with
+// another body it is a 409 naming the fields that differ.
 func (c *Extension) submitPayment(w http.ResponseWriter, r *http.Request) {
 	var req payments.PaymentRequest
 	err := server.DecodeBody(w, r, &req)
 	if err == nil {
 		err = noQuery(r)
 	}
+	if err == nil {
+		var key string
+		key, err = headerIdempotencyKey(r)
+		switch {
+		case err != nil, key == "":
+		case req.IdempotencyKey == "":
+			req.IdempotencyKey = key
+		case req.IdempotencyKey != key:
+			err = &commandbus.ValidationError{Field: IdempotencyKeyHeader, Message: "differs from the body's idempotencyKey; give the key once, or the same in both"}
+		}
+	}
 	if err != nil {
 		c.writeError(w, r, err)
 		return
 	}
 	res, err := c.platform.SubmitPayment(r.Context(), req)
+	var dup *payments.DuplicatePaymentError
+	if errors.As(err, &dup) && dup.SameRequest {
+		c.replay(w, r, dup)
+		return
+	}
 	if err != nil {
 		c.writeError(w, r, err)
 		return
@@ -47,7 +95,36 @@ func (c *Extension) submitPayment(w http.ResponseWriter, r *http.Request) {
 	if res.Completed {
 		status = http.StatusOK
 	}
-	server.WriteJSON(w, status, res)
+	body, err := json.MarshalIndent(res, "", "  ")
+	if err != nil {
+		c.writeError(w, r, err)
+		return
+	}
+	body = append(body, '\n')
+	if err := c.platform.RecordSubmitResponse(r.Context(), res.PaymentID, status, body); err != nil {
+		// The payment exists; a repeat answers from its current state instead of this answer.
+		c.m.Logger().Warn("recording a submission's answer failed", "payment_id", res.PaymentID, "request_id", server.RequestID(r), "error", err)
+	}
+	writeRaw(w, status, body)
+}
+
+// replay answers a repeat of a submission: the first answer when it was recorded, else (the
+// first request has not answered yet, or its answer was lost) 202 with the payment as it is now.
+func (c *Extension) replay(w http.ResponseWriter, r *http.Request, dup *payments.DuplicatePaymentError) {
+	w.Header().Set(ReplayedHeader, "true")
+	if dup.Response != nil {
+		writeRaw(w, dup.Response.Status, dup.Response.Body)
+		return
+	}
+	server.WriteJSON(w, http.StatusAccepted, &payments.PaymentResult{PaymentID: dup.ExistingID, ExecutionID: dup.ExecutionID,
+		Status: dup.Status, Message: "Accepted earlier with this idempotency key"})
+}
+
+// writeRaw writes a JSON body as it is.
+func writeRaw(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 func (c *Extension) getPayment(w http.ResponseWriter, r *http.Request) {

@@ -156,8 +156,8 @@ func (c *Extension) itemContext(v *payments.PaymentView) (*server.ItemContext, e
 	}
 	href := "/payments/" + v.ID.String()
 	return &server.ItemContext{Noun: "payment", Href: href, Summary: summary,
-		Brief: "payment " + server.ShortID(v.ID) + ", " + server.FormatMoney(v.Amount, v.Currency),
-		Fact: server.Fact{Label: "Payment", Value: fmt.Sprintf("%s: %s from %s to %s", server.ShortID(v.ID), server.FormatMoney(v.Amount, v.Currency),
+		Brief: "payment " + server.ShortID(v.ID) + ", " + server.FormatMoney(v.Amount.Decimal(), v.Currency),
+		Fact: server.Fact{Label: "Payment", Value: fmt.Sprintf("%s: %s from %s to %s", server.ShortID(v.ID), server.FormatMoney(v.Amount.Decimal(), v.Currency),
 			v.DebitAccount, v.CreditAccount), Href: href}}, nil
 }
 
@@ -320,6 +320,17 @@ func (c *Extension) loadProcess(ctx context.Context, id uuid.UUID, ret string, f
 
 func (c *Extension) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	var dup *payments.DuplicatePaymentError
+	if errors.As(err, &dup) && dup.Compared && !dup.SameRequest {
+		fields := make([]server.FieldProblem, 0, len(dup.Differences))
+		for _, f := range dup.Differences {
+			fields = append(fields, server.FieldProblem{Field: f, Message: "differs from the first request with this idempotency key"})
+		}
+		server.WriteProblem(w, server.Problem{Status: http.StatusConflict, Code: "IDEMPOTENCY_KEY_REUSED",
+			Title:      "This idempotency key was used for a different request; nothing new was created.",
+			Detail:     fmt.Sprintf("Idempotency key %q belongs to payment %s, whose request differs in %s. Send the same request to get its answer again, or use a new key for a new payment.", dup.IdempotencyKey, dup.ExistingID, strings.Join(dup.Differences, ", ")),
+			ExistingID: dup.ExistingID.String(), Errors: fields})
+		return
+	}
 	if errors.As(err, &dup) {
 		server.WriteProblem(w, server.Problem{Status: http.StatusConflict, Code: "DUPLICATE_IDEMPOTENCY_KEY",
 			Title: "A payment with this idempotency key exists; nothing new was created.", Detail: err.Error(), ExistingID: dup.ExistingID.String()})

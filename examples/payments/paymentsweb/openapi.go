@@ -1,6 +1,7 @@
 package paymentsweb
 
 import (
+	"slices"
 	"strings"
 
 	"github.com/commandbus/commandbus/examples/payments"
@@ -13,8 +14,8 @@ type object = map[string]any
 func schemas() map[string]any {
 	processTypes := object{"type": "string", "enum": payments.ProcessTypes, "default": payments.TypePaymentStep}
 	return object{
-		"PaymentRequest": server.Annotate(server.RequestSchemaOf[payments.PaymentRequest](), map[string]map[string]any{
-			"idempotencyKey": {"description": "the client's key; a second request with it creates nothing and answers 409 naming the first payment", "minLength": 1, "maxLength": 200},
+		"PaymentRequest": optional(server.Annotate(server.RequestSchemaOf[payments.PaymentRequest](), map[string]map[string]any{
+			"idempotencyKey": {"description": "the client's key, required here or in the Idempotency-Key header (equal when both are given). A repeat with the key and the same body creates nothing and replays the first answer (header Idempotent-Replayed: true); with another body it answers 409 IDEMPOTENCY_KEY_REUSED naming the fields that differ", "minLength": 1, "maxLength": 200},
 			"debitAccount":   {"description": "a customer account in the debit currency", "minLength": 1, "maxLength": 200},
 			"creditAccount":  {"description": "a beneficiary or customer account in the credit currency", "minLength": 1, "maxLength": 200},
 			"amount": {"description": "a plain decimal in the debit currency with at most its minor units (2 for USD, 0 for JPY), at most Options.MaxAmounts (default about ten million US dollars); no sign, exponent or separators",
@@ -26,7 +27,7 @@ func schemas() map[string]any {
 			"processType":    processTypes,
 			"behavior":       server.Ref("Behavior"),
 			"behaviorPreset": {"description": "a simulator preset; give it or behavior, not both", "enum": []string{payments.PresetHappy, payments.PresetRealistic, payments.PresetChaos}},
-		}),
+		}), "idempotencyKey"),
 		"Behavior": server.Annotate(server.RequestSchemaOf[payments.Behavior](), map[string]map[string]any{
 			"name":  {"description": "a preset's name or a label of your own", "maxLength": 100},
 			"steps": {"description": "behavior per simulated step: " + strings.Join(payments.BehaviorSteps, ", ")},
@@ -58,11 +59,15 @@ func operations() []server.Operation {
 	id := server.PathParam("id", "resource id")
 	return []server.Operation{
 		{ID: "submitPayment", Method: "post", Path: "/api/payments", Summary: "Submit a payment", Tag: "payments", Operator: true, Body: "PaymentRequest",
-			Description: "The payment and its process are recorded in one transaction, then the process runs in the request until it completes (200) or waits (202).",
+			Description: "The payment and its process are recorded in one transaction, then the process runs in the request until it completes (200) or waits (202). " +
+				"The idempotency key comes in the body or the Idempotency-Key header: a repeat with the same body replays the first answer, its status included; with another body it is a 409.",
+			Params: []map[string]any{{"name": IdempotencyKeyHeader, "in": "header", "required": false,
+				"description": "the idempotency key (IETF draft-ietf-httpapi-idempotency-key-header), a structured-field string or the bare key; instead of, or equal to, the body's idempotencyKey",
+				"schema":      object{"type": "string", "minLength": 1, "maxLength": 202}, "example": `"invoice-2026-0001"`}},
 			Example: object{"idempotencyKey": "invoice-2026-0001", "debitAccount": "CUST-EUR-001", "creditAccount": "BENE-USD-001",
 				"amount": "1250.50", "currency": "EUR", "creditCurrency": "USD", "processType": payments.TypePaymentStep},
 			Responses: object{"200": server.JSONResponse("Completed at once.", server.Ref("PaymentResult")), "202": server.JSONResponse("Accepted; the process runs on.", server.Ref("PaymentResult")),
-				"409": server.ProblemResponse("Duplicate idempotency key; existingId names the original.")}},
+				"409": server.ProblemResponse("The idempotency key was used for another request (IDEMPOTENCY_KEY_REUSED: errors name the fields that differ; existingId names the payment), or by a payment whose request was not recorded (DUPLICATE_IDEMPOTENCY_KEY).")}},
 		{ID: "listPayments", Method: "get", Path: "/api/payments", Summary: "List payments, newest first", Tag: "payments",
 			Params: []map[string]any{server.EnumParam("status", "only payments in this status", payments.PaymentStatuses(), "COMPLETED"),
 				server.EnumParam("processType", "only this process", payments.ProcessTypes, ""),
@@ -99,4 +104,17 @@ func operations() []server.Operation {
 			Responses: object{"200": server.JSONResponse("Answered: the response as stored now.", server.Ref("NetworkPending")), "404": server.ProblemResponse("No such pending response."),
 				"409": server.ProblemResponse("Already answered.")}},
 	}
+}
+
+// optional takes names off a schema's required properties: the property may be given another way.
+func optional(schema map[string]any, names ...string) map[string]any {
+	required, _ := schema["required"].([]string)
+	kept := make([]string, 0, len(required))
+	for _, name := range required {
+		if !slices.Contains(names, name) {
+			kept = append(kept, name)
+		}
+	}
+	schema["required"] = kept
+	return schema
 }

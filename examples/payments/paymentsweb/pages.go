@@ -268,7 +268,7 @@ func (c *Extension) approvalAction(w http.ResponseWriter, r *http.Request) {
 	short := shortID(id)
 	spec := &server.ActionPage{Nav: "approvals", Return: c.m.ReturnTo(r, "/approvals"), Facts: []server.Fact{
 		{Label: "Payment", Value: a.PaymentID.String(), Href: "/payments/" + a.PaymentID.String()},
-		{Label: "Amount", Value: server.FormatMoney(a.Amount, a.Currency)},
+		{Label: "Amount", Value: server.FormatMoney(a.Amount.Decimal(), a.Currency)},
 		{Label: "Risk reference", Value: a.RiskReference},
 		{Label: "Requested", Value: server.FormatTime(a.RequestedAt)},
 		{Label: "Status", Value: a.Status},

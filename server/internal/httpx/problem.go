@@ -16,6 +16,8 @@ type Problem struct {
 	Errors []FieldProblem `json:"errors,omitempty"`
 	// ExistingID names the original of a duplicate submission.
 	ExistingID string `json:"existingId,omitempty"`
+	// RequestID is the id the server logged the request under (a 500's cause is in that log line).
+	RequestID string `json:"requestId,omitempty"`
 }
 
 // FieldProblem is one invalid input field.

@@ -18,8 +18,8 @@ import (
 	"github.com/commandbus/commandbus/workflow"
 )
 
-// EventsConfig configures the inbound event benchmark.
-type EventsConfig struct {
+// InboundConfig configures the inbound event benchmark.
+type InboundConfig struct {
 	// Events is how many distinct events are sent. Default: 5000.
 	Events int `json:"events"`
 	// Duplicates is how many extra deliveries of already listed events are mixed in, as a
@@ -36,7 +36,7 @@ type EventsConfig struct {
 }
 
 // WithDefaults fills unset fields.
-func (c EventsConfig) WithDefaults() EventsConfig {
+func (c InboundConfig) WithDefaults() InboundConfig {
 	if c.Events == 0 {
 		c.Events = 5000
 	}
@@ -55,7 +55,7 @@ func (c EventsConfig) WithDefaults() EventsConfig {
 	return c
 }
 
-func (c EventsConfig) validate() error {
+func (c InboundConfig) validate() error {
 	var errs []error
 	if c.Events < 1 {
 		errs = append(errs, fmt.Errorf("events must be positive, got %d", c.Events))
@@ -69,8 +69,8 @@ func (c EventsConfig) validate() error {
 	return errors.Join(errs...)
 }
 
-// EventsResult is what the inbound event benchmark prints.
-type EventsResult struct {
+// InboundResult is what the inbound event benchmark prints.
+type InboundResult struct {
 	Driver         string       `json:"driver"`
 	Events         int          `json:"events"`
 	Deliveries     int          `json:"deliveries"`
@@ -82,16 +82,16 @@ type EventsResult struct {
 	Started        int          `json:"started"`
 	Duplicates     int          `json:"duplicates"`
 	Executions     int64        `json:"executions"`
-	Config         EventsConfig `json:"config"`
+	Config         InboundConfig `json:"config"`
 	GoMaxProcs     int          `json:"gomaxprocs"`
 }
 
-// RunEvents delivers cfg.Events distinct inbound events, with cfg.Duplicates redeliveries mixed
+// RunInbound delivers cfg.Events distinct inbound events, with cfg.Duplicates redeliveries mixed
 // in, through Runtime.ReceiveEvent (the path of POST /api/events and the broker consumers) from
 // cfg.Senders goroutines, and measures deliveries per second and the latency of one delivery
 // (parse, inbox check, idempotent start, inbox record). The runtime's pollers do not run: the
 // benchmark measures starting, not running. It fails when an event started twice or not at all.
-func RunEvents(ctx context.Context, drv driver.Driver, cfg EventsConfig) (*EventsResult, error) {
+func RunInbound(ctx context.Context, drv driver.Driver, cfg InboundConfig) (*InboundResult, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -188,7 +188,7 @@ func RunEvents(ctx context.Context, drv driver.Driver, cfg EventsConfig) (*Event
 		}
 	}
 	slices.Sort(latencies)
-	res := &EventsResult{
+	res := &InboundResult{
 		Driver: drv.Name(), Events: cfg.Events, Deliveries: len(order),
 		ElapsedS:       round(elapsed.Seconds(), 3),
 		DeliveriesPerS: round(float64(len(order))/elapsed.Seconds(), 0),

@@ -10,12 +10,12 @@ import (
 	"github.com/commandbus/commandbus/internal/dbtest"
 )
 
-// TestRunEventsSmoke: a short run on both drivers starts one execution per distinct event, its
+// TestRunInboundSmoke: a short run on both drivers starts one execution per distinct event, its
 // redeliveries start nothing, and the result says so.
-func TestRunEventsSmoke(t *testing.T) {
+func TestRunInboundSmoke(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
-		res, err := RunEvents(context.Background(), drv, EventsConfig{Events: 200, Duplicates: 0.5, Senders: 4})
+		res, err := RunInbound(context.Background(), drv, InboundConfig{Events: 200, Duplicates: 0.5, Senders: 4})
 		require.NoError(t, err)
 		require.Equal(t, 300, res.Deliveries)
 		require.Equal(t, 200, res.Started)
