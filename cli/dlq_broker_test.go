@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -61,9 +62,23 @@ func TestDLQBrokerListAndRedrive(t *testing.T) {
 	require.Contains(t, out, "INVALID_ENVELOPE: test")
 	require.Contains(t, out, work)
 
-	out, err = runCLI(cli.Config{}, append([]string{"dlq", "redrive"}, flags...)...)
-	require.NoError(t, err, out)
-	require.Contains(t, out, "1 message(s) moved back")
+	var report amqp.DeadLetterReport
+	require.Eventually(t, func() bool { // the listing above gives its message back asynchronously
+		out, err = runCLI(cli.Config{}, append([]string{"dlq", "list", "--broker", "-o", "json"}, flags...)...)
+		require.NoError(t, err, out)
+		require.NoError(t, json.Unmarshal([]byte(out), &report), out)
+		return report.Counts[topology.DeadLetterQueue()] == 1
+	}, 10*time.Second, 50*time.Millisecond, out)
+	require.Len(t, report.Messages, 1)
+	require.Equal(t, work, report.Messages[0].OriginalQueue)
+
+	// The listing gives its message back asynchronously: a redrive right after it may find none
+	// ready yet, and moves it on a later run.
+	require.Eventually(t, func() bool {
+		out, err = runCLI(cli.Config{}, append([]string{"dlq", "redrive"}, flags...)...)
+		require.NoError(t, err, out)
+		return strings.Contains(out, "1 message(s) moved back")
+	}, 10*time.Second, 50*time.Millisecond, out)
 	q, err := ch.QueueDeclarePassive(work, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"})
 	require.NoError(t, err)
 	require.Equal(t, 1, q.Messages, "the message is back on its queue")

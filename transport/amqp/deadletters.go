@@ -67,14 +67,17 @@ func ListDeadLetters(ctx context.Context, url string, topology Topology, limit i
 			_ = ch.Close()
 			return nil, fmt.Errorf("inspecting %s: %w", queue, err)
 		}
-		report.Counts[queue] = q.Messages
-		for i := 0; i < min(limit, q.Messages) && ctx.Err() == nil; i++ {
+		// A message another reader just gave back may not be counted as ready yet, yet be taken
+		// by Get: the count is at least what was read.
+		read := 0
+		for ; read < limit && ctx.Err() == nil; read++ {
 			d, ok, err := ch.Get(queue, false)
 			if err != nil || !ok {
 				break
 			}
 			report.Messages = append(report.Messages, deadLetterOf(queue, d))
 		}
+		report.Counts[queue] = max(q.Messages, read)
 		_ = ch.Close() // gives back every message read
 	}
 	return report, ctx.Err()
