@@ -40,6 +40,11 @@ type Config struct {
 	// Events is where every domain's command outcomes are published as events, unless the domain
 	// says otherwise: "" or "none" (no events) or "kafka". Default: none.
 	Events string `yaml:"events"`
+	// LifecycleEvents is where the lifecycle events of every execution (started, step
+	// succeeded, completed, ...) are published: "" or "none" (none derived) or "kafka" (topic
+	// events.Orchestrations, keyed by execution, through the outbox). Default: none. A runtime's
+	// orchestration.Config.Events takes precedence.
+	LifecycleEvents string `yaml:"lifecycle-events"`
 	// Outbox configures the relay that publishes brokered messages.
 	Outbox OutboxConfig `yaml:"outbox"`
 	// WatchdogInterval is how often the watchdog looks for commands of brokered domains whose
@@ -416,6 +421,9 @@ func (c *Config) WithDefaults() *Config {
 	if out.Events == "" {
 		out.Events = EventsNone
 	}
+	if out.LifecycleEvents == "" {
+		out.LifecycleEvents = EventsNone
+	}
 	if out.Outbox.BatchSize == 0 {
 		out.Outbox.BatchSize = 500
 	}
@@ -604,6 +612,15 @@ func (c *Config) Validate() error {
 		}
 	default:
 		add("events: must be none or kafka, got %q", c.Events)
+	}
+	switch c.LifecycleEvents {
+	case "", EventsNone:
+	case EventsKafka:
+		if len(c.Kafka.BrokerList()) == 0 {
+			add("lifecycle-events: kafka needs kafka.brokers")
+		}
+	default:
+		add("lifecycle-events: must be none or kafka, got %q", c.LifecycleEvents)
 	}
 	if c.AMQP.BackoutThreshold < 1 {
 		add("amqp.backout-threshold: must be at least 1, got %d", c.AMQP.BackoutThreshold)

@@ -173,3 +173,14 @@ func TestDeliveredCommandRepliesToItsReplyTo(t *testing.T) {
 		}
 	})
 }
+
+func TestLifecycleEventsConfigValidation(t *testing.T) {
+	t.Parallel()
+	err := (&Config{LifecycleEvents: "smoke-signals"}).WithDefaults().Validate()
+	require.ErrorContains(t, err, `lifecycle-events: must be none or kafka, got "smoke-signals"`)
+	err = (&Config{LifecycleEvents: EventsKafka}).WithDefaults().Validate()
+	require.ErrorContains(t, err, "lifecycle-events: kafka needs kafka.brokers")
+	cfg := (&Config{}).WithDefaults()
+	require.Equal(t, EventsNone, cfg.LifecycleEvents)
+	require.NoError(t, (&Config{LifecycleEvents: EventsKafka, Kafka: KafkaConfig{Brokers: "k:9092"}}).WithDefaults().Validate())
+}

@@ -85,9 +85,12 @@ type OutboxRow struct {
 }
 
 // OutboxClaimParams leases up to Max publishable messages to a relay. A message is publishable
-// when it is NEW, due (next_at passed), not leased by a live relay, and the first unpublished
-// message of its key, so that messages of one key are published one after the other in the order
-// they were written, whichever relay publishes them. On PostgreSQL only messages written by
+// when it is NEW, due (next_at passed), not leased by a live relay, and either the first
+// unpublished message of its key or one of the consecutive publishable messages that follow that
+// first one (the claim takes a key's run of due messages together, up to the first that is not
+// due or not this relay's transport), so that messages of one key are published one after the
+// other in the order they were written, whichever relay publishes them. The relay's publisher
+// keeps the order within a claimed run (a failed message fails those after it). On PostgreSQL only messages written by
 // transactions older than every transaction still running are taken: a transaction that commits
 // late can hold messages back, never be overtaken or skipped.
 type OutboxClaimParams struct {
@@ -113,6 +116,15 @@ type OutboxFailure struct {
 	RetryDelay time.Duration
 	// GiveUp marks the message FAILED: the relay stops trying.
 	GiveUp bool
+	// Unattempted means the message was not sent at all (an earlier message of its key failed):
+	// its claim does not count as an attempt.
+	Unattempted bool
+}
+
+// OutboxResendParams puts FAILED messages back to NEW, due at once, with their attempts reset.
+type OutboxResendParams struct {
+	IDs []int64
+	Now *time.Time
 }
 
 // OutboxMarkFailedParams records failed publications of messages still leased to RelayID.
@@ -154,6 +166,11 @@ type OutboxExecutor interface {
 	OutboxBacklog(ctx context.Context) ([]*OutboxBacklog, error)
 	// OutboxDeletePublished deletes up to max messages published before before.
 	OutboxDeletePublished(ctx context.Context, before time.Time, max int) (int64, error)
+	// OutboxGet returns one message, or ErrNotFound.
+	OutboxGet(ctx context.Context, id int64) (*OutboxRow, error)
+	// OutboxResend puts the FAILED messages among params.IDs back to NEW (attempts 0, due now)
+	// and returns their ids; messages in another status are left alone.
+	OutboxResend(ctx context.Context, params *OutboxResendParams) ([]int64, error)
 }
 
 // InboxInsertParams records that handler processed message MessageID.

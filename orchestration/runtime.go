@@ -10,6 +10,14 @@
 //	rt, err := orchestration.New(client, orchestration.Config{})
 //	orders, err := process.NewManager(rt, orderProcess{})
 //
+// Lifecycle events (started, step started/succeeded/failed/skipped, dead-lettered, compensation,
+// suspend and resume, signal, timer, child, continue-as-new, completed) are derived from every
+// checkpoint of every model and, when something consumes them, written to the outbox in the
+// checkpoint's own transaction: Config.Events publishes them to Kafka, AMQP or a webhook; OnLifecycle
+// hands them to in-process listeners; AddCallbacks runs a definition's callbacks (on complete, on
+// error, on step complete), in process or as signed webhooks. With none of these, nothing is
+// derived and checkpoints cost nothing more.
+//
 // Definitions may be started by inbound events: a definition names the event types that start
 // it (a workflow's TriggeredBy, or Runtime.Trigger for any model), and ReceiveEvent, which POST
 // /api/events and the AMQP and Kafka event consumers call, starts one execution per event and
@@ -34,6 +42,7 @@ import (
 	"github.com/commandbus/commandbus/internal/execution"
 	"github.com/commandbus/commandbus/internal/orchestrate"
 	"github.com/commandbus/commandbus/internal/plumbing"
+	"github.com/commandbus/commandbus/outbox"
 )
 
 // HeaderExecutionID is the header a command sent by an execution carries, naming the execution
@@ -144,6 +153,12 @@ type Config struct {
 	ExecutionLease time.Duration
 	// ConcurrentExecutions bounds the executions this instance runs at once.
 	ConcurrentExecutions int
+	// Events, when set, publishes every lifecycle event durably to this sink (see EventSink).
+	// Nil: no event is written, and checkpoints cost nothing more.
+	Events *EventSink
+	// Webhooks are the HTTP endpoints webhook sinks and callbacks deliver to; the runtime runs
+	// a relay that delivers them (signed, retried, FAILED after the last attempt).
+	Webhooks *outbox.WebhookConfig
 }
 
 // Key names what a model registers: its name and the execution type.
@@ -165,6 +180,8 @@ type Runtime struct {
 	domains map[string]bool
 	ops     map[Key]Operations
 	runners map[string]orchestrate.Runner // by execution type
+
+	lifecycle *lifecycle
 }
 
 // New creates the runtime of client. Call it once per client, before the client starts; the
@@ -179,6 +196,12 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 	}
 	if cfg.ExecutionLease < 0 || cfg.ConcurrentExecutions < 0 {
 		return nil, &commandbus.ValidationError{Field: "orchestration.Config", Message: "ExecutionLease and ConcurrentExecutions must not be negative"}
+	}
+	if cfg.Events == nil && client.Config().LifecycleEvents == commandbus.EventsKafka {
+		cfg.Events = &EventSink{Transport: outbox.TransportKafka}
+	}
+	if err := validateEvents(&cfg); err != nil {
+		return nil, err
 	}
 	first := false
 	plumbing.Extension(client, runtimeKey{}, func() any { first = true; return struct{}{} })
@@ -227,10 +250,42 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 	if *ccfg.Features.ProcessExecution {
 		client.AddService(engine)
 	}
-	return &Runtime{
+	rt := &Runtime{
 		client: client, engine: engine,
 		domains: map[string]bool{}, ops: map[Key]Operations{}, runners: map[string]orchestrate.Runner{},
-	}, nil
+	}
+	rt.lifecycle = &lifecycle{rt: rt, sink: cfg.Events, webhooks: cfg.Webhooks}
+	rt.lifecycle.configure()
+	client.AddService(rt.lifecycle)
+	return rt, nil
+}
+
+// validateEvents checks the event sink and the webhooks, filling in the default topic.
+func validateEvents(cfg *Config) error {
+	var errs []error
+	if cfg.Webhooks != nil {
+		if _, err := outbox.NewWebhookPublisher(*cfg.Webhooks); err != nil {
+			errs = append(errs, &commandbus.ValidationError{Field: "orchestration.Config.Webhooks", Message: err.Error()})
+		}
+	}
+	if s := cfg.Events; s != nil {
+		sink := *s
+		if sink.Topic == "" {
+			sink.Topic = DefaultEventTopic
+		}
+		switch sink.Transport {
+		case outbox.TransportKafka, outbox.TransportAMQP, outbox.TransportAMQP10:
+		case outbox.TransportWebhook:
+			if cfg.Webhooks == nil || cfg.Webhooks.Endpoints[sink.Topic].URL == "" {
+				errs = append(errs, &commandbus.ValidationError{Field: "orchestration.Config.Events.Topic", Message: fmt.Sprintf("no webhook endpoint %q in Webhooks", sink.Topic)})
+			}
+		default:
+			errs = append(errs, &commandbus.ValidationError{Field: "orchestration.Config.Events.Transport",
+				Message: fmt.Sprintf("%q is not kafka, amqp, amqp10 or webhook", sink.Transport)})
+		}
+		cfg.Events = &sink
+	}
+	return errors.Join(errs...)
 }
 
 // Client returns the client the runtime runs on.

@@ -36,6 +36,17 @@ func (e *PermanentError) Unwrap() error { return e.Err }
 // Permanent wraps err as a PermanentError.
 func Permanent(err error) error { return &PermanentError{Err: err} }
 
+// ErrNotSent is the result a publisher gives a message it did not send because an earlier
+// message of the same key failed in the same batch: the message waits for that one, and the
+// claim does not count as one of its attempts.
+var ErrNotSent = errors.New("outbox: not sent: an earlier message of its key failed")
+
+// AttemptLimiter is implemented by publishers that give up on a message after a number of
+// failed attempts of their own (a webhook's dead letter), whatever the relay's MaxAttempts.
+type AttemptLimiter interface {
+	MaxAttempts() int
+}
+
 // RelayConfig configures a Relay. Zero fields take the documented defaults.
 type RelayConfig struct {
 	// Publishers send the messages; the relay claims only the transports it has publishers for.
@@ -286,7 +297,12 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs := r.publishers[transport].Publish(pubCtx, msgs)
+			publisher := r.publishers[transport]
+			maxAttempts := r.cfg.MaxAttempts
+			if l, ok := publisher.(AttemptLimiter); ok && l.MaxAttempts() > 0 {
+				maxAttempts = l.MaxAttempts()
+			}
+			errs := publisher.Publish(pubCtx, msgs)
 			now := time.Now()
 			var ok []*driver.OutboxRow
 			mu.Lock()
@@ -305,9 +321,13 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 					r.cfg.Metrics.PublishLatency.WithLabelValues(transport).Observe(float64(now.Sub(msg.CreatedAt).Microseconds()) / 1000)
 					continue
 				}
+				if errors.Is(err, ErrNotSent) {
+					failures = append(failures, &driver.OutboxFailure{ID: msg.ID, Error: err.Error(), Unattempted: true})
+					continue
+				}
 				r.cfg.Metrics.PublishFailures.WithLabelValues(transport).Inc()
 				var permanent *PermanentError
-				giveUp := errors.As(err, &permanent) || (r.cfg.MaxAttempts > 0 && msg.Attempts >= r.cfg.MaxAttempts)
+				giveUp := errors.As(err, &permanent) || (maxAttempts > 0 && msg.Attempts >= maxAttempts)
 				failures = append(failures, &driver.OutboxFailure{ID: msg.ID, Error: err.Error(), RetryDelay: r.backoff(msg.Attempts), GiveUp: giveUp})
 			}
 			if len(ok) > 0 && r.cfg.OnPublished != nil {

@@ -167,7 +167,7 @@ func openAPIDocument(extra []Operation, extraSchemas map[string]any) object {
 		"paths": paths,
 		"components": object{
 			"securitySchemes": object{"bearer": object{"type": "http", "scheme": "bearer", "description": "Tokens are configured in server.tokens with the role viewer or operator."}},
-			"schemas":         withSchemas(withSchemas(withSchemas(schemas(), executionSchemas()), eventSchemas()), extraSchemas),
+			"schemas":         withSchemas(withSchemas(withSchemas(withSchemas(schemas(), executionSchemas()), eventSchemas()), outboxSchemas()), extraSchemas),
 		},
 	}
 }
@@ -269,5 +269,5 @@ func builtinOperations() []Operation {
 			Responses: object{"200": jsonResponse("The execution after the action.", ref("Execution")), "404": problem("No such execution."),
 				"409": problem("Not in a state the action applies to, or a runner holds it right now.")}})
 	}
-	return append(append(ops, executionOperations()...), eventOperations()...)
+	return append(append(append(ops, executionOperations()...), eventOperations()...), outboxOperations()...)
 }

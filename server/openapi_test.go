@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -193,6 +194,9 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 		// The other path parameters: the review workflow's definition, its gate's signal and its
 		// sleep's timer.
 		pathValues := map[string]string{"model": workflow.Model, "type": "ReviewFlow", "name": "approved", "timer": "coolOff"}
+		// Undelivered outbox messages: one to list, one to resend.
+		failedOutbox := failOutboxMessages(t, f.client.Driver().Executor(), 2)
+		opPathValues := map[string]string{"resendOutbox": strconv.FormatInt(failedOutbox[0], 10)}
 
 		seen := map[string]bool{}
 		for _, o := range doc.operations() {
@@ -207,6 +211,9 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 						continue
 					}
 					value, named := pathValues[p.Value.Name]
+					if v, ok := opPathValues[id]; ok {
+						value, named = v, true
+					}
 					if !named {
 						itemID, ok := pathIDs[id]
 						require.True(t, ok, "the test has no item for %s; add one", id)

@@ -51,7 +51,7 @@ func newBenchCommand() *cobra.Command {
 		pprof.StopCPUProfile()
 		return profileFile.Close()
 	}
-	cmd.AddCommand(newBenchBusCommand(), newBenchProcessCommand(), newBenchWorkflowCommand(), newBenchResumeCommand(), newBenchSignalCommand(), newBenchTimersCommand(), newBenchPaymentsCommand(), newBenchRelayCommand(), newBenchKillCommand(), newBenchInboundCommand())
+	cmd.AddCommand(newBenchBusCommand(), newBenchProcessCommand(), newBenchWorkflowCommand(), newBenchResumeCommand(), newBenchSignalCommand(), newBenchTimersCommand(), newBenchPaymentsCommand(), newBenchRelayCommand(), newBenchKillCommand(), newBenchInboundCommand(), newBenchEventsCommand())
 	return cmd
 }
 
@@ -183,13 +183,22 @@ func newBenchWorkflowCommand() *cobra.Command {
 	}
 	cmd.Flags().IntVar(&cfg.Workflows, "workflows", 5000, "workflows to run")
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 400, "executions run at once")
+	cmd.Flags().BoolVar(&cfg.Events, "events", false, "publish lifecycle events to an in-process Kafka through the outbox (off: none derived)")
 	return benchSubcommand(cmd, 24, func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (*bench.WorkflowResult, error) {
 		cfg.Logger, cfg.Progress = logger, progress
 		return bench.RunWorkflow(ctx, db, cfg)
 	}, func(out io.Writer, res *bench.WorkflowResult) {
-		fmt.Fprintf(out, "%s: %d workflows of %s in %.2fs = %.0f workflows/s (%.0f steps/s; concurrency %d)\n",
-			res.Driver, res.Workflows, res.Shape, res.ElapsedS, res.WorkflowsPerS, res.StepsPerS, res.Config.Concurrency)
+		fmt.Fprintf(out, "%s: %d workflows of %s in %.2fs = %.0f workflows/s (%.0f steps/s; concurrency %d; lifecycle events %s)\n",
+			res.Driver, res.Workflows, res.Shape, res.ElapsedS, res.WorkflowsPerS, res.StepsPerS, res.Config.Concurrency, eventsLabel(res))
 	})
+}
+
+// eventsLabel says whether the workflow benchmark published lifecycle events, and how many.
+func eventsLabel(res *bench.WorkflowResult) string {
+	if !res.Config.Events {
+		return "off"
+	}
+	return fmt.Sprintf("on: %d to kfake", res.Events)
 }
 
 func newBenchResumeCommand() *cobra.Command {

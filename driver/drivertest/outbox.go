@@ -135,20 +135,25 @@ func exerciseOutbox(t *testing.T, setup setupFunc) {
 		claimAt := func(relay string, at time.Time, want int) []int64 {
 			return outboxIDs(outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 10, Lease: lease, RelayID: relay, Now: &at}, want))
 		}
-		// Only the head of each key: k1's second message waits for its first.
-		require.Equal(t, []int64{ids[0], ids[2]}, claimAt("r1", t0, 2))
-		// Another relay finds k1 held by its unpublished head.
+		// A key's run of due messages comes in one claim, in order.
+		require.Equal(t, ids, claimAt("r1", t0, 4))
+		// Another relay finds k1 held by its leased head.
 		require.Empty(t, claimAt("r2", t0, 0))
 
-		// The head fails: it backs off, and its key waits with it.
+		// The head fails: it backs off, the rest of its run (not sent) waits with it, and k2 is
+		// published.
 		n, err := b.exec.OutboxMarkFailed(ctx, &driver.OutboxMarkFailedParams{RelayID: "r1", Now: &t0, Failures: []*driver.OutboxFailure{
 			{ID: ids[0], Error: "broker down", RetryDelay: 10 * time.Second},
+			{ID: ids[1], Error: "an earlier message of its key failed", RetryDelay: 10 * time.Second, Unattempted: true},
+			{ID: ids[3], Error: "an earlier message of its key failed", RetryDelay: 10 * time.Second, Unattempted: true},
 		}})
 		require.NoError(t, err)
-		require.Equal(t, int64(1), n)
+		require.Equal(t, int64(3), n)
+		_, err = b.exec.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: []int64{ids[2]}, Now: &t0})
+		require.NoError(t, err)
 		require.Empty(t, claimAt("r2", t0.Add(5*time.Second), 0))
-		got := claimAt("r2", t0.Add(10*time.Second), 1)
-		require.Equal(t, []int64{ids[0]}, got)
+		got := claimAt("r2", t0.Add(10*time.Second), 3)
+		require.Equal(t, []int64{ids[0], ids[1], ids[3]}, got)
 		rows, err := b.exec.OutboxList(ctx, &driver.OutboxListParams{Limit: 10})
 		require.NoError(t, err)
 		byID := map[int64]*driver.OutboxRow{}
@@ -156,6 +161,7 @@ func exerciseOutbox(t *testing.T, setup setupFunc) {
 			byID[r.ID] = r
 		}
 		require.Equal(t, 2, byID[ids[0]].Attempts)
+		require.Equal(t, 1, byID[ids[1]].Attempts, "a claim that sent nothing is no attempt")
 		require.Equal(t, "broker down", byID[ids[0]].LastError)
 
 		// A failure reported by a relay that lost the lease changes nothing.
@@ -164,13 +170,43 @@ func exerciseOutbox(t *testing.T, setup setupFunc) {
 		}})
 		require.NoError(t, err)
 		require.Zero(t, n)
+	})
 
-		_, err = b.exec.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: []int64{ids[0], ids[2]}, Now: &t0})
+	t.Run("RunStopsAtUndueMessage", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		a, later, c := newOutboxMessage("kafka", "t", "k"), newOutboxMessage("kafka", "t", "k"), newOutboxMessage("kafka", "t", "k")
+		later.NextAt = ptr(t0.Add(time.Minute))
+		other := newOutboxMessage("amqp", "q", "k")
+		ids := outboxInsert(t, b.exec, &t0, a, later, c)
+		claim := func(at time.Time, want int) []int64 {
+			return outboxIDs(outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 10, Lease: lease, RelayID: "r", Now: &at}, want))
+		}
+		require.Equal(t, ids[:1], claim(t0, 1), "the run stops before a message that is not due")
+		_, err := b.exec.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: ids[:1], Now: &t0})
 		require.NoError(t, err)
-		require.Equal(t, []int64{ids[1]}, claimAt("r2", t0.Add(10*time.Second), 1))
-		_, err = b.exec.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: []int64{ids[1]}, Now: &t0})
+		require.Empty(t, claim(t0, 0))
+		require.Equal(t, ids[1:], claim(t0.Add(time.Minute), 2))
+		_, err = b.exec.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: ids[1:], Now: &t0})
 		require.NoError(t, err)
-		require.Equal(t, []int64{ids[3]}, claimAt("r2", t0.Add(10*time.Second), 1))
+		// Another transport's message holds its key's later messages back from this relay.
+		more := outboxInsert(t, b.exec, &t0, other, newOutboxMessage("kafka", "t", "k"))
+		require.Empty(t, claim(t0.Add(time.Minute), 0))
+		_, err = b.exec.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: more[:1], Now: &t0})
+		require.NoError(t, err)
+		require.Equal(t, more[1:], claim(t0.Add(time.Minute), 1))
+	})
+
+	t.Run("BatchLimitKeepsOrder", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		var msgs []*driver.OutboxInsertParams
+		for i := 0; i < 5; i++ {
+			msgs = append(msgs, newOutboxMessage("kafka", "t", "k"))
+		}
+		ids := outboxInsert(t, b.exec, &t0, msgs...)
+		got := outboxIDs(outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 3, Lease: lease, RelayID: "r", Now: &t0}, 3))
+		require.Equal(t, ids[:3], got, "the first Max of the run")
 	})
 
 	t.Run("GiveUpAndExpiredLease", func(t *testing.T) {
@@ -178,22 +214,38 @@ func exerciseOutbox(t *testing.T, setup setupFunc) {
 		b := setup(t)
 		m, next := newOutboxMessage("amqp", "q", "k"), newOutboxMessage("amqp", "q", "k")
 		ids := outboxInsert(t, b.exec, &t0, m, next)
-		outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"amqp"}, Max: 10, Lease: lease, RelayID: "r1", Now: &t0}, 1)
-		// The relay died: its lease runs out and another relay takes the message again.
-		again := outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"amqp"}, Max: 10, Lease: lease, RelayID: "r2", Now: ptr(t0.Add(lease))}, 1)
+		outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"amqp"}, Max: 10, Lease: lease, RelayID: "r1", Now: &t0}, 2)
+		// The relay died: its lease runs out and another relay takes the messages again.
+		again := outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"amqp"}, Max: 10, Lease: lease, RelayID: "r2", Now: ptr(t0.Add(lease))}, 2)
 		require.Equal(t, ids[0], again[0].ID)
 		require.Equal(t, 2, again[0].Attempts)
 		n, err := b.exec.OutboxMarkFailed(ctx, &driver.OutboxMarkFailedParams{RelayID: "r2", Now: &t0, Failures: []*driver.OutboxFailure{
 			{ID: ids[0], Error: "message too large", GiveUp: true},
+			{ID: ids[1], Error: "an earlier message of its key failed", Unattempted: true},
 		}})
 		require.NoError(t, err)
-		require.Equal(t, int64(1), n)
+		require.Equal(t, int64(2), n)
 		// A FAILED message no longer holds its key.
 		require.Equal(t, ids[1], outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"amqp"}, Max: 10, Lease: lease, RelayID: "r2", Now: ptr(t0.Add(lease))}, 1)[0].ID)
 		backlog, err := b.exec.OutboxBacklog(ctx)
 		require.NoError(t, err)
 		require.Len(t, backlog, 1)
 		require.Equal(t, int64(1), backlog[0].Failed)
+
+		// An operator resends the FAILED message: NEW again, attempts reset, due at once.
+		failed, err := b.exec.OutboxGet(ctx, ids[0])
+		require.NoError(t, err)
+		require.Equal(t, driver.OutboxStatusFailed, failed.Status)
+		require.Equal(t, "message too large", failed.LastError)
+		resent, err := b.exec.OutboxResend(ctx, &driver.OutboxResendParams{IDs: []int64{ids[0], ids[1]}, Now: ptr(t0.Add(lease))})
+		require.NoError(t, err)
+		require.Equal(t, []int64{ids[0]}, resent, "only FAILED messages are resent")
+		back, err := b.exec.OutboxGet(ctx, ids[0])
+		require.NoError(t, err)
+		require.Equal(t, driver.OutboxStatusNew, back.Status)
+		require.Zero(t, back.Attempts)
+		_, err = b.exec.OutboxGet(ctx, 1<<40)
+		require.ErrorIs(t, err, driver.ErrNotFound)
 	})
 
 	t.Run("ScheduledAndRolledBack", func(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -99,13 +100,17 @@ func encodeHeaders(h map[string]string) (string, error) {
 
 // outboxClaimSQL leases the publishable head of the outbox. pg_snapshot_xmin is the oldest
 // transaction still running: every row written below it is committed or gone for good, so the
-// order (txid, id) is final below it. A row is taken only when no earlier unpublished row of its
-// key exists, leased or not, which keeps two relays from publishing one key out of order.
+// order (txid, id) is final below it. A head is a row with no earlier unpublished row of its key,
+// leased or not; locking the heads (SKIP LOCKED) keeps two relays from taking one key. With each
+// head come the rows of its key that follow it without a gap: no earlier unpublished row of the
+// key between is undue, leased, another transport's or above the horizon. Nobody else can take
+// those followers, since the head, still NEW, precedes them. The union is cut at $2 in
+// publication order, so a follower never comes without the rows before it.
 const outboxClaimSQL = `
 	WITH n AS (
 		SELECT coalesce($4::timestamptz, now()) AS now, pg_snapshot_xmin(pg_current_snapshot()) AS horizon
-	), picked AS (
-		SELECT o.id FROM {schema}.outbox o, n
+	), heads AS (
+		SELECT o.id, o.key, o.txid FROM {schema}.outbox o, n
 		WHERE o.status = 'NEW' AND o.txid < n.horizon
 			AND o.transport = ANY($1::text[])
 			AND (o.next_at IS NULL OR o.next_at <= n.now)
@@ -116,6 +121,20 @@ const outboxClaimSQL = `
 		ORDER BY o.txid, o.id
 		LIMIT $2
 		FOR UPDATE OF o SKIP LOCKED
+	), followers AS (
+		SELECT f.id, f.txid FROM heads h, n, {schema}.outbox f
+		WHERE h.key IS NOT NULL AND f.key = h.key AND f.status = 'NEW' AND (f.txid, f.id) > (h.txid, h.id)
+			AND f.txid < n.horizon AND f.transport = ANY($1::text[])
+			AND (f.next_at IS NULL OR f.next_at <= n.now)
+			AND (f.locked_until IS NULL OR f.locked_until <= n.now)
+			AND NOT EXISTS (
+				SELECT 1 FROM {schema}.outbox c
+				WHERE c.key = f.key AND c.status = 'NEW' AND (c.txid, c.id) > (h.txid, h.id) AND (c.txid, c.id) < (f.txid, f.id)
+					AND (c.txid >= n.horizon OR c.transport <> ALL($1::text[]) OR c.next_at > n.now OR c.locked_until > n.now))
+	), picked AS (
+		SELECT id FROM (SELECT id, txid FROM heads UNION ALL SELECT id, txid FROM followers) u
+		ORDER BY txid, id
+		LIMIT $2
 	)
 	UPDATE {schema}.outbox o SET
 		attempts = o.attempts + 1,
@@ -183,19 +202,20 @@ func (e *executor) OutboxMarkFailed(ctx context.Context, params *driver.OutboxMa
 	if n == 0 {
 		return 0, nil
 	}
-	ids, delays, errs, giveUp := make([]int64, n), make([]int64, n), make([]string, n), make([]bool, n)
+	ids, delays, errs, giveUp, unattempted := make([]int64, n), make([]int64, n), make([]string, n), make([]bool, n), make([]bool, n)
 	for i, f := range params.Failures {
-		ids[i], delays[i], errs[i], giveUp[i] = f.ID, f.RetryDelay.Microseconds(), f.Error, f.GiveUp
+		ids[i], delays[i], errs[i], giveUp[i], unattempted[i] = f.ID, f.RetryDelay.Microseconds(), f.Error, f.GiveUp, f.Unattempted
 	}
 	tag, err := e.db.Exec(ctx, e.d.sql(`
 		WITH n AS (SELECT coalesce($6::timestamptz, now()) AS now)
 		UPDATE {schema}.outbox o SET
 			status = CASE WHEN f.give_up THEN 'FAILED' ELSE 'NEW' END,
+			attempts = CASE WHEN f.unattempted THEN greatest(o.attempts - 1, 0) ELSE o.attempts END,
 			next_at = n.now + f.delay_us * interval '1 microsecond',
 			locked_until = NULL,
 			last_error = f.error
-		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bool[]) AS f(id, delay_us, error, give_up), n
-		WHERE o.id = f.id AND o.status = 'NEW' AND o.locked_by = $5`), ids, delays, errs, giveUp, params.RelayID, params.Now)
+		FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::bool[], $7::bool[]) AS f(id, delay_us, error, give_up, unattempted), n
+		WHERE o.id = f.id AND o.status = 'NEW' AND o.locked_by = $5`), ids, delays, errs, giveUp, params.RelayID, params.Now, unattempted)
 	if err != nil {
 		return 0, err
 	}
@@ -241,6 +261,32 @@ func (e *executor) OutboxDeletePublished(ctx context.Context, before time.Time, 
 		return 0, err
 	}
 	return tag.RowsAffected(), nil
+}
+
+func (e *executor) OutboxGet(ctx context.Context, id int64) (*driver.OutboxRow, error) {
+	row, err := scanOutbox(e.db.QueryRow(ctx, e.d.sql(`SELECT `+outboxColumns+` FROM {schema}.outbox WHERE id = $1`), id), nil)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, driver.ErrNotFound
+	}
+	return row, err
+}
+
+func (e *executor) OutboxResend(ctx context.Context, params *driver.OutboxResendParams) ([]int64, error) {
+	if len(params.IDs) == 0 {
+		return nil, nil
+	}
+	rows, err := e.db.Query(ctx, e.d.sql(`UPDATE {schema}.outbox SET status = 'NEW', attempts = 0,
+			next_at = coalesce($2::timestamptz, now()), locked_until = NULL, locked_by = NULL
+		WHERE id = ANY($1::bigint[]) AND status = 'FAILED' RETURNING id`), params.IDs, params.Now)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 func scanOutbox(row pgx.Row, txid *int64) (*driver.OutboxRow, error) {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -67,19 +68,23 @@ func insertOutbox(ctx context.Context, d *Driver, tx *sql.Tx, messages []*driver
 	return nil
 }
 
-// outboxClaimSQL takes the head of each key in id order. The single writer commits transactions
-// one at a time, so id order is commit order and nothing committed later can take a smaller id.
+// outboxClaimSQL takes, in id order, the publishable messages whose earlier unpublished messages
+// of the same key are all publishable too (the head of each key and the run that follows it). The
+// single writer commits transactions one at a time, so id order is commit order and nothing
+// committed later can take a smaller id; the LIMIT cuts in id order, so a message never comes
+// without the earlier ones of its key.
 const outboxClaimSQL = `
-	UPDATE {schema}.outbox SET attempts = attempts + 1, locked_until = ?, locked_by = ?
+	UPDATE {schema}.outbox SET attempts = attempts + 1, locked_until = ?1, locked_by = ?2
 	WHERE id IN (
 		SELECT o.id FROM {schema}.outbox o
-		WHERE o.status = 'NEW' AND o.transport IN (SELECT value FROM json_each(?))
-			AND (o.next_at IS NULL OR o.next_at <= ?)
-			AND (o.locked_until IS NULL OR o.locked_until <= ?)
+		WHERE o.status = 'NEW' AND o.transport IN (SELECT value FROM json_each(?3))
+			AND (o.next_at IS NULL OR o.next_at <= ?4)
+			AND (o.locked_until IS NULL OR o.locked_until <= ?4)
 			AND (o.key IS NULL OR NOT EXISTS (
-				SELECT 1 FROM {schema}.outbox b WHERE b.key = o.key AND b.status = 'NEW' AND b.id < o.id))
+				SELECT 1 FROM {schema}.outbox b WHERE b.key = o.key AND b.status = 'NEW' AND b.id < o.id
+					AND (b.transport NOT IN (SELECT value FROM json_each(?3)) OR b.next_at > ?4 OR b.locked_until > ?4)))
 		ORDER BY o.id
-		LIMIT ?
+		LIMIT ?5
 	)
 	RETURNING ` + outboxColumns
 
@@ -93,7 +98,7 @@ func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimPa
 		return nil, err
 	}
 	rows, err := e.write.QueryContext(ctx, e.d.sql(outboxClaimSQL), micros(now.Add(params.Lease)), params.RelayID,
-		string(transports), micros(now), micros(now), params.Max)
+		string(transports), micros(now), params.Max)
 	if err != nil {
 		return nil, err
 	}
@@ -134,10 +139,14 @@ func (e *executor) OutboxMarkFailed(ctx context.Context, params *driver.OutboxMa
 			if f.GiveUp {
 				status = driver.OutboxStatusFailed
 			}
+			uncount := 0
+			if f.Unattempted {
+				uncount = 1
+			}
 			res, err := tx.ExecContext(ctx, e.d.sql(`UPDATE {schema}.outbox SET status = ?, next_at = ?,
-					locked_until = NULL, last_error = ?
+					locked_until = NULL, last_error = ?, attempts = max(attempts - ?, 0)
 				WHERE id = ? AND status = 'NEW' AND locked_by = ?`), string(status), micros(now.Add(f.RetryDelay)),
-				f.Error, f.ID, params.RelayID)
+				f.Error, uncount, f.ID, params.RelayID)
 			if err != nil {
 				return err
 			}
@@ -163,6 +172,48 @@ func (e *executor) OutboxList(ctx context.Context, params *driver.OutboxListPara
 		return nil, err
 	}
 	return collectOutbox(rows)
+}
+
+func (e *executor) OutboxGet(ctx context.Context, id int64) (*driver.OutboxRow, error) {
+	rows, err := e.read.QueryContext(ctx, e.d.sql(`SELECT `+outboxColumns+` FROM {schema}.outbox WHERE id = ?`), id)
+	if err != nil {
+		return nil, err
+	}
+	out, err := collectOutbox(rows)
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, driver.ErrNotFound
+	}
+	return out[0], nil
+}
+
+func (e *executor) OutboxResend(ctx context.Context, params *driver.OutboxResendParams) ([]int64, error) {
+	if len(params.IDs) == 0 {
+		return nil, nil
+	}
+	ids, err := json.Marshal(params.IDs)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.write.QueryContext(ctx, e.d.sql(`UPDATE {schema}.outbox SET status = 'NEW', attempts = 0, next_at = ?,
+			locked_until = NULL, locked_by = NULL
+		WHERE id IN (SELECT value FROM json_each(?)) AND status = 'FAILED' RETURNING id`), micros(now(params.Now)), string(ids))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out, rows.Err()
 }
 
 func (e *executor) OutboxBacklog(ctx context.Context) ([]*driver.OutboxBacklog, error) {

@@ -71,19 +71,19 @@ func (c InboundConfig) validate() error {
 
 // InboundResult is what the inbound event benchmark prints.
 type InboundResult struct {
-	Driver         string       `json:"driver"`
-	Events         int          `json:"events"`
-	Deliveries     int          `json:"deliveries"`
-	ElapsedS       float64      `json:"elapsed_s"`
-	DeliveriesPerS float64      `json:"deliveries_per_s"`
-	P50Ms          float64      `json:"p50_ms"`
-	P99Ms          float64      `json:"p99_ms"`
-	MaxMs          float64      `json:"max_ms"`
-	Started        int          `json:"started"`
-	Duplicates     int          `json:"duplicates"`
-	Executions     int64        `json:"executions"`
+	Driver         string        `json:"driver"`
+	Events         int           `json:"events"`
+	Deliveries     int           `json:"deliveries"`
+	ElapsedS       float64       `json:"elapsed_s"`
+	DeliveriesPerS float64       `json:"deliveries_per_s"`
+	P50Ms          float64       `json:"p50_ms"`
+	P99Ms          float64       `json:"p99_ms"`
+	MaxMs          float64       `json:"max_ms"`
+	Started        int           `json:"started"`
+	Duplicates     int           `json:"duplicates"`
+	Executions     int64         `json:"executions"`
 	Config         InboundConfig `json:"config"`
-	GoMaxProcs     int          `json:"gomaxprocs"`
+	GoMaxProcs     int           `json:"gomaxprocs"`
 }
 
 // RunInbound delivers cfg.Events distinct inbound events, with cfg.Duplicates redeliveries mixed

@@ -10,6 +10,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/orchestration"
+	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/workflow"
 )
 
@@ -21,16 +22,24 @@ type WorkflowConfig struct {
 	// Default: 400.
 	Concurrency int `json:"concurrency"`
 	// StartBatch is how many executions one StartMany call creates. Default: 1000.
-	StartBatch int           `json:"start_batch"`
-	Logger     *slog.Logger  `json:"-"`
-	Progress   io.Writer     `json:"-"`
-	PollEvery  time.Duration `json:"-"`
+	StartBatch int `json:"start_batch"`
+	// Events publishes every lifecycle event to Kafka (an in-process kfake cluster) through the
+	// outbox and a relay, as orchestration.Config.Events does; off, no event is derived.
+	Events bool `json:"events"`
+	// Rate, when positive, starts that many workflows per second (in ticks of 10 ms) instead of
+	// all at once: a steady load rather than a burst.
+	Rate      int           `json:"rate,omitempty"`
+	Logger    *slog.Logger  `json:"-"`
+	Progress  io.Writer     `json:"-"`
+	PollEvery time.Duration `json:"-"`
 }
 
 // WorkflowResult is what the workflow benchmark prints.
 type WorkflowResult struct {
-	Driver        string         `json:"driver"`
-	Workflows     int            `json:"workflows"`
+	Driver    string `json:"driver"`
+	Workflows int    `json:"workflows"`
+	// Events is how many lifecycle events were published (with Config.Events).
+	Events        int            `json:"events,omitempty"`
 	Shape         string         `json:"shape"`
 	ElapsedS      float64        `json:"elapsed_s"`
 	WorkflowsPerS float64        `json:"workflows_per_s"`
@@ -64,6 +73,13 @@ const WorkflowShape = "a → {b, c, d} → e (5 local no-op steps)"
 // checkpoints of its steps (the three parallel ones often share one); checkpoints of concurrent
 // executions share commits.
 func RunWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*WorkflowResult, error) {
+	res, _, err := runWorkflow(ctx, drv, cfg)
+	return res, err
+}
+
+// runWorkflow runs the workflow benchmark; with cfg.Events it also returns the publication
+// latencies of the events (commit → Kafka acknowledgement).
+func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*WorkflowResult, []time.Duration, error) {
 	cfg = cfg.WithDefaults()
 	logger := cfg.Logger
 	if logger == nil {
@@ -77,11 +93,22 @@ func RunWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 		},
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	rt, err := orchestration.New(client, orchestration.Config{})
+	rtCfg := orchestration.Config{}
+	if cfg.Events {
+		rtCfg.Events = &orchestration.EventSink{Transport: outbox.TransportKafka}
+	}
+	rt, err := orchestration.New(client, rtCfg)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var sink *eventSink
+	if cfg.Events {
+		if sink, err = startEventSink(ctx, client, logger); err != nil {
+			return nil, nil, err
+		}
+		defer sink.close()
 	}
 	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
 	def := workflow.New("BenchWorkflow", 1).
@@ -92,10 +119,10 @@ func RunWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 		Step("e", noop, workflow.DependsOn("b", "c", "d"))
 	m, err := workflow.Register(rt, def)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if err := client.Start(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer func() {
 		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -103,20 +130,39 @@ func RunWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 		_ = client.Stop(stopCtx)
 	}()
 	start := time.Now()
-	for from := 0; from < cfg.Workflows; from += cfg.StartBatch {
-		inputs := make([]any, min(cfg.StartBatch, cfg.Workflows-from))
+	batch := cfg.StartBatch
+	var tick *time.Ticker
+	if cfg.Rate > 0 {
+		batch = max(1, cfg.Rate/100)
+		tick = time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+	}
+	for from := 0; from < cfg.Workflows; from += batch {
+		if tick != nil && from > 0 {
+			<-tick.C
+		}
+		inputs := make([]any, min(batch, cfg.Workflows-from))
 		for i := range inputs {
 			inputs[i] = map[string]int{"n": from + i}
 		}
 		if _, err := m.StartMany(ctx, inputs); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	elapsed, err := waitCompleted(ctx, drv.Executor(), def.ID(), cfg.Workflows, start, cfg.Progress)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	var latencies []time.Duration
+	events := 0
+	if sink != nil {
+		if latencies, err = sink.drain(ctx, drv.Executor()); err != nil {
+			return nil, nil, err
+		}
+		events = len(latencies)
 	}
 	return &WorkflowResult{
+		Events:        events,
 		Driver:        drv.Name(),
 		Workflows:     cfg.Workflows,
 		Shape:         WorkflowShape,
@@ -125,5 +171,5 @@ func RunWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 		StepsPerS:     round(float64(cfg.Workflows*5)/elapsed.Seconds(), 0),
 		Config:        cfg,
 		GoMaxProcs:    runtime.GOMAXPROCS(0),
-	}, nil
+	}, latencies, nil
 }

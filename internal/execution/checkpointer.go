@@ -8,7 +8,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/outbox"
 )
 
 // checkpointer group-commits checkpoints: each runner waits for its own checkpoint to be durable
@@ -33,6 +32,10 @@ type checkpointRequest struct {
 	observed *observation // delivered if cp applies; nil without an observer
 	done     chan error
 }
+
+// OutboxTopic is the notification that wakes the outbox relays (outbox.NotifyTopic): sent after
+// a checkpoint that wrote outbox messages (lifecycle events) committed.
+const OutboxTopic = "outbox"
 
 const (
 	maxCheckpointBatch      = 500
@@ -88,11 +91,11 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 			for _, cmd := range req.cp.Commands {
 				topics["queue:"+cmd.Queue] = struct{}{}
 			}
-			if len(req.cp.Outbox) > 0 {
-				topics[outbox.NotifyTopic] = struct{}{}
-			}
 			if req.wake {
 				topics[WakeTopic] = struct{}{}
+			}
+			if len(req.cp.Outbox) > 0 {
+				topics[OutboxTopic] = struct{}{}
 			}
 			req.done <- nil
 		default:

@@ -100,6 +100,9 @@ type Engine struct {
 
 	mu      sync.RWMutex
 	runners map[string]Runner
+	// lifecycleOutbox and lifecycleObserved turn lifecycle events on (SetLifecycle; guarded by mu).
+	lifecycleOutbox   LifecycleOutbox
+	lifecycleObserved bool
 
 	slots chan struct{}
 	// base gives the engine the start/stop shape of every service; cancel ends the current run's
@@ -475,6 +478,7 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 		}
 		leases[i].nextSeq = len(x.Log) + 1
 		leases[i].logKnown = len(x.Log) == 0 // a new execution's log is empty
+		leases[i].unstarted = onlyLifecycleEntries(x.Log)
 	}
 	if pending {
 		e.Wake(ctx)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/tracecontext"
 )
@@ -35,6 +36,9 @@ type Lease struct {
 	suspendRequested atomic.Bool
 	// wakeups is the engine's wake-up count when the lease was taken.
 	wakeups uint64
+	// unstarted means the execution's log holds nothing but lifecycle entries: its next
+	// progress is its start (EXECUTION_STARTED).
+	unstarted bool
 }
 
 func (e *Engine) newLease(row *driver.ExecutionRow) *Lease {
@@ -82,6 +86,7 @@ func (l *Lease) Log(ctx context.Context) ([]*driver.ExecutionLogEntry, error) {
 		}
 	}
 	l.log, l.logKnown = entries, true
+	l.unstarted = onlyLifecycleEntries(entries)
 	l.nextSeq = 1
 	if len(entries) > 0 {
 		l.nextSeq = entries[len(entries)-1].Seq + 1
@@ -142,6 +147,9 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	}
 	stampTraceparent(cp.Commands, l.Row.Traceparent)
 	stampIssuer(cp.Commands, l.Row)
+	// The outbox messages derived here (the commands' and the lifecycle events') are dropped
+	// again when the write fails: a retry of the same checkpoint derives them again.
+	outboxBefore := len(cp.Outbox)
 	if len(cp.Commands) > 0 && l.engine.cfg.CommandOutbox != nil {
 		messages, err := l.engine.cfg.CommandOutbox(cp.Commands)
 		if err != nil {
@@ -168,9 +176,35 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	if l.engine.observers != nil {
 		observed = l.observation(cp, now)
 	}
+	starts := false
+	if toOutbox, on := l.engine.lifecycleOn(); on {
+		after := observed
+		if after == nil {
+			after = l.observation(cp, now)
+		}
+		starts = l.unstarted && (!onlyLifecycleEntries(cp.Log) || cp.Status.Terminal() || cp.Status == driver.ExecutionWaitingForTSQ)
+		events := deriveLifecycle(l.Row, &after.Row, cp, starts, l.nextSeq-1-len(cp.Log), now)
+		if observed != nil {
+			observed.Events = events
+		}
+		if toOutbox != nil && len(events) > 0 {
+			cp.Outbox = append(cp.Outbox, toOutbox(&after.Row, events)...)
+		}
+	}
 	if err := l.engine.checkpointer.write(ctx, cp, wake, observed); err != nil {
 		l.nextSeq -= len(cp.Log)
+		cp.Outbox = cp.Outbox[:outboxBefore] // a retry derives them again
 		return err
+	}
+	if starts {
+		l.unstarted = false
+	}
+	if cp.SuspendRequested && cp.Release && !cp.Status.Terminal() {
+		// The driver stored SUSPENDED for the operator's pending request.
+		row := *l.Row
+		applyCheckpoint(&row, cp, now)
+		row.Status = driver.ExecutionSuspended
+		l.engine.writeOutsideCheckpoint(ctx, &row, cbtype.EventSuspended, "", "suspend requested while running")
 	}
 	if cp.Lease > 0 {
 		l.renewAt = now.Add(cp.Lease / 2)

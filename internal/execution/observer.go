@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
 )
 
@@ -21,6 +22,9 @@ type Committed struct {
 	Log []*driver.ExecutionLogEntry
 	// Inserted is set for the commit that created the execution.
 	Inserted bool
+	// Events are the lifecycle events the commit caused, when the engine derives them
+	// (SetLifecycle), in order.
+	Events []*cbtype.LifecycleEvent
 }
 
 // Observer is told about commits of this instance after they committed. It is called on one

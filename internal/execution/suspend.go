@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
 )
 
@@ -107,6 +108,7 @@ func (e *Engine) Suspend(ctx context.Context, id uuid.UUID, actor, reason string
 	if row.Status == driver.ExecutionSuspended {
 		e.logs.forget(id) // the log grew outside a lease
 		e.cfg.Logger.Info("execution suspended", "execution_id", id, "from", row.SuspendedFrom, "actor", actor)
+		e.writeOutsideCheckpoint(ctx, row, cbtype.EventSuspended, actor, reason)
 	} else {
 		e.cfg.Logger.Info("execution suspend requested; its runner stops after the running step", "execution_id", id, "actor", actor)
 	}
@@ -130,6 +132,7 @@ func (e *Engine) Resume(ctx context.Context, id uuid.UUID, actor, reason string)
 	}
 	e.logs.forget(id)
 	e.cfg.Logger.Info("execution resumed", "execution_id", id, "status", row.Status, "actor", actor)
+	e.writeOutsideCheckpoint(ctx, row, cbtype.EventResumed, actor, reason)
 	now := e.cfg.Clock()
 	deadlineDue := row.DeadlineAt != nil && !now.Before(*row.DeadlineAt) && !driver.DeadlineHandled(row)
 	timeoutDue := row.Status == driver.ExecutionWaitingForAsync && row.NextWaitTimeoutAt != nil &&

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestBenchEventsJSON(t *testing.T) {
+	t.Parallel()
+	out := run(t, "bench", "events", "--database", sqliteURL(t, "e.db"), "--workflows", "20", "--json")
+	var res map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &res), "the output is one JSON object: %s", out)
+	require.Equal(t, "sqlite", res["driver"])
+	require.InDelta(t, 20, res["workflows"], 0)
+	require.InDelta(t, 20*12, res["events"], 0, "started, 5 × (step started, succeeded), completed per workflow")
+	require.Positive(t, res["p50_ms"])
+	require.GreaterOrEqual(t, res["p99_ms"], res["p50_ms"])
+
+	out = run(t, "bench", "workflow", "--database", sqliteURL(t, "w.db"), "--workflows", "20", "--events", "--json")
+	require.NoError(t, json.Unmarshal([]byte(out), &res), "the output is one JSON object: %s", out)
+	require.InDelta(t, 20*12, res["events"], 0)
+}

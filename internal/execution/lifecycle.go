@@ -1,0 +1,255 @@
+package execution
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/commandbus/commandbus/cbtype"
+	"github.com/commandbus/commandbus/driver"
+)
+
+// LifecycleOutbox turns the lifecycle events of one commit into the outbox messages written in
+// that commit's transaction (the event sink's and the webhook callbacks'). row is the execution
+// as the commit leaves it.
+type LifecycleOutbox func(row *driver.ExecutionRow, events []*cbtype.LifecycleEvent) []*driver.OutboxInsertParams
+
+// SetLifecycle turns lifecycle events on: outbox, when set, gets the events of every checkpoint to
+// write them durably with it; observed attaches them to the observations (Committed.Events).
+// Call it before Start. With neither, no event is derived and checkpoints cost nothing more.
+func (e *Engine) SetLifecycle(outbox LifecycleOutbox, observed bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.lifecycleOutbox, e.lifecycleObserved = outbox, observed
+}
+
+// SetObserver replaces the observer (see Config.Observer). Call it before Start.
+func (e *Engine) SetObserver(fn Observer) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if fn == nil {
+		e.observers = nil
+	} else {
+		e.observers = newObservers(fn, e.cfg.ObserverQueue, e.cfg.Logger)
+	}
+	e.checkpointer.observers = e.observers
+}
+
+// lifecycleOn reports whether checkpoints derive lifecycle events.
+func (e *Engine) lifecycleOn() (LifecycleOutbox, bool) {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.lifecycleOutbox, e.lifecycleOutbox != nil || (e.lifecycleObserved && e.observers != nil)
+}
+
+// eventID derives an event's id from its execution, the fence of the commit, its position, its
+// type and its subject: the same commit written again yields the same ids.
+func eventID(execution uuid.UUID, fence, position int64, typ cbtype.LifecycleEventType, subject string) uuid.UUID {
+	return uuid.NewSHA1(execution, fmt.Appendf(nil, "lifecycle:%d:%d:%s:%s", fence, position, typ, subject))
+}
+
+// onlyLifecycleEntries reports whether entries hold nothing but LIFECYCLE entries (the creation,
+// a suspension before the first run): the execution has not started.
+func onlyLifecycleEntries(entries []*driver.ExecutionLogEntry) bool {
+	for _, e := range entries {
+		if e.EntryType != driver.LogEntryLifecycle {
+			return false
+		}
+	}
+	return true
+}
+
+// deriveLifecycle returns the events checkpoint cp causes for an execution that was prev and is
+// after once it commits at now; started says this commit is the execution's first progress.
+// Entries of cp carry their sequence numbers already.
+func deriveLifecycle(prev, after *driver.ExecutionRow, cp *driver.ExecutionCheckpoint, started bool, lastSeq int, now time.Time) []*cbtype.LifecycleEvent {
+	var events []*cbtype.LifecycleEvent
+	add := func(typ cbtype.LifecycleEventType, position int64, subject string) *cbtype.LifecycleEvent {
+		ev := &cbtype.LifecycleEvent{
+			ID: eventID(after.ID, cp.Fence, position, typ, subject), Type: typ, ExecutionID: after.ID,
+			Model: after.Model, ExecutionType: after.Type, TenantID: after.TenantID, BusinessKey: after.BusinessKey,
+			Position: position, Status: after.Status, StepID: subject, At: now,
+		}
+		events = append(events, ev)
+		return ev
+	}
+	if len(cp.Log) > 0 {
+		lastSeq = cp.Log[len(cp.Log)-1].Seq
+	}
+	if started {
+		first := lastSeq
+		if len(cp.Log) > 0 {
+			first = cp.Log[0].Seq
+		}
+		add(cbtype.EventExecutionStarted, int64(first)*16, "")
+	}
+	for _, entry := range cp.Log {
+		rank := int64(1)
+		for _, typ := range entryEventTypes(entry) {
+			ev := add(typ, int64(entry.Seq)*16+rank, entry.Name)
+			rank++
+			ev.Attempt, ev.ErrorCode, ev.ErrorMessage = entry.Attempt, entry.ErrorCode, entry.ErrorMessage
+			ev.Actor, ev.Reason = entry.Actor, entry.Reason
+			if !entry.At.IsZero() {
+				ev.At = entry.At
+			}
+			switch {
+			case typ == cbtype.EventStepStarted && entry.StartedAt != nil:
+				ev.At, ev.ErrorCode, ev.ErrorMessage = *entry.StartedAt, "", ""
+			case entry.StartedAt != nil:
+				ev.LatencyMs = ev.At.Sub(*entry.StartedAt).Milliseconds()
+			}
+			if typ != cbtype.EventStepStarted {
+				ev.Payload = entry.Response
+				if len(ev.Payload) == 0 {
+					ev.Payload = entry.Request
+				}
+			}
+		}
+	}
+	// What the checkpoint does beyond its log, after the entries.
+	position := int64(lastSeq)*16 + 8
+	next := func() int64 { position++; return position }
+	for _, id := range cp.ConsumeSignals {
+		add(cbtype.EventSignalDelivered, next(), id)
+	}
+	for _, id := range cp.FireTimers {
+		add(cbtype.EventTimerFired, next(), id)
+	}
+	for _, child := range cp.Children {
+		add(cbtype.EventChildStarted, next(), child.Type).RelatedID = child.ID
+	}
+	if n := cp.ContinueAsNew; n != nil {
+		add(cbtype.EventContinuedAsNew, next(), "").RelatedID = n.ID
+	}
+	if prev.Status != after.Status {
+		switch {
+		case after.Status == driver.ExecutionWaitingForTSQ:
+			ev := add(cbtype.EventDeadLettered, next(), after.Step)
+			ev.ErrorCode, ev.ErrorMessage = after.ErrorCode, after.ErrorMessage
+		case after.Status == driver.ExecutionSuspended:
+			add(cbtype.EventSuspended, next(), after.Step)
+		case prev.Status == driver.ExecutionSuspended:
+			add(cbtype.EventResumed, next(), after.Step)
+		}
+	}
+	if after.Status.Terminal() && !prev.Status.Terminal() {
+		ev := add(cbtype.EventExecutionCompleted, next(), after.Step)
+		ev.Success, ev.ErrorCode, ev.ErrorMessage = after.Status == driver.ExecutionCompleted, after.ErrorCode, after.ErrorMessage
+		if !after.CreatedAt.IsZero() {
+			ev.LatencyMs = now.Sub(after.CreatedAt).Milliseconds()
+		}
+		if after.ParentID != uuid.Nil {
+			// The parent's history: keyed, ordered and identified as the parent's.
+			child := &cbtype.LifecycleEvent{
+				ID:   eventID(after.ParentID, 0, 0, cbtype.EventChildCompleted, after.ID.String()),
+				Type: cbtype.EventChildCompleted, ExecutionID: after.ParentID, Model: after.Model, ExecutionType: after.Type,
+				TenantID: after.TenantID, BusinessKey: after.BusinessKey, Status: after.Status, RelatedID: after.ID,
+				Success: ev.Success, ErrorCode: ev.ErrorCode, ErrorMessage: ev.ErrorMessage, At: now,
+			}
+			events = append(events, child)
+		}
+	}
+	return events
+}
+
+// entryEventTypes maps a log entry onto lifecycle events. Entries the core does not know become
+// "<ENTRY TYPE>_<STEP STATUS>", so a model's own entries (TCC phases and participants, saga
+// specifics) flow as events without the core knowing them.
+func entryEventTypes(e *driver.ExecutionLogEntry) []cbtype.LifecycleEventType {
+	withStart := func(typ cbtype.LifecycleEventType) []cbtype.LifecycleEventType {
+		if e.StartedAt != nil {
+			return []cbtype.LifecycleEventType{cbtype.EventStepStarted, typ}
+		}
+		return []cbtype.LifecycleEventType{typ}
+	}
+	one := func(typ cbtype.LifecycleEventType) []cbtype.LifecycleEventType {
+		return []cbtype.LifecycleEventType{typ}
+	}
+	switch e.EntryType {
+	case "STEP":
+		switch e.StepStatus {
+		case "STARTED":
+			return one(cbtype.EventStepStarted)
+		case "COMPLETED":
+			return withStart(cbtype.EventStepSucceeded)
+		case "FAILED", "REPLY_FAILED":
+			return withStart(cbtype.EventStepFailed)
+		case "SKIPPED", "SKIPPED_IDEMPOTENT":
+			return one(cbtype.EventStepSkipped)
+		case "RETRY_SCHEDULED", "WAITING_RETRY":
+			return withStart(cbtype.EventStepRetryScheduled)
+		case "WAITING":
+			return one(cbtype.EventStepWaiting)
+		}
+	case "COMMAND":
+		if e.StepStatus == "SENT" {
+			return one(cbtype.EventStepStarted)
+		}
+	case "COMPENSATION":
+		switch e.StepStatus {
+		case "COMPLETED", "COMPENSATION_SUCCESS":
+			return one(cbtype.EventStepCompensated)
+		case "FAILED", "COMPENSATION_FAILED":
+			return one(cbtype.EventStepCompensationFailed)
+		}
+	case driver.LogEntryLifecycle:
+		switch {
+		case e.StepStatus == string(driver.ExecutionCompensating):
+			return one(cbtype.EventCompensationStarted)
+		case e.Name == "deadline":
+			return one(cbtype.EventDeadlineReached)
+		}
+		// The rest (creation, the troubleshooting queue, continue-as-new) are derived from
+		// the checkpoint itself; suspend and resume from the operator's action.
+		return nil
+	case "WAIT":
+		if e.StepStatus == "TIMED_OUT" {
+			return one(cbtype.EventWaitTimedOut)
+		}
+	case "ASYNC_RESPONSE":
+		return nil // the step outcome the response leads to is its own entry
+	}
+	if strings.HasPrefix(e.EntryType, "TSQ_") {
+		return one(cbtype.EventOperatorAction)
+	}
+	name := e.EntryType
+	if e.StepStatus != "" {
+		name += "_" + e.StepStatus
+	}
+	return one(cbtype.LifecycleEventType(strings.ToUpper(name)))
+}
+
+// writeOutsideCheckpoint writes the event of a change the driver made outside a checkpoint (an
+// operator's suspend or resume) to the outbox, after that change committed: a crash between the
+// two loses the event, the one case where an event is not written with its change. Its id
+// derives from the execution and the change's time, so a retried write dedupes.
+func (e *Engine) writeOutsideCheckpoint(ctx context.Context, row *driver.ExecutionRow, typ cbtype.LifecycleEventType, actor, reason string) {
+	toOutbox, _ := e.lifecycleOn()
+	if toOutbox == nil {
+		return
+	}
+	at := row.UpdatedAt
+	if at.IsZero() {
+		at = e.cfg.Clock()
+	}
+	ev := &cbtype.LifecycleEvent{
+		ID:   uuid.NewSHA1(row.ID, fmt.Appendf(nil, "lifecycle:%s:%d", typ, at.UnixNano())),
+		Type: typ, ExecutionID: row.ID, Model: row.Model, ExecutionType: row.Type, TenantID: row.TenantID,
+		BusinessKey: row.BusinessKey, Status: row.Status, StepID: row.Step, Actor: actor, Reason: reason, At: at,
+	}
+	msgs := toOutbox(row, []*cbtype.LifecycleEvent{ev})
+	if len(msgs) == 0 {
+		return
+	}
+	if _, err := e.cfg.Exec.OutboxInsertMany(ctx, &driver.OutboxInsertManyParams{Messages: msgs, Now: e.cfg.Now()}); err != nil {
+		e.cfg.Logger.Error("writing a lifecycle event failed; it is lost", "execution_id", row.ID, "event", typ, "error", err)
+		return
+	}
+	if err := e.cfg.Exec.Notify(ctx, []string{OutboxTopic}); err != nil {
+		e.cfg.Logger.Warn("waking the outbox relays failed; they will poll", "error", err)
+	}
+}

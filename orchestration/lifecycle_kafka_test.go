@@ -1,0 +1,174 @@
+package orchestration_test
+
+import (
+	"context"
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/orchestration"
+	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/transport/kafka"
+	"github.com/commandbus/commandbus/workflow"
+)
+
+// crashingPublisher publishes its first batches, then, at batch crashAt, hands the batch to the
+// broker and dies before the relay can record it: it holds on until its context ends and reports
+// nothing published, as a process killed between the broker's acknowledgement and the mark.
+type crashingPublisher struct {
+	inner   outbox.Publisher
+	crashAt int
+	mu      sync.Mutex
+	batches int
+	crashed chan struct{}
+}
+
+func (p *crashingPublisher) Transport() string { return p.inner.Transport() }
+
+func (p *crashingPublisher) Publish(ctx context.Context, msgs []*driver.OutboxRow) []error {
+	p.mu.Lock()
+	p.batches++
+	n := p.batches
+	p.mu.Unlock()
+	errs := p.inner.Publish(ctx, msgs)
+	if n < p.crashAt {
+		return errs
+	}
+	if n == p.crashAt {
+		close(p.crashed)
+	}
+	<-ctx.Done()
+	for i := range errs {
+		errs[i] = ctx.Err()
+	}
+	return errs
+}
+
+// Lifecycle events reach Kafka per execution in order, none lost, when the relay publishing them
+// dies mid-stream and another takes over; the duplicates the crash causes share their event ids.
+func TestLifecycleEventsToKafkaAcrossRelayCrash(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, orchestration.DefaultEventTopic))
+		require.NoError(t, err)
+		t.Cleanup(cluster.Close)
+		brokers := cluster.ListenAddrs()
+
+		client := fastClient(t, drv)
+		rt, err := orchestration.New(client, orchestration.Config{Events: &orchestration.EventSink{Transport: outbox.TransportKafka}})
+		require.NoError(t, err)
+		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
+		m, err := workflow.Register(rt, workflow.New("relayed", 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")).
+			Step("c", noop, workflow.DependsOn("b")).Step("d", noop, workflow.DependsOn("c")))
+		require.NoError(t, err)
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
+
+		const executions, perExecution = 12, 10 // started, 4 × (step started, succeeded), completed
+		var ids []uuid.UUID
+		for range executions {
+			id, err := m.Start(ctx, nil)
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
+			waitStatus(t, m, id, driver.ExecutionCompleted)
+		}
+
+		pub1, err := kafka.NewPublisher(kafka.Config{Brokers: brokers})
+		require.NoError(t, err)
+		t.Cleanup(pub1.Close)
+		crashing := &crashingPublisher{inner: pub1, crashAt: 3, crashed: make(chan struct{})}
+		lease := 400 * time.Millisecond
+		relay1, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{crashing}, RelayID: "relay-1",
+			BatchSize: 16, Workers: 1, Lease: lease, PollInterval: 20 * time.Millisecond, InitialBackoff: 10 * time.Millisecond})
+		require.NoError(t, err)
+		require.NoError(t, relay1.Start(ctx))
+		relay1.Kick()
+		select {
+		case <-crashed(crashing):
+		case <-time.After(20 * time.Second):
+			t.Fatal("the relay never reached its crash")
+		}
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_ = relay1.Stop(stopCtx)
+		cancel()
+
+		pub2, err := kafka.NewPublisher(kafka.Config{Brokers: brokers})
+		require.NoError(t, err)
+		t.Cleanup(pub2.Close)
+		relay2, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{pub2}, RelayID: "relay-2",
+			BatchSize: 16, Lease: lease, PollInterval: 20 * time.Millisecond, InitialBackoff: 10 * time.Millisecond})
+		require.NoError(t, err)
+		require.NoError(t, relay2.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, relay2.Stop(context.Background())) })
+		relay2.Kick()
+		waitFor(t, "the outbox drained", func() bool {
+			rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}, Limit: 1})
+			require.NoError(t, err)
+			return len(rows) == 0
+		})
+
+		records := consumeAll(t, brokers, orchestration.DefaultEventTopic, executions*perExecution)
+		seen := map[uuid.UUID]bool{}
+		perKey := map[string][]orchestration.LifecycleEvent{}
+		duplicates := 0
+		for _, r := range records {
+			var ev orchestration.LifecycleEvent
+			require.NoError(t, json.Unmarshal(r.Value, &ev))
+			require.Equal(t, ev.ExecutionID.String(), string(r.Key), "keyed by execution")
+			require.Equal(t, ev.ID.String(), kafka.Header(r, outbox.HeaderMessageID))
+			if seen[ev.ID] {
+				duplicates++
+				continue // the consumer dedupes by event id
+			}
+			seen[ev.ID] = true
+			perKey[string(r.Key)] = append(perKey[string(r.Key)], ev)
+		}
+		require.Positive(t, duplicates, "the crash republished what the broker had taken")
+		require.Len(t, perKey, executions)
+		for _, id := range ids {
+			evs := perKey[id.String()]
+			require.Len(t, evs, perExecution, "execution %s: none lost", id)
+			require.Equal(t, "EXECUTION_STARTED", string(evs[0].Type))
+			require.Equal(t, "EXECUTION_COMPLETED", string(evs[len(evs)-1].Type))
+			for i := 1; i < len(evs); i++ {
+				require.Greater(t, evs[i].Position, evs[i-1].Position, "execution %s: in order", id)
+			}
+		}
+	})
+}
+
+func crashed(p *crashingPublisher) <-chan struct{} { return p.crashed }
+
+// consumeAll reads the topic from the start until at least n records came and no more arrive.
+func consumeAll(t *testing.T, brokers []string, topic string, n int) []*kgo.Record {
+	t.Helper()
+	client, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	require.NoError(t, err)
+	defer client.Close()
+	var out []*kgo.Record
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		fetches := client.PollFetches(ctx)
+		cancel()
+		got := 0
+		fetches.EachRecord(func(r *kgo.Record) { out = append(out, r); got++ })
+		if got == 0 && len(out) >= n {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d records of %s, want at least %d", len(out), topic, n)
+		}
+	}
+}
