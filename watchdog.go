@@ -11,25 +11,37 @@ import (
 )
 
 // newMaintenance builds the client's upkeep: the watchdog, the dead-letter depth gauge, outbox
-// and inbox retention when a broker is configured, and execution retention when
-// process.retention is set.
+// and inbox retention when a broker is configured, execution retention when process.retention
+// is set, and the stale-work report. The dead-letter gauge is this replica's own metric and runs
+// on every replica; the other jobs would only repeat each other's work on several replicas, so
+// each takes its leased row in job_lease first and runs once per interval across the deployment.
 func (c *Client) newMaintenance() *maintenance.Runner {
+	once := maintenance.JobLease{Exec: c.exec, Holder: c.config.WorkerID, Now: c.Now, Logger: c.logger}
 	tasks := []maintenance.Task{{Name: "dlq-depth", Interval: 10 * time.Second, Run: c.refreshDLQDepth}}
 	if len(c.brokeredDomains()) > 0 || len(c.workers) > 0 {
-		tasks = append(tasks, maintenance.Task{Name: "watchdog", Interval: c.config.WatchdogInterval.Std(), Run: func(ctx context.Context) error {
+		tasks = append(tasks, once.Wrap(maintenance.Task{Name: "watchdog", Interval: c.config.WatchdogInterval.Std(), Run: func(ctx context.Context) error {
 			_, err := c.RunWatchdog(ctx)
 			return err
-		}})
+		}}))
 	}
 	if c.routing.any {
-		tasks = append(tasks, maintenance.Task{Name: "retention", Interval: time.Minute, Run: c.purgeMessaging})
+		tasks = append(tasks, once.Wrap(maintenance.Task{Name: "retention", Interval: time.Minute, Run: c.purgeMessaging}))
 	}
 	if retention := c.config.Process.Retention.Std(); retention > 0 {
-		tasks = append(tasks, maintenance.ExecutionRetention{
+		tasks = append(tasks, once.Wrap(maintenance.ExecutionRetention{
 			Exec: c.exec, Retention: retention, Interval: c.config.Process.RetentionInterval.Std(),
 			Now: c.Now, Logger: c.logger,
-		}.Task())
+		}.Task()))
 	}
+	queues := func() []string { // read when the task runs: Start holds the client's lock here
+		queues := c.workedQueues()
+		for _, domain := range c.brokeredDomains() {
+			queues = append(queues, CommandQueue(domain))
+		}
+		return queues
+	}
+	tasks = append(tasks, once.Wrap(maintenance.StaleWorkReport{Exec: c.exec, Queues: queues, Interval: time.Minute,
+		Now: c.now, Logger: c.logger}.Task()))
 	return maintenance.New(c.logger, tasks...)
 }
 

@@ -54,6 +54,7 @@ func (cfg Config) register(client *commandbus.Client) (*orchestration.Runtime, e
 //	tsq          the command troubleshooting queue (tsq processes: executions waiting in it)
 //	dlq          the dead-letter queue: list and resubmit parked commands
 //	executions   list, show, start, signal and act on executions of every model
+//	schedules    list, create, pause, resume, trigger and delete durable schedules
 //	serve        the workers with the REST API and operator console (Setup, Configure)
 //	worker       the workers of the domains a configuration file enables (Setup, Configure)
 //	version      the binary's version, commit, Go version and platform (-o json)
@@ -68,6 +69,7 @@ func Commands(cfg Config) []*cobra.Command {
 		newTSQCommand(cfg),
 		newDLQCommand(),
 		newExecutionsCommand(cfg),
+		newSchedulesCommand(cfg),
 		newServeCommand(cfg),
 		newWorkerCommand(cfg),
 		newVersionCommand(),

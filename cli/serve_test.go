@@ -129,6 +129,12 @@ func TestServeRunsWhatSetupRegisters(t *testing.T) {
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the API asks for the file's tokens")
+
+	require.NotNil(t, s.Scheduler, "serve runs the scheduler")
+	resp, err = http.Get("http://" + s.Addr + "/api/schedules")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the schedules routes are served (and ask for a token)")
 }
 
 // serve refuses a configuration without tokens, and a Setup error stops the start.

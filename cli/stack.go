@@ -15,6 +15,8 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/config"
 	"github.com/commandbus/commandbus/orchestration"
+	"github.com/commandbus/commandbus/schedule"
+	"github.com/commandbus/commandbus/schedule/scheduleweb"
 	"github.com/commandbus/commandbus/server"
 )
 
@@ -65,6 +67,10 @@ type Stack struct {
 	Client *commandbus.Client
 	// Runtime is the client's runtime, with the binary's models.
 	Runtime *orchestration.Runtime
+	// Scheduler fires the durable schedules (those created at runtime and those the models
+	// declared on the runtime); on an instance whose process-execution feature is off it only
+	// manages them. The REST API and console serve it (/api/schedules, the schedules page).
+	Scheduler *schedule.Scheduler
 	// Server is the REST API and console, or nil when not serving.
 	Server *server.Server
 	// Addr is the address the REST API listens on (the port chosen when ServeAddr ends in :0),
@@ -133,6 +139,9 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 		return nil, err
 	}
 	s.Runtime = app.Runtime
+	if s.Scheduler, err = schedule.New(s.Runtime, schedule.Config{Passive: !*client.Config().Features.ProcessExecution}); err != nil {
+		return nil, err
+	}
 	if s.closeTransports, err = wireTransports(client, app.Runtime, logger); err != nil {
 		return nil, err
 	}
@@ -144,7 +153,8 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 		for i, t := range file.Server.Tokens {
 			tokens[i] = server.Token(t)
 		}
-		srv, err := server.New(server.Config{Client: client, Runtime: s.Runtime, Extensions: app.Extensions,
+		extensions := append(app.Extensions, scheduleweb.New(s.Scheduler))
+		srv, err := server.New(server.Config{Client: client, Runtime: s.Runtime, Extensions: extensions,
 			Tokens: tokens, Gatherer: registry, Logger: logger, BrokerDeadLetters: brokerDeadLetterReader(client)})
 		if err != nil {
 			return nil, err

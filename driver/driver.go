@@ -87,6 +87,8 @@ type Executor interface {
 	OutboxExecutor
 	InboxExecutor
 	DLQExecutor
+	ScheduleExecutor
+	JobLeaseExecutor
 }
 
 // ExecutorTx is an Executor inside a transaction.

@@ -180,6 +180,8 @@ type Runtime struct {
 	domains map[string]bool
 	ops     map[Key]Operations
 	runners map[string]orchestrate.Runner // by execution type
+	// schedules are the declared schedules (DeclareSchedule).
+	schedules []ScheduleSpec
 
 	lifecycle *lifecycle
 }
@@ -441,4 +443,11 @@ func init() {
 	orchestrate.Deliver = func(rt any, ctx context.Context, id uuid.UUID, name string, payload json.RawMessage) error {
 		return rt.(*Runtime).deliver(ctx, id, name, payload)
 	}
+}
+
+// BatchStarter is implemented by operations that start many executions from JSON in one round
+// trip (the scheduler uses it for the ticks of many schedules). An id that exists is not started
+// again; the ids are returned in request order.
+type BatchStarter interface {
+	StartManyJSON(ctx context.Context, reqs []StartRequest) ([]uuid.UUID, error)
 }

@@ -22,6 +22,8 @@ import (
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
 	"github.com/commandbus/commandbus/internal/clock"
+	"github.com/commandbus/commandbus/schedule"
+	"github.com/commandbus/commandbus/schedule/scheduleweb"
 	. "github.com/commandbus/commandbus/server"
 	"github.com/commandbus/commandbus/workflow"
 )
@@ -49,6 +51,8 @@ type consoleFixture struct {
 	// review is a workflow beside the payments: prepare, wait for the signal "approved", sleep an
 	// hour, done.
 	review *workflow.Manager
+	// sched manages the schedules (the platform declares its daily run) without firing them.
+	sched  *schedule.Scheduler
 	server *Server
 	http   *httptest.Server
 }
@@ -86,19 +90,21 @@ func setupConsole(t *testing.T, drv driver.Driver) *consoleFixture {
 		Sleep("coolOff", time.Hour, workflow.DependsOn("approve")).
 		Step("done", noop, workflow.DependsOn("coolOff")))
 	require.NoError(t, err)
+	sched, err := schedule.New(platform.Runtime(), schedule.Config{Passive: true})
+	require.NoError(t, err)
 	require.NoError(t, client.Start(context.Background()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		require.NoError(t, client.Stop(ctx))
 	})
-	srv, err := New(Config{Client: client, Runtime: platform.Runtime(), Extensions: []Extension{paymentsweb.New(platform)}, Tokens: testTokens, Gatherer: reg,
+	srv, err := New(Config{Client: client, Runtime: platform.Runtime(), Extensions: []Extension{paymentsweb.New(platform), scheduleweb.New(sched)}, Tokens: testTokens, Gatherer: reg,
 		ConsoleSampleInterval: 250 * time.Millisecond})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	return &consoleFixture{t: t, fake: fake, client: client, platform: platform, review: review, server: srv, http: hs}
+	return &consoleFixture{t: t, fake: fake, client: client, platform: platform, review: review, sched: sched, server: srv, http: hs}
 }
 
 // eventually polls cond until it holds or the timeout passes.

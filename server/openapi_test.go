@@ -26,6 +26,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/schedule"
 	. "github.com/commandbus/commandbus/server"
 	"github.com/commandbus/commandbus/workflow"
 )
@@ -191,6 +192,13 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 			"approveApproval": approveID, "rejectApproval": rejectID, "respondToNetworkResponse": pendingID,
 		}
 
+		// A schedule of the review workflow per schedule action.
+		for _, id := range []string{"getSchedule", "updateSchedule", "deleteSchedule", "pauseSchedule", "resumeSchedule", "triggerSchedule"} {
+			s, err := f.sched.Create(ctx, schedule.Spec{Name: "doc-" + id, Model: workflow.Model, Type: "ReviewFlow", FixedRate: time.Hour}, commandbus.OperatorAction{Actor: "ops:test", Reason: "document test"})
+			require.NoError(t, err)
+			pathIDs[id] = s.ID
+		}
+
 		// The other path parameters: the review workflow's definition, its gate's signal and its
 		// sleep's timer.
 		pathValues := map[string]string{"model": workflow.Model, "type": "ReviewFlow", "name": "approved", "timer": "coolOff"}
@@ -262,7 +270,8 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 			})
 		}
 		for _, id := range []string{"submitPayment", "createBatch", "getPaymentStatus", "respondToNetworkResponse", "completeProcess", "listQueueDepths",
-			"listDefinitions", "startDefinition", "listExecutions", "signalExecution", "suspendExecution", "cancelExecutionTimer", "listExecutionTSQ", "receiveEvent"} {
+			"listDefinitions", "startDefinition", "listExecutions", "signalExecution", "suspendExecution", "cancelExecutionTimer", "listExecutionTSQ", "receiveEvent",
+			"listSchedules", "createSchedule", "updateSchedule", "deleteSchedule", "pauseSchedule", "resumeSchedule", "triggerSchedule", "listJobLeases"} {
 			require.True(t, seen[id], "%s is documented", id)
 		}
 

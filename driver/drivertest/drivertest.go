@@ -77,6 +77,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Inbox", exerciseInbox},
 		{"DLQ", exerciseDLQ},
 		{"CommandDelivery", exerciseCommandDelivery},
+		{"Schedules", exerciseSchedules},
 	}
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {

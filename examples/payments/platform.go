@@ -73,9 +73,20 @@ type Options struct {
 	FXAttempts int
 	// Logger defaults to the client's logger.
 	Logger *slog.Logger
+	// DailyRunCron and DailyRunZone are when the declared schedule DailyRunSchedule runs the
+	// day's scheduled payments (six-field cron, IANA zone). Default: DefaultDailyRunCron in
+	// DefaultDailyRunZone.
+	DailyRunCron string
+	DailyRunZone string
 }
 
 func (o Options) withDefaults() Options {
+	if o.DailyRunCron == "" {
+		o.DailyRunCron = DefaultDailyRunCron
+	}
+	if o.DailyRunZone == "" {
+		o.DailyRunZone = DefaultDailyRunZone
+	}
 	if o.Seed == 0 {
 		o.Seed = 1
 	}
@@ -122,10 +133,12 @@ type Platform struct {
 	logger  *slog.Logger
 	step    *process.Manager[StepState]
 	manager *process.Manager[ManagerState]
-	fx      *fxGateway
-	fxAPI   *fxapi.Server
-	sim     *simulator
-	faults  faults
+	// dailyRun runs the day's scheduled payments (TypeDailyRun) on its schedule.
+	dailyRun *process.Manager[DailyRunState]
+	fx       *fxGateway
+	fxAPI    *fxapi.Server
+	sim      *simulator
+	faults   faults
 
 	randMu sync.Mutex
 	rand   *rand.Rand
@@ -212,6 +225,9 @@ func New(client *commandbus.Client, opts Options) (*Platform, error) {
 	}
 	registerStepResponses(p.step)
 	if p.manager, err = process.NewManager(p.rt, process.Process[ManagerState](managerProcess{p: p})); err != nil {
+		return nil, err
+	}
+	if err := p.registerDailyRun(opts); err != nil {
 		return nil, err
 	}
 	p.sim = newSimulator(p)

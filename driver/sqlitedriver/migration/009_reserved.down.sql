@@ -1,0 +1,2 @@
+-- Placeholder (see the up migration): nothing to undo.
+SELECT 1;
