@@ -21,7 +21,7 @@ func newExecutionsCommand(cfg Config) *cobra.Command {
 		Long: "executions operates any execution by id, whatever its model: list and show them, start one from JSON,\n" +
 			"and retry, cancel, complete or skip a step of one. Every action is audited with --actor and --reason.",
 	}
-	cmd.AddCommand(newExecutionsListCommand(), newExecutionsShowCommand(), newExecutionsStartCommand(cfg),
+	cmd.AddCommand(newExecutionsListCommand(), newExecutionsShowCommand(cfg), newExecutionsStartCommand(cfg),
 		newExecutionActionCommand(cfg, "retry", "Move an execution out of the troubleshooting queue with a fresh attempt budget"),
 		newExecutionActionCommand(cfg, "cancel", "Cancel an execution (--compensate runs its compensations first)"),
 		newExecutionActionCommand(cfg, "complete", "Force-complete an execution (--state sets state fields first)"),
@@ -78,9 +78,55 @@ func newExecutionsListCommand() *cobra.Command {
 	return cmd
 }
 
-func newExecutionsShowCommand() *cobra.Command {
-	cmd := newTSQProcessesShowCommand()
-	cmd.Short = "Show an execution of any model with its state and log"
+// newExecutionsShowCommand is `executions show`: an execution as its model describes it (with the
+// model's result, such as a saga's per-step outcomes and compensations), or as stored when this
+// binary runs no model of its type.
+func newExecutionsShowCommand(cfg Config) *cobra.Command {
+	var db DatabaseFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "show ID",
+		Short: "Show an execution of any model with its state, log and result",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := uuid.Parse(args[0])
+			if err != nil {
+				return fmt.Errorf("execution id: %w", err)
+			}
+			_, rt, closeDB, err := openProcesses(cmd, &db, cfg)
+			if err != nil {
+				return err
+			}
+			defer closeDB()
+			exec := rt.Client().Driver().Executor()
+			row, err := exec.ExecutionGet(cmd.Context(), id)
+			if err != nil {
+				return fmt.Errorf("execution %s: %w", id, err)
+			}
+			inst := &orchestration.InstanceJSON{ExecutionRow: row}
+			if ops := rt.OperationsFor(row); ops != nil {
+				if inst, err = ops.GetJSON(cmd.Context(), id); err != nil {
+					return err
+				}
+			} else if inst.Log, err = exec.ExecutionLogList(cmd.Context(), id); err != nil {
+				return err
+			}
+			if asJSON {
+				return WriteJSON(cmd.OutOrStdout(), inst)
+			}
+			printExecution(cmd.OutOrStdout(), inst.ExecutionRow, inst.Log)
+			if inst.Result != nil {
+				result, err := json.MarshalIndent(inst.Result, "  ", "  ")
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "result:\n  %s\n", result)
+			}
+			return nil
+		},
+	}
+	db.Register(cmd, "")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }
 

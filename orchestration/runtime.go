@@ -87,6 +87,9 @@ type Definition struct {
 	// Topology is the DAG of a declarative model (nil for a process, whose code is its
 	// definition): layers in dependency order, and edges.
 	Topology *Topology `json:"topology,omitempty"`
+	// CompensationPolicy is how a saga runs its compensations (STRICT_SEQUENTIAL, ...); empty
+	// for models without one.
+	CompensationPolicy string `json:"compensationPolicy,omitempty"`
 	// TriggeredBy lists the inbound event types that start the definition (Runtime.Trigger, a
 	// workflow's TriggeredBy), as Runtime.Describe reports them.
 	TriggeredBy []string `json:"triggeredBy,omitempty"`
@@ -144,6 +147,9 @@ type InstanceJSON struct {
 	*cbtype.ExecutionRow
 	Log        []*cbtype.ExecutionLogEntry `json:"log"`
 	Attributes map[string]string           `json:"attributes,omitempty"`
+	// Result is the model's view of the execution's outcome (a saga's per-step outcomes and
+	// compensations, a TCC's phases per participant), nil for models that have none.
+	Result any `json:"result,omitempty"`
 }
 
 // Config tunes a runtime. Zero fields take the client's configuration (its process.* keys).

@@ -34,6 +34,10 @@ type StepInfo struct {
 	// compensation.
 	Conditional bool `json:"conditional,omitempty"`
 	Compensated bool `json:"compensated,omitempty"`
+	// CompensationCritical says the step's compensation is critical (a saga's circuit breaker
+	// opens when it fails); ExpandEach that the step runs as one instance per item of the input.
+	CompensationCritical bool `json:"compensationCritical,omitempty"`
+	ExpandEach           bool `json:"expandEach,omitempty"`
 }
 
 // StepDescriber is implemented by operations of declarative models that describe their steps.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/commandbus/commandbus/internal/flowmodel"
 	"github.com/commandbus/commandbus/orchestration"
 )
 
@@ -101,6 +102,15 @@ type stepDef struct {
 	timeout     time.Duration
 	cond        func(*StepContext) bool
 	compensate  CompensateFunc
+	// comp are the compensation's retry, timeout and criticality (models on the runner set
+	// them through internal/flowmodel).
+	comp flowmodel.Compensation
+	// expand makes the step one instance per item of the input; an instance has template (the
+	// step's id), its item and the item's key.
+	expand   *flowmodel.Expansion
+	template string
+	item     json.RawMessage
+	itemKey  string
 }
 
 // Definition is a workflow: its id (the execution type), version, description and a DAG of
@@ -298,6 +308,13 @@ func (d *Definition) validate() (*Topology, error) {
 			problems = append(problems, fmt.Sprintf("step %q needs a child workflow type and an input function", s.id))
 		case s.kind == kindCommand && s.request == nil:
 			problems = append(problems, fmt.Sprintf("step %q needs a request function", s.id))
+		case s.expand != nil && s.kind != kindLocal && s.kind != kindCommand:
+			problems = append(problems, fmt.Sprintf("step %q: only local and command steps expand over items", s.id))
+		case s.expand != nil && s.expand.Items == nil:
+			problems = append(problems, fmt.Sprintf("step %q expands without an items function", s.id))
+		}
+		if s.comp.Timeout < 0 {
+			problems = append(problems, fmt.Sprintf("step %q: the compensation timeout must not be negative", s.id))
 		}
 		if s.waitTimeout < 0 {
 			problems = append(problems, fmt.Sprintf("step %q: the signal timeout must not be negative", s.id))
@@ -405,6 +422,7 @@ func (d *Definition) hash() string {
 		Deps []string `json:"deps,omitempty"`
 		Cond bool     `json:"cond,omitempty"`
 		Comp bool     `json:"comp,omitempty"`
+		Each bool     `json:"each,omitempty"`
 	}
 	shape := struct {
 		ID      string `json:"id"`
@@ -412,7 +430,7 @@ func (d *Definition) hash() string {
 		Steps   []step `json:"steps"`
 	}{ID: d.id, Version: d.version}
 	for _, s := range d.steps {
-		shape.Steps = append(shape.Steps, step{ID: s.id, Kind: int(s.kind), Wait: s.signal + s.childType + s.domain + s.commandType, Deps: s.deps, Cond: s.cond != nil, Comp: s.compensate != nil})
+		shape.Steps = append(shape.Steps, step{ID: s.id, Kind: int(s.kind), Wait: s.signal + s.childType + s.domain + s.commandType, Deps: s.deps, Cond: s.cond != nil, Comp: s.compensate != nil, Each: s.expand != nil})
 	}
 	b, _ := json.Marshal(shape)
 	sum := sha256.Sum256(b)

@@ -16,6 +16,7 @@ import (
 	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/execution"
+	"github.com/commandbus/commandbus/internal/flowmodel"
 	"github.com/commandbus/commandbus/internal/orchestrate"
 	"github.com/commandbus/commandbus/orchestration"
 )
@@ -35,6 +36,12 @@ type Manager struct {
 	steps  map[string]*stepDef
 	hash   string
 	logger *slog.Logger
+	// model is the model name the executions carry ("workflow", or a model built on this
+	// runner); flow is what that model asks of the runner.
+	model   string
+	flow    flowmodel.Options
+	base    *plan
+	expands bool
 
 	randMu sync.Mutex
 	rand   *rand.Rand
@@ -50,6 +57,10 @@ func WithRand(r *rand.Rand) Option { return func(m *Manager) { m.rand = r } }
 // of the definition is reported at once (a DefinitionError): an empty definition, a duplicate
 // step id, a missing dependency, a self-dependency, a cycle (naming its steps).
 func Register(rt *orchestration.Runtime, def *Definition, opts ...Option) (*Manager, error) {
+	return register(rt, def, flowmodel.Options{}, opts...)
+}
+
+func register(rt *orchestration.Runtime, def *Definition, flow flowmodel.Options, opts ...Option) (*Manager, error) {
 	if rt == nil || def == nil {
 		return nil, errors.New("workflow: Register needs a runtime and a definition")
 	}
@@ -57,11 +68,17 @@ func Register(rt *orchestration.Runtime, def *Definition, opts ...Option) (*Mana
 	if err != nil {
 		return nil, err
 	}
+	if flow.Model == "" {
+		flow.Model = Model
+	}
+	if flow.Policy == "" {
+		flow.Policy = flowmodel.StrictSequential
+	}
 	client := rt.Client()
 	m := &Manager{
 		rt: rt, client: client, engine: orchestrate.Engine(rt), def: def, topo: topo,
-		steps: map[string]*stepDef{}, hash: def.hash(),
-		logger: client.Logger().With("workflow", def.id),
+		steps: map[string]*stepDef{}, hash: def.hash(), model: flow.Model, flow: flow,
+		logger: client.Logger().With(flow.Model, def.id),
 		rand:   rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0x77f)),
 	}
 	for _, o := range opts {
@@ -73,7 +90,23 @@ func Register(rt *orchestration.Runtime, def *Definition, opts ...Option) (*Mana
 			s.retry = def.retry
 		}
 		s.retry = s.retry.WithDefaults()
+		if !s.comp.RetrySet {
+			s.comp.Retry = s.retry
+		}
+		if s.comp.Retry.RetryOn == nil {
+			// A compensation is retried unless its error says retrying cannot help.
+			s.comp.Retry.RetryOn = func(err error) bool {
+				class, _ := commandbus.Classify(err, commandbus.ClassTransient)
+				return class == commandbus.ClassTransient
+			}
+		}
+		s.comp.Retry = s.comp.Retry.WithDefaults()
+		if s.comp.Timeout == 0 {
+			s.comp.Timeout = s.timeout
+		}
+		m.expands = m.expands || s.expand != nil
 	}
+	m.base = newPlan(topo.Layers, def.steps)
 	if def.layerConcurrency == 0 {
 		def.layerConcurrency = 8
 	}
@@ -83,8 +116,9 @@ func Register(rt *orchestration.Runtime, def *Definition, opts ...Option) (*Mana
 	return m, nil
 }
 
-// Model returns "workflow".
-func (m *Manager) Model() string { return Model }
+// Model returns "workflow" (or the name of the model built on the workflow runner that
+// registered this definition, such as "saga").
+func (m *Manager) Model() string { return m.model }
 
 // Type returns the workflow id.
 func (m *Manager) Type() string { return m.def.id }
@@ -110,6 +144,12 @@ type startOptions struct {
 	immediate   bool
 	startAt     *time.Time
 	attributes  map[string]string
+	// For StartMany (and deadline, batch and transaction for Start too).
+	ids      []uuid.UUID
+	keys     []string
+	deadline *time.Time
+	batchID  uuid.UUID
+	tx       any
 }
 
 // WithAttributes sets search attributes of the execution at its start.
@@ -158,8 +198,18 @@ func (m *Manager) Start(ctx context.Context, input any, opts ...StartOption) (uu
 	if err := driver.ValidateAttributes(o.attributes); err != nil {
 		return uuid.Nil, &commandbus.ValidationError{Field: "attributes", Message: err.Error()}
 	}
+	if o.tx != nil && (o.immediate || o.startAt != nil) {
+		return uuid.Nil, &commandbus.ValidationError{Field: "options", Message: "InTx creates the execution for the runners: it excludes Immediate and StartAt (call RunNow after the commit)"}
+	}
+	if o.ids != nil || o.keys != nil {
+		return uuid.Nil, &commandbus.ValidationError{Field: "options", Message: "WithIDs and WithBusinessKeys apply to StartMany; Start takes WithID and WithBusinessKey"}
+	}
 	params := m.newExecution(id, payload, createdInfo{DryRun: o.dryRun, StartAt: o.startAt})
 	params.TenantID, params.BusinessKey, params.Attributes = o.tenantID, o.businessKey, o.attributes
+	o.apply(params)
+	if o.tx != nil {
+		return id, m.insertInTx(ctx, o.tx, []*driver.ExecutionInsertParams{params})
+	}
 	if o.immediate || o.startAt != nil {
 		params.Lease, params.WorkerID = m.engine.Config().Lease, m.engine.Config().WorkerID
 	}
@@ -188,8 +238,24 @@ func (m *Manager) Start(ctx context.Context, input any, opts ...StartOption) (uu
 }
 
 // StartMany creates one execution per input in one round trip, PENDING for the runtime's pollers,
-// and returns their ids in input order.
-func (m *Manager) StartMany(ctx context.Context, inputs []any) ([]uuid.UUID, error) {
+// and returns their ids in input order. It takes WithIDs, WithBusinessKeys, WithTenant,
+// WithAttributes, WithDeadline, WithBatch and InTx; an id that exists is not started again.
+func (m *Manager) StartMany(ctx context.Context, inputs []any, opts ...StartOption) ([]uuid.UUID, error) {
+	o := &startOptions{}
+	for _, opt := range opts {
+		opt(o)
+	}
+	switch {
+	case o.id != uuid.Nil || o.businessKey != "" || o.immediate || o.startAt != nil || o.dryRun:
+		return nil, &commandbus.ValidationError{Field: "options", Message: "StartMany takes WithIDs and WithBusinessKeys, not WithID, WithBusinessKey, Immediate, StartAt or DryRun"}
+	case o.ids != nil && len(o.ids) != len(inputs):
+		return nil, &commandbus.ValidationError{Field: "ids", Message: fmt.Sprintf("WithIDs has %d ids for %d inputs", len(o.ids), len(inputs))}
+	case o.keys != nil && len(o.keys) != len(inputs):
+		return nil, &commandbus.ValidationError{Field: "businessKeys", Message: fmt.Sprintf("WithBusinessKeys has %d keys for %d inputs", len(o.keys), len(inputs))}
+	}
+	if err := driver.ValidateAttributes(o.attributes); err != nil {
+		return nil, &commandbus.ValidationError{Field: "attributes", Message: err.Error()}
+	}
 	params := make([]*driver.ExecutionInsertParams, len(inputs))
 	ids := make([]uuid.UUID, len(inputs))
 	for i, in := range inputs {
@@ -198,7 +264,18 @@ func (m *Manager) StartMany(ctx context.Context, inputs []any) ([]uuid.UUID, err
 			return nil, &commandbus.ValidationError{Field: fmt.Sprintf("inputs[%d]", i), Message: "cannot be encoded as JSON: " + err.Error()}
 		}
 		ids[i] = uuid.Must(uuid.NewV7())
+		if o.ids != nil {
+			ids[i] = o.ids[i]
+		}
 		params[i] = m.newExecution(ids[i], payload, createdInfo{})
+		params[i].TenantID, params[i].Attributes = o.tenantID, o.attributes
+		if o.keys != nil {
+			params[i].BusinessKey = o.keys[i]
+		}
+		o.apply(params[i])
+	}
+	if o.tx != nil {
+		return ids, m.insertInTx(ctx, o.tx, params)
 	}
 	if _, err := m.engine.Insert(ctx, params); err != nil {
 		return nil, err
@@ -213,7 +290,7 @@ func (m *Manager) newExecution(id uuid.UUID, input json.RawMessage, info created
 	info.Hash, info.Version = m.hash, m.def.version
 	created, _ := json.Marshal(info)
 	params := &driver.ExecutionInsertParams{
-		ID: id, Model: Model, Type: m.def.id, Domain: m.def.domain, State: input,
+		ID: id, Model: m.model, Type: m.def.id, Domain: m.def.domain, State: input,
 		Log: []*driver.ExecutionLogEntry{{Seq: 1, EntryType: entryLifecycle, Name: nameCreated, StepStatus: statusCompleted, Request: created}},
 	}
 	if m.def.timeout > 0 {
@@ -242,6 +319,15 @@ type StepStatus struct {
 	Error     string          `json:"error,omitempty"`
 	StartedAt *time.Time      `json:"startedAt,omitempty"`
 	EndedAt   *time.Time      `json:"endedAt,omitempty"`
+	// Instance is the step an expanded instance was made from ("" for a step that is not one).
+	Instance string `json:"instanceOf,omitempty"`
+	// Compensation is the step's compensation status (COMPLETED, FAILED, RETRY_SCHEDULED or
+	// SKIPPED; "" while it has not run), with its failed attempts and last error, and
+	// CompensationOrder the order in which it ended among the execution's compensations (from 1).
+	Compensation         string `json:"compensation,omitempty"`
+	CompensationAttempts int    `json:"compensationAttempts,omitempty"`
+	CompensationError    string `json:"compensationError,omitempty"`
+	CompensationOrder    int    `json:"compensationOrder,omitempty"`
 }
 
 // Get returns an execution with its steps and log, or commandbus.ErrNotFound.
@@ -251,8 +337,8 @@ func (m *Manager) Get(ctx context.Context, id uuid.UUID) (*Instance, error) {
 	if err != nil {
 		return nil, err
 	}
-	if row.Model != Model || row.Type != m.def.id {
-		return nil, fmt.Errorf("%w: execution %s is a %s %q, not workflow %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.def.id)
+	if row.Model != m.model || row.Type != m.def.id {
+		return nil, fmt.Errorf("%w: execution %s is a %s %q, not %s %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.model, m.def.id)
 	}
 	entries, err := exec.ExecutionLogList(ctx, id)
 	if err != nil {
@@ -270,9 +356,13 @@ func (m *Manager) Get(ctx context.Context, id uuid.UUID) (*Instance, error) {
 			times[e.Name] = [2]*time.Time{e.StartedAt, &at}
 		}
 	}
-	for _, layer := range m.topo.Layers {
+	p, err := m.planFor(row.State)
+	if err != nil {
+		p = m.base // the execution parked with EXPANSION_FAILED: show the definition's steps
+	}
+	for _, layer := range p.layers {
 		for _, sid := range layer {
-			st := StepStatus{ID: sid, Status: "PENDING"}
+			st := StepStatus{ID: sid, Status: "PENDING", Instance: p.steps[sid].template}
 			if r := f.steps[sid]; r != nil && r.status != "" {
 				st.Status, st.Attempts, st.ErrorCode, st.Error = r.status, r.attempts, r.errCode, r.errMsg
 				if r.status == statusCompleted {
@@ -281,6 +371,10 @@ func (m *Manager) Get(ctx context.Context, id uuid.UUID) (*Instance, error) {
 				}
 				t := times[sid]
 				st.StartedAt, st.EndedAt = t[0], t[1]
+				st.Compensation, st.CompensationAttempts, st.CompensationError, st.CompensationOrder = r.compStat, r.compAttempts, r.compErr, r.compOrder
+				if r.compStat == statusCompleted {
+					st.CompensationAttempts++
+				}
 			}
 			inst.Steps = append(inst.Steps, st)
 		}
@@ -294,13 +388,21 @@ func (m *Manager) GetJSON(ctx context.Context, id uuid.UUID) (*orchestration.Ins
 	if err != nil {
 		return nil, err
 	}
-	return &orchestration.InstanceJSON{ExecutionRow: inst.ExecutionRow, Log: inst.Log, Attributes: inst.Attributes}, nil
+	out := &orchestration.InstanceJSON{ExecutionRow: inst.ExecutionRow, Log: inst.Log, Attributes: inst.Attributes}
+	if m.flow.Result != nil {
+		out.Result = m.flow.Result(inst)
+	}
+	return out, nil
 }
 
 // Describe implements orchestration.Describer: the definition with its topology.
 func (m *Manager) Describe() orchestration.Definition {
-	return orchestration.Definition{Model: Model, Type: m.def.id, Domain: m.def.domain, Version: m.def.version,
+	d := orchestration.Definition{Model: m.model, Type: m.def.id, Domain: m.def.domain, Version: m.def.version,
 		Description: m.def.description, Topology: m.topo}
+	if m.model != Model {
+		d.CompensationPolicy = m.flow.Policy // a model built on this runner that chose one
+	}
+	return d
 }
 
 // StartJSON implements orchestration.Starter.
@@ -377,7 +479,23 @@ type ListParams struct {
 // List returns executions of this workflow, newest first.
 func (m *Manager) List(ctx context.Context, params ListParams) ([]*cbtype.ExecutionRow, error) {
 	return m.engine.Exec().ExecutionList(ctx, &driver.ExecutionListParams{
-		Statuses: params.Statuses, Model: Model, Type: m.def.id, BusinessKey: params.BusinessKey,
+		Statuses: params.Statuses, Model: m.model, Type: m.def.id, BusinessKey: params.BusinessKey,
 		TenantID: params.TenantID, Attributes: params.Attributes, BeforeID: params.BeforeID, Limit: params.Limit,
 	})
+}
+
+func init() {
+	flowmodel.Register = func(rt *orchestration.Runtime, def any, opts flowmodel.Options) (any, error) {
+		d, ok := def.(*Definition)
+		if !ok {
+			return nil, fmt.Errorf("workflow: %T is not a *workflow.Definition", def)
+		}
+		return register(rt, d, opts)
+	}
+	flowmodel.CompensationOption = func(c flowmodel.Compensation) any {
+		return StepOption(func(s *stepDef) { s.comp = c })
+	}
+	flowmodel.ExpandOption = func(e flowmodel.Expansion) any {
+		return StepOption(func(s *stepDef) { s.expand = &e })
+	}
 }

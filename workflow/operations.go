@@ -27,9 +27,9 @@ func (m *Manager) acquireFor(ctx context.Context, id uuid.UUID, action commandbu
 		return nil, err
 	}
 	row := lease.Row
-	if row.Model != Model || row.Type != m.def.id {
+	if row.Model != m.model || row.Type != m.def.id {
 		_ = lease.Release(ctx)
-		return nil, fmt.Errorf("%w: execution %s is a %s %q, not workflow %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.def.id)
+		return nil, fmt.Errorf("%w: execution %s is a %s %q, not %s %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.model, m.def.id)
 	}
 	if !allowed(row.Status) {
 		_ = lease.Release(ctx)
@@ -61,6 +61,11 @@ func (m *Manager) Retry(ctx context.Context, id uuid.UUID, action commandbus.Ope
 	lease, err := m.acquireFor(ctx, id, action, parked)
 	if err != nil {
 		return err
+	}
+	if lease.Row.ErrorCode == CodeCommandParked {
+		if done, err := m.retryParkedCommand(ctx, lease, action); done || err != nil {
+			return err
+		}
 	}
 	m.audit(ctx, id, entryTSQRetry, action, nil)
 	info, _ := json.Marshal(retryInfo{Hash: m.hash})
@@ -95,6 +100,9 @@ func (m *Manager) CancelOverride(ctx context.Context, id uuid.UUID, runCompensat
 		f.cancelled = true
 		return m.compensate(ctx, lease, f, []*driver.ExecutionLogEntry{entry})
 	}
+	if err := m.ended(ctx, lease, driver.ExecutionCancelled); err != nil {
+		return err
+	}
 	cp := lease.Base()
 	cp.Status, cp.Release, cp.NextRetryAt = driver.ExecutionCancelled, true, nil
 	cp.ErrorCode, cp.ErrorMessage, cp.Log = commandbus.CodeCancelled, message, []*driver.ExecutionLogEntry{entry}
@@ -123,6 +131,9 @@ func (m *Manager) CompleteOverride(ctx context.Context, id uuid.UUID, stateOverr
 			return &commandbus.ValidationError{Field: "stateOverrides", Message: err.Error()}
 		}
 	}
+	if err := m.ended(ctx, lease, driver.ExecutionCompleted); err != nil {
+		return err
+	}
 	m.audit(ctx, id, entryTSQComplete, action, map[string]any{"stateOverrides": stateOverrides})
 	entry := &driver.ExecutionLogEntry{EntryType: entryTSQComplete, Name: "complete", Actor: action.Actor, Reason: action.Reason}
 	entry.Request, _ = json.Marshal(stateOverrides)
@@ -135,8 +146,8 @@ func (m *Manager) CompleteOverride(ctx context.Context, id uuid.UUID, stateOverr
 // execution on from there; for an execution parked with COMPENSATION_FAILED it gives up the
 // named step's compensation instead.
 func (m *Manager) Skip(ctx context.Context, id uuid.UUID, step string, result json.RawMessage, action commandbus.OperatorAction) error {
-	if m.steps[step] == nil {
-		return &commandbus.ValidationError{Field: "step", Message: fmt.Sprintf("workflow %q has no step %q", m.def.id, step)}
+	if m.steps[step] == nil && !m.mayBeInstance(step) {
+		return &commandbus.ValidationError{Field: "step", Message: fmt.Sprintf("%s %q has no step %q", m.model, m.def.id, step)}
 	}
 	if len(result) > 0 && !json.Valid(result) {
 		return &commandbus.ValidationError{Field: "result", Message: "not valid JSON"}
@@ -166,4 +177,72 @@ func (m *Manager) Skip(ctx context.Context, id uuid.UUID, step string, result js
 		lease.Row.Status = driver.ExecutionExecuting
 	}
 	return m.run(ctx, lease, []*driver.ExecutionLogEntry{entry})
+}
+
+// mayBeInstance reports whether step names an instance of an expanded step (its id followed by
+// ":key" or "#n"); whether the execution has that instance is known once it is leased.
+func (m *Manager) mayBeInstance(step string) bool {
+	for _, s := range m.def.steps {
+		if s.expand != nil && len(step) > len(s.id)+1 && step[:len(s.id)] == s.id && (step[len(s.id)] == ':' || step[len(s.id)] == '#') {
+			return true
+		}
+	}
+	return false
+}
+
+// retryParkedCommand retries, from the command troubleshooting queue, the command an execution
+// parked with COMMAND_PARKED waits on: the command runs again and its final reply resumes the
+// execution, which waits parked meanwhile. It reports false (keeping the lease) when the command
+// has ended, so its reply is applied by the run that follows; a command on its way already is
+// refused (ErrInvalidState): its reply will come.
+func (m *Manager) retryParkedCommand(ctx context.Context, lease *execution.Lease, action commandbus.OperatorAction) (bool, error) {
+	entries, err := lease.Log(ctx)
+	if err != nil {
+		return true, m.abandon(ctx, lease, err)
+	}
+	step := lease.Row.Step
+	r := fold(entries).steps[step]
+	if r == nil || r.status != statusWaiting || r.commandID == uuid.Nil {
+		return false, nil
+	}
+	cmd, err := m.client.GetCommand(ctx, r.commandID)
+	if err != nil {
+		_ = lease.Release(ctx)
+		return true, fmt.Errorf("reading the parked command %s of step %q: %w", r.commandID, step, err)
+	}
+	switch {
+	case cmd.Status.Terminal():
+		return false, nil
+	case cmd.Status != driver.CommandStatusInTSQ:
+		_ = lease.Release(ctx)
+		return true, fmt.Errorf("%w: the command %s of step %q is %s, no longer parked: its reply will resume execution %s",
+			commandbus.ErrInvalidState, cmd.ID, step, cmd.Status, lease.Row.ID)
+	}
+	details := map[string]any{"step": step, "commandId": cmd.ID}
+	m.audit(ctx, lease.Row.ID, entryTSQRetry, action, details)
+	entry := &driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: "COMMAND_RETRIED", StepStatus: string(driver.ExecutionWaitingForTSQ),
+		Actor: action.Actor, Reason: action.Reason}
+	entry.Request, _ = json.Marshal(details)
+	cp := lease.Base()
+	cp.Release, cp.Log = true, []*driver.ExecutionLogEntry{entry}
+	if err := lease.Checkpoint(ctx, cp); err != nil {
+		return true, err
+	}
+	if _, err := m.client.TSQ().Retry(ctx, cmd.ID, action); err != nil {
+		return true, fmt.Errorf("retrying the parked command %s of step %q: %w", cmd.ID, step, err)
+	}
+	return true, nil
+}
+
+// ended tells the model an operator ends the execution without running it; an error refuses the
+// action and gives the lease back.
+func (m *Manager) ended(ctx context.Context, lease *execution.Lease, status driver.ExecutionStatus) error {
+	if m.flow.OnEnd == nil {
+		return nil
+	}
+	if err := m.flow.OnEnd(ctx, lease.Row, status); err != nil {
+		_ = lease.Release(ctx)
+		return fmt.Errorf("recording the end of execution %s: %w", lease.Row.ID, err)
+	}
+	return nil
 }

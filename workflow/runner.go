@@ -30,15 +30,46 @@ func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driv
 	}
 	f := fold(append(entries, extra...))
 	row := lease.Row
+	answered := row.Status == driver.ExecutionWaitingForTSQ && row.ErrorCode == CodeCommandParked && len(extra) == 0 &&
+		row.ResponsesReceived > row.ResponsesApplied
+	var stillParked *parkedCommand
 	switch {
+	case answered:
+		// The parked command's final reply (or another response) arrived: the execution resumes,
+		// and parks again if the command still waits.
+		m.logger.Info("a parked command was answered; the execution resumes", "execution_id", row.ID, "step", row.Step)
+		stillParked = &parkedCommand{step: row.Step, message: row.ErrorMessage}
+		row.ErrorCode, row.ErrorMessage = "", ""
+	case row.Status.Terminal() && row.ResponsesReceived > row.ResponsesApplied:
+		// A late response to an ended execution changes nothing; applied, it no longer wakes it.
+		m.logger.Info("late responses to an ended execution ignored", "execution_id", row.ID, "status", row.Status)
+		cp := lease.Base()
+		cp.Release, cp.ResponsesApplied = true, row.ResponsesReceived
+		return m.runnerResult(lease.Checkpoint(ctx, cp))
+	case row.Status == driver.ExecutionWaitingForTSQ && len(extra) == 0 && row.ResponsesReceived > row.ResponsesApplied:
+		// Responses reached a parked execution: their outcomes are recorded (an operator's
+		// Retry goes on from them) and it stays parked, no longer woken by them.
+		p, err := m.planFor(row.State)
+		if err != nil {
+			p = m.base
+		}
+		w := &walk{m: m, p: p, ctx: ctx, lease: lease, f: f}
+		if err := w.absorb(); err != nil {
+			return m.abandon(ctx, lease, err)
+		}
+		return m.runnerResult(w.checkpoint(func(cp *driver.ExecutionCheckpoint) { cp.Release = true }))
 	case row.Status.Terminal(), row.Status == driver.ExecutionSuspended,
 		row.Status == driver.ExecutionWaitingForTSQ && len(extra) == 0:
 		return lease.Release(ctx)
 	case f.hash != m.hash:
 		return m.park(ctx, lease, extra, "", CodeDefinitionChanged,
 			fmt.Sprintf("the definition of workflow %q changed under this execution (hash %s, now %s); Retry adopts the new definition", m.def.id, f.hash, m.hash))
-	case row.Status == driver.ExecutionCompensating:
+	case row.Status == driver.ExecutionCompensating || f.compensating:
 		return m.compensate(ctx, lease, f, extra)
+	}
+	p, err := m.planFor(row.State)
+	if err != nil {
+		return m.park(ctx, lease, extra, "", CodeExpansionFailed, err.Error())
 	}
 	if now := m.engine.Config().Clock(); f.startAt != nil && now.Before(*f.startAt) && len(extra) == 0 {
 		// Woken before its delayed start (a signal arrived): wait on; signals stay buffered.
@@ -47,9 +78,9 @@ func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driv
 		return m.runnerResult(lease.Checkpoint(ctx, cp))
 	}
 	if f.dryRun {
-		return m.dryRun(ctx, lease, f, extra)
+		return m.dryRun(ctx, lease, f, p, extra)
 	}
-	w := &walk{m: m, ctx: ctx, lease: lease, f: f, pending: extra, input: row.State}
+	w := &walk{m: m, p: p, ctx: ctx, lease: lease, f: f, pending: extra, input: row.State, parkedCommand: stillParked}
 	// Steps may run longer than the lease: a heartbeat keeps it while they run.
 	stop := lease.KeepAlive(ctx)
 	defer stop()
@@ -59,6 +90,7 @@ func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driv
 // walk is one run of an execution's DAG.
 type walk struct {
 	m       *Manager
+	p       *plan // the DAG this execution runs
 	ctx     context.Context
 	lease   *execution.Lease
 	f       *folded
@@ -68,6 +100,8 @@ type walk struct {
 	input   json.RawMessage
 	running map[string]bool
 	failed  *outcome // the first step that failed for good
+	// parkedCommand is a command step whose command was parked (its PARKED reply arrived).
+	parkedCommand *parkedCommand
 	// signals are the execution's unconsumed signals, read once per run when a gate needs them.
 	signals       []*driver.ExecutionSignalRow
 	signalsLoaded bool
@@ -114,7 +148,7 @@ type outcome struct {
 func (w *walk) run() error {
 	m := w.m
 	w.running = map[string]bool{}
-	results := make(chan *outcome, len(m.steps))
+	results := make(chan *outcome, len(w.p.steps))
 	if w.f.failStep != "" && w.f.steps[w.f.failStep].status == statusFailed {
 		// A step failed in an earlier run while commands were in flight: it still stands.
 		w.failed = &outcome{step: w.f.failStep, err: &stepError{code: w.f.failCode, msg: w.f.failMsg, business: w.f.failBusiness}}
@@ -189,7 +223,7 @@ func (w *walk) wait(results chan *outcome) {
 func (w *walk) ready() []string {
 	now := w.m.engine.Config().Clock()
 	var out []string
-	for _, layer := range w.m.topo.Layers {
+	for _, layer := range w.p.layers {
 		for _, sid := range layer {
 			r := w.f.steps[sid]
 			if w.running[sid] || r != nil && (r.done() || r.status == statusFailed || r.status == statusWaiting ||
@@ -205,7 +239,7 @@ func (w *walk) ready() []string {
 }
 
 func (w *walk) depsDone(sid string) bool {
-	for _, dep := range w.m.steps[sid].deps {
+	for _, dep := range w.p.steps[sid].deps {
 		if r := w.f.steps[dep]; r == nil || !r.done() {
 			return false
 		}
@@ -215,12 +249,13 @@ func (w *walk) depsDone(sid string) bool {
 
 // start runs a step's condition and, if it holds, its function in a goroutine.
 func (w *walk) start(sid string, results chan<- *outcome) {
-	s := w.m.steps[sid]
+	s := w.p.steps[sid]
 	attempt := 1
 	if r := w.f.steps[sid]; r != nil {
 		attempt = r.attempts + 1
 	}
-	sc := &StepContext{ExecutionID: w.lease.Row.ID, Step: sid, Attempt: attempt, Input: w.input, results: w.f.results()}
+	sc := &StepContext{ExecutionID: w.lease.Row.ID, Step: sid, Attempt: attempt, Input: w.input, results: w.f.results(),
+		item: s.item, itemKey: s.itemKey}
 	w.running[sid] = true
 	started := w.m.engine.Config().Clock()
 	if s.cond != nil {
@@ -275,7 +310,7 @@ func callCond(cond func(*StepContext) bool, sc *StepContext) (hold bool, err err
 // record turns an outcome into a log entry for the next checkpoint and into the folded view.
 func (w *walk) record(o *outcome) {
 	m := w.m
-	s := m.steps[o.step]
+	s := w.p.steps[o.step]
 	r := w.f.steps[o.step]
 	if r == nil {
 		r = &stepRecord{}
@@ -301,7 +336,7 @@ func (w *walk) record(o *outcome) {
 		entry.StepStatus, entry.StartedAt, entry.Reason = statusSkipped, nil, "condition false"
 		r.status, r.order = statusSkipped, w.f.next
 		w.f.next++
-		m.logger.Info("workflow step skipped", "execution_id", w.lease.Row.ID, "step", o.step)
+		m.logger.Info("step skipped", "execution_id", w.lease.Row.ID, "step", o.step)
 	case o.err == nil:
 		entry.StepStatus, entry.Response = statusCompleted, o.result
 		r.status, r.result, r.order = statusCompleted, o.result, w.f.next
@@ -310,9 +345,15 @@ func (w *walk) record(o *outcome) {
 		class, code := commandbus.Classify(o.err, commandbus.ClassPermanent)
 		entry.ErrorCode, entry.ErrorMessage = code, o.err.Error()
 		if entry.ErrorCode == "" {
-			entry.ErrorCode = commandbus.CodePermanentFailure
-			if errors.Is(o.err, context.DeadlineExceeded) {
+			switch {
+			case errors.Is(o.err, context.DeadlineExceeded):
 				entry.ErrorCode = "TIMEOUT"
+			case class == commandbus.ClassTransient:
+				entry.ErrorCode = commandbus.CodeTransientFailure // an uncoded transient error is not a permanent one
+			case class == commandbus.ClassBusiness:
+				entry.ErrorCode = commandbus.CodeBusinessRule
+			default:
+				entry.ErrorCode = commandbus.CodePermanentFailure
 			}
 		}
 		r.attempts++
@@ -356,7 +397,7 @@ func (w *walk) finish() error {
 		// Commands already sent may take effect: wait for their replies, so that their effects
 		// are compensated too (or visible to the operator), before unwinding or parking.
 		var inFlight []string
-		for _, s := range m.def.steps {
+		for _, s := range w.p.order {
 			if r := w.f.steps[s.id]; r != nil && r.status == statusWaiting && s.kind == kindCommand {
 				inFlight = append(inFlight, s.id)
 			}
@@ -375,7 +416,7 @@ func (w *walk) finish() error {
 		}
 		se := w.failed.err.(*stepError)
 		msg := fmt.Sprintf("step %q failed: %s", w.failed.step, se.msg)
-		if se.business {
+		if se.business || m.flow.CompensateOnAny {
 			w.f.failStep, w.f.failCode, w.f.failMsg = w.failed.step, se.code, msg
 			return m.compensate(w.ctx, w.lease, w.f, w.pending)
 		}
@@ -386,7 +427,7 @@ func (w *walk) finish() error {
 	}
 	var next time.Time
 	var waiting []string
-	for _, s := range m.def.steps {
+	for _, s := range w.p.order {
 		r := w.f.steps[s.id]
 		if r != nil && r.status == statusRetryScheduled && (next.IsZero() || r.retryAt.Before(next)) {
 			next = r.retryAt
@@ -394,6 +435,17 @@ func (w *walk) finish() error {
 		if r != nil && r.status == statusWaiting {
 			waiting = append(waiting, s.id)
 		}
+	}
+	if pc := w.parkedCommand; pc != nil && w.f.steps[pc.step] != nil && w.f.steps[pc.step].status == statusWaiting {
+		// A command waits for an operator in the command troubleshooting queue: so does the
+		// execution, visibly. Its reply wait closes (no timeout while an operator decides); the
+		// command's final reply resumes it.
+		w.ops.closeWaits = append(w.ops.closeWaits, pc.step)
+		m.logger.Warn("execution parked: its command waits in the command troubleshooting queue", "execution_id", w.lease.Row.ID, "step", pc.step)
+		return m.runnerResult(w.checkpoint(func(cp *driver.ExecutionCheckpoint) {
+			cp.Status, cp.Release, cp.NextRetryAt, cp.NextWaitTimeoutAt = driver.ExecutionWaitingForTSQ, true, nil, nil
+			cp.Step, cp.CurrentWait, cp.ErrorCode, cp.ErrorMessage = pc.step, pc.step, CodeCommandParked, pc.message
+		}))
 	}
 	if len(waiting) > 0 {
 		// Waiting for signals, timers or children: their arrival, the timers' and the waits'
@@ -420,7 +472,7 @@ func (w *walk) finish() error {
 
 // allDone reports whether every step completed or was skipped.
 func (w *walk) allDone() bool {
-	for _, s := range w.m.def.steps {
+	for _, s := range w.p.order {
 		if r := w.f.steps[s.id]; r == nil || !r.done() {
 			return false
 		}
@@ -449,9 +501,9 @@ func (w *walk) checkpoint(set func(cp *driver.ExecutionCheckpoint)) error {
 }
 
 // dryRun records every step SKIPPED in layer order and completes the execution.
-func (m *Manager) dryRun(ctx context.Context, lease *execution.Lease, f *folded, extra []*driver.ExecutionLogEntry) error {
+func (m *Manager) dryRun(ctx context.Context, lease *execution.Lease, f *folded, p *plan, extra []*driver.ExecutionLogEntry) error {
 	entries := slices.Clone(extra)
-	for _, layer := range m.topo.Layers {
+	for _, layer := range p.layers {
 		for _, sid := range layer {
 			if r := f.steps[sid]; r == nil || !r.done() {
 				entries = append(entries, &driver.ExecutionLogEntry{EntryType: entryStep, Name: sid, StepStatus: statusSkipped, Reason: "dry run"})
@@ -465,74 +517,11 @@ func (m *Manager) dryRun(ctx context.Context, lease *execution.Lease, f *folded,
 
 // park moves an execution to the troubleshooting queue.
 func (m *Manager) park(ctx context.Context, lease *execution.Lease, entries []*driver.ExecutionLogEntry, step, code, message string) error {
-	m.logger.Warn("workflow execution parked in the troubleshooting queue", "execution_id", lease.Row.ID, "step", step, "code", code, "error", message)
+	m.logger.Warn("execution parked in the troubleshooting queue", "execution_id", lease.Row.ID, "step", step, "code", code, "error", message)
 	cp := lease.Base()
 	cp.Status, cp.Release, cp.Step, cp.ErrorCode, cp.ErrorMessage, cp.Log = driver.ExecutionWaitingForTSQ, true, step, code, message, entries
 	cp.NextRetryAt = nil
 	return m.runnerResult(lease.Checkpoint(ctx, cp))
-}
-
-// compensate runs the compensations of completed steps in reverse completion order (one at a
-// time), then ends the execution: CANCELLED after an operator's cancel, else COMPENSATED with the
-// failed step's code. A compensation that fails parks the execution with COMPENSATION_FAILED,
-// naming it; Retry runs the failed ones again, Skip gives one up.
-func (m *Manager) compensate(ctx context.Context, lease *execution.Lease, f *folded, entries []*driver.ExecutionLogEntry) error {
-	final, code, message := driver.ExecutionCompensated, f.failCode, f.failMsg
-	if f.cancelled {
-		final, code = driver.ExecutionCancelled, commandbus.CodeCancelled
-		message = "cancelled by an operator, compensations run"
-	}
-	if lease.Row.Status != driver.ExecutionCompensating {
-		cp := lease.Base()
-		cp.Status, cp.ErrorCode, cp.ErrorMessage, cp.Log = driver.ExecutionCompensating, code, message, entries
-		cp.NextRetryAt = nil
-		if err := lease.Checkpoint(ctx, cp); err != nil {
-			return m.runnerResult(err)
-		}
-		entries = nil
-	}
-	var order []string
-	for id, r := range f.steps {
-		if r.status == statusCompleted && m.steps[id] != nil && m.steps[id].compensate != nil && r.compStat != statusCompleted && r.compStat != statusSkipped {
-			order = append(order, id)
-		}
-	}
-	slices.SortFunc(order, func(a, b string) int { return f.steps[b].order - f.steps[a].order })
-	var failed []string
-	results := f.results()
-	for _, sid := range order {
-		sc := &StepContext{ExecutionID: lease.Row.ID, Step: sid, Input: lease.Row.State, results: results}
-		started := m.engine.Config().Clock()
-		err := callCompensation(ctx, m.steps[sid], sc)
-		entry := &driver.ExecutionLogEntry{EntryType: entryCompensation, Name: sid, StepStatus: statusCompleted, StartedAt: &started}
-		if err != nil {
-			entry.StepStatus, entry.ErrorMessage = statusFailed, err.Error()
-			failed = append(failed, sid)
-		}
-		cp := lease.Base()
-		cp.Log = append(entries, entry)
-		entries = nil
-		if err := lease.Checkpoint(ctx, cp); err != nil {
-			return m.runnerResult(err)
-		}
-	}
-	if len(failed) > 0 {
-		return m.park(ctx, lease, entries, failed[0], CodeCompensationFailed, fmt.Sprintf("compensation of %v failed", failed))
-	}
-	cp := lease.Base()
-	cp.Status, cp.Release, cp.Log, cp.ErrorCode, cp.ErrorMessage = final, true, entries, code, message
-	return m.runnerResult(lease.Checkpoint(ctx, cp))
-}
-
-func callCompensation(ctx context.Context, s *stepDef, sc *StepContext) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("compensation panicked: %v", r)
-		}
-	}()
-	ctx, cancel := context.WithTimeout(ctx, s.timeout)
-	defer cancel()
-	return s.compensate(ctx, sc)
 }
 
 // deadline parks an execution whose workflow timeout passed.
@@ -542,7 +531,7 @@ func (m *Manager) deadline(ctx context.Context, lease *execution.Lease) error {
 	if action == "" {
 		action = DeadlineTSQ
 	}
-	m.logger.Warn("workflow deadline passed", "execution_id", lease.Row.ID, "action", action, "status", lease.Row.Status)
+	m.logger.Warn("deadline passed", "execution_id", lease.Row.ID, "action", action, "status", lease.Row.Status)
 	entry := &driver.ExecutionLogEntry{EntryType: entryLifecycle, Name: "deadline", StepStatus: string(action),
 		ErrorCode: commandbus.CodeDeadlineExceeded, ErrorMessage: message}
 	switch action {
@@ -565,7 +554,7 @@ func (m *Manager) deadline(ctx context.Context, lease *execution.Lease) error {
 
 // abandon lets go of an execution the run could not handle; the next poll retries it.
 func (m *Manager) abandon(ctx context.Context, lease *execution.Lease, err error) error {
-	m.logger.Warn("workflow run abandoned; it will be retried", "execution_id", lease.Row.ID, "error", err)
+	m.logger.Warn("run abandoned; it will be retried", "execution_id", lease.Row.ID, "error", err)
 	_ = lease.Release(ctx)
 	return err
 }

@@ -23,6 +23,9 @@ const (
 	entryTSQComplete  = "TSQ_COMPLETE"
 
 	nameCreated = "WORKFLOW_CREATED"
+	// nameCompensationStarted marks the start of the compensation phase: from it on, a run
+	// compensates (whatever the stored status) until the execution ends or parks.
+	nameCompensationStarted = "COMPENSATION_STARTED"
 
 	statusCompleted      = "COMPLETED"
 	statusSkipped        = "SKIPPED"
@@ -44,6 +47,12 @@ const (
 	CodeCompensationFailed = "COMPENSATION_FAILED"
 	// CodeSignalTimeout is a signal gate's timeout passing without its signal.
 	CodeSignalTimeout = "SIGNAL_TIMEOUT"
+	// CodeCommandParked parks an execution whose command step's command waits in the command
+	// troubleshooting queue; Retry retries that command, whose final reply resumes the execution.
+	CodeCommandParked = "COMMAND_PARKED"
+	// CodeExpansionFailed parks an execution whose expanded step's items could not be read
+	// from its input.
+	CodeExpansionFailed = "EXPANSION_FAILED"
 )
 
 // StepContext is what a step sees: the execution, its attempt, the workflow input and the results
@@ -59,7 +68,21 @@ type StepContext struct {
 	Input   json.RawMessage
 	results map[string]json.RawMessage
 	attrs   map[string]string // search attributes the step set, written with its record
+	item    json.RawMessage   // an expanded step instance's item
+	itemKey string
 }
+
+// Item decodes the item of an expanded step instance (one step made N instances, one per item
+// of the input) into v; it fails for a step that is not an instance.
+func (sc *StepContext) Item(v any) error {
+	if sc.item == nil {
+		return fmt.Errorf("%w: step %q is not an expanded instance", commandbus.ErrNotFound, sc.Step)
+	}
+	return json.Unmarshal(sc.item, v)
+}
+
+// ItemKey is an expanded step instance's key (the item's key, or its index), or "".
+func (sc *StepContext) ItemKey() string { return sc.itemKey }
 
 // SetAttribute sets a search attribute of the execution, written with the step's record (an
 // empty value removes it). Executions are found by their attributes through List and the API.
@@ -106,15 +129,21 @@ func (sc *StepContext) Result(step string, v any) error {
 
 // stepRecord is one step's outcome as the log tells it.
 type stepRecord struct {
-	status    string // "", COMPLETED, SKIPPED, FAILED, RETRY_SCHEDULED
-	attempts  int    // failed attempts since the last operator retry
-	result    json.RawMessage
-	retryAt   time.Time
-	order     int // completion order, for compensations
-	errCode   string
-	errMsg    string
-	compStat  string    // COMPLETED or FAILED once its compensation ran
-	commandID uuid.UUID // the command a waiting command step's current attempt sent
+	status   string // "", COMPLETED, SKIPPED, FAILED, RETRY_SCHEDULED
+	attempts int    // failed attempts since the last operator retry
+	result   json.RawMessage
+	retryAt  time.Time
+	order    int // completion order, for compensations
+	errCode  string
+	errMsg   string
+	compStat string // COMPLETED, FAILED or RETRY_SCHEDULED once its compensation ran
+	// compAttempts counts the compensation's failed attempts since the last operator retry;
+	// compRetryAt is when a scheduled one is due; compErr the last failure.
+	compAttempts int
+	compRetryAt  time.Time
+	compErr      string
+	compOrder    int       // the order in which compensations ended, from 1
+	commandID    uuid.UUID // the command a waiting command step's current attempt sent
 }
 
 func (r *stepRecord) done() bool { return r.status == statusCompleted || r.status == statusSkipped }
@@ -132,6 +161,9 @@ type folded struct {
 	failBusiness                bool
 	steps                       map[string]*stepRecord
 	next                        int // next completion order
+	// compensating is set once the compensation phase started.
+	compensating bool
+	compNext     int
 }
 
 type createdInfo struct {
@@ -162,6 +194,9 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 				var info createdInfo
 				_ = json.Unmarshal(e.Request, &info)
 				f.hash, f.dryRun, f.startAt = info.Hash, info.DryRun, info.StartAt
+			}
+			if e.Name == nameCompensationStarted {
+				f.compensating = true
 			}
 		case entryStep:
 			r := rec(e.Name)
@@ -195,21 +230,38 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 		case entryCompensation:
 			r := rec(e.Name)
 			r.compStat = e.StepStatus
+			switch e.StepStatus {
+			case statusCompleted:
+				f.compNext++
+				r.compOrder, r.compErr = f.compNext, ""
+			case statusFailed:
+				r.compAttempts++
+				r.compErr = e.ErrorMessage
+				f.compNext++
+				r.compOrder = f.compNext
+			case statusRetryScheduled:
+				var at struct {
+					RetryAt time.Time `json:"retryAt"`
+				}
+				_ = json.Unmarshal(e.Request, &at)
+				r.compAttempts++
+				r.compRetryAt, r.compErr = at.RetryAt, e.ErrorMessage
+			}
 		case entryTSQRetry:
 			var info retryInfo
 			_ = json.Unmarshal(e.Request, &info)
 			if info.Hash != "" {
 				f.hash = info.Hash
 			}
-			if f.failStep != "" && f.steps[f.failStep].compStat == "" {
+			if f.failStep != "" && !f.compensating {
 				f.failStep, f.failCode, f.failMsg, f.failBusiness = "", "", "", false // a retried step failure no longer stands
 			}
 			for _, r := range f.steps {
 				if r.status == statusFailed || r.status == statusRetryScheduled {
 					r.status, r.attempts, r.retryAt = "", 0, time.Time{}
 				}
-				if r.compStat == statusFailed {
-					r.compStat = ""
+				if r.compStat == statusFailed || r.compStat == statusRetryScheduled {
+					r.compStat, r.compAttempts, r.compRetryAt = "", 0, time.Time{}
 				}
 			}
 		case entryTSQCancel:

@@ -19,7 +19,8 @@ type StepInfo = orchestration.StepInfo
 func (m *Manager) Steps() []StepInfo {
 	out := make([]StepInfo, 0, len(m.def.steps))
 	for _, s := range m.def.steps {
-		info := StepInfo{ID: s.id, DependsOn: append([]string(nil), s.deps...), Conditional: s.cond != nil, Compensated: s.compensate != nil}
+		info := StepInfo{ID: s.id, DependsOn: append([]string(nil), s.deps...), Conditional: s.cond != nil, Compensated: s.compensate != nil,
+			CompensationCritical: s.comp.Critical, ExpandEach: s.expand != nil}
 		switch s.kind {
 		case kindSignal:
 			info.Kind, info.Signal, info.SignalTimeout = StepKindSignal, s.signal, s.waitTimeout

@@ -49,8 +49,8 @@ func (m *Manager) checkOwn(ctx context.Context, id uuid.UUID, action commandbus.
 	if err != nil {
 		return err
 	}
-	if row.Model != Model || row.Type != m.def.id {
-		return fmt.Errorf("%w: execution %s is a %s %q, not workflow %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.def.id)
+	if row.Model != m.model || row.Type != m.def.id {
+		return fmt.Errorf("%w: execution %s is a %s %q, not %s %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.model, m.def.id)
 	}
 	return nil
 }
@@ -63,8 +63,8 @@ func (m *Manager) Signal(ctx context.Context, id uuid.UUID, name string, payload
 	if err != nil {
 		return false, err
 	}
-	if row.Model != Model || row.Type != m.def.id {
-		return false, fmt.Errorf("%w: execution %s is a %s %q, not workflow %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.def.id)
+	if row.Model != m.model || row.Type != m.def.id {
+		return false, fmt.Errorf("%w: execution %s is a %s %q, not %s %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.model, m.def.id)
 	}
 	raw, err := json.Marshal(payload)
 	if err != nil {

@@ -87,6 +87,9 @@ func (w *walk) commandParams(s *stepDef, sc *StepContext) (*driver.CommandInsert
 			IdempotencyKey: fmt.Sprintf("%s:%d", sc.Key(), sc.Attempt),
 			Headers: map[string]string{
 				orchestration.HeaderExecutionID: sc.ExecutionID.String(), headerStep: s.id, headerStepKey: sc.Key(),
+				// A command parked in the command troubleshooting queue answers PARKED: the
+				// execution then parks too (COMMAND_PARKED) instead of waiting unseen.
+				commandbus.HeaderNotifyParked: "true",
 			},
 			Actor: "workflow:" + m.def.id,
 		},
@@ -197,7 +200,7 @@ func signalResult(sig *driver.ExecutionSignalRow) json.RawMessage {
 func (w *walk) absorb() error {
 	var gates, timers, children, commands []*stepDef
 	gateTimeouts := false
-	for _, s := range w.m.def.steps {
+	for _, s := range w.p.order {
 		if r := w.f.steps[s.id]; r == nil || r.status != statusWaiting {
 			continue
 		}
@@ -237,7 +240,7 @@ func (w *walk) absorb() error {
 			return fmt.Errorf("reading expired waits: %w", err)
 		}
 		for _, wait := range expired {
-			s := w.m.steps[wait.WaitID]
+			s := w.p.steps[wait.WaitID]
 			if s == nil || w.f.steps[s.id].status != statusWaiting {
 				continue
 			}
@@ -269,7 +272,7 @@ func (w *walk) absorb() error {
 			return fmt.Errorf("reading due timers: %w", err)
 		}
 		for _, t := range due {
-			if s := w.m.steps[t.TimerID]; s != nil && s.kind == kindTimer && w.f.steps[s.id].status == statusWaiting {
+			if s := w.p.steps[t.TimerID]; s != nil && s.kind == kindTimer && w.f.steps[s.id].status == statusWaiting {
 				w.record(&outcome{step: s.id, attempt: 1, started: t.CreatedAt, result: json.RawMessage(`{"fired":true}`),
 					ops: waitOps{fire: []string{t.TimerID}}})
 			}
@@ -318,7 +321,18 @@ func (w *walk) absorbReply(r *driver.ExecutionResponseRow, commands []*stepDef) 
 			continue
 		}
 		if reply.Outcome == commandbus.OutcomeParked {
-			return // the command waits for an operator; its final reply follows
+			// The command waits in the command troubleshooting queue for an operator; its final
+			// reply follows. The execution waits visibly too: it parks with COMMAND_PARKED once
+			// nothing else can run.
+			msg := "waiting on parked command " + reply.CommandType
+			if reply.ErrorCode != "" {
+				msg += ": " + reply.ErrorCode
+			}
+			if reply.ErrorMessage != "" {
+				msg += ": " + reply.ErrorMessage
+			}
+			w.parkedCommand = &parkedCommand{step: s.id, message: msg + " (command " + reply.CommandID.String() + ")"}
+			return
 		}
 		o := replyOutcome(s, &reply, r.ReceivedAt)
 		o.attempt = rec.attempts + 1
@@ -369,4 +383,9 @@ func (w *walk) absorbResponses(children, commands []*stepDef) error {
 		w.record(o)
 	}
 	return nil
+}
+
+// parkedCommand is a command step whose command an operator must act on.
+type parkedCommand struct {
+	step, message string
 }

@@ -56,7 +56,7 @@ func newDemoCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&f.url, "database", "", "database URL; default: sqlite://"+demoDatabaseFile+" (fresh unless --resume)")
 	cmd.Flags().IntVar(&f.payments, "payments", 200, "payments in the batch")
-	cmd.Flags().StringVar(&f.process, "process", "step", "step (the step process: risk, approval, FX, submission, confirmations) or manager (the process manager: balance, limit, FX, submission)")
+	cmd.Flags().StringVar(&f.process, "process", "step", "step (the step process: risk, approval, FX, submission, confirmations) or manager (the process manager: balance, limit, FX, submission) or saga (the same steps on the saga engine)")
 	cmd.Flags().StringVar(&f.behavior, "behavior", payments.PresetRealistic, "a preset (happy, realistic, chaos) or a JSON/YAML file of per-step behaviour")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the simulators and the batch generator, for reproducible runs")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print one JSON summary object")
@@ -93,8 +93,10 @@ func processType(name string) (string, error) {
 		return payments.TypePaymentStep, nil
 	case "manager", strings.ToLower(payments.TypePaymentManager):
 		return payments.TypePaymentManager, nil
+	case "saga", strings.ToLower(payments.TypePaymentSaga):
+		return payments.TypePaymentSaga, nil
 	}
-	return "", fmt.Errorf("--process must be step or manager, got %q", name)
+	return "", fmt.Errorf("--process must be step, manager or saga, got %q", name)
 }
 
 func loadBehavior(spec string) (*payments.Behavior, error) {

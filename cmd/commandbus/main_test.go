@@ -100,7 +100,7 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 	res := fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--payments", "0")
 	require.ErrorContains(t, res.err, "--payments must be at least 1")
 	res = fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--process", "bogus")
-	require.ErrorContains(t, res.err, "--process must be step or manager")
+	require.ErrorContains(t, res.err, "--process must be step, manager or saga")
 	res = fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--behavior", "no-such-preset-or-file")
 	require.ErrorContains(t, res.err, "neither a preset")
 }

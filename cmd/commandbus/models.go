@@ -10,6 +10,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/cli"
 	"github.com/commandbus/commandbus/config"
+	"github.com/commandbus/commandbus/examples/fulfilment"
 	"github.com/commandbus/commandbus/examples/onboarding"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
@@ -18,7 +19,7 @@ import (
 
 // platformModels plugs this binary's models into the reusable commands of package cli: the
 // payments platform (its bounded contexts' handlers, its processes, its simulator, its API
-// routes and console pages) and the onboarding workflow. serve and worker run them through
+// routes and console pages), the onboarding workflow and the fulfilment saga. serve and worker run them through
 // configure and setup; the operational commands through registerModels. setup keeps what it
 // created, so that the demo can drive the platform it started.
 type platformModels struct {
@@ -60,7 +61,7 @@ func (m *platformModels) configure(file *config.File) error {
 	return nil
 }
 
-// setup registers the onboarding workflow and the payments platform on app, with the file's
+// setup registers the onboarding workflow, the fulfilment saga and the payments platform on app, with the file's
 // simulator.poll-interval, payments.max-amounts and fx.url (command-steps are read by the
 // processes themselves), and mounts the platform's routes and pages.
 func (m *platformModels) setup(_ context.Context, app *cli.App) error {
@@ -77,6 +78,9 @@ func (m *platformModels) setup(_ context.Context, app *cli.App) error {
 	if m.onboarding, err = onboarding.Register(app.Runtime); err != nil {
 		return err
 	}
+	if _, err := fulfilment.NewShop(fulfilment.DemoStock()).Register(app.Runtime); err != nil {
+		return err
+	}
 	if m.platform, err = payments.New(app.Client, opts); err != nil {
 		return err
 	}
@@ -85,7 +89,7 @@ func (m *platformModels) setup(_ context.Context, app *cli.App) error {
 }
 
 // registerModels creates the client's runtime with every model this binary runs: the payments
-// platform's processes (its simulator off) and the onboarding workflow.
+// platform's processes (its simulator off), the onboarding workflow and the fulfilment saga.
 func registerModels(client *commandbus.Client) (*orchestration.Runtime, error) {
 	rt, err := orchestration.New(client, orchestration.Config{})
 	if err != nil {
@@ -95,6 +99,9 @@ func registerModels(client *commandbus.Client) (*orchestration.Runtime, error) {
 		return nil, err
 	}
 	if _, err := onboarding.Register(rt); err != nil {
+		return nil, err
+	}
+	if _, err := fulfilment.NewShop(fulfilment.DemoStock()).Register(rt); err != nil {
 		return nil, err
 	}
 	return rt, nil

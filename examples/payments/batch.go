@@ -104,8 +104,8 @@ func validDay(day string) error {
 }
 
 func validProcessType(typ string) error {
-	if typ != TypePaymentStep && typ != TypePaymentManager {
-		return &commandbus.ValidationError{Field: "processType", Message: fmt.Sprintf("must be %s or %s, got %s", TypePaymentStep, TypePaymentManager, input.Quote(typ))}
+	if !IsPaymentProcess(typ) {
+		return &commandbus.ValidationError{Field: "processType", Message: fmt.Sprintf("must be %s, %s or %s, got %s", TypePaymentStep, TypePaymentManager, TypePaymentSaga, input.Quote(typ))}
 	}
 	return nil
 }
@@ -413,7 +413,7 @@ func (p *Platform) eachExecution(ctx context.Context, batchID uuid.UUID, fn func
 			return err
 		}
 		for _, row := range rows {
-			if row.Type != TypePaymentStep && row.Type != TypePaymentManager {
+			if !IsPaymentProcess(row.Type) {
 				continue
 			}
 			if err := fn(row); err != nil {

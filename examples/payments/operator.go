@@ -343,8 +343,11 @@ func (p *Platform) operations(ctx context.Context, paymentID uuid.UUID) (process
 	if pay.executionID == uuid.Nil || !pay.started {
 		return nil, uuid.Nil, fmt.Errorf("%w: payment %s has not started", commandbus.ErrInvalidState, paymentID)
 	}
-	if pay.processType == TypePaymentManager {
+	switch pay.processType {
+	case TypePaymentManager:
 		return p.manager, pay.executionID, nil
+	case TypePaymentSaga:
+		return p.saga, pay.executionID, nil
 	}
 	return p.step, pay.executionID, nil
 }
@@ -406,7 +409,7 @@ const MaxEvidenceLength = 1000
 
 // IsPaymentProcess reports whether a process type runs payments.
 func IsPaymentProcess(processType string) bool {
-	return processType == TypePaymentStep || processType == TypePaymentManager
+	return processType == TypePaymentStep || processType == TypePaymentManager || processType == TypePaymentSaga
 }
 
 // CheckCompletion applies the rule for completing an execution by hand to the state fields an

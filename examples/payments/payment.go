@@ -19,6 +19,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/input"
 	"github.com/commandbus/commandbus/process"
+	"github.com/commandbus/commandbus/workflow"
 )
 
 // PaymentRequest asks the platform to pay: the API's input. Amount is decimal text in the debit
@@ -318,8 +319,11 @@ func (p *Platform) SubmitPayment(ctx context.Context, req PaymentRequest) (*Paym
 func (p *Platform) resumer(typ string) interface {
 	RunNow(ctx context.Context, id uuid.UUID) error
 } {
-	if typ == TypePaymentManager {
+	switch typ {
+	case TypePaymentManager:
 		return p.manager
+	case TypePaymentSaga:
+		return p.saga
 	}
 	return p.step
 }
@@ -339,8 +343,19 @@ func (p *Platform) recordPayment(ctx context.Context, key, typ string, d *Paymen
 	behavior, _ := json.Marshal(d.Behavior)
 	args := []any{d.PaymentID.String(), key, typ, execID.String(), d.DebitAccount, d.CreditAccount, d.Amount.String(),
 		d.Currency, d.CreditCurrency, d.ValueDate, micros(d.Cutoff), paymentAccepted, string(behavior), micros(p.now()), request}
-	start := func(opts ...process.StartOption) error {
-		opts = append(opts, process.WithIDs(execID), process.WithBusinessKeys(d.PaymentID.String()), process.WithDeadline(d.Cutoff))
+	start := func(tx any) error {
+		if typ == TypePaymentSaga {
+			sagaOpts := []workflow.StartOption{workflow.WithIDs(execID), workflow.WithBusinessKeys(d.PaymentID.String()), workflow.WithDeadline(d.Cutoff)}
+			if tx != nil {
+				sagaOpts = append(sagaOpts, workflow.InTx(tx))
+			}
+			_, err := p.saga.StartMany(ctx, []any{ManagerState{PaymentDetails: *d}}, sagaOpts...)
+			return err
+		}
+		opts := []process.StartOption{process.WithIDs(execID), process.WithBusinessKeys(d.PaymentID.String()), process.WithDeadline(d.Cutoff)}
+		if tx != nil {
+			opts = append(opts, process.InTx(tx))
+		}
 		var err error
 		if typ == TypePaymentManager {
 			_, err = p.manager.StartBatch(ctx, []ManagerState{{PaymentDetails: *d}}, opts...)
@@ -358,7 +373,7 @@ func (p *Platform) recordPayment(ctx context.Context, key, typ string, d *Paymen
 			return nil
 		}
 		created = true
-		return start(process.InTx(tx))
+		return start(tx)
 	})
 	if !errors.Is(err, errNotShared) {
 		if err != nil {
@@ -373,7 +388,7 @@ func (p *Platform) recordPayment(ctx context.Context, key, typ string, d *Paymen
 	if n, _ := res.RowsAffected(); n == 0 {
 		return false, nil
 	}
-	if err := start(); err != nil {
+	if err := start(nil); err != nil {
 		if _, delErr := p.store.db.ExecContext(ctx, p.store.q(`DELETE FROM {t}payment WHERE id = $1 AND started = 0`), d.PaymentID.String()); delErr != nil {
 			p.logger.Error("removing a payment whose execution could not be created failed; startUnstarted retries it",
 				"payment_id", d.PaymentID, "error", delErr)
@@ -451,6 +466,16 @@ func (p *Platform) startExecutions(ctx context.Context, typ string, details []Pa
 				states[j] = ManagerState{PaymentDetails: details[i]}
 			}
 			_, err = p.manager.StartBatch(ctx, states, opts...)
+		case TypePaymentSaga:
+			inputs := make([]any, len(idx))
+			for j, i := range idx {
+				inputs[j] = ManagerState{PaymentDetails: details[i]}
+			}
+			sagaOpts := []workflow.StartOption{workflow.WithIDs(groupIDs...), workflow.WithBusinessKeys(keys...), workflow.WithDeadline(cutoff)}
+			if batchID != uuid.Nil {
+				sagaOpts = append(sagaOpts, workflow.WithBatch(batchID))
+			}
+			_, err = p.saga.StartMany(ctx, inputs, sagaOpts...)
 		default:
 			return validProcessType(typ)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
+	"github.com/commandbus/commandbus/saga"
 )
 
 // Options configure a Platform. Every field has a default.
@@ -135,6 +136,7 @@ type Platform struct {
 	manager *process.Manager[ManagerState]
 	// dailyRun runs the day's scheduled payments (TypeDailyRun) on its schedule.
 	dailyRun *process.Manager[DailyRunState]
+	saga     *saga.Manager
 	fx       *fxGateway
 	fxAPI    *fxapi.Server
 	sim      *simulator
@@ -227,6 +229,9 @@ func New(client *commandbus.Client, opts Options) (*Platform, error) {
 	if p.manager, err = process.NewManager(p.rt, process.Process[ManagerState](managerProcess{p: p})); err != nil {
 		return nil, err
 	}
+	if p.saga, err = saga.Register(p.rt, p.sagaDefinition()); err != nil {
+		return nil, err
+	}
 	if err := p.registerDailyRun(opts); err != nil {
 		return nil, err
 	}
@@ -308,6 +313,9 @@ func (p *Platform) StepManager() *process.Manager[StepState] { return p.step }
 
 // ProcessManager returns the process manager's manager (PaymentManager).
 func (p *Platform) ProcessManager() *process.Manager[ManagerState] { return p.manager }
+
+// SagaManager returns the payment saga's manager (PaymentSaga).
+func (p *Platform) SagaManager() *saga.Manager { return p.saga }
 
 // FXAPIURL is the base URL of the FX API the anti-corruption layer calls.
 func (p *Platform) FXAPIURL() string { return p.fx.baseURL }

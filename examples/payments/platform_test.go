@@ -65,7 +65,7 @@ func TestHappyPathWithFX(t *testing.T) {
 		require.Empty(t, v.Fx.ContractID)
 		require.Equal(t, int64(1), f.p.FXAPI().Bookings())
 
-		inst, err := f.p.Runtime().Operations(process.Model, typ).GetJSON(ctx, res.ExecutionID)
+		inst, err := f.p.Runtime().Operations(modelOf(typ), typ).GetJSON(ctx, res.ExecutionID)
 		require.NoError(t, err)
 		require.NotEmpty(t, inst.Log)
 		f.checkInvariants()
@@ -112,7 +112,7 @@ func TestPermanentFailureThenResubmit(t *testing.T) {
 		f := setup(t, drv, payments.Options{})
 		ctx := context.Background()
 		step, stepName, domain := payments.StepBookRisk, payments.StepBookRisk, payments.DomainRisk
-		if typ == payments.TypePaymentManager {
+		if typ != payments.TypePaymentStep {
 			step, stepName, domain = payments.StepCheckBalance, payments.StepNameCheckBalance, payments.DomainAccounts
 		}
 		require.NoError(t, f.p.InjectFault(payments.Fault{Step: step, Class: payments.FaultPermanent, Times: 1}))
@@ -231,7 +231,8 @@ func TestDuplicateSubmissionBlocked(t *testing.T) {
 		// A second SubmitPayment command for the same step (a duplicate delivery under another
 		// command id) returns the first submission and moves nothing.
 		balance := f.account("CUST-GBP-001").Balance
-		stepKey := res.ExecutionID.String() + ":" + map[string]string{payments.TypePaymentStep: payments.StepSubmitPayment, payments.TypePaymentManager: payments.StepNameSubmitPayment}[typ]
+		stepKey := res.ExecutionID.String() + ":" + map[string]string{payments.TypePaymentStep: payments.StepSubmitPayment, payments.TypePaymentManager: payments.StepNameSubmitPayment,
+			payments.TypePaymentSaga: payments.StepNameSubmitPayment}[typ]
 		sent, err := f.client.Send(ctx, payments.DomainPayments, payments.SubmitPayment{PaymentID: res.PaymentID, DebitAccount: "CUST-GBP-001",
 			CreditAccount: "BENE-GBP-002", DebitAmount: decimal.RequireFromString("250.50"), DebitCurrency: "GBP",
 			CreditAmount: decimal.RequireFromString("250.50"), CreditCurrency: "GBP", ValueDate: today},
@@ -267,7 +268,7 @@ func TestCrossCurrencyCompensation(t *testing.T) {
 		after := f.account("CUST-EUR-001")
 		require.True(t, before.Balance.Equal(after.Balance), "nothing was debited")
 		eventually(t, 20*time.Second, "the hold to be released", func() bool { return f.account("CUST-EUR-001").Held.IsZero() })
-		inst, err := f.p.Runtime().Operations(process.Model, typ).GetJSON(context.Background(), res.ExecutionID)
+		inst, err := f.p.Runtime().Operations(modelOf(typ), typ).GetJSON(context.Background(), res.ExecutionID)
 		require.NoError(t, err)
 		var compensations []string
 		for _, e := range inst.Log {
@@ -275,10 +276,14 @@ func TestCrossCurrencyCompensation(t *testing.T) {
 				compensations = append(compensations, e.Name)
 			}
 		}
-		if typ == payments.TypePaymentStep {
+		switch typ {
+		case payments.TypePaymentStep:
 			// The first step's compensation stores the outcome as the payment's status.
 			require.Equal(t, []string{payments.StepBookFx, payments.StepBookRisk, "updateStatusProcessing"}, compensations)
-		} else {
+		case payments.TypePaymentSaga:
+			// As the process manager's, then the first step's, which stores the outcome.
+			require.Equal(t, []string{payments.StepNameBookFx, payments.StepNameCheckLimit, payments.StepNameCheckBalance, "updateStatusProcessing"}, compensations)
+		default:
 			require.Equal(t, []string{payments.StepNameBookFx, payments.StepNameCheckLimit, payments.StepNameCheckBalance}, compensations)
 		}
 		require.Equal(t, "COMPENSATED", f.waitStatus(res.PaymentID, "COMPENSATED").BusinessStatus, "the stored status is the outcome")

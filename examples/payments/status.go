@@ -56,7 +56,7 @@ func (p *Platform) GetPaymentStatus(ctx context.Context, processID uuid.UUID) (*
 		if s.ErrorCode != "" {
 			out.ErrorCode, out.ErrorMessage = s.ErrorCode, s.ErrorMessage
 		}
-	case TypePaymentManager:
+	case TypePaymentManager, TypePaymentSaga:
 		var s ManagerState
 		if err := json.Unmarshal(row.State, &s); err != nil {
 			return nil, fmt.Errorf("payment process %s: decoding state: %w", processID, err)

@@ -15,8 +15,9 @@ const (
 	TypePaymentManager = "PaymentManager"
 )
 
-// ProcessTypes lists the two ways to run a payment.
-var ProcessTypes = []string{TypePaymentStep, TypePaymentManager}
+// ProcessTypes lists the ways to run a payment: the step process, the process manager and the
+// saga (TypePaymentSaga).
+var ProcessTypes = []string{TypePaymentStep, TypePaymentManager, TypePaymentSaga}
 
 // The step process's steps and waits.
 const (

@@ -125,7 +125,9 @@ func view(pay *paymentRow, row *driver.ExecutionRow) (*PaymentView, error) {
 		if v.ErrorCode == "" {
 			v.ErrorCode, v.ErrorMessage = s.ErrorCode, s.ErrorMessage
 		}
-	case TypePaymentManager:
+	case TypePaymentManager, TypePaymentSaga:
+		// A saga's state is its input (the details, and an operator's evidence); its steps'
+		// results are in its log (see sagaState).
 		var s ManagerState
 		if err := json.Unmarshal(row.State, &s); err != nil {
 			return nil, fmt.Errorf("payment %s: decoding state: %w", d.PaymentID, err)
@@ -155,7 +157,24 @@ func (p *Platform) GetPayment(ctx context.Context, id uuid.UUID) (*PaymentView, 
 			return nil, err
 		}
 	}
-	return view(pay, row)
+	v, err := view(pay, row)
+	if err != nil || row == nil || row.Type != TypePaymentSaga {
+		return v, err
+	}
+	// A saga's hold, reservation, contract and submission are its steps' results.
+	log, err := p.exec.ExecutionLogList(ctx, row.ID)
+	if err != nil {
+		return nil, err
+	}
+	s, err := sagaState(row, log)
+	if err != nil {
+		return nil, fmt.Errorf("payment %s: decoding state: %w", id, err)
+	}
+	credit := money.New(s.CreditAmount, s.CreditCurrency)
+	v.Fx = &FxView{Required: s.FxRequired, ContractID: s.FxContractID, Rate: s.FxRate, CreditAmount: credit}
+	v.CreditAmount, v.HoldID, v.ReservationID = credit, s.HoldID, s.ReservationID
+	v.SubmissionID, v.SubmissionRef, v.Evidence = s.SubmissionID, s.SubmissionRef, s.Evidence
+	return v, nil
 }
 
 func (p *Platform) payment(ctx context.Context, id uuid.UUID) (*paymentRow, error) {
@@ -323,7 +342,7 @@ func (p *Platform) listByExecution(ctx context.Context, f PaymentFilter, statuse
 	byExecution := map[uuid.UUID]*driver.ExecutionRow{}
 	ids := make([]string, 0, len(rows))
 	for _, r := range rows {
-		if r.Type != TypePaymentStep && r.Type != TypePaymentManager {
+		if !IsPaymentProcess(r.Type) {
 			continue
 		}
 		byExecution[r.ID] = r

@@ -11,7 +11,6 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
-	"github.com/commandbus/commandbus/process"
 )
 
 // L4 waits 24 hours by default (DefaultPaymentWaitTimeout), not the engine's one hour.
@@ -62,7 +61,7 @@ func TestStoredStatusMatchesOutcome(t *testing.T) {
 
 		// A business failure of the first command step: nothing to unwind but the status.
 		first := payments.StepBookRisk
-		if typ == payments.TypePaymentManager {
+		if typ != payments.TypePaymentStep {
 			first = payments.StepCheckBalance
 		}
 		require.NoError(t, f.p.InjectFault(payments.Fault{Step: first, Class: payments.FaultBusiness, Times: 1}))
@@ -85,7 +84,7 @@ func TestStoredStatusMatchesOperatorEnds(t *testing.T) {
 		f := setup(t, drv, payments.Options{})
 		ctx := context.Background()
 		first := payments.StepBookRisk
-		if typ == payments.TypePaymentManager {
+		if typ != payments.TypePaymentStep {
 			first = payments.StepCheckBalance
 		}
 		park := func() *payments.PaymentView {
@@ -96,7 +95,7 @@ func TestStoredStatusMatchesOperatorEnds(t *testing.T) {
 			require.NoError(t, err)
 			return v
 		}
-		ops := f.p.Runtime().Operations(process.Model, typ)
+		ops := f.p.Runtime().Operations(modelOf(typ), typ)
 		action := commandbus.OperatorAction{Actor: "ops:eve", Reason: "customer withdrew"}
 
 		cancelled := park()

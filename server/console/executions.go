@@ -438,6 +438,8 @@ type executionData struct {
 	State     string
 	// Audit is the operator actions on the execution, newest first.
 	Audit []*commandbus.AuditLogEntry
+	// Compensation is the compensation path, when the execution compensated or started to.
+	Compensation *compensationPath
 }
 
 // executionActionsOf lists the actions the execution's status allows (the models check again).
@@ -478,7 +480,7 @@ func (c *Console) getExecution(ctx context.Context, raw string) (*driver.Executi
 }
 
 // executionRegions are the execution page's live regions.
-var executionRegions = []string{"execution-status", "execution-timeline", "execution-waits"}
+var executionRegions = []string{"execution-status", "execution-timeline", "execution-compensation", "execution-waits"}
 
 // executionPageOf reads what an execution's page shows; the audit log only for a full page
 // (live updates leave it alone).
@@ -509,6 +511,7 @@ func (c *Console) executionPageOf(w http.ResponseWriter, r *http.Request, full b
 		topo = orchestration.Describe(ops).Topology
 	}
 	d.Timeline = layoutTimeline(stepBars(topo, row, log), c.client.Now())
+	d.Compensation = compensationOf(log)
 	if row.ParentID != uuid.Nil {
 		if d.Parent, err = exec.ExecutionGet(ctx, row.ParentID); err != nil && !errors.Is(err, driver.ErrNotFound) {
 			return nil, err

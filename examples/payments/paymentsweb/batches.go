@@ -210,6 +210,7 @@ func (f *batchForm) addError(field, message string) {
 var batchProcessTypes = []option{
 	{payments.TypePaymentStep, "Payment (step process): risk, approval, FX, submission, network L1–L4"},
 	{payments.TypePaymentManager, "Payment (process manager): balance, daily limit, FX, submission"},
+	{payments.TypePaymentSaga, "Payment (saga): balance, daily limit, FX, submission as a saga with compensations"},
 }
 
 var batchPresets = []option{
@@ -256,7 +257,7 @@ func (c *Extension) readBatchForm(form url.Values) (*batchForm, int, string, *pa
 	if _, err := time.Parse(time.DateOnly, f.Day); err != nil {
 		f.addError("day", "Enter a date as YYYY-MM-DD.")
 	}
-	if f.ProcessType != payments.TypePaymentStep && f.ProcessType != payments.TypePaymentManager {
+	if !payments.IsPaymentProcess(f.ProcessType) {
 		f.addError("processType", "Choose how the payments run.")
 	}
 	var behavior *payments.Behavior

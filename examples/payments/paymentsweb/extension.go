@@ -99,7 +99,7 @@ func (c *Extension) Mount(m *server.Mount) error {
 
 // isPaymentType says whether an execution type runs a payment.
 func isPaymentType(typ string) bool {
-	return typ == payments.TypePaymentStep || typ == payments.TypePaymentManager
+	return payments.IsPaymentProcess(typ)
 }
 
 // paymentIDOf is the payment an execution runs (its business key), or uuid.Nil.
