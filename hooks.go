@@ -33,6 +33,9 @@ func init() {
 	clienthook.MessagingMetrics = func(client any) *outbox.Metrics { return client.(*Client).messaging }
 	clienthook.AMQPDomains = func(client any) []string { return client.(*Client).amqpDomains() }
 	clienthook.AMQP10Domains = func(client any) []string { return client.(*Client).amqp10Domains() }
+	clienthook.CheckpointOutbox = func(client any, cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error) {
+		return client.(*Client).checkpointOutbox(cmds)
+	}
 	clienthook.CommandTypes = func(client any, domain string) []string {
 		return client.(*Client).commandTypes(domain)
 	}

@@ -18,6 +18,12 @@ import (
 // envelopes and Kafka events are keyed by.
 const HeaderBusinessKey = "businessKey"
 
+// HeaderStepKey is the command header that holds the stable idempotency key of a command a
+// process, saga, TCC or workflow step issues: "<executionId>:<step>", the same for every resend of
+// the step's command. A brokered command's envelope carries it as its idempotencyKey, so a
+// handler written against the envelope alone can guard its side effect with it.
+const HeaderStepKey = "commandbus-step-key"
+
 // CodeRetryWindowExceeded parks a command whose next retry would start past its domain's
 // max-retry-window.
 const CodeRetryWindowExceeded = "RETRY_WINDOW_EXCEEDED"
@@ -103,6 +109,9 @@ func (c *Client) envelope(typ outbox.Type, row *CommandRow, causation uuid.UUID,
 		Headers: outbox.Headers{TenantID: row.TenantID, SchemaVersion: outbox.SchemaVersion, IdempotencyKey: row.IdempotencyKey},
 		Payload: payload,
 	}
+	if k := row.Headers[HeaderStepKey]; k != "" {
+		e.Headers.IdempotencyKey = k
+	}
 	if len(payload) == 0 {
 		e.Payload = json.RawMessage(`{}`)
 	}
@@ -132,6 +141,49 @@ func (c *Client) commandRequested(row *CommandRow, nextAt *time.Time, delay time
 	}
 	p.Key, p.Delay = "", delay
 	return p, nil
+}
+
+// commandRow is the row ins inserts, as far as its outbox message needs it.
+func commandRow(ins *driver.CommandInsertParams) *CommandRow {
+	return &CommandRow{ID: ins.ID, Kind: ins.Kind, Domain: ins.Domain, Queue: ins.Queue, Type: ins.Type,
+		Data: ins.Data, CorrelationID: ins.CorrelationID, CausationID: ins.CausationID, ReplyTo: ins.ReplyTo,
+		TenantID: ins.TenantID, Headers: ins.Headers, IdempotencyKey: ins.IdempotencyKey}
+}
+
+// checkpointOutbox returns the CommandRequested outbox messages of the commands of brokered
+// domains among cmds: an execution checkpoint that inserts cmds writes them in its transaction,
+// so a process's command reaches its broker exactly as one sent with Send does.
+func (c *Client) checkpointOutbox(cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error) {
+	if !c.routing.any {
+		return nil, nil
+	}
+	var out []*driver.OutboxInsertParams
+	for _, ins := range cmds {
+		if ins.Kind != driver.CommandKindCommand || !c.isAMQP(ins.Domain) {
+			continue
+		}
+		row := commandRow(ins)
+		if _, traced := tracecontext.FromHeaders(row.Headers); !traced && row.CorrelationID != uuid.Nil {
+			row.Headers = withHeader(row.Headers, tracecontext.Header, executionTrace(row.CorrelationID))
+		}
+		msg, err := c.commandRequested(row, ins.VisibleAt, 0)
+		if err != nil {
+			return nil, fmt.Errorf("the outbox message of command %s: %w", ins.ID, err)
+		}
+		out = append(out, msg)
+	}
+	return out, nil
+}
+
+// executionTrace is the trace context of the envelopes of an execution started without one: the
+// trace id is the execution id's 16 bytes and the span id its last 8, so every message of the
+// execution shares one trace a broker-side consumer can follow.
+func executionTrace(execution uuid.UUID) string {
+	var sc tracecontext.SpanContext
+	copy(sc.TraceID[:], execution[:])
+	copy(sc.SpanID[:], execution[8:])
+	sc.Sampled = true
+	return sc.Traceparent()
 }
 
 // outcomeMessages are the outbox messages announcing that row ended in status: its reply on the
@@ -251,6 +303,9 @@ type Delivery struct {
 	CommandID uuid.UUID
 	// Domain is the domain whose queue delivered it; its visibility timeout is the lease.
 	Domain string
+	// ReplyTo is the reply-to the message named (the envelope's replyTo header): the command's
+	// reply is published there. Empty: the configured reply queue.
+	ReplyTo string
 }
 
 // executeDelivered runs the command a broker delivered, as a worker runs a claimed one: it dedupes
@@ -287,6 +342,13 @@ func (c *Client) executeDelivered(ctx context.Context, d Delivery) (DeliveryOutc
 			c.logger.Warn("releasing a delivered command failed; its lease will expire", "command_id", row.ID, "error", err)
 		}
 		return DeliveryReleased, nil
+	}
+	if d.ReplyTo != "" {
+		for _, m := range comp.Outbox {
+			if m.Category == driver.OutboxCategoryReply {
+				m.Topic = d.ReplyTo
+			}
+		}
 	}
 	comp.Inbox = &driver.InboxInsertParams{MessageID: d.MessageID, Handler: d.Consumer}
 	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
@@ -354,13 +416,16 @@ func (c *Client) deliverReply(ctx context.Context, env *outbox.Envelope, consume
 			return err
 		}
 		outcome = DeliveryProcessed
+		if err := c.completeByReply(ctx, tx, cmd, env, consumer); err != nil {
+			return err
+		}
 		if cmd.ReplyTo == "" {
 			return nil
 		}
 		domain := trimReplySuffix(cmd.ReplyTo)
 		reply := &driver.CommandInsertParams{
 			ID: uuid.Must(uuid.NewV7()), Kind: driver.CommandKindReply, Domain: domain, Queue: cmd.ReplyTo,
-			Type: cmd.Type, Data: env.Payload, CorrelationID: cmd.CorrelationID, CausationID: cmd.ID,
+			Type: cmd.Type, Data: replyData(env, cmd), CorrelationID: cmd.CorrelationID, CausationID: cmd.ID,
 			MaxAttempts: c.config.Domain(domain).MaxAttempts, TenantID: cmd.TenantID, Actor: consumer,
 		}
 		if sc, ok := env.Headers.Trace(); ok {
@@ -375,4 +440,63 @@ func (c *Client) deliverReply(ctx context.Context, env *outbox.Envelope, consume
 		return "", err
 	}
 	return outcome, nil
+}
+
+// completeByReply records the outcome a reply reports on its command when the command is still
+// PENDING: a handler outside this deployment (one that speaks only the envelope) ran it, so the
+// reply is the only news of its end. A command this deployment ran has ended already (its reply
+// commits with its outcome) and is left as it is.
+func (c *Client) completeByReply(ctx context.Context, tx driver.ExecutorTx, cmd *CommandRow, env *outbox.Envelope, actor string) error {
+	if cmd.Status != driver.CommandStatusPending {
+		return nil
+	}
+	params := &driver.CommandOperatorParams{ID: cmd.ID, FromStatuses: []driver.CommandStatus{driver.CommandStatusPending},
+		Event: "REPLY_RECEIVED", Actor: actor, Reason: "the reply " + env.MessageID.String() + " reported its outcome", Now: c.now()}
+	var reply Reply
+	if err := json.Unmarshal(replyData(env, cmd), &reply); err != nil {
+		return err
+	}
+	switch reply.Outcome {
+	case OutcomeSuccess:
+		params.ToStatus, params.Result = driver.CommandStatusCompleted, reply.Result
+	case OutcomeFailed:
+		params.ToStatus, params.ErrorCode, params.ErrorMessage = driver.CommandStatusFailed, reply.ErrorCode, reply.ErrorMessage
+	default:
+		return nil
+	}
+	_, err := tx.CommandOperatorAction(ctx, params)
+	if errors.Is(err, driver.ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+// replyData is the reply a delivered reply envelope files. The replies this library publishes
+// carry the whole Reply as their payload; a handler that speaks only the envelope (another
+// language, another platform) sends its result, or for a CommandFailed its errorCode and
+// errorMessage, as the payload: its reply is rebuilt from the envelope's type and the command
+// row, whose headers route it back to the process that sent the command.
+func replyData(env *outbox.Envelope, cmd *CommandRow) json.RawMessage {
+	var own Reply
+	if json.Unmarshal(env.Payload, &own) == nil && own.CommandID == cmd.ID && own.Outcome != "" {
+		return env.Payload
+	}
+	r := &Reply{CommandID: cmd.ID, CorrelationID: cmd.CorrelationID, Domain: cmd.Domain, CommandType: cmd.Type, Headers: cmd.Headers}
+	switch env.Type {
+	case outbox.TypeCommandCompleted:
+		r.Outcome, r.Result = OutcomeSuccess, env.Payload
+	case outbox.TypeCommandTimedOut:
+		r.Outcome = OutcomeTimedOut
+	default:
+		var failure struct {
+			ErrorCode    string `json:"errorCode"`
+			ErrorMessage string `json:"errorMessage"`
+		}
+		_ = json.Unmarshal(env.Payload, &failure)
+		r.Outcome, r.ErrorCode, r.ErrorMessage = OutcomeFailed, failure.ErrorCode, failure.ErrorMessage
+		if r.ErrorCode == "" {
+			r.ErrorCode = "FAILED"
+		}
+	}
+	return encodeReply(r)
 }

@@ -140,6 +140,40 @@ func TestTransportConfigValidation(t *testing.T) {
 	require.Equal(t, []string{"a:9092", "b:9092"}, KafkaConfig{Brokers: " a:9092, b:9092,"}.BrokerList())
 }
 
+// TestDeliveredCommandRepliesToItsReplyTo: the reply of a command a broker delivered goes to the
+// reply-to its message named, not to the configured reply queue; without one, to the configured
+// queue.
+func TestDeliveredCommandRepliesToItsReplyTo(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		handlers := NewHandlers()
+		AddHandler(handlers, "fx", HandlerFunc[testArgs](func(ctx context.Context, cmd *Command[testArgs]) (any, error) { return nil, nil }))
+		// Not started: the test plays the consumer.
+		client := newTestClient(t, drv, &Config{Handlers: handlers, Domains: map[string]*DomainConfig{
+			"fx": {Transport: TransportAMQP}, "payments": {}}, AMQP: AMQPConfig{URL: "amqp://127.0.0.1:1/", Prefix: "RT"}})
+		ctx := context.Background()
+		for _, tc := range []struct{ replyTo, want string }{
+			{"OTHER.APP.REPLY.Q", "OTHER.APP.REPLY.Q"},
+			{"", outbox.ReplyQueueName("RT")},
+		} {
+			res, err := client.Send(ctx, "fx", testArgs{}, &SendOpts{ReplyTo: "payments"})
+			require.NoError(t, err)
+			outcome, err := client.executeDelivered(ctx, Delivery{MessageID: res.ID.String(), Consumer: "test", CommandID: res.ID, Domain: "fx", ReplyTo: tc.replyTo})
+			require.NoError(t, err)
+			require.Equal(t, DeliveryProcessed, outcome)
+			rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Topic: tc.want})
+			require.NoError(t, err)
+			var found bool
+			for _, r := range rows {
+				env, err := outbox.Decode(r.Payload)
+				require.NoError(t, err)
+				found = found || env.CommandID == res.ID && r.Category == driver.OutboxCategoryReply
+			}
+			require.Truef(t, found, "the reply of %s is on %s", res.ID, tc.want)
+		}
+	})
+}
+
 func TestLifecycleEventsConfigValidation(t *testing.T) {
 	t.Parallel()
 	err := (&Config{LifecycleEvents: "smoke-signals"}).WithDefaults().Validate()

@@ -269,10 +269,7 @@ func (c *Client) sendBrokered(ctx context.Context, exec driver.Executor, inTx bo
 				topics[queueTopic(ins.Queue)] = struct{}{}
 				continue
 			}
-			row := &CommandRow{ID: ins.ID, Kind: ins.Kind, Domain: ins.Domain, Queue: ins.Queue, Type: ins.Type,
-				Data: ins.Data, CorrelationID: ins.CorrelationID, CausationID: ins.CausationID, ReplyTo: ins.ReplyTo,
-				TenantID: ins.TenantID, Headers: ins.Headers, IdempotencyKey: ins.IdempotencyKey}
-			msg, err := c.commandRequested(row, ins.VisibleAt, 0)
+			msg, err := c.commandRequested(commandRow(ins), ins.VisibleAt, 0)
 			if err != nil {
 				return err
 			}

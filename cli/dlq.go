@@ -19,7 +19,7 @@ func newDLQCommand() *cobra.Command {
 			"queue: when, by whom, after how many attempts, with which error. Resubmitting puts the command back\n" +
 			"with a fresh attempt budget and the same idempotency key; it is audited with --actor and --reason.",
 	}
-	cmd.AddCommand(newDLQListCommand(), newDLQResubmitCommand())
+	cmd.AddCommand(newDLQListCommand(), newDLQResubmitCommand(), newDLQRedriveCommand())
 	return cmd
 }
 
@@ -27,11 +27,15 @@ func newDLQListCommand() *cobra.Command {
 	var db DatabaseFlags
 	var filter commandbus.DLQFilter
 	var output outputFlag
+	var broker brokerFlags
 	cmd := &cobra.Command{
 		Use:   "list",
-		Short: "List parked commands, most recently parked first",
+		Short: "List parked commands, most recently parked first (--broker: the broker's dead letters)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if broker.enabled {
+				return listBrokerDeadLetters(cmd, &broker, &output, filter.Limit)
+			}
 			client, closeDB, err := openClient(cmd, &db)
 			if err != nil {
 				return err
@@ -54,6 +58,7 @@ func newDLQListCommand() *cobra.Command {
 	cmd.Flags().StringVar(&filter.TenantID, "tenant", "", "only this tenant")
 	cmd.Flags().IntVar(&filter.Limit, "limit", 100, "most rows to show")
 	output.register(cmd)
+	broker.register(cmd, true)
 	return cmd
 }
 

@@ -155,7 +155,7 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 		}
 		extensions := append(app.Extensions, scheduleweb.New(s.Scheduler))
 		srv, err := server.New(server.Config{Client: client, Runtime: s.Runtime, Extensions: extensions,
-			Tokens: tokens, Gatherer: registry, Logger: logger})
+			Tokens: tokens, Gatherer: registry, Logger: logger, BrokerDeadLetters: brokerDeadLetterReader(client)})
 		if err != nil {
 			return nil, err
 		}

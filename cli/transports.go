@@ -42,6 +42,12 @@ func wireTransports(client *commandbus.Client, runtime *orchestration.Runtime, l
 			return nil, err
 		}
 		client.AddService(consumer)
+		if full.MetricsRegisterer != nil {
+			if err := full.MetricsRegisterer.Register(amqp.DeadLetterCollector(full.AMQP.URL, topology)); err != nil {
+				closeAll()
+				return nil, fmt.Errorf("registering the dead-letter gauge: %w", err)
+			}
+		}
 	}
 	if len(plumbing.AMQP10Domains(client)) > 0 {
 		topology10 := amqp10.Topology{Prefix: full.AMQP10.Prefix, BackoutThreshold: full.AMQP10.BackoutThreshold}

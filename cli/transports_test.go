@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
@@ -17,6 +18,8 @@ import (
 	"github.com/commandbus/commandbus/internal/brokerlock"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/server/console"
+	"github.com/commandbus/commandbus/transport/amqp"
 )
 
 type wiredBookFx struct {
@@ -92,4 +95,50 @@ func TestWireTransportsAMQP10(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEmpty(t, published)
 	require.Equal(t, outbox.TransportAMQP10, published[0].Transport)
+}
+
+// TestWireTransportsAMQPDeadLetters: with an amqp domain, the wiring registers the broker's
+// dead-letter gauge with the client's registerer and gives the console a reader of the broker's
+// dead letters; without one, neither.
+func TestWireTransportsAMQPDeadLetters(t *testing.T) {
+	t.Parallel()
+	brokerlock.Shared(t)
+	url := "amqp://guest:guest@127.0.0.1:5672/"
+	conn, err := amqp091.Dial(url)
+	if err != nil {
+		if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
+			t.Fatalf("RabbitMQ is required (COMMANDBUS_REQUIRE_RABBITMQ=1) but unreachable at %s: %v", url, err)
+		}
+		t.Skipf("skipping: RabbitMQ unreachable at %s (%v)", url, err)
+	}
+	_ = conn.Close()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	prefix := "TD" + hex.EncodeToString(b)
+	t.Cleanup(func() { amqp.DeleteQueues(url, outbox.DeadLetterQueueName(prefix), outbox.ParkingQueueName(prefix)) })
+
+	plain, err := commandbus.NewClient(dbtest.SQLite(t), &commandbus.Config{Domains: map[string]*commandbus.DomainConfig{"fx": {}}})
+	require.NoError(t, err)
+	require.Nil(t, brokerDeadLetterReader(plain), "no amqp domain, no reader")
+
+	registry := prometheus.NewRegistry()
+	client, err := commandbus.NewClient(dbtest.SQLite(t), &commandbus.Config{MetricsRegisterer: registry,
+		Domains: map[string]*commandbus.DomainConfig{"fx": {Transport: commandbus.TransportAMQP}},
+		AMQP:    commandbus.AMQPConfig{URL: url, Prefix: prefix}})
+	require.NoError(t, err)
+	closeTransports, err := wireTransports(client, nil, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	defer closeTransports()
+	reader := brokerDeadLetterReader(client)
+	require.NotNil(t, reader)
+	report, err := reader(context.Background(), 5)
+	require.NoError(t, err)
+	require.Equal(t, []console.BrokerQueueCount{{Queue: prefix + ".DLQ"}, {Queue: prefix + ".PARKED.Q"}}, report.Counts)
+	families, err := registry.Gather()
+	require.NoError(t, err)
+	var gauge bool
+	for _, f := range families {
+		gauge = gauge || f.GetName() == "commandbus_transport_dead_letter_depth"
+	}
+	require.True(t, gauge, "the dead-letter gauge is registered")
 }

@@ -246,6 +246,9 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		DeadlineCheckInterval: ccfg.Process.DeadlineCheckInterval.Std(),
 		Wake:                  wake,
 		Observer:              observerOf(ccfg.ExecutionObserver),
+		CommandOutbox: func(cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error) {
+			return plumbing.CheckpointOutbox(client, cmds)
+		},
 		Notify: func(ctx context.Context, topics []string) {
 			if err := drv.Executor().Notify(ctx, topics); err != nil {
 				client.Logger().Warn("notifying command queues failed; they will poll", "error", err)

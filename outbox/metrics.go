@@ -72,7 +72,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"queue", "result"}),
 		BrokerDeadLetters: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "commandbus_transport_broker_dead_letters_total",
-			Help: "Messages the broker backed out after the backout threshold, by work queue and result (parked, already_done, kept).",
+			Help: "Messages the broker backed out after the backout threshold, by work queue and result (parked, already_done, kept; filed for a reply filed from the reply queue's backout queue).",
 		}, []string{"queue", "result"}),
 	}
 	if reg == nil {

@@ -18,7 +18,7 @@ const (
 	HeaderStep        = "commandbus-step"
 	// HeaderStepKey is the step's stable idempotency key (execution id : step name): the same on
 	// every attempt, for the handler to deduplicate its side effect on.
-	HeaderStepKey = "commandbus-step-key"
+	HeaderStepKey = commandbus.HeaderStepKey
 )
 
 // CommandStep sends a command to another domain and suspends the execution (WAITING_FOR_ASYNC,
@@ -90,6 +90,7 @@ func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType st
 		Args:   commandbus.RawArgs{Type: commandType, Data: data},
 		Opts: &commandbus.SendOpts{
 			CorrelationID:  x.ID,
+			CausationID:    x.causedBy,
 			ReplyTo:        x.m.domain,
 			IdempotencyKey: fmt.Sprintf("%s:%s:%d", x.ID, name, x.sends[name]+1),
 			Headers: map[string]string{

@@ -99,6 +99,8 @@ type Execution[S any] struct {
 	// parkedAnswered is set when a reply answered a command step whose command had been parked:
 	// an execution waiting in the troubleshooting queue for that command resumes.
 	parkedAnswered bool
+	// causedBy is the command whose reply this run applied: the cause of the commands it sends.
+	causedBy uuid.UUID
 }
 
 type compensation[S any] struct {
@@ -144,6 +146,9 @@ func (x *Execution[S]) Send(domain string, args commandbus.CommandArgs, opts *co
 	}
 	if o.CorrelationID == uuid.Nil {
 		o.CorrelationID = x.ID
+	}
+	if o.CausationID == uuid.Nil {
+		o.CausationID = x.causedBy
 	}
 	cmd, err := plumbing.BuildCommand(x.m.client, commandbus.SendParams{Domain: domain, Args: args, Opts: &o})
 	if err != nil {

@@ -101,6 +101,7 @@ func (m *Manager[S]) applyReply(x *Execution[S], r *driver.ExecutionResponseRow)
 			ErrorMessage: "reply to command " + reply.CommandID.String() + " does not answer the step's current attempt", Response: r.Payload})
 		return
 	}
+	x.causedBy = reply.CommandID
 	if reply.Outcome == commandbus.OutcomeParked {
 		if h.last == statusSent {
 			x.log(&driver.ExecutionLogEntry{EntryType: entryCommand, Name: step, StepStatus: statusCommandParked, Attempt: h.attempt,

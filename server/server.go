@@ -49,6 +49,9 @@ type Config struct {
 	// ConsoleSampleInterval is how often the operator console samples throughput, queue depth and
 	// the troubleshooting queues for its 15-minute charts. Default: 5s.
 	ConsoleSampleInterval time.Duration
+	// BrokerDeadLetters, when set, shows the broker's dead-letter queues on the console's
+	// dead-letter page. Default: nil.
+	BrokerDeadLetters console.BrokerDeadLetterReader
 }
 
 // Server is the HTTP handler.
@@ -97,7 +100,7 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	con, err := console.New(console.Options{Client: cfg.Client, Runtime: cfg.Runtime, Tokens: cfg.Tokens, Hooks: hooks,
-		Gatherer: cfg.Gatherer, Logger: cfg.Logger, SampleInterval: cfg.ConsoleSampleInterval})
+		Gatherer: cfg.Gatherer, Logger: cfg.Logger, SampleInterval: cfg.ConsoleSampleInterval, BrokerDeadLetters: cfg.BrokerDeadLetters})
 	if err != nil {
 		return nil, err
 	}

@@ -103,7 +103,7 @@ func (w *walk) commandParams(s *stepDef, sc *StepContext) (*driver.CommandInsert
 // Headers a command step's command carries; its reply carries them back.
 const (
 	headerStep    = "commandbus-step"
-	headerStepKey = "commandbus-step-key"
+	headerStepKey = commandbus.HeaderStepKey
 )
 
 func callRequest(s *stepDef, sc *StepContext) (in any, err error) {

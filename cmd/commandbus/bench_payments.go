@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -28,7 +29,9 @@ func newBenchPaymentsCommand() *cobra.Command {
 			"measures until every one is terminal: payments/s and acceptance-to-completion p50/p99. With --rate it\n" +
 			"submits payments one by one through the API at that rate for --duration instead, spread over\n" +
 			"--instances clients in this process (a cluster's replicas), and reports the backlog every second.\n" +
-			"Afterwards it checks the platform's invariants (one submission per payment, money conserved).",
+			"Afterwards it checks the platform's invariants (one submission per payment, money conserved).\n" +
+			"With --amqp-url the --broker-domains (fx and payments by default) run over RabbitMQ through the outbox\n" +
+			"relay and the AMQP consumer, and the backlog samples add the broker's queue depth.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !payments.IsPaymentProcess(cfg.ProcessType) {
@@ -56,8 +59,15 @@ func newBenchPaymentsCommand() *cobra.Command {
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s: %d payments in %.2fs = %.0f payments/s; acceptance to completion p50 %.1f ms, p99 %.1f ms; duplicate submissions %d\n",
 				res.Driver, res.Config.ProcessType, res.Payments, res.ElapsedS, res.PaymentsPerS, res.P50Ms, res.P99Ms, res.Duplicates)
+			if res.Config.AMQPURL != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "  domains on RabbitMQ (AMQP 0-9-1, through the outbox relay): %s\n", strings.Join(res.Config.BrokerDomains, ", "))
+			}
 			for _, s := range res.Backlog {
-				fmt.Fprintf(cmd.OutOrStdout(), "  %6.1fs submitted %7d terminal %7d backlog %6d\n", s.AtS, s.Submitted, s.Terminal, s.Backlog)
+				line := fmt.Sprintf("  %6.1fs submitted %7d terminal %7d backlog %6d", s.AtS, s.Submitted, s.Terminal, s.Backlog)
+				if res.Config.AMQPURL != "" {
+					line += fmt.Sprintf(" broker queue depth %6d", s.BrokerDepth)
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), line)
 			}
 			return nil
 		},
@@ -74,5 +84,7 @@ func newBenchPaymentsCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 48, "concurrent-messages of each domain, per instance")
 	cmd.Flags().IntVar(&cfg.Executions, "executions", 400, "concurrent process executions, per instance")
 	cmd.Flags().IntVar(&cfg.Submitters, "submitters", 32, "goroutines calling SubmitPayment in rate mode")
+	cmd.Flags().StringVar(&cfg.AMQPURL, "amqp-url", "", "carry --broker-domains over this RabbitMQ (amqp://...) through the outbox relay; empty: the PostgreSQL queue")
+	cmd.Flags().StringSliceVar(&cfg.BrokerDomains, "broker-domains", nil, "domains on the broker with --amqp-url (default fx,payments)")
 	return cmd
 }

@@ -39,9 +39,14 @@ type PaymentsConfig struct {
 	// Executions is process.concurrent-executions per instance. Default: 400.
 	Executions int `json:"executions"`
 	// Submitters are the goroutines calling SubmitPayment in rate mode. Default: 32.
-	Submitters int          `json:"submitters,omitempty"`
-	Logger     *slog.Logger `json:"-"`
-	Progress   io.Writer    `json:"-"`
+	Submitters int `json:"submitters,omitempty"`
+	// AMQPURL, when set, carries BrokerDomains' commands and replies over this RabbitMQ (AMQP
+	// 0-9-1) through the outbox relay, and samples the broker's queue depth.
+	AMQPURL string `json:"amqp_url,omitempty"`
+	// BrokerDomains are the domains on the broker. Default with AMQPURL: fx and payments.
+	BrokerDomains []string     `json:"broker_domains,omitempty"`
+	Logger        *slog.Logger `json:"-"`
+	Progress      io.Writer    `json:"-"`
 }
 
 // WithDefaults fills unset fields.
@@ -70,6 +75,9 @@ func (c PaymentsConfig) WithDefaults() PaymentsConfig {
 	if c.Submitters == 0 {
 		c.Submitters = 32
 	}
+	if c.AMQPURL != "" && len(c.BrokerDomains) == 0 {
+		c.BrokerDomains = []string{payments.DomainFx, payments.DomainPayments}
+	}
 	return c
 }
 
@@ -79,6 +87,8 @@ type BacklogSample struct {
 	Submitted int64   `json:"submitted"`
 	Terminal  int64   `json:"terminal"`
 	Backlog   int64   `json:"backlog"`
+	// BrokerDepth is the messages waiting in the brokered domains' queues (with --amqp-url).
+	BrokerDepth int64 `json:"broker_depth,omitempty"`
 }
 
 // PaymentsResult is what the payments benchmark prints.
@@ -114,8 +124,16 @@ func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*P
 			_ = c.Stop(stopCtx)
 		}
 	}()
+	var broker *paymentsBroker
+	if cfg.AMQPURL != "" {
+		var err error
+		if broker, err = newPaymentsBroker(cfg.AMQPURL, cfg.BrokerDomains); err != nil {
+			return nil, fmt.Errorf("the broker at --amqp-url: %w", err)
+		}
+		defer broker.close()
+	}
 	for i := range cfg.Instances {
-		client, err := commandbus.NewClient(drv, &commandbus.Config{
+		clientCfg := &commandbus.Config{
 			Logger:   logger,
 			WorkerID: fmt.Sprintf("bench-payments-%d", i),
 			Domains:  payments.DefaultDomainConfigs(cfg.Concurrency),
@@ -125,7 +143,11 @@ func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*P
 				RetryPollInterval:    commandbus.Duration(time.Second),
 			},
 			FetchPollInterval: commandbus.Duration(200 * time.Millisecond),
-		})
+		}
+		if broker != nil {
+			broker.configure(clientCfg)
+		}
+		client, err := commandbus.NewClient(drv, clientCfg)
 		if err != nil {
 			return nil, err
 		}
@@ -141,6 +163,11 @@ func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*P
 		})
 		if err != nil {
 			return nil, err
+		}
+		if broker != nil {
+			if err := broker.wire(client, logger); err != nil {
+				return nil, err
+			}
 		}
 		if err := client.Start(ctx); err != nil {
 			return nil, err
@@ -159,11 +186,17 @@ func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*P
 	start := time.Now()
 	var submitted atomic.Int64
 	var samples []BacklogSample
+	record := func(s BacklogSample) {
+		if broker != nil {
+			s.BrokerDepth = broker.depth()
+		}
+		samples = append(samples, s)
+	}
 	var batchID uuid.UUID
 	total := cfg.Payments
 	if cfg.Rate > 0 {
 		total = int(cfg.Rate * cfg.Duration.Seconds())
-		if err := submitAtRate(ctx, platforms, cfg, total, day, &submitted, func(s BacklogSample) { samples = append(samples, s) }, start, drv, baseline); err != nil {
+		if err := submitAtRate(ctx, platforms, cfg, total, day, &submitted, record, start, drv, baseline); err != nil {
 			return nil, err
 		}
 	} else {
@@ -198,7 +231,7 @@ func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*P
 			}
 			last = terminal
 			if cfg.Rate > 0 {
-				samples = append(samples, BacklogSample{AtS: round(time.Since(start).Seconds(), 1), Submitted: submitted.Load(), Terminal: terminal, Backlog: submitted.Load() - terminal})
+				record(BacklogSample{AtS: round(time.Since(start).Seconds(), 1), Submitted: submitted.Load(), Terminal: terminal, Backlog: submitted.Load() - terminal})
 			}
 		case <-time.After(completionPoll):
 		}

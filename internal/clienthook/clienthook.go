@@ -34,6 +34,9 @@ var (
 	AMQPDomains func(client any) []string
 	// AMQP10Domains lists the domains whose transport is amqp10, sorted.
 	AMQP10Domains func(client any) []string
+	// CheckpointOutbox returns the CommandRequested outbox messages of the commands of brokered
+	// domains among cmds, for the execution checkpoint that inserts them.
+	CheckpointOutbox func(client any, cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error)
 	// CommandTypes lists the command types with handlers in domain, sorted.
 	CommandTypes func(client any, domain string) []string
 )

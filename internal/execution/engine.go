@@ -69,6 +69,9 @@ type Config struct {
 	Wake <-chan struct{}
 	// Notify sends wake-up topics after a checkpoint committed (command queues).
 	Notify func(ctx context.Context, topics []string)
+	// CommandOutbox, when set, returns the outbox messages that deliver a checkpoint's commands
+	// through their domains' brokers; they are written in the checkpoint's transaction.
+	CommandOutbox func(cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error)
 	// LogCache is how many waiting executions' logs the engine keeps in memory, so resuming one
 	// reads only the entries added since it let go. 0 means DefaultLogCache; negative turns it off.
 	LogCache int

@@ -146,6 +146,17 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 		}
 	}
 	stampTraceparent(cp.Commands, l.Row.Traceparent)
+	stampIssuer(cp.Commands, l.Row)
+	// The outbox messages derived here (the commands' and the lifecycle events') are dropped
+	// again when the write fails: a retry of the same checkpoint derives them again.
+	outboxBefore := len(cp.Outbox)
+	if len(cp.Commands) > 0 && l.engine.cfg.CommandOutbox != nil {
+		messages, err := l.engine.cfg.CommandOutbox(cp.Commands)
+		if err != nil {
+			return fmt.Errorf("invalid checkpoint: %w", err)
+		}
+		cp.Outbox = append(cp.Outbox, messages...)
+	}
 	if cp.ContinueAsNew != nil && !logsContinuedAsNew(cp.Log) {
 		cp.Log = append(cp.Log, &driver.ExecutionLogEntry{
 			EntryType: "LIFECYCLE", Name: driver.EntryContinuedAsNew, StepStatus: string(driver.ExecutionCompleted),
@@ -165,7 +176,6 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	if l.engine.observers != nil {
 		observed = l.observation(cp, now)
 	}
-	outboxBefore := len(cp.Outbox)
 	starts := false
 	if toOutbox, on := l.engine.lifecycleOn(); on {
 		after := observed
@@ -210,6 +220,19 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 		l.engine.wakeups.pokeQuiet()
 	}
 	return nil
+}
+
+// stampIssuer gives the commands that name no tenant the execution's, and those that name no
+// cause the execution as their cause: the execution issued them.
+func stampIssuer(commands []*driver.CommandInsertParams, row *driver.ExecutionRow) {
+	for _, cmd := range commands {
+		if cmd.TenantID == "" {
+			cmd.TenantID = row.TenantID
+		}
+		if cmd.CausationID == uuid.Nil {
+			cmd.CausationID = row.ID
+		}
+	}
 }
 
 // stampTraceparent gives the commands that carry no traceparent header the execution's.

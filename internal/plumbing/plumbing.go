@@ -80,3 +80,10 @@ func AMQP10Domains(client *commandbus.Client) []string { return clienthook.AMQP1
 func CommandTypes(client *commandbus.Client, domain string) []string {
 	return clienthook.CommandTypes(client, domain)
 }
+
+// CheckpointOutbox returns the CommandRequested outbox messages of the commands of client's
+// brokered domains among cmds (none for the others): an execution checkpoint writes them in the
+// transaction that inserts cmds, as Send does.
+func CheckpointOutbox(client *commandbus.Client, cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error) {
+	return clienthook.CheckpointOutbox(client, cmds)
+}

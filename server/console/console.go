@@ -62,6 +62,9 @@ type Options struct {
 	// SampleInterval is how often the console samples throughput, queue depth and the
 	// troubleshooting queues for its 15-minute charts. Default: 5s.
 	SampleInterval time.Duration
+	// BrokerDeadLetters, when set, shows the broker's dead-letter and parking queues on the
+	// dead-letter page. Default: nil (the page shows the database's records only).
+	BrokerDeadLetters BrokerDeadLetterReader
 }
 
 // Console is the operator console: server-rendered pages (html/template) over the same client
@@ -91,6 +94,8 @@ type Console struct {
 	origin  *http.CrossOriginProtection
 	sampler *sampler
 	started bool
+	// brokerReader reads the broker's dead letters (Options.BrokerDeadLetters).
+	brokerReader BrokerDeadLetterReader
 
 	// The overview is shared by everyone watching it: it is read at most once per interval.
 	overviewMu   sync.Mutex
@@ -128,8 +133,9 @@ func New(opts Options) (*Console, error) {
 		client: opts.Client, runtime: opts.Runtime, tokens: tokens, hooks: opts.Hooks,
 		logger: opts.Logger.With("component", "console"),
 		assets: consoleAssets, key: key, contextLabel: "Context", searchHint: defaultSearchHint,
-		origin:  http.NewCrossOriginProtection(),
-		sampler: newSampler(opts.Client, opts.Gatherer, opts.SampleInterval, opts.Logger),
+		origin:       http.NewCrossOriginProtection(),
+		sampler:      newSampler(opts.Client, opts.Gatherer, opts.SampleInterval, opts.Logger),
+		brokerReader: opts.BrokerDeadLetters,
 	}
 	static, _ := fs.Sub(consoleFiles, "static")
 	files := http.FileServerFS(static)

@@ -30,6 +30,8 @@ type dlqData struct {
 	Rows      []*dlqRow
 	Counts    tsqCounts
 	Truncated bool
+	// Broker is the broker's dead-letter queues (nil when the console has no reader).
+	Broker *brokerSection
 }
 
 func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
@@ -72,6 +74,7 @@ func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 		c.failed(w, r, err)
 		return
 	}
+	d.Broker = c.brokerDeadLetters(ctx)
 	p := c.newPage(w, r, "Dead-letter queue", "tsq")
 	p.Data = d
 	c.render(w, r, http.StatusOK, "dlq.html", p)

@@ -14,7 +14,10 @@
 // requeued only after a backoff that grows with its delivery count (x-delivery-count), never in a
 // tight loop. A message that is not a valid envelope is dead-lettered to APP.DLQ by the consumer
 // at once, with the reason in its x-commandbus-error header; one of an unknown schema version is
-// parked in APP.PARKED.Q. Nothing is dropped.
+// parked in APP.PARKED.Q. Nothing is dropped: ListDeadLetters shows what waits in those two
+// queues, RedriveDeadLetters moves it back once its cause is fixed, and DeadLetterCollector
+// exports their depth. The reply queue's backout queue is drained too: a reply backed out while
+// the database was down is filed once it answers.
 //
 // Queues declared by an earlier version dead-lettered to APP.DLQ; RabbitMQ refuses to redeclare a
 // queue with other arguments, so delete (or drain and delete) them before upgrading.

@@ -2,6 +2,7 @@ package amqp_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/driver/pgdriver"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
 	"github.com/commandbus/commandbus/transport/internal/brokertest"
@@ -132,4 +134,43 @@ func queueDepth(t testing.TB, url, queue string) int {
 		return -1
 	}
 	return q.Messages
+}
+
+// TestBackedOutReplyIsFiled: a reply whose deliveries keep failing (the database refuses to file
+// it) is backed out to the reply queue's backout queue; once the database accepts it again, the
+// consumer drains that queue and files the reply, so the sender is answered instead of waiting
+// out its reply timeout. It failed before the reply backout queue was drained.
+func TestBackedOutReplyIsFiled(t *testing.T) {
+	t.Parallel()
+	p := newPlatform(t, platformOpts{replies: true})
+	pg := p.drv.(*pgdriver.Driver)
+	ctx := context.Background()
+	_, err := pg.Pool().Exec(ctx, fmt.Sprintf(`
+		CREATE FUNCTION %[1]s.fail_reply() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.kind = 'reply' THEN
+				RAISE EXCEPTION 'simulated database failure filing a reply';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER fail_reply BEFORE INSERT ON %[1]s.command FOR EACH ROW EXECUTE FUNCTION %[1]s.fail_reply();`, pg.Schema()))
+	require.NoError(t, err)
+	res, err := p.Client.Send(ctx, "fx", BookFx{PaymentID: "P-R"}, &commandbus.SendOpts{ReplyTo: "payments"})
+	require.NoError(t, err)
+	p.WaitStatus(res.ID, commandbus.StatusCompleted)
+	replyQueue := outbox.ReplyQueueName(p.prefix)
+	brokertest.WaitFor(t, "the reply to be backed out", func() bool {
+		return brokertest.CounterValue(p.metrics.Consumed.WithLabelValues(replyQueue, "backed_out")) >= 1
+	})
+	select {
+	case r := <-p.Replies:
+		t.Fatalf("a reply reached the handler while the database refused it: %+v", r)
+	default:
+	}
+	_, err = pg.Pool().Exec(ctx, "DROP TRIGGER fail_reply ON "+pg.Schema()+".command")
+	require.NoError(t, err)
+	require.Equal(t, commandbus.OutcomeSuccess, p.WaitReply(res.ID).Outcome)
+	brokertest.WaitFor(t, "the filed reply to be counted", func() bool {
+		return brokertest.CounterValue(p.metrics.BrokerDeadLetters.WithLabelValues(replyQueue, "filed")) == 1
+	})
 }

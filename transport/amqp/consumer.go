@@ -265,7 +265,7 @@ func (d *deadEnd) moveAside(ctx context.Context, delivery amqp.Delivery, reason 
 		headers[k] = v
 	}
 	headers[HeaderError] = reason
-	headers["x-commandbus-original-queue"] = delivery.RoutingKey
+	headers[HeaderOriginalQueue] = delivery.RoutingKey
 	messageID := delivery.MessageId
 	if messageID == "" {
 		messageID = uuid.NewString()

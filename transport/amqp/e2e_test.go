@@ -51,12 +51,23 @@ type platformOpts struct {
 	// requeueDelay is the consumer's RequeueDelay (default 20ms: tests do not wait out the
 	// production backoff).
 	requeueDelay time.Duration
+	// drv is the database (default: an isolated PostgreSQL schema).
+	drv driver.Driver
+	// foreignFx leaves the fx domain without a handler in this deployment: a service outside it
+	// consumes fx's command queue.
+	foreignFx bool
+	// setup runs on the client before it starts (to register processes on it).
+	setup func(client *commandbus.Client)
 }
 
 func newPlatform(t *testing.T, opts platformOpts) *platform {
 	t.Helper()
 	url := rabbitURL(t)
-	p := &platform{t: t, url: url, prefix: uniquePrefix(), drv: dbtest.Postgres(t)}
+	drv := opts.drv
+	if drv == nil {
+		drv = dbtest.Postgres(t)
+	}
+	p := &platform{t: t, url: url, prefix: uniquePrefix(), drv: drv}
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events.Fx"))
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)
@@ -64,6 +75,13 @@ func newPlatform(t *testing.T, opts platformOpts) *platform {
 	p.Fx = brokertest.NewFx(t, 100, func(context.Context, *commandbus.Command[BookFx]) (any, error) {
 		return map[string]string{"contract": "FX-1"}, nil
 	})
+	if opts.foreignFx {
+		p.Handlers = commandbus.NewHandlers()
+		commandbus.AddReplyHandler(p.Handlers, "payments", "", func(_ context.Context, msg *commandbus.ReplyMessage) error {
+			p.Replies <- msg.Reply
+			return nil
+		})
+	}
 	if opts.maxAttempts == 0 {
 		opts.maxAttempts = 3
 	}
@@ -113,6 +131,9 @@ func newPlatform(t *testing.T, opts platformOpts) *platform {
 	p.consumer, err = amqp.NewConsumer(amqp.ConsumerConfig{URL: url, Topology: topology, Client: client, Replies: opts.replies, Logger: logger,
 		RequeueDelay: opts.requeueDelay, MaxRequeueDelay: time.Second})
 	require.NoError(t, err)
+	if opts.setup != nil {
+		opts.setup(client)
+	}
 	brokertest.Start(t, client, p.consumer, url, topology.ReplyQueue(), topology.DeadLetterQueue(), topology.ParkingQueue())
 	return p
 }

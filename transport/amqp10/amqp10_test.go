@@ -120,7 +120,7 @@ type platform struct {
 	t        *testing.T
 	url      string
 	prefix   string
-	drv      *pgdriver.Driver
+	drv      driver.Driver
 	consumer *amqp10.Consumer
 	metrics  *outbox.Metrics
 	*brokertest.Fx
@@ -128,15 +128,26 @@ type platform struct {
 
 func newPlatform(t *testing.T, replies bool) *platform {
 	t.Helper()
+	return newPlatformOn(t, replies, dbtest.Postgres(t), nil, false)
+}
+
+// newPlatformOn is newPlatform on drv, with setup run on the client before it starts; with
+// foreignFx the fx domain has no handler here (a service outside consumes its queue).
+func newPlatformOn(t *testing.T, replies bool, drv driver.Driver, setup func(*commandbus.Client), foreignFx bool) *platform {
+	t.Helper()
 	url := brokerURL(t)
-	p := &platform{t: t, url: url, prefix: uniquePrefix(), drv: dbtest.Postgres(t)}
+	p := &platform{t: t, url: url, prefix: uniquePrefix(), drv: drv}
 	p.Fx = brokertest.NewFx(t, 10, func(_ context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
 		return map[string]string{"contract": "FX-" + cmd.Args.PaymentID}, nil
 	})
+	handlers := p.Handlers
+	if foreignFx {
+		handlers = commandbus.NewHandlers()
+	}
 	jitter := 0.0
 	logger := brokertest.Logger(t)
 	client, err := commandbus.NewClient(p.drv, &commandbus.Config{
-		Handlers: p.Handlers, Logger: logger,
+		Handlers: handlers, Logger: logger,
 		Domains: map[string]*commandbus.DomainConfig{
 			"fx": {Transport: commandbus.TransportAMQP10, MaxAttempts: 3, VisibilityTimeout: commandbus.Duration(10 * time.Second),
 				Retry: commandbus.RetryPolicy{InitialDelay: commandbus.Duration(100 * time.Millisecond), Jitter: &jitter}},
@@ -164,6 +175,9 @@ func newPlatform(t *testing.T, replies bool) *platform {
 	p.consumer, err = amqp10.NewConsumer(amqp10.ConsumerConfig{URL: url, Topology: topology, Client: client, Replies: replies, Logger: logger,
 		RequeueDelay: 20 * time.Millisecond, MaxRequeueDelay: time.Second})
 	require.NoError(t, err)
+	if setup != nil {
+		setup(client)
+	}
 	brokertest.Start(t, client, p.consumer, url, topology.ReplyQueue(), topology.BackoutQueue(topology.ReplyQueue()),
 		topology.DeadLetterQueue(), topology.ParkingQueue())
 	return p
@@ -288,7 +302,7 @@ func TestBackoutParksCommand(t *testing.T) {
 	require.Equal(t, "amqp10:"+queue, log[0].Actor)
 
 	// Resubmitted once the database is fixed, it completes through the broker.
-	p.drv.Pool().Exec(ctx, "DROP TRIGGER fail_claim ON "+p.drv.Schema()+".command")
+	p.drv.(*pgdriver.Driver).Pool().Exec(ctx, "DROP TRIGGER fail_claim ON "+p.drv.(*pgdriver.Driver).Schema()+".command")
 	_, err = p.Client.DLQ().Resubmit(ctx, res.ID, commandbus.OperatorAction{Actor: "alice@ops", Reason: "database fixed"})
 	require.NoError(t, err)
 	p.WaitStatus(res.ID, commandbus.StatusCompleted)

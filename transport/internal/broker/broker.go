@@ -96,7 +96,8 @@ type Subscription struct {
 	Domain   string // "" for the reply queue
 	Queues   []string
 	Prefetch int
-	// Backout: the queues are the backout queues of the domain's command queues.
+	// Backout: the queues are the backout queues of the domain's command queues (of the reply
+	// queue when Domain is "").
 	Backout bool
 }
 
@@ -203,7 +204,9 @@ func (c *Consumer) subscriptions() []Subscription {
 		}
 	}
 	if c.cfg.Replies {
-		subs = append(subs, Subscription{Queues: []string{outbox.ReplyQueueName(c.cfg.Prefix)}, Prefetch: 50})
+		replies := outbox.ReplyQueueName(c.cfg.Prefix)
+		subs = append(subs, Subscription{Queues: []string{replies}, Prefetch: 50},
+			Subscription{Queues: []string{outbox.BackoutQueueName(replies)}, Prefetch: 10, Backout: true})
 	}
 	return subs
 }
@@ -308,7 +311,11 @@ func (c *Consumer) run(ctx context.Context, sub Subscription) {
 			if done != nil {
 				defer done()
 			}
-			if sub.Backout {
+			switch {
+			case sub.Backout && sub.Domain == "":
+				c.handleReplyBackout(d)
+				return
+			case sub.Backout:
 				c.handleBackout(d)
 				return
 			}
@@ -369,6 +376,7 @@ func (c *Consumer) handle(sub Subscription, d Delivery) {
 	} else {
 		outcome, err = plumbing.ExecuteDelivered(ctx, c.cfg.Client, commandbus.Delivery{
 			MessageID: env.MessageID.String(), Consumer: consumer, CommandID: env.CommandID, Domain: sub.Domain,
+			ReplyTo: env.Headers.ReplyTo,
 		})
 	}
 	var decodeErr *outbox.DecodeError
@@ -448,6 +456,38 @@ func (c *Consumer) handleBackout(d Delivery) {
 			log.Error(c.cfg.Name+" consumer: command parked: its message was backed out", "queue", queue, "command_id", env.CommandID, "reason", why)
 		}
 		count(result)
+		_ = d.Accept(ctx)
+	}
+}
+
+// handleReplyBackout files a reply the reply queue backed out (its deliveries kept failing, a
+// database outage say): the process waiting for it must not wait out its reply timeout. It is
+// filed as on the reply queue, once the database answers: a failure gives it back after a backoff
+// (a backout queue has no backout threshold); a reply that cannot be filed (not an envelope,
+// naming no command) is moved to the dead-letter queue with the reason.
+func (c *Consumer) handleReplyBackout(d Delivery) {
+	ctx := c.workCtx
+	backoutQueue, id, log := d.Queue(), d.MessageID(), c.cfg.Logger
+	queue := WorkQueue(backoutQueue)
+	count := func(result string) { c.metrics.BrokerDeadLetters.WithLabelValues(queue, result).Inc() }
+	env, err := outbox.Decode(d.Body())
+	if err == nil {
+		_, err = plumbing.DeliverReply(ctx, c.cfg.Client, env, c.cfg.Name+":"+queue)
+	}
+	var decodeErr *outbox.DecodeError
+	switch {
+	case errors.Is(err, commandbus.ErrNotFound) || errors.As(err, &decodeErr):
+		log.Error(c.cfg.Name+" consumer: a backed-out reply cannot be filed; dead-lettered", "queue", backoutQueue, "message_id", id, "error", err)
+		count("kept")
+		_, _ = moveAside(ctx, d, err, errors.Is(err, outbox.ErrUnknownSchemaVersion))
+	case err != nil:
+		delay := c.requeueDelay(d)
+		log.Warn(c.cfg.Name+" consumer: filing a backed-out reply failed; given back after a backoff", "queue", backoutQueue, "message_id", id, "backoff", delay, "error", err)
+		c.wait(delay)
+		_ = d.GiveBack(ctx)
+	default:
+		log.Warn(c.cfg.Name+" consumer: a backed-out reply was filed", "queue", queue, "message_id", id, "command_id", env.CommandID)
+		count("filed")
 		_ = d.Accept(ctx)
 	}
 }
