@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/outbox"
@@ -81,25 +80,12 @@ func RunWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 // latencies of the events (commit → Kafka acknowledgement).
 func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*WorkflowResult, []time.Duration, error) {
 	cfg = cfg.WithDefaults()
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	client, err := commandbus.NewClient(drv, &commandbus.Config{
-		Logger: logger,
-		Process: commandbus.ProcessConfig{
-			ConcurrentExecutions: cfg.Concurrency,
-			PendingPollInterval:  commandbus.Duration(cfg.PollEvery),
-		},
-	})
-	if err != nil {
-		return nil, nil, err
-	}
+	logger := orDiscard(cfg.Logger)
 	rtCfg := orchestration.Config{}
 	if cfg.Events {
 		rtCfg.Events = &orchestration.EventSink{Transport: outbox.TransportKafka}
 	}
-	rt, err := orchestration.New(client, rtCfg)
+	client, rt, err := newRuntime(drv, logger, cfg.Concurrency, cfg.PollEvery, rtCfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -121,14 +107,11 @@ func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := client.Start(ctx); err != nil {
+	stop, err := startClient(ctx, client)
+	if err != nil {
 		return nil, nil, err
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = client.Stop(stopCtx)
-	}()
+	defer stop()
 	start := time.Now()
 	batch := cfg.StartBatch
 	var tick *time.Ticker
