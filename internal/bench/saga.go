@@ -54,15 +54,7 @@ func (c SagaConfig) WithDefaults() SagaConfig {
 	if c.FailEvery == 0 {
 		c.FailEvery = 10
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 400
-	}
-	if c.StartBatch == 0 {
-		c.StartBatch = 1000
-	}
-	if c.PollEvery == 0 {
-		c.PollEvery = 50 * time.Millisecond
-	}
+	runDefaults(&c.Concurrency, &c.StartBatch, &c.PollEvery)
 	return c
 }
 

@@ -65,3 +65,17 @@ func startInBatches[T any](n, batch int, input func(i int) T, start func([]T) er
 	}
 	return nil
 }
+
+// runDefaults fills the unset settings the run benchmarks share: 400 executions at once, 1000
+// starts per batch, the pending poller every 50 ms.
+func runDefaults(concurrency, startBatch *int, pollEvery *time.Duration) {
+	if *concurrency == 0 {
+		*concurrency = 400
+	}
+	if *startBatch == 0 {
+		*startBatch = 1000
+	}
+	if *pollEvery == 0 {
+		*pollEvery = 50 * time.Millisecond
+	}
+}

@@ -32,15 +32,7 @@ func (c TccConfig) WithDefaults() TccConfig {
 	if c.Transactions == 0 {
 		c.Transactions = 5000
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 400
-	}
-	if c.StartBatch == 0 {
-		c.StartBatch = 1000
-	}
-	if c.PollEvery == 0 {
-		c.PollEvery = 50 * time.Millisecond
-	}
+	runDefaults(&c.Concurrency, &c.StartBatch, &c.PollEvery)
 	return c
 }
 

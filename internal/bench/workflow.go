@@ -52,15 +52,7 @@ func (c WorkflowConfig) WithDefaults() WorkflowConfig {
 	if c.Workflows == 0 {
 		c.Workflows = 5000
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 400
-	}
-	if c.StartBatch == 0 {
-		c.StartBatch = 1000
-	}
-	if c.PollEvery == 0 {
-		c.PollEvery = 50 * time.Millisecond
-	}
+	runDefaults(&c.Concurrency, &c.StartBatch, &c.PollEvery)
 	return c
 }
 
