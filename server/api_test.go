@@ -16,6 +16,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	. "github.com/commandbus/commandbus/server"
 )
 
@@ -72,10 +73,10 @@ func TestBearerSchemeIsCaseInsensitive(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setup(t, drv)
 		for _, scheme := range []string{"Bearer", "bearer", "BEARER", "bEaReR"} {
-			x := send(t, "GET", f.http.URL+"/api/tsq/commands", nil, map[string]string{"Authorization": scheme + " " + viewerToken})
+			x := send(t, "GET", f.HTTP.URL+"/api/tsq/commands", nil, map[string]string{"Authorization": scheme + " " + viewerToken})
 			require.Equal(t, http.StatusOK, x.resp.StatusCode, scheme)
 		}
-		x := send(t, "GET", f.http.URL+"/api/tsq/commands", nil, map[string]string{"Authorization": "Bearer"})
+		x := send(t, "GET", f.HTTP.URL+"/api/tsq/commands", nil, map[string]string{"Authorization": "Bearer"})
 		require.Equal(t, http.StatusUnauthorized, x.resp.StatusCode)
 	})
 }
@@ -87,25 +88,25 @@ func TestAPIRefusesTheSessionCookie(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
-		_, command := f.parkRiskCommand()
-		op := f.httpClient()
-		op.login(operatorToken)
+		_, command := f.ParkRiskCommand()
+		op := f.HTTPClient()
+		op.Login(operatorToken)
 
-		req, err := http.NewRequest(http.MethodPost, f.http.URL+"/api/tsq/commands/"+command.ID.String()+"/cancel",
+		req, err := http.NewRequest(http.MethodPost, f.HTTP.URL+"/api/tsq/commands/"+command.ID.String()+"/cancel",
 			strings.NewReader(`{"reason":"cross-site"}`))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Origin", "https://evil.example")
-		resp, body := op.do(req)
+		resp, body := op.Do(req)
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, body)
 		require.Contains(t, body, "session cookie is not accepted")
-		row, err := f.client.GetCommand(context.Background(), command.ID)
+		row, err := f.Client.GetCommand(context.Background(), command.ID)
 		require.NoError(t, err)
 		require.Equal(t, "IN_TSQ", string(row.Status), "the cookie changed nothing")
 
-		resp, body = op.get("/api/payments")
+		resp, body = op.Get("/api/payments")
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "reads too: "+body)
-		resp, body = op.get("/tsq/commands")
+		resp, body = op.Get("/tsq/commands")
 		require.Equal(t, http.StatusOK, resp.StatusCode, "the console still takes its cookie")
 		require.Contains(t, body, "Retry…")
 	})
@@ -131,7 +132,7 @@ func TestUnknownRoutesAndMethodsAreProblems(t *testing.T) {
 			{"DELETE", "/api/nothing/at/all", 404, ""},
 			{"GET", "/api/payments/", 404, ""},
 		} {
-			x := send(t, tc.method, f.http.URL+tc.path, nil, bearer(operatorToken))
+			x := send(t, tc.method, f.HTTP.URL+tc.path, nil, bearer(operatorToken))
 			require.Equal(t, tc.status, x.resp.StatusCode, "%s %s: %s", tc.method, tc.path, x.respBody)
 			p := problemOf(t, x)
 			require.Equal(t, tc.status, p.Status)
@@ -139,9 +140,9 @@ func TestUnknownRoutesAndMethodsAreProblems(t *testing.T) {
 			require.NotEmpty(t, p.Detail)
 		}
 		// A page the console does not have is still the console's own page.
-		op := f.httpClient()
-		op.login(viewerToken)
-		resp, body := op.get("/no-such-page")
+		op := f.HTTPClient()
+		op.Login(viewerToken)
+		resp, body := op.Get("/no-such-page")
 		require.Equal(t, http.StatusNotFound, resp.StatusCode)
 		require.Contains(t, body, "Page not found")
 	})
@@ -154,7 +155,7 @@ func TestEmptyListsAreArrays(t *testing.T) {
 		f := setupConsole(t, drv)
 		for _, path := range []string{"/api/tsq/commands", "/api/tsq/processes", "/api/payments", "/api/batches", "/api/approvals",
 			"/api/network/pending", "/api/queues"} {
-			x := send(t, "GET", f.http.URL+path, nil, bearer(viewerToken))
+			x := send(t, "GET", f.HTTP.URL+path, nil, bearer(viewerToken))
 			require.Equal(t, http.StatusOK, x.resp.StatusCode)
 			var body map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal(x.respBody, &body))
@@ -190,7 +191,7 @@ func TestNotFoundNamesTheID(t *testing.T) {
 			if tc.body != "" {
 				body = []byte(tc.body)
 			}
-			x := send(t, tc.method, f.http.URL+tc.path, body, bearer(operatorToken))
+			x := send(t, tc.method, f.HTTP.URL+tc.path, body, bearer(operatorToken))
 			require.Equal(t, http.StatusNotFound, x.resp.StatusCode, "%s %s: %s", tc.method, tc.path, x.respBody)
 			require.Contains(t, problemOf(t, x).Detail, id, "%s %s", tc.method, tc.path)
 		}
@@ -210,7 +211,7 @@ func TestInternalErrorsDoNotLeakTheCause(t *testing.T) {
 				CREATE TRIGGER refuse_execution BEFORE INSERT ON {schema}.execution FOR EACH ROW EXECUTE FUNCTION {schema}.refuse_execution();`
 		}
 		require.NoError(t, drv.Executor().Exec(context.Background(), refuse))
-		x := send(t, "POST", f.http.URL+"/api/payments", []byte(`{"idempotencyKey":"k1","debitAccount":"CUST-USD-001",
+		x := send(t, "POST", f.HTTP.URL+"/api/payments", []byte(`{"idempotencyKey":"k1","debitAccount":"CUST-USD-001",
 			"creditAccount":"BENE-USD-001","amount":"10.00","currency":"USD"}`), bearer(operatorToken))
 		require.Equal(t, http.StatusInternalServerError, x.resp.StatusCode, "%s", x.respBody)
 		p := problemOf(t, x)
@@ -221,7 +222,7 @@ func TestInternalErrorsDoNotLeakTheCause(t *testing.T) {
 		for _, leak := range []string{"SQLSTATE", "22021", "refused by the test", "execution", "INSERT"} {
 			require.NotContains(t, string(x.respBody), leak)
 		}
-		list, err := f.platform.ListPayments(context.Background(), payments.PaymentFilter{})
+		list, err := f.Platform.ListPayments(context.Background(), payments.PaymentFilter{})
 		require.NoError(t, err)
 		require.Empty(t, list, "no payment without its execution")
 	})
@@ -234,19 +235,19 @@ func TestAPICompleteNeedsEvidence(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
-		parked := f.parkManagerPayment()
-		path := f.http.URL + "/api/tsq/processes/" + parked.ExecutionID.String() + "/complete"
+		parked := f.ParkManagerPayment()
+		path := f.HTTP.URL + "/api/tsq/processes/" + parked.ExecutionID.String() + "/complete"
 		for _, body := range []string{`{"reason":"looks fine"}`, `{"reason":"looks fine","stateOverrides":{}}`,
 			`{"reason":"looks fine","stateOverrides":{"evidence":""}}`, `{"reason":"looks fine","stateOverrides":{"holdId":"H"}}`} {
 			x := send(t, "POST", path, []byte(body), bearer(operatorToken))
 			require.Equal(t, http.StatusBadRequest, x.resp.StatusCode, "%s", x.respBody)
 			p := problemOf(t, x)
 			require.Equal(t, "stateOverrides.evidence", p.Errors[0].Field)
-			require.Equal(t, "IN_TSQ", f.paymentStatus(parked.PaymentID), "a refused completion changes nothing")
+			require.Equal(t, "IN_TSQ", f.PaymentStatus(parked.PaymentID), "a refused completion changes nothing")
 		}
 		x := send(t, "POST", path, []byte(`{"reason":"confirmed","stateOverrides":{"evidence":"SWIFT gpi shows ACSC"}}`), bearer(operatorToken))
 		require.Equal(t, http.StatusOK, x.resp.StatusCode, "%s", x.respBody)
-		v, err := f.platform.GetPayment(context.Background(), parked.PaymentID)
+		v, err := f.Platform.GetPayment(context.Background(), parked.PaymentID)
 		require.NoError(t, err)
 		require.Equal(t, "COMPLETED", v.Status)
 		require.Equal(t, "SWIFT gpi shows ACSC", v.Evidence)
@@ -260,17 +261,17 @@ func TestPaymentProcessStatus(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
 		ctx := context.Background()
-		step := f.submit(pendingL2Payment())
-		eventually(t, 30*time.Second, "L1 to arrive", func() bool {
-			v, err := f.platform.GetPayment(ctx, step.PaymentID)
+		step := f.Submit(servertest.PendingL2Payment())
+		servertest.Eventually(t, 30*time.Second, "L1 to arrive", func() bool {
+			v, err := f.Platform.GetPayment(ctx, step.PaymentID)
 			require.NoError(t, err)
 			return v.Network[0].Received
 		})
-		x := send(t, "GET", f.http.URL+"/api/payments/"+step.ExecutionID.String()+"/status", nil, bearer(viewerToken))
+		x := send(t, "GET", f.HTTP.URL+"/api/payments/"+step.ExecutionID.String()+"/status", nil, bearer(viewerToken))
 		require.Equal(t, http.StatusOK, x.resp.StatusCode, "%s", x.respBody)
 		var got payments.PaymentStatus
 		require.NoError(t, json.Unmarshal(x.respBody, &got))
-		row, err := f.client.Driver().Executor().ExecutionGet(ctx, step.ExecutionID)
+		row, err := f.Client.Driver().Executor().ExecutionGet(ctx, step.ExecutionID)
 		require.NoError(t, err)
 		require.Equal(t, step.ExecutionID, got.ProcessID)
 		require.Equal(t, step.PaymentID, got.PaymentID)
@@ -279,16 +280,16 @@ func TestPaymentProcessStatus(t *testing.T) {
 		require.True(t, got.L1Received)
 		require.False(t, got.L4Received, "L2 waits for an operator, so L4 has not arrived")
 
-		manager := f.submit(domesticPayment(payments.TypePaymentManager))
-		f.waitPayment(manager.PaymentID, "COMPLETED")
-		x = send(t, "GET", f.http.URL+"/api/payments/"+manager.ExecutionID.String()+"/status", nil, bearer(viewerToken))
+		manager := f.Submit(servertest.DomesticPayment(payments.TypePaymentManager))
+		f.WaitPayment(manager.PaymentID, "COMPLETED")
+		x = send(t, "GET", f.HTTP.URL+"/api/payments/"+manager.ExecutionID.String()+"/status", nil, bearer(viewerToken))
 		require.Equal(t, http.StatusOK, x.resp.StatusCode)
 		require.NoError(t, json.Unmarshal(x.respBody, &got))
 		require.Equal(t, "COMPLETED", got.Status)
 		require.Equal(t, manager.PaymentID, got.PaymentID)
 
 		// A payment id is not a process id, and a process of another type is no payment.
-		x = send(t, "GET", f.http.URL+"/api/payments/"+manager.PaymentID.String()+"/status", nil, bearer(viewerToken))
+		x = send(t, "GET", f.HTTP.URL+"/api/payments/"+manager.PaymentID.String()+"/status", nil, bearer(viewerToken))
 		require.Equal(t, http.StatusNotFound, x.resp.StatusCode)
 	})
 }
@@ -299,9 +300,9 @@ func TestAPIProcessLogHasStepTimes(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
-		paid := f.submit(domesticPayment(payments.TypePaymentStep))
-		f.waitPayment(paid.PaymentID, "COMPLETED")
-		x := send(t, "GET", f.http.URL+"/api/processes/"+paid.ExecutionID.String(), nil, bearer(viewerToken))
+		paid := f.Submit(servertest.DomesticPayment(payments.TypePaymentStep))
+		f.WaitPayment(paid.PaymentID, "COMPLETED")
+		x := send(t, "GET", f.HTTP.URL+"/api/processes/"+paid.ExecutionID.String(), nil, bearer(viewerToken))
 		require.Equal(t, http.StatusOK, x.resp.StatusCode, "%s", x.respBody)
 		var body struct {
 			Log []struct {

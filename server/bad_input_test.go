@@ -18,6 +18,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	. "github.com/commandbus/commandbus/server"
 )
 
@@ -54,19 +55,19 @@ func takeSnapshot(t *testing.T, f *consoleFixture, db *sql.DB, prefix string, co
 	count(`SELECT count(*) FROM {t}batch_run`, &s.Batches)
 	count(`SELECT count(*) FROM {t}approval WHERE status = 'PENDING'`, &s.PendingApprovals)
 	count(`SELECT count(*) FROM {t}network_pending WHERE status = 'PENDING'`, &s.PendingNetwork)
-	executions, err := f.client.Driver().Executor().ExecutionList(ctx, &driver.ExecutionListParams{Limit: driver.MaxListLimit})
+	executions, err := f.Client.Driver().Executor().ExecutionList(ctx, &driver.ExecutionListParams{Limit: driver.MaxListLimit})
 	require.NoError(t, err)
 	s.Executions = len(executions)
-	audit, err := f.client.AuditLog(ctx, &driver.AuditLogListParams{Limit: driver.MaxListLimit})
+	audit, err := f.Client.AuditLog(ctx, &driver.AuditLogListParams{Limit: driver.MaxListLimit})
 	require.NoError(t, err)
 	s.AuditEntries = len(audit)
-	tsq, err := f.client.TSQ().List(ctx, commandbus.TSQFilter{Limit: driver.MaxListLimit})
+	tsq, err := f.Client.TSQ().List(ctx, commandbus.TSQFilter{Limit: driver.MaxListLimit})
 	require.NoError(t, err)
 	s.CommandsInTSQ = len(tsq)
-	row, err := f.client.GetCommand(ctx, command)
+	row, err := f.Client.GetCommand(ctx, command)
 	require.NoError(t, err)
 	s.CommandStatus = string(row.Status)
-	x, err := f.client.Driver().Executor().ExecutionGet(ctx, execution)
+	x, err := f.Client.Driver().Executor().ExecutionGet(ctx, execution)
 	require.NoError(t, err)
 	s.ProcessStatus = string(x.Status)
 	return s
@@ -96,18 +97,18 @@ func TestAPIRefusesBadInput(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
-		doc := loadAPIDoc(t, f.http.URL)
+		doc := loadAPIDoc(t, f.HTTP.URL)
 		db, prefix := businessTables(t, drv)
 		ctx := context.Background()
 
 		// Real items for the actions, so a refused action could have changed something.
-		payment, command := f.parkRiskCommand()
-		parked := f.parkManagerPayment()
-		approval := f.waitApproval(f.submit(bigPayment()).PaymentID)
-		pendingPayment := f.submit(pendingL2Payment())
+		payment, command := f.ParkRiskCommand()
+		parked := f.ParkManagerPayment()
+		approval := f.WaitApproval(f.Submit(servertest.BigPayment()).PaymentID)
+		pendingPayment := f.Submit(servertest.PendingL2Payment())
 		var network uuid.UUID
-		eventually(t, 30*time.Second, "a pending L2 confirmation", func() bool {
-			list, err := f.platform.ListPendingNetworkResponses(ctx, 0)
+		servertest.Eventually(t, 30*time.Second, "a pending L2 confirmation", func() bool {
+			list, err := f.Platform.ListPendingNetworkResponses(ctx, 0)
 			require.NoError(t, err)
 			for _, p := range list {
 				if p.PaymentID == pendingPayment.PaymentID {
@@ -334,7 +335,7 @@ func TestAPIRefusesBadInput(t *testing.T) {
 					body = []byte(tc.body)
 				}
 				before := takeSnapshot(t, f, db, prefix, command.ID, parked.ExecutionID)
-				x := send(t, tc.method, f.http.URL+ids.Replace(tc.path), body, headers)
+				x := send(t, tc.method, f.HTTP.URL+ids.Replace(tc.path), body, headers)
 				require.Equal(t, tc.status, x.resp.StatusCode, "%s", x.respBody)
 				require.Equal(t, "application/problem+json", x.resp.Header.Get("Content-Type"))
 				var p Problem

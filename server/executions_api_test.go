@@ -13,6 +13,7 @@ import (
 
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	"github.com/commandbus/commandbus/workflow"
 )
 
@@ -41,7 +42,7 @@ func TestExecutionsAPI(t *testing.T) {
 		f := setupConsole(t, drv)
 		ctx := context.Background()
 		op := bearer(operatorToken)
-		api := f.http.URL + "/api"
+		api := f.HTTP.URL + "/api"
 
 		x := send(t, http.MethodGet, api+"/definitions/workflow/ReviewFlow", nil, bearer(viewerToken))
 		require.Equal(t, http.StatusOK, x.resp.StatusCode)
@@ -63,7 +64,7 @@ func TestExecutionsAPI(t *testing.T) {
 		x = send(t, http.MethodPost, api+"/definitions/process/PaymentStep/start", []byte(`{"dryRun":true}`), op)
 		require.Equal(t, http.StatusBadRequest, x.resp.StatusCode)
 		require.Equal(t, []string{"dryRun"}, problemFields(t, x))
-		rows, err := f.review.List(ctx, workflow.ListParams{BusinessKey: "bad-start"})
+		rows, err := f.Review.List(ctx, workflow.ListParams{BusinessKey: "bad-start"})
 		require.NoError(t, err)
 		require.Empty(t, rows, "a refused start writes nothing")
 		x = send(t, http.MethodPost, api+"/definitions/workflow/ReviewFlow/start", []byte(`{"input":{"a":1}}`), bearer(viewerToken))
@@ -79,7 +80,7 @@ func TestExecutionsAPI(t *testing.T) {
 		}
 		require.NoError(t, json.Unmarshal(x.respBody, &started))
 		exec := api + "/executions/" + started.ID
-		eventually(t, 30*time.Second, "the review waits for its sign-off", func() bool {
+		servertest.Eventually(t, 30*time.Second, "the review waits for its sign-off", func() bool {
 			x := send(t, http.MethodGet, exec, nil, bearer(viewerToken))
 			return x.resp.StatusCode == http.StatusOK && json.Valid(x.respBody) &&
 				string(must(t, x.respBody, "currentWait")) == `"approve"`
@@ -98,7 +99,7 @@ func TestExecutionsAPI(t *testing.T) {
 		require.Equal(t, []string{"status"}, problemFields(t, x))
 		x = send(t, http.MethodGet, api+"/executions?attr.bad%20key=1", nil, bearer(viewerToken))
 		require.Equal(t, http.StatusBadRequest, x.resp.StatusCode, "%s", x.respBody)
-		pending, err := f.platform.Runtime().PendingSignals(ctx, parseID(t, started.ID))
+		pending, err := f.Platform.Runtime().PendingSignals(ctx, parseID(t, started.ID))
 		require.NoError(t, err)
 		require.Empty(t, pending, "no refused call sent a signal")
 
@@ -106,7 +107,7 @@ func TestExecutionsAPI(t *testing.T) {
 		require.Equal(t, http.StatusAccepted, x.resp.StatusCode, "%s", x.respBody)
 		x = send(t, http.MethodPost, exec+"/signals/approved", []byte(`{"payload":{"by":"ops:eve"},"signalId":"s-1"}`), op)
 		require.JSONEq(t, `{"signalId":"s-1","duplicate":true}`, string(x.respBody))
-		eventually(t, 30*time.Second, "the review sleeps after its sign-off", func() bool {
+		servertest.Eventually(t, 30*time.Second, "the review sleeps after its sign-off", func() bool {
 			x := send(t, http.MethodGet, exec+"/timers", nil, bearer(viewerToken))
 			return x.resp.StatusCode == http.StatusOK && len(must(t, x.respBody, "items")) > 2
 		})
@@ -145,7 +146,7 @@ func TestExecutionsAPIHostileInput(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
 		op := bearer(operatorToken)
-		api := f.http.URL + "/api"
+		api := f.HTTP.URL + "/api"
 		huge := strings.Repeat("x", 70*1024)
 		for _, tc := range []struct {
 			name, method, path, body string
@@ -170,7 +171,7 @@ func TestExecutionsAPIHostileInput(t *testing.T) {
 			require.GreaterOrEqual(t, x.resp.StatusCode, 400, "%s: %s", tc.name, x.respBody)
 			require.Less(t, x.resp.StatusCode, 500, "%s: %s", tc.name, x.respBody)
 		}
-		rows, err := f.review.List(context.Background(), workflow.ListParams{})
+		rows, err := f.Review.List(context.Background(), workflow.ListParams{})
 		require.NoError(t, err)
 		require.Empty(t, rows, "no refused start created an execution")
 	})

@@ -176,7 +176,7 @@ func TestExtensionMountsRoutesPagesAndHooks(t *testing.T) {
 		t.Cleanup(func() { _ = srv.Close() })
 		hs := httptest.NewServer(srv)
 		t.Cleanup(hs.Close)
-		f := &fixture{client: client, http: hs}
+		f := &fixture{Client: client, HTTP: hs}
 
 		resp, body := f.do(t, "POST", "/api/notes", operatorToken, map[string]string{"text": "hello"})
 		require.Equal(t, http.StatusCreated, resp.StatusCode, "%s", body)

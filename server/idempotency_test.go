@@ -22,7 +22,7 @@ func TestSubmitPaymentIdempotency(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
-		doc := loadAPIDoc(t, f.http.URL)
+		doc := loadAPIDoc(t, f.HTTP.URL)
 		ctx := context.Background()
 		post := func(body string, key string) *exchange {
 			t.Helper()
@@ -30,12 +30,12 @@ func TestSubmitPaymentIdempotency(t *testing.T) {
 			if key != "" {
 				headers["Idempotency-Key"] = key
 			}
-			x := send(t, "POST", f.http.URL+"/api/payments", []byte(body), headers)
+			x := send(t, "POST", f.HTTP.URL+"/api/payments", []byte(body), headers)
 			require.True(t, doc.checkResponse(t, x))
 			return x
 		}
 		paymentsWithKey := func(key string) int {
-			list, err := f.platform.ListPayments(ctx, payments.PaymentFilter{Limit: 1000})
+			list, err := f.Platform.ListPayments(ctx, payments.PaymentFilter{Limit: 1000})
 			require.NoError(t, err)
 			n := 0
 			for _, v := range list {
@@ -54,12 +54,12 @@ func TestSubmitPaymentIdempotency(t *testing.T) {
 		require.Empty(t, first.resp.Header.Get("Idempotent-Replayed"))
 		var res payments.PaymentResult
 		require.NoError(t, json.Unmarshal(first.respBody, &res))
-		view, err := f.platform.GetPayment(ctx, res.PaymentID)
+		view, err := f.Platform.GetPayment(ctx, res.PaymentID)
 		require.NoError(t, err)
 		require.Equal(t, key, view.IdempotencyKey)
 
 		// The same request again, the key bare this time: the first answer, nothing new.
-		f.waitPayment(res.PaymentID, "COMPLETED") // the state moved on; the answer does not
+		f.WaitPayment(res.PaymentID, "COMPLETED") // the state moved on; the answer does not
 		again := post(body, key)
 		require.Equal(t, first.resp.StatusCode, again.resp.StatusCode)
 		require.Equal(t, string(first.respBody), string(again.respBody))
@@ -82,7 +82,7 @@ func TestSubmitPaymentIdempotency(t *testing.T) {
 		require.Equal(t, 1, paymentsWithKey(key))
 
 		// Header and body disagree: 400 naming the header; no key at all: 400 naming the field.
-		x := send(t, "POST", f.http.URL+"/api/payments", []byte(`{"idempotencyKey":"one",`+body[1:]), map[string]string{
+		x := send(t, "POST", f.HTTP.URL+"/api/payments", []byte(`{"idempotencyKey":"one",`+body[1:]), map[string]string{
 			"Authorization": "Bearer " + operatorToken, "Idempotency-Key": "two"})
 		require.Equal(t, http.StatusBadRequest, x.resp.StatusCode)
 		require.Equal(t, "Idempotency-Key", problemOf(t, x).Errors[0].Field)

@@ -27,7 +27,7 @@ func TestAmountsKeepTheCurrencyMinorUnits(t *testing.T) {
 			body, err := json.Marshal(map[string]string{"idempotencyKey": uuid.NewString(), "debitAccount": "CUST-" + tc.currency + "-001",
 				"creditAccount": "BENE-" + tc.currency + "-001", "amount": tc.sent, "currency": tc.currency, "processType": "PaymentManager"})
 			require.NoError(t, err)
-			x := send(t, "POST", f.http.URL+"/api/payments", body, bearer(operatorToken))
+			x := send(t, "POST", f.HTTP.URL+"/api/payments", body, bearer(operatorToken))
 			require.Less(t, x.resp.StatusCode, 300, "%s", x.respBody)
 			var res struct {
 				PaymentID   uuid.UUID `json:"paymentId"`
@@ -35,13 +35,13 @@ func TestAmountsKeepTheCurrencyMinorUnits(t *testing.T) {
 			}
 			require.NoError(t, json.Unmarshal(x.respBody, &res))
 
-			x = send(t, "GET", f.http.URL+"/api/payments/"+res.PaymentID.String(), nil, bearer(viewerToken))
+			x = send(t, "GET", f.HTTP.URL+"/api/payments/"+res.PaymentID.String(), nil, bearer(viewerToken))
 			require.Equal(t, http.StatusOK, x.resp.StatusCode, "%s", x.respBody)
 			var view map[string]any
 			require.NoError(t, json.Unmarshal(x.respBody, &view))
 			require.Equal(t, tc.want, view["amount"], "%s %s reads back", tc.sent, tc.currency)
 
-			x = send(t, "GET", f.http.URL+"/api/payments?limit=1", nil, bearer(viewerToken))
+			x = send(t, "GET", f.HTTP.URL+"/api/payments?limit=1", nil, bearer(viewerToken))
 			var list struct {
 				Items []map[string]any `json:"items"`
 			}
@@ -50,7 +50,7 @@ func TestAmountsKeepTheCurrencyMinorUnits(t *testing.T) {
 			require.Equal(t, tc.want, list.Items[0]["amount"], "the list says the same")
 
 			// The process's state, as the executions API shows it, says the same.
-			x = send(t, "GET", f.http.URL+"/api/executions/"+res.ExecutionID.String(), nil, bearer(viewerToken))
+			x = send(t, "GET", f.HTTP.URL+"/api/executions/"+res.ExecutionID.String(), nil, bearer(viewerToken))
 			require.Equal(t, http.StatusOK, x.resp.StatusCode, "%s", x.respBody)
 			var exec struct {
 				State map[string]any `json:"state"`
@@ -59,9 +59,9 @@ func TestAmountsKeepTheCurrencyMinorUnits(t *testing.T) {
 			require.Equal(t, tc.want, exec.State["amount"], "the state's amount: %s", x.respBody)
 
 			if tc.currency == "EUR" {
-				b := f.httpClient()
-				b.login(viewerToken)
-				resp, page := b.get("/payments/" + res.PaymentID.String())
+				b := f.HTTPClient()
+				b.Login(viewerToken)
+				resp, page := b.Get("/payments/" + res.PaymentID.String())
 				require.Equal(t, http.StatusOK, resp.StatusCode)
 				require.Contains(t, page, `<span id="payment-amount">`+tc.want+` EUR</span>`)
 			}

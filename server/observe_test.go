@@ -19,6 +19,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	. "github.com/commandbus/commandbus/server"
 )
 
@@ -55,7 +56,7 @@ func (l *logLines) find(t *testing.T, msg, id string) []map[string]any {
 func observedServer(t *testing.T, f *consoleFixture) (base string, logs *logLines, reg *prometheus.Registry) {
 	t.Helper()
 	logs, reg = &logLines{}, prometheus.NewRegistry()
-	srv, err := New(Config{Client: f.client, Runtime: f.platform.Runtime(), Extensions: []Extension{paymentsweb.New(f.platform)}, Tokens: testTokens,
+	srv, err := New(Config{Client: f.Client, Runtime: f.Platform.Runtime(), Extensions: []Extension{paymentsweb.New(f.Platform)}, Tokens: testTokens,
 		Gatherer: reg, Logger: slogJSON(logs)})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
@@ -118,14 +119,14 @@ func TestRequestIDsInAnswersAndLogs(t *testing.T) {
 		require.EqualValues(t, 500, logs.find(t, "http request", "incident-42")[0]["status"])
 
 		// The console's pages keep the cause to the log too.
-		b := f.httpClient()
-		b.base = base
-		b.login(viewerToken)
+		b := f.HTTPClient()
+		b.Base = base
+		b.Login(viewerToken)
 		require.NoError(t, drv.Executor().Exec(context.Background(), `ALTER TABLE {schema}.execution RENAME TO execution_gone`))
 		req, err := http.NewRequest(http.MethodGet, base+"/executions", nil)
 		require.NoError(t, err)
 		req.Header.Set("X-Request-Id", "console-7")
-		resp, page := b.do(req)
+		resp, page := b.Do(req)
 		require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
 		require.Contains(t, page, "request id console-7")
 		for _, leak := range []string{"execution_gone", "no such table", "does not exist", "SQLSTATE"} {
@@ -142,17 +143,17 @@ func TestConsoleActionFailureKeepsTheCauseToTheLog(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
 		base, logs, _ := observedServer(t, f)
-		_, cmd := f.parkRiskCommand()
+		_, cmd := f.ParkRiskCommand()
 		retry := "/tsq/commands/" + cmd.ID.String() + "/retry"
-		op := f.httpClient()
-		op.base = base
-		op.login(operatorToken)
-		resp, page := op.get(retry)
+		op := f.HTTPClient()
+		op.Base = base
+		op.Login(operatorToken)
+		resp, page := op.Get(retry)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
-		csrf := csrfOf(t, page)
+		csrf := servertest.CSRFOf(t, page)
 
 		require.NoError(t, drv.Executor().Exec(context.Background(), `ALTER TABLE {schema}.audit_log RENAME TO audit_gone`))
-		resp, page = op.post(retry, url.Values{"csrf": {csrf}, "reason": {"Downstream fixed."}}, "X-Request-Id", "action-9")
+		resp, page = op.Post(retry, url.Values{"csrf": {csrf}, "reason": {"Downstream fixed."}}, "X-Request-Id", "action-9")
 		require.Equal(t, http.StatusInternalServerError, resp.StatusCode)
 		require.Contains(t, page, "request id action-9")
 		for _, leak := range []string{"audit_gone", "audit_log", "no such table", "does not exist", "SQLSTATE"} {

@@ -26,6 +26,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	"github.com/commandbus/commandbus/schedule"
 	. "github.com/commandbus/commandbus/server"
 	"github.com/commandbus/commandbus/workflow"
@@ -131,28 +132,28 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 	t.Cleanup(stop)
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
-		doc := loadAPIDoc(t, f.http.URL)
+		doc := loadAPIDoc(t, f.HTTP.URL)
 		ctx := context.Background()
 
 		// The items the operations act on, one per action.
-		settled := f.submit(domesticPayment(payments.TypePaymentManager))
-		f.waitPayment(settled.PaymentID, "COMPLETED")
-		batch, err := f.platform.CreateBatch(ctx, 3, "", payments.TypePaymentManager, nil)
+		settled := f.Submit(servertest.DomesticPayment(payments.TypePaymentManager))
+		f.WaitPayment(settled.PaymentID, "COMPLETED")
+		batch, err := f.Platform.CreateBatch(ctx, 3, "", payments.TypePaymentManager, nil)
 		require.NoError(t, err)
-		_, retryCommand := f.parkRiskCommand()
-		_, cancelCommand := f.parkRiskCommand()
-		_, completeCommand := f.parkRiskCommand()
+		_, retryCommand := f.ParkRiskCommand()
+		_, cancelCommand := f.ParkRiskCommand()
+		_, completeCommand := f.ParkRiskCommand()
 		parked := map[string]uuid.UUID{}
 		for _, action := range ExportProcessTSQActions {
-			parked[action] = f.parkManagerPayment().ExecutionID
-			parked[action+"2"] = f.parkManagerPayment().ExecutionID // for /api/executions/{id}/{action}
+			parked[action] = f.ParkManagerPayment().ExecutionID
+			parked[action+"2"] = f.ParkManagerPayment().ExecutionID // for /api/executions/{id}/{action}
 		}
-		approve, reject := f.submit(bigPayment()), f.submit(bigPayment())
-		approveID, rejectID := f.waitApproval(approve.PaymentID).ID, f.waitApproval(reject.PaymentID).ID
-		pendingPayment := f.submit(pendingL2Payment())
+		approve, reject := f.Submit(servertest.BigPayment()), f.Submit(servertest.BigPayment())
+		approveID, rejectID := f.WaitApproval(approve.PaymentID).ID, f.WaitApproval(reject.PaymentID).ID
+		pendingPayment := f.Submit(servertest.PendingL2Payment())
 		var pendingID uuid.UUID
-		eventually(t, 30*time.Second, "a pending L2 confirmation", func() bool {
-			list, err := f.platform.ListPendingNetworkResponses(ctx, 0)
+		servertest.Eventually(t, 30*time.Second, "a pending L2 confirmation", func() bool {
+			list, err := f.Platform.ListPendingNetworkResponses(ctx, 0)
 			require.NoError(t, err)
 			for _, p := range list {
 				if p.PaymentID == pendingPayment.PaymentID {
@@ -164,21 +165,21 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 		// Workflows waiting at the sign-off gate (to suspend and to signal), one suspended (to
 		// resume), and two in the cooling-off sleep (to list and to cancel its timer).
 		review := func(wantWait string) uuid.UUID {
-			id, err := f.review.Start(ctx, map[string]string{"subject": "loan-7"}, workflow.Immediate())
+			id, err := f.Review.Start(ctx, map[string]string{"subject": "loan-7"}, workflow.Immediate())
 			require.NoError(t, err)
 			if wantWait == "coolOff" {
-				_, err = f.review.Signal(ctx, id, "approved", map[string]string{"by": "ops:ada"}, "")
+				_, err = f.Review.Signal(ctx, id, "approved", map[string]string{"by": "ops:ada"}, "")
 				require.NoError(t, err)
 			}
-			eventually(t, 30*time.Second, "the review waits at "+wantWait, func() bool {
-				row, err := f.client.Driver().Executor().ExecutionGet(ctx, id)
+			servertest.Eventually(t, 30*time.Second, "the review waits at "+wantWait, func() bool {
+				row, err := f.Client.Driver().Executor().ExecutionGet(ctx, id)
 				require.NoError(t, err)
 				return row.Status == driver.ExecutionWaitingForAsync && row.CurrentWait == wantWait
 			})
 			return id
 		}
 		toSuspend, toSignal, toResume := review("approve"), review("approve"), review("approve")
-		require.NoError(t, f.review.Suspend(ctx, toResume, commandbus.OperatorAction{Actor: "ops:test", Reason: "to resume through the API"}))
+		require.NoError(t, f.Review.Suspend(ctx, toResume, commandbus.OperatorAction{Actor: "ops:test", Reason: "to resume through the API"}))
 		sleeping, timerToCancel := review("coolOff"), review("coolOff")
 		pathIDs := map[string]uuid.UUID{
 			"getExecution": settled.ExecutionID, "retryExecution": parked["retry2"], "cancelExecution": parked["cancel2"],
@@ -194,7 +195,7 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 
 		// A schedule of the review workflow per schedule action.
 		for _, id := range []string{"getSchedule", "updateSchedule", "deleteSchedule", "pauseSchedule", "resumeSchedule", "triggerSchedule"} {
-			s, err := f.sched.Create(ctx, schedule.Spec{Name: "doc-" + id, Model: workflow.Model, Type: "ReviewFlow", FixedRate: time.Hour}, commandbus.OperatorAction{Actor: "ops:test", Reason: "document test"})
+			s, err := f.Sched.Create(ctx, schedule.Spec{Name: "doc-" + id, Model: workflow.Model, Type: "ReviewFlow", FixedRate: time.Hour}, commandbus.OperatorAction{Actor: "ops:test", Reason: "document test"})
 			require.NoError(t, err)
 			pathIDs[id] = s.ID
 		}
@@ -203,7 +204,7 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 		// sleep's timer.
 		pathValues := map[string]string{"model": workflow.Model, "type": "ReviewFlow", "name": "approved", "timer": "coolOff"}
 		// Undelivered outbox messages: one to list, one to resend.
-		failedOutbox := failOutboxMessages(t, f.client.Driver().Executor(), 2)
+		failedOutbox := failOutboxMessages(t, f.Client.Driver().Executor(), 2)
 		opPathValues := map[string]string{"resendOutbox": strconv.FormatInt(failedOutbox[0], 10)}
 
 		seen := map[string]bool{}
@@ -236,7 +237,7 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 						query.Set(p.Value.Name, strings.Trim(string(mustJSON(t, p.Value.Example)), `"`))
 					}
 				}
-				target := f.http.URL + path
+				target := f.HTTP.URL + path
 				if len(query) > 0 {
 					target += "?" + query.Encode()
 				}
@@ -276,24 +277,24 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 		}
 
 		// What the examples did is in the database, not only in the answers.
-		a, err := f.platform.GetApproval(ctx, approveID)
+		a, err := f.Platform.GetApproval(ctx, approveID)
 		require.NoError(t, err)
 		require.Equal(t, payments.ApprovalApproved, a.Status)
-		p, err := f.platform.GetPendingNetworkResponse(ctx, pendingID)
+		p, err := f.Platform.GetPendingNetworkResponse(ctx, pendingID)
 		require.NoError(t, err)
 		require.Equal(t, payments.AnswerAccept, p.Answer)
-		completed, err := f.client.Driver().Executor().ExecutionGet(ctx, parked["complete"])
+		completed, err := f.Client.Driver().Executor().ExecutionGet(ctx, parked["complete"])
 		require.NoError(t, err)
 		require.Equal(t, driver.ExecutionCompleted, completed.Status)
 		for id, want := range map[uuid.UUID]driver.ExecutionStatus{parked["complete2"]: driver.ExecutionCompleted, toSuspend: driver.ExecutionSuspended} {
-			row, err := f.client.Driver().Executor().ExecutionGet(ctx, id)
+			row, err := f.Client.Driver().Executor().ExecutionGet(ctx, id)
 			require.NoError(t, err)
 			require.Equal(t, want, row.Status)
 		}
 		for what, id := range map[string]uuid.UUID{"the signalled gate": toSignal, "the resumed review": toResume, "the cancelled sleep": timerToCancel} {
 			id := id
-			eventually(t, 30*time.Second, what+" moves on", func() bool {
-				inst, err := f.review.Get(ctx, id)
+			servertest.Eventually(t, 30*time.Second, what+" moves on", func() bool {
+				inst, err := f.Review.Get(ctx, id)
 				require.NoError(t, err)
 				for _, st := range inst.Steps {
 					if what == "the cancelled sleep" && st.ID == "coolOff" {
@@ -306,10 +307,10 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 				return false
 			})
 		}
-		started, err := f.review.List(ctx, workflow.ListParams{BusinessKey: "application-42"})
+		started, err := f.Review.List(ctx, workflow.ListParams{BusinessKey: "application-42"})
 		require.NoError(t, err)
 		require.Len(t, started, 1, "the documented start created one review")
-		list, err := f.platform.ListPayments(ctx, payments.PaymentFilter{Limit: 1000})
+		list, err := f.Platform.ListPayments(ctx, payments.PaymentFilter{Limit: 1000})
 		require.NoError(t, err)
 		require.True(t, slices.ContainsFunc(list, func(v *payments.PaymentView) bool { return v.IdempotencyKey == "invoice-2026-0001" }),
 			"the documented payment was recorded")

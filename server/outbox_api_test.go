@@ -54,7 +54,7 @@ func TestOutboxAPI(t *testing.T) {
 		f := setupConsole(t, drv)
 		ids := failOutboxMessages(t, drv.Executor(), 2)
 
-		x := send(t, http.MethodGet, f.http.URL+"/api/outbox?transport=webhook-test", nil, bearer(viewerToken))
+		x := send(t, http.MethodGet, f.HTTP.URL+"/api/outbox?transport=webhook-test", nil, bearer(viewerToken))
 		require.Equal(t, http.StatusOK, x.resp.StatusCode, "%s", x.respBody)
 		var list struct {
 			Items []struct {
@@ -71,7 +71,7 @@ func TestOutboxAPI(t *testing.T) {
 		require.Contains(t, list.Items[0].LastError, "answered 500")
 
 		resend := func(id string, token, body string) *exchange {
-			return send(t, http.MethodPost, f.http.URL+"/api/outbox/"+id+"/resend", []byte(body), bearer(token))
+			return send(t, http.MethodPost, f.HTTP.URL+"/api/outbox/"+id+"/resend", []byte(body), bearer(token))
 		}
 		x = resend(strconv.FormatInt(ids[0], 10), viewerToken, `{"reason":"endpoint fixed"}`)
 		require.Equal(t, http.StatusForbidden, x.resp.StatusCode, "a viewer cannot resend")

@@ -37,8 +37,8 @@ type failArgs struct{}
 func (failArgs) Kind() string { return "Fail" }
 
 type fixture struct {
-	client *commandbus.Client
-	http   *httptest.Server
+	Client *commandbus.Client
+	HTTP   *httptest.Server
 }
 
 func setup(t *testing.T, drv driver.Driver) *fixture {
@@ -57,7 +57,7 @@ func setup(t *testing.T, drv driver.Driver) *fixture {
 	require.NoError(t, err)
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	return &fixture{client: client, http: hs}
+	return &fixture{Client: client, HTTP: hs}
 }
 
 func (f *fixture) do(t *testing.T, method, path, token string, body any) (*http.Response, []byte) {
@@ -68,7 +68,7 @@ func (f *fixture) do(t *testing.T, method, path, token string, body any) (*http.
 		require.NoError(t, err)
 		reader = bytes.NewReader(b)
 	}
-	req, err := http.NewRequest(method, f.http.URL+path, reader)
+	req, err := http.NewRequest(method, f.HTTP.URL+path, reader)
 	require.NoError(t, err)
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -84,11 +84,11 @@ func (f *fixture) do(t *testing.T, method, path, token string, body any) (*http.
 
 func (f *fixture) parked(t *testing.T) uuid.UUID {
 	t.Helper()
-	res, err := f.client.Send(context.Background(), "fx", failArgs{}, nil)
+	res, err := f.Client.Send(context.Background(), "fx", failArgs{}, nil)
 	require.NoError(t, err)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		row, err := f.client.GetCommand(context.Background(), res.ID)
+		row, err := f.Client.GetCommand(context.Background(), res.ID)
 		require.NoError(t, err)
 		if row.Status == commandbus.StatusInTSQ {
 			return res.ID
@@ -132,13 +132,13 @@ func TestAuthRolesAndProblems(t *testing.T) {
 		require.NoError(t, json.Unmarshal(body, &p))
 		require.Equal(t, "VALIDATION_FAILED", p.Code)
 		require.Equal(t, "reason", p.Errors[0].Field)
-		row, err := f.client.GetCommand(context.Background(), id)
+		row, err := f.Client.GetCommand(context.Background(), id)
 		require.NoError(t, err)
 		require.Equal(t, commandbus.StatusInTSQ, row.Status, "a refused action changes nothing")
 
 		resp, _ = f.do(t, "POST", "/api/tsq/commands/"+id.String()+"/cancel", operatorToken, map[string]string{"reason": "customer withdrew"})
 		require.Equal(t, http.StatusOK, resp.StatusCode)
-		row, err = f.client.GetCommand(context.Background(), id)
+		row, err = f.Client.GetCommand(context.Background(), id)
 		require.NoError(t, err)
 		require.Equal(t, commandbus.StatusCancelled, row.Status)
 		last := row.Audit[len(row.Audit)-1]

@@ -13,7 +13,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
@@ -57,15 +56,7 @@ func (c ProcessConfig) WithDefaults() ProcessConfig {
 	if c.Steps == 0 {
 		c.Steps = 5
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 400
-	}
-	if c.StartBatch == 0 {
-		c.StartBatch = 1000
-	}
-	if c.PollEvery == 0 {
-		c.PollEvery = 50 * time.Millisecond
-	}
+	runDefaults(&c.Concurrency, &c.StartBatch, &c.PollEvery)
 	return c
 }
 
@@ -132,22 +123,8 @@ func RunProcess(ctx context.Context, drv driver.Driver, cfg ProcessConfig) (*Pro
 	if cfg.Steps > len(stepNames) {
 		return nil, fmt.Errorf("at most %d steps", len(stepNames))
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	proc := &benchProcess{steps: cfg.Steps, lastEnd: map[uuid.UUID]time.Time{}}
-	client, err := commandbus.NewClient(drv, &commandbus.Config{
-		Logger: logger,
-		Process: commandbus.ProcessConfig{
-			ConcurrentExecutions: cfg.Concurrency,
-			PendingPollInterval:  commandbus.Duration(cfg.PollEvery),
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	rt, err := orchestration.New(client, orchestration.Config{})
+	client, rt, err := newRuntime(drv, cfg.Logger, cfg.Concurrency, cfg.PollEvery, orchestration.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -155,23 +132,17 @@ func RunProcess(ctx context.Context, drv driver.Driver, cfg ProcessConfig) (*Pro
 	if err != nil {
 		return nil, err
 	}
-	if err := client.Start(ctx); err != nil {
+	stop, err := startClient(ctx, client)
+	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = client.Stop(stopCtx)
-	}()
+	defer stop()
 	start := time.Now()
-	for from := 0; from < cfg.Processes; from += cfg.StartBatch {
-		states := make([]benchState, min(cfg.StartBatch, cfg.Processes-from))
-		for i := range states {
-			states[i] = benchState{N: from + i}
-		}
-		if _, err := m.StartBatch(ctx, states); err != nil {
-			return nil, err
-		}
+	if err := startInBatches(cfg.Processes, cfg.StartBatch, func(i int) benchState { return benchState{N: i} }, func(states []benchState) error {
+		_, err := m.StartBatch(ctx, states)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	elapsed, err := waitCompleted(ctx, drv.Executor(), proc.Type(), cfg.Processes, start, cfg.Progress)
 	if err != nil {
@@ -244,15 +215,7 @@ func RunResume(ctx context.Context, drv driver.Driver, cfg ResumeConfig) (*Resum
 	if cfg.Deliverers == 0 {
 		cfg.Deliverers = 4
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	client, err := commandbus.NewClient(drv, &commandbus.Config{Logger: logger})
-	if err != nil {
-		return nil, err
-	}
-	rt, err := orchestration.New(client, orchestration.Config{})
+	client, rt, err := newRuntime(drv, cfg.Logger, 0, 0, orchestration.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -261,14 +224,11 @@ func RunResume(ctx context.Context, drv driver.Driver, cfg ResumeConfig) (*Resum
 		return nil, err
 	}
 	process.OnResponse(m, func(s *resumeState, _ approval) error { s.Approved = true; return nil })
-	if err := client.Start(ctx); err != nil {
+	stop, err := startClient(ctx, client)
+	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = client.Stop(stopCtx)
-	}()
+	defer stop()
 	ids := make([]uuid.UUID, cfg.Processes)
 	for i := range ids {
 		if ids[i], err = m.Start(ctx, resumeState{}); err != nil {

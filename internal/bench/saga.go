@@ -54,15 +54,7 @@ func (c SagaConfig) WithDefaults() SagaConfig {
 	if c.FailEvery == 0 {
 		c.FailEvery = 10
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 400
-	}
-	if c.StartBatch == 0 {
-		c.StartBatch = 1000
-	}
-	if c.PollEvery == 0 {
-		c.PollEvery = 50 * time.Millisecond
-	}
+	runDefaults(&c.Concurrency, &c.StartBatch, &c.PollEvery)
 	return c
 }
 
@@ -74,21 +66,7 @@ const SagaShape = "debit → credit → notify (local no-ops; debit and credit c
 // sequential), and measures until every one has ended, COMPLETED or COMPENSATED.
 func RunSaga(ctx context.Context, drv driver.Driver, cfg SagaConfig) (*SagaResult, error) {
 	cfg = cfg.WithDefaults()
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	client, err := commandbus.NewClient(drv, &commandbus.Config{
-		Logger: logger,
-		Process: commandbus.ProcessConfig{
-			ConcurrentExecutions: cfg.Concurrency,
-			PendingPollInterval:  commandbus.Duration(cfg.PollEvery),
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	rt, err := orchestration.New(client, orchestration.Config{})
+	client, rt, err := newRuntime(drv, cfg.Logger, cfg.Concurrency, cfg.PollEvery, orchestration.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -115,23 +93,17 @@ func RunSaga(ctx context.Context, drv driver.Driver, cfg SagaConfig) (*SagaResul
 	if err != nil {
 		return nil, err
 	}
-	if err := client.Start(ctx); err != nil {
+	stop, err := startClient(ctx, client)
+	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = client.Stop(stopCtx)
-	}()
+	defer stop()
 	start := time.Now()
-	for from := 0; from < cfg.Sagas; from += cfg.StartBatch {
-		inputs := make([]any, min(cfg.StartBatch, cfg.Sagas-from))
-		for i := range inputs {
-			inputs[i] = input{N: from + i}
-		}
-		if _, err := m.StartMany(ctx, inputs); err != nil {
-			return nil, err
-		}
+	if err := startInBatches(cfg.Sagas, cfg.StartBatch, func(i int) any { return input{N: i} }, func(inputs []any) error {
+		_, err := m.StartMany(ctx, inputs)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	ended := []driver.ExecutionStatus{driver.ExecutionCompleted, driver.ExecutionCompensated}
 	elapsed, counts, err := waitEnded(ctx, drv.Executor(), def.ID(), cfg.Sagas, ended, start, cfg.Progress)

@@ -8,7 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/tcc"
@@ -33,15 +32,7 @@ func (c TccConfig) WithDefaults() TccConfig {
 	if c.Transactions == 0 {
 		c.Transactions = 5000
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 400
-	}
-	if c.StartBatch == 0 {
-		c.StartBatch = 1000
-	}
-	if c.PollEvery == 0 {
-		c.PollEvery = 50 * time.Millisecond
-	}
+	runDefaults(&c.Concurrency, &c.StartBatch, &c.PollEvery)
 	return c
 }
 
@@ -66,21 +57,7 @@ type TccResult struct {
 // concurrent transactions share commits.
 func RunTcc(ctx context.Context, drv driver.Driver, cfg TccConfig) (*TccResult, error) {
 	cfg = cfg.WithDefaults()
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	client, err := commandbus.NewClient(drv, &commandbus.Config{
-		Logger: logger,
-		Process: commandbus.ProcessConfig{
-			ConcurrentExecutions: cfg.Concurrency,
-			PendingPollInterval:  commandbus.Duration(cfg.PollEvery),
-		},
-	})
-	if err != nil {
-		return nil, err
-	}
-	rt, err := orchestration.New(client, orchestration.Config{})
+	client, rt, err := newRuntime(drv, cfg.Logger, cfg.Concurrency, cfg.PollEvery, orchestration.Config{})
 	if err != nil {
 		return nil, err
 	}
@@ -95,23 +72,17 @@ func RunTcc(ctx context.Context, drv driver.Driver, cfg TccConfig) (*TccResult, 
 		return nil, err
 	}
 	m := rt.Operations(tcc.Model, def.ID()).(*tcc.Manager)
-	if err := client.Start(ctx); err != nil {
+	stop, err := startClient(ctx, client)
+	if err != nil {
 		return nil, err
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = client.Stop(stopCtx)
-	}()
+	defer stop()
 	start := time.Now()
-	for from := 0; from < cfg.Transactions; from += cfg.StartBatch {
-		inputs := make([]any, min(cfg.StartBatch, cfg.Transactions-from))
-		for i := range inputs {
-			inputs[i] = map[string]int{"n": from + i}
-		}
-		if _, err := m.StartMany(ctx, inputs); err != nil {
-			return nil, err
-		}
+	if err := startInBatches(cfg.Transactions, cfg.StartBatch, func(i int) any { return map[string]int{"n": i} }, func(inputs []any) error {
+		_, err := m.StartMany(ctx, inputs)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	elapsed, err := waitCompleted(ctx, drv.Executor(), def.ID(), cfg.Transactions, start, cfg.Progress)
 	if err != nil {

@@ -7,7 +7,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/outbox"
@@ -53,15 +52,7 @@ func (c WorkflowConfig) WithDefaults() WorkflowConfig {
 	if c.Workflows == 0 {
 		c.Workflows = 5000
 	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 400
-	}
-	if c.StartBatch == 0 {
-		c.StartBatch = 1000
-	}
-	if c.PollEvery == 0 {
-		c.PollEvery = 50 * time.Millisecond
-	}
+	runDefaults(&c.Concurrency, &c.StartBatch, &c.PollEvery)
 	return c
 }
 
@@ -81,25 +72,12 @@ func RunWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 // latencies of the events (commit → Kafka acknowledgement).
 func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*WorkflowResult, []time.Duration, error) {
 	cfg = cfg.WithDefaults()
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	client, err := commandbus.NewClient(drv, &commandbus.Config{
-		Logger: logger,
-		Process: commandbus.ProcessConfig{
-			ConcurrentExecutions: cfg.Concurrency,
-			PendingPollInterval:  commandbus.Duration(cfg.PollEvery),
-		},
-	})
-	if err != nil {
-		return nil, nil, err
-	}
+	logger := orDiscard(cfg.Logger)
 	rtCfg := orchestration.Config{}
 	if cfg.Events {
 		rtCfg.Events = &orchestration.EventSink{Transport: outbox.TransportKafka}
 	}
-	rt, err := orchestration.New(client, rtCfg)
+	client, rt, err := newRuntime(drv, logger, cfg.Concurrency, cfg.PollEvery, rtCfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -121,14 +99,11 @@ func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := client.Start(ctx); err != nil {
+	stop, err := startClient(ctx, client)
+	if err != nil {
 		return nil, nil, err
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_ = client.Stop(stopCtx)
-	}()
+	defer stop()
 	start := time.Now()
 	batch := cfg.StartBatch
 	var tick *time.Ticker

@@ -18,6 +18,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	"github.com/commandbus/commandbus/server/console"
 	"github.com/commandbus/commandbus/transport/amqp"
 )
@@ -72,7 +73,7 @@ func TestConsoleBrokerDeadLetters(t *testing.T) {
 		Headers: amqp091.Table{amqp.HeaderError: "commandbus: not found: the delivered command does not exist", amqp.HeaderOriginalQueue: "APP.CMD.FX.BookFx.Q"},
 	}))
 
-	serve := func(reader console.BrokerDeadLetterReader) *browserless {
+	serve := func(reader console.BrokerDeadLetterReader) *servertest.Browserless {
 		client, err := commandbus.NewClient(dbtest.SQLite(t), &commandbus.Config{MetricsRegisterer: prometheus.NewRegistry()})
 		require.NoError(t, err)
 		c, err := console.New(console.Options{Client: client, Tokens: testTokens, Gatherer: prometheus.NewRegistry(), BrokerDeadLetters: reader})
@@ -85,9 +86,9 @@ func TestConsoleBrokerDeadLetters(t *testing.T) {
 		t.Cleanup(hs.Close)
 		jar, err := cookiejar.New(nil)
 		require.NoError(t, err)
-		op := &browserless{t: t, base: hs.URL, client: &http.Client{Jar: jar,
+		op := &servertest.Browserless{T: t, Base: hs.URL, Client: &http.Client{Jar: jar,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-		op.login(operatorToken)
+		op.Login(operatorToken)
 		return op
 	}
 
@@ -95,7 +96,7 @@ func TestConsoleBrokerDeadLetters(t *testing.T) {
 	var body string
 	require.Eventually(t, func() bool {
 		var resp *http.Response
-		resp, body = op.get("/dlq")
+		resp, body = op.Get("/dlq")
 		return resp.StatusCode == http.StatusOK && strings.Contains(textOf(body), topology.DeadLetterQueue()+": 1 message")
 	}, 10*time.Second, 50*time.Millisecond)
 	text := textOf(body)
@@ -106,11 +107,11 @@ func TestConsoleBrokerDeadLetters(t *testing.T) {
 	requireHTML(t, body, `id="dlq-empty"`)
 
 	down := serve(brokerReader("amqp://guest:guest@127.0.0.1:1/", topology))
-	resp, body := down.get("/dlq")
+	resp, body := down.Get("/dlq")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	requireHTML(t, body, `id="broker-dead-letters-error"`)
 
 	none := serve(nil)
-	_, body = none.get("/dlq")
+	_, body = none.Get("/dlq")
 	require.NotContains(t, body, "broker-dead-letters", "no broker section without a reader")
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	"github.com/commandbus/commandbus/server/console"
 )
 
@@ -150,7 +151,7 @@ func (f *consoleFixture) openTab(t *testing.T, browser context.Context, token st
 	require.NoError(t, chromedp.Do(tabCtx), "opening a tab")
 	ctx, cancelTimeout := context.WithTimeout(tabCtx, 3*time.Minute)
 	t.Cleanup(cancelTimeout)
-	tb := &tab{t: t, ctx: ctx, base: f.http.URL}
+	tb := &tab{t: t, ctx: ctx, base: f.HTTP.URL}
 	t.Cleanup(func() {
 		if t.Failed() {
 			path := tb.screenshot("failure")
@@ -305,7 +306,7 @@ func browserBatch(t *testing.T, f *consoleFixture, browser context.Context) {
 	tb.visit("/batches")
 	tb.submit("#new-batch")
 	require.Equal(t, payments.TypePaymentStep, tb.value("#field-processType"), "the step process is the default")
-	require.Equal(t, consoleToday, tb.value("#field-day"))
+	require.Equal(t, servertest.Today, tb.value("#field-day"))
 
 	// A custom behaviour whose percentages add up to more than 100: the error shows on its row.
 	tb.set("#field-preset", "custom")
@@ -340,7 +341,7 @@ func browserTSQ(t *testing.T, f *consoleFixture, browser context.Context) {
 	tb := f.openTab(t, browser, operatorToken)
 
 	// A command parked in the command TSQ: retry it; the payment it blocked completes.
-	payment, cmd := f.parkRiskCommand()
+	payment, cmd := f.ParkRiskCommand()
 	tb.visit("/tsq/commands")
 	row := fmt.Sprintf(`tr[data-id="%s"]`, cmd.ID)
 	require.Contains(t, tb.text(row), "EXTERNAL_PERMANENT_FAILURE")
@@ -354,13 +355,13 @@ func browserTSQ(t *testing.T, f *consoleFixture, browser context.Context) {
 	require.Zero(t, tb.count(row), "the command left the queue")
 	tb.visit("/payments/" + payment.PaymentID.String())
 	tb.waitText("#payment-state", "COMPLETED")
-	audit, err := f.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: cmd.ID.String()})
+	audit, err := f.Client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "command", EntityID: cmd.ID.String()})
 	require.NoError(t, err)
 	require.Equal(t, "alice@ops", audit[0].Actor)
 	require.Equal(t, "risk engine is back", audit[0].Reason)
 
 	// A process in the process TSQ: complete it with state overrides; bad JSON is refused first.
-	stuck := f.parkManagerPayment()
+	stuck := f.ParkManagerPayment()
 	tb.visit("/tsq/processes")
 	row = fmt.Sprintf(`tr[data-id="%s"]`, stuck.ExecutionID)
 	require.Contains(t, tb.text(row), "COMMAND_PARKED")
@@ -425,7 +426,7 @@ func browserBulkRetry(t *testing.T, f *consoleFixture, browser context.Context) 
 	tb.confirmAction("risk engine back after the outage")
 	require.Contains(t, tb.text("#bulk-summary"), "2 commands retried, 0 refused")
 	for i, c := range cmds {
-		f.waitPayment(pays[i].PaymentID, "COMPLETED")
+		f.WaitPayment(pays[i].PaymentID, "COMPLETED")
 		audit := f.audit("command", c.ID)
 		require.Equal(t, "TSQ_RETRY", audit[0].Action)
 		require.Equal(t, "alice@ops", audit[0].Actor)
@@ -436,8 +437,8 @@ func browserBulkRetry(t *testing.T, f *consoleFixture, browser context.Context) 
 // browserSearch searches from the header by idempotency key, execution id, command id and
 // account, and for something that does not exist.
 func browserSearch(t *testing.T, f *consoleFixture, browser context.Context) {
-	parked, cmd := f.parkRiskCommand()
-	v, err := f.platform.GetPayment(context.Background(), parked.PaymentID)
+	parked, cmd := f.ParkRiskCommand()
+	v, err := f.Platform.GetPayment(context.Background(), parked.PaymentID)
 	require.NoError(t, err)
 	tb := f.openTab(t, browser, operatorToken)
 	search := func(q string) {
@@ -459,15 +460,15 @@ func browserSearch(t *testing.T, f *consoleFixture, browser context.Context) {
 	search("PAY-does-not-exist")
 	require.Contains(t, tb.text("#search-nothing"), "Nothing found for “PAY-does-not-exist”.")
 	// Leave nothing parked for the next scenario.
-	_, err = f.client.TSQ().Retry(context.Background(), cmd.ID, commandbus.OperatorAction{Actor: "test", Reason: "clean up"})
+	_, err = f.Client.TSQ().Retry(context.Background(), cmd.ID, commandbus.OperatorAction{Actor: "test", Reason: "clean up"})
 	require.NoError(t, err)
-	f.waitPayment(parked.PaymentID, "COMPLETED")
+	f.WaitPayment(parked.PaymentID, "COMPLETED")
 }
 
 // browserDLQ goes from the overview's DLQ card to the dead-letter page and resubmits a command.
 func browserDLQ(t *testing.T, f *consoleFixture, browser context.Context) {
-	parked, cmd := f.parkRiskCommand()
-	entry, err := f.client.DLQ().Get(context.Background(), cmd.ID)
+	parked, cmd := f.ParkRiskCommand()
+	entry, err := f.Client.DLQ().Get(context.Background(), cmd.ID)
 	require.NoError(t, err)
 	tb := f.openTab(t, browser, operatorToken)
 	tb.visit("/")
@@ -483,17 +484,17 @@ func browserDLQ(t *testing.T, f *consoleFixture, browser context.Context) {
 	tb.confirmAction("risk engine fixed")
 	tb.waitText(".flash-success", "resubmitted")
 	require.Zero(t, tb.count(row))
-	_, err = f.client.DLQ().Get(context.Background(), cmd.ID)
+	_, err = f.Client.DLQ().Get(context.Background(), cmd.ID)
 	require.ErrorIs(t, err, commandbus.ErrNotFound, "the dead-letter record is gone")
 	require.Equal(t, "DLQ_RESUBMIT", f.audit("command", cmd.ID)[0].Action)
-	f.waitPayment(parked.PaymentID, "COMPLETED")
+	f.WaitPayment(parked.PaymentID, "COMPLETED")
 }
 
 // browserErrorColumn checks at a 1366 px wide window that every table with an Error column
 // shows it without scrolling, and that no page scrolls sideways.
 func browserErrorColumn(t *testing.T, f *consoleFixture, browser context.Context) {
-	f.parkManagerPayment()
-	parked, _ := f.parkRiskCommand()
+	f.ParkManagerPayment()
+	parked, _ := f.ParkRiskCommand()
 	tb := f.openTab(t, browser, operatorToken)
 	tb.viewport(1366, 900)
 	for _, path := range []string{"/tsq/commands", "/tsq/processes", "/dlq", "/payments", "/payments?status=IN_TSQ",
@@ -524,8 +525,8 @@ func (tb *tab) submitNoValidate(sel string) int64 {
 }
 
 func browserApproval(t *testing.T, f *consoleFixture, browser context.Context) {
-	big := f.submit(bigPayment())
-	f.waitApproval(big.PaymentID)
+	big := f.Submit(servertest.BigPayment())
+	f.WaitApproval(big.PaymentID)
 	tb := f.openTab(t, browser, operatorToken)
 	tb.visit("/approvals")
 	row := fmt.Sprintf(`tr[data-payment="%s"]`, big.PaymentID)
@@ -542,10 +543,10 @@ func browserApproval(t *testing.T, f *consoleFixture, browser context.Context) {
 }
 
 func browserNetwork(t *testing.T, f *consoleFixture, browser context.Context) {
-	res := f.submit(pendingL2Payment())
+	res := f.Submit(servertest.PendingL2Payment())
 	var pending *payments.PendingNetworkResponse
-	eventually(t, 30*time.Second, "L2 to be pending", func() bool {
-		list, err := f.platform.ListPendingNetworkResponses(context.Background(), 0)
+	servertest.Eventually(t, 30*time.Second, "L2 to be pending", func() bool {
+		list, err := f.Platform.ListPendingNetworkResponses(context.Background(), 0)
 		require.NoError(t, err)
 		for _, n := range list {
 			if n.PaymentID == res.PaymentID {
@@ -567,9 +568,9 @@ func browserNetwork(t *testing.T, f *consoleFixture, browser context.Context) {
 }
 
 func browserViewer(t *testing.T, f *consoleFixture, browser context.Context) {
-	_, cmd := f.parkRiskCommand()
-	big := f.submit(bigPayment())
-	f.waitApproval(big.PaymentID)
+	_, cmd := f.ParkRiskCommand()
+	big := f.Submit(servertest.BigPayment())
+	f.WaitApproval(big.PaymentID)
 	tb := f.openTab(t, browser, viewerToken)
 	tb.visit("/tsq/commands")
 	row := fmt.Sprintf(`tr[data-id="%s"]`, cmd.ID)
@@ -589,7 +590,7 @@ func browserViewer(t *testing.T, f *consoleFixture, browser context.Context) {
 	require.Equal(t, 403, status)
 	tb.visit("/tsq/commands/" + cmd.ID.String() + "/retry")
 	require.Contains(t, tb.text("h1"), "Operators only")
-	row2, err := f.client.GetCommand(context.Background(), cmd.ID)
+	row2, err := f.Client.GetCommand(context.Background(), cmd.ID)
 	require.NoError(t, err)
 	require.Equal(t, commandbus.StatusInTSQ, row2.Status, "nothing changed")
 }
@@ -598,24 +599,24 @@ func browserViewer(t *testing.T, f *consoleFixture, browser context.Context) {
 // at the width of a common laptop screen (1366 px).
 func browserScreenshots(t *testing.T, f *consoleFixture, browser context.Context) {
 	ctx := context.Background()
-	stuck := f.parkManagerPayment()
-	parked, cmd := f.parkRiskCommand()
-	big := f.submit(bigPayment())
-	f.waitApproval(big.PaymentID)
-	pending := f.submit(pendingL2Payment())
-	eventually(t, 30*time.Second, "L2 to be pending", func() bool {
-		list, err := f.platform.ListPendingNetworkResponses(ctx, 0)
+	stuck := f.ParkManagerPayment()
+	parked, cmd := f.ParkRiskCommand()
+	big := f.Submit(servertest.BigPayment())
+	f.WaitApproval(big.PaymentID)
+	pending := f.Submit(servertest.PendingL2Payment())
+	servertest.Eventually(t, 30*time.Second, "L2 to be pending", func() bool {
+		list, err := f.Platform.ListPendingNetworkResponses(ctx, 0)
 		require.NoError(t, err)
 		return len(list) > 0
 	})
-	jpy := f.submit(payments.PaymentRequest{DebitAccount: "CUST-JPY-001", CreditAccount: "BENE-JPY-002", Amount: "1082325",
+	jpy := f.Submit(payments.PaymentRequest{DebitAccount: "CUST-JPY-001", CreditAccount: "BENE-JPY-002", Amount: "1082325",
 		Currency: "JPY", ProcessType: payments.TypePaymentStep})
-	f.waitPayment(jpy.PaymentID, "COMPLETED")
-	batch, err := f.platform.CreateBatch(ctx, 3, consoleToday, payments.TypePaymentStep,
+	f.WaitPayment(jpy.PaymentID, "COMPLETED")
+	batch, err := f.Platform.CreateBatch(ctx, 3, servertest.Today, payments.TypePaymentStep,
 		&payments.Behavior{Name: "pending L2", Steps: map[string]payments.StepBehavior{payments.StepAwaitL2: {PendingPct: 100}}})
 	require.NoError(t, err)
-	eventually(t, 30*time.Second, "the batch to wait for operators", func() bool {
-		b, err := f.platform.GetBatch(ctx, batch.ID)
+	servertest.Eventually(t, 30*time.Second, "the batch to wait for operators", func() bool {
+		b, err := f.Platform.GetBatch(ctx, batch.ID)
 		require.NoError(t, err)
 		return b.Counts.Waiting == 3
 	})
@@ -639,7 +640,7 @@ func browserScreenshots(t *testing.T, f *consoleFixture, browser context.Context
 
 	tb := f.openTab(t, browser, operatorToken)
 	tb.viewport(1366, 900)
-	eventually(t, 10*time.Second, "a few samples for the charts", func() bool { return console.ExportSampleCount(f.server.Console()) >= 5 })
+	servertest.Eventually(t, 10*time.Second, "a few samples for the charts", func() bool { return console.ExportSampleCount(f.Server.Console()) >= 5 })
 	shoot(tb, "overview", "/")
 	shoot(tb, "batches", "/batches")
 	shoot(tb, "batch", "/batches/"+batch.ID.String())
@@ -713,7 +714,7 @@ func (tb *tab) checkAccessibility(Page string) {
 }
 
 func firstApproval(t *testing.T, f *consoleFixture) uuid.UUID {
-	list, err := f.platform.ListApprovals(context.Background(), payments.ApprovalPending, 1)
+	list, err := f.Platform.ListApprovals(context.Background(), payments.ApprovalPending, 1)
 	require.NoError(t, err)
 	require.NotEmpty(t, list)
 	return list[0].ID

@@ -17,6 +17,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	. "github.com/commandbus/commandbus/server"
 	"github.com/commandbus/commandbus/server/console"
 )
@@ -26,96 +27,96 @@ func TestConsoleAuthAndForms(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
-		_, cmd := f.parkRiskCommand()
+		_, cmd := f.ParkRiskCommand()
 		retry := "/tsq/commands/" + cmd.ID.String() + "/retry"
 
-		anon := f.httpClient()
-		resp, _ := anon.get("/tsq/commands")
+		anon := f.HTTPClient()
+		resp, _ := anon.Get("/tsq/commands")
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		require.Equal(t, "/login?next=%2Ftsq%2Fcommands", resp.Header.Get("Location"))
-		resp, body := anon.get("/login")
+		resp, body := anon.Get("/login")
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Contains(t, body, `<label for="field-token">`)
 		require.Equal(t, "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "+
 			"form-action 'self'; frame-ancestors 'none'; base-uri 'none'", resp.Header.Get("Content-Security-Policy"))
-		resp, body = anon.post("/login", url.Values{"csrf": {csrfOf(t, body)}, "token": {"not-a-real-token-at-all"}})
+		resp, body = anon.Post("/login", url.Values{"csrf": {servertest.CSRFOf(t, body)}, "token": {"not-a-real-token-at-all"}})
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 		require.Contains(t, body, "This token is not valid.")
 		require.Contains(t, body, `aria-invalid="true"`)
-		resp, body = anon.post("/login", url.Values{"csrf": {"forged"}, "token": {operatorToken}})
+		resp, body = anon.Post("/login", url.Values{"csrf": {"forged"}, "token": {operatorToken}})
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, "the sign-in form is CSRF-protected too")
 		require.Contains(t, body, "The sign-in form expired")
-		resp, _ = anon.get("/api/tsq/commands")
+		resp, _ = anon.Get("/api/tsq/commands")
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode, "the API is unchanged")
-		resp, body = anon.get("/api/nothing-here")
+		resp, body = anon.Get("/api/nothing-here")
 		require.Equal(t, http.StatusNotFound, resp.StatusCode)
 		require.Contains(t, body, `"code":"NOT_FOUND"`)
 
 		// A viewer sees no actions and is refused on a direct POST, even with a valid CSRF token.
-		viewer := f.httpClient()
-		viewer.login(viewerToken)
-		cookies := viewer.client.Jar.Cookies(mustURL(t, f.http.URL))
+		viewer := f.HTTPClient()
+		viewer.Login(viewerToken)
+		cookies := viewer.Client.Jar.Cookies(mustURL(t, f.HTTP.URL))
 		require.NotEmpty(t, cookies)
-		resp, body = viewer.get("/tsq/commands")
+		resp, body = viewer.Get("/tsq/commands")
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Contains(t, body, cmd.ID.String())
 		require.NotContains(t, body, "Retry…")
 		require.Contains(t, body, "You have the viewer role")
-		viewerCSRF := csrfOf(t, body) // the sign-out form's
-		resp, _ = viewer.get(retry)
+		viewerCSRF := servertest.CSRFOf(t, body) // the sign-out form's
+		resp, _ = viewer.Get(retry)
 		require.Equal(t, http.StatusForbidden, resp.StatusCode)
-		resp, body = viewer.post(retry, url.Values{"csrf": {viewerCSRF}, "reason": {"let me"}})
+		resp, body = viewer.Post(retry, url.Values{"csrf": {viewerCSRF}, "reason": {"let me"}})
 		require.Equal(t, http.StatusForbidden, resp.StatusCode)
 		require.Contains(t, body, "can look but not act")
-		row, err := f.client.GetCommand(context.Background(), cmd.ID)
+		row, err := f.Client.GetCommand(context.Background(), cmd.ID)
 		require.NoError(t, err)
 		require.Equal(t, commandbus.StatusInTSQ, row.Status, "the refused action changed nothing")
 
-		op := f.httpClient()
-		op.login(operatorToken)
-		resp, body = op.get("/tsq/commands")
+		op := f.HTTPClient()
+		op.Login(operatorToken)
+		resp, body = op.Get("/tsq/commands")
 		require.Contains(t, body, "Retry…")
-		csrf := csrfOf(t, body)
-		resp, body = op.get(retry)
+		csrf := servertest.CSRFOf(t, body)
+		resp, body = op.Get(retry)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Contains(t, body, "Retry command")
 		require.Contains(t, body, `<label for="field-reason">`)
 
-		resp, _ = op.post(retry, url.Values{"reason": {"no token"}})
+		resp, _ = op.Post(retry, url.Values{"reason": {"no token"}})
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, "no CSRF token")
-		resp, _ = op.post(retry, url.Values{"csrf": {csrf}, "reason": {"cross-site"}}, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example")
+		resp, _ = op.Post(retry, url.Values{"csrf": {csrf}, "reason": {"cross-site"}}, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example")
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, "a cross-site request")
-		other := f.httpClient()
-		other.login(operatorToken)
-		resp, _ = other.post(retry, url.Values{"csrf": {viewerCSRF}, "reason": {"token of another session"}})
+		other := f.HTTPClient()
+		other.Login(operatorToken)
+		resp, _ = other.Post(retry, url.Values{"csrf": {viewerCSRF}, "reason": {"token of another session"}})
 		require.Equal(t, http.StatusForbidden, resp.StatusCode, "a CSRF token is bound to its session")
-		resp, body = op.post(retry, url.Values{"csrf": {csrf}, "reason": {"  "}})
+		resp, body = op.Post(retry, url.Values{"csrf": {csrf}, "reason": {"  "}})
 		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 		require.Contains(t, body, `id="error-reason"`)
 		require.Contains(t, body, "There is a problem")
 
-		resp, _ = op.post(retry, url.Values{"csrf": {csrf}, "reason": {"provider fixed the outage"}})
+		resp, _ = op.Post(retry, url.Values{"csrf": {csrf}, "reason": {"provider fixed the outage"}})
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		require.Equal(t, "/tsq/commands", resp.Header.Get("Location"))
-		resp, body = op.get("/tsq/commands")
+		resp, body = op.Get("/tsq/commands")
 		require.Contains(t, body, "is back on its queue", "the flash message follows the redirect")
-		_, body = op.get("/tsq/commands")
+		_, body = op.Get("/tsq/commands")
 		require.NotContains(t, body, "is back on its queue", "a flash message shows once")
-		row, err = f.client.GetCommand(context.Background(), cmd.ID)
+		row, err = f.Client.GetCommand(context.Background(), cmd.ID)
 		require.NoError(t, err)
 		require.NotEqual(t, commandbus.StatusInTSQ, row.Status)
-		audit, err := f.client.AuditLog(context.Background(), &driver.AuditLogListParams{EntityType: "command", EntityID: cmd.ID.String()})
+		audit, err := f.Client.AuditLog(context.Background(), &driver.AuditLogListParams{EntityType: "command", EntityID: cmd.ID.String()})
 		require.NoError(t, err)
 		require.Equal(t, "alice@ops", audit[0].Actor)
 		require.Equal(t, "provider fixed the outage", audit[0].Reason)
 
-		resp, body = op.post(retry, url.Values{"csrf": {csrf}, "reason": {"again"}})
+		resp, body = op.Post(retry, url.Values{"csrf": {csrf}, "reason": {"again"}})
 		require.Equal(t, http.StatusConflict, resp.StatusCode, "the action no longer applies")
 		require.Contains(t, body, "Not possible now")
 
-		resp, _ = op.post("/logout", url.Values{"csrf": {csrf}})
+		resp, _ = op.Post("/logout", url.Values{"csrf": {csrf}})
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-		resp, _ = op.get("/tsq/commands")
+		resp, _ = op.Get("/tsq/commands")
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "signed out")
 	})
 }
@@ -133,21 +134,21 @@ func TestConsolePages(t *testing.T) {
 		f := setupConsole(t, drv)
 		ctx := context.Background()
 		// Injected faults hit the next call of a step, whichever payment makes it: park first.
-		stuck := f.parkManagerPayment()
-		parked, cmd := f.parkRiskCommand()
-		batch, err := f.platform.CreateBatch(ctx, 5, consoleToday, payments.TypePaymentManager, nil)
+		stuck := f.ParkManagerPayment()
+		parked, cmd := f.ParkRiskCommand()
+		batch, err := f.Platform.CreateBatch(ctx, 5, servertest.Today, payments.TypePaymentManager, nil)
 		require.NoError(t, err)
-		big := f.submit(bigPayment())
-		f.waitApproval(big.PaymentID)
-		pending := f.submit(pendingL2Payment())
-		eventually(t, 30*time.Second, "L2 to be pending", func() bool {
-			list, err := f.platform.ListPendingNetworkResponses(ctx, 0)
+		big := f.Submit(servertest.BigPayment())
+		f.WaitApproval(big.PaymentID)
+		pending := f.Submit(servertest.PendingL2Payment())
+		servertest.Eventually(t, 30*time.Second, "L2 to be pending", func() bool {
+			list, err := f.Platform.ListPendingNetworkResponses(ctx, 0)
 			require.NoError(t, err)
 			return len(list) == 1
 		})
 
-		op := f.httpClient()
-		op.login(operatorToken)
+		op := f.HTTPClient()
+		op.Login(operatorToken)
 		for path, want := range map[string][]string{
 			"/":                                        {"Commands completed per second", "In flight per domain", "Batch progress", "<svg"},
 			"/batches":                                 {shortID(batch.ID), "New batch"},
@@ -169,19 +170,19 @@ func TestConsolePages(t *testing.T) {
 			"/tsq/processes/" + stuck.ExecutionID.String() + "/skip":     {"STEP_CHECK_BALANCE"},
 			"/tsq/commands/" + cmd.ID.String() + "/complete":             {"Result (JSON)"},
 		} {
-			resp, body := op.get(path)
+			resp, body := op.Get(path)
 			require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", path, body)
 			for _, w := range want {
 				require.Contains(t, body, w, path)
 			}
 			require.Contains(t, body, `<a class="skip-link" href="#main">`, path)
 		}
-		resp, _ := op.get("/payments/" + batch.ID.String())
+		resp, _ := op.Get("/payments/" + batch.ID.String())
 		require.Equal(t, http.StatusNotFound, resp.StatusCode)
-		resp, body := op.get("/no/such/page")
+		resp, body := op.Get("/no/such/page")
 		require.Equal(t, http.StatusNotFound, resp.StatusCode)
 		require.Contains(t, body, "Page not found")
-		resp, body = op.get("/payments?batch=nope")
+		resp, body = op.Get("/payments?batch=nope")
 		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 		require.Contains(t, body, "Enter a batch id")
 
@@ -192,7 +193,7 @@ func TestConsolePages(t *testing.T) {
 			"/live/payments/" + stuck.PaymentID.String():    {"payment-status", "payment-timeline"},
 			"/live/processes/" + stuck.ExecutionID.String(): console.ExportProcessRegions,
 		} {
-			resp, body := op.get(path)
+			resp, body := op.Get(path)
 			require.Equal(t, http.StatusOK, resp.StatusCode, path)
 			var live struct {
 				Regions map[string]string `json:"regions"`
@@ -202,10 +203,10 @@ func TestConsolePages(t *testing.T) {
 				require.NotEmpty(t, live.Regions[r], "%s: region %s", path, r)
 			}
 		}
-		resp, _ = f.httpClient().get("/live/overview")
+		resp, _ = f.HTTPClient().Get("/live/overview")
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 
-		resp, body = op.get("/static/console.css")
+		resp, body = op.Get("/static/console.css")
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Contains(t, body, ":focus-visible")
 	})
@@ -217,13 +218,13 @@ func TestConsoleNewBatchForm(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
-		op := f.httpClient()
-		op.login(operatorToken)
-		_, body := op.get("/batches/new")
-		csrf := csrfOf(t, body)
-		require.Contains(t, body, `value="`+consoleToday+`"`, "the day defaults to today")
+		op := f.HTTPClient()
+		op.Login(operatorToken)
+		_, body := op.Get("/batches/new")
+		csrf := servertest.CSRFOf(t, body)
+		require.Contains(t, body, `value="`+servertest.Today+`"`, "the day defaults to today")
 
-		resp, body := op.post("/batches/new", url.Values{"csrf": {csrf}, "processType": {"Other"}, "count": {"0"}, "day": {"23/11/2026"},
+		resp, body := op.Post("/batches/new", url.Values{"csrf": {csrf}, "processType": {"Other"}, "count": {"0"}, "day": {"23/11/2026"},
 			"preset": {"custom"}, "bookFx.failTransientPct": {"150"}, "bookRisk.failPermanentPct": {"60"}, "bookRisk.failTransientPct": {"60"},
 			"submitPayment.minDurationMs": {"x"}})
 		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
@@ -232,34 +233,34 @@ func TestConsoleNewBatchForm(t *testing.T) {
 			require.Contains(t, body, want)
 		}
 
-		resp, body = op.post("/batches/new", url.Values{"csrf": {csrf}, "processType": {payments.TypePaymentStep}, "count": {"3"},
-			"day": {consoleToday}, "preset": {"chaos"}, "load": {"1"}})
+		resp, body = op.Post("/batches/new", url.Values{"csrf": {csrf}, "processType": {payments.TypePaymentStep}, "count": {"3"},
+			"day": {servertest.Today}, "preset": {"chaos"}, "load": {"1"}})
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Contains(t, body, `name="awaitL4.failTransientPct" type="number" min="0" max="100" step="any" inputmode="decimal"
             value="15"`)
 		require.Contains(t, body, `<option value="custom" selected>`)
 
-		form := url.Values{"csrf": {csrf}, "processType": {payments.TypePaymentManager}, "count": {"3"}, "day": {consoleToday},
+		form := url.Values{"csrf": {csrf}, "processType": {payments.TypePaymentManager}, "count": {"3"}, "day": {servertest.Today},
 			"preset": {"custom"}, "checkBalance.maxDurationMs": {"5"}}
-		resp, body = op.post("/batches/new", form)
+		resp, body = op.Post("/batches/new", form)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Contains(t, body, "Create this batch?")
 		require.Contains(t, body, `name="checkBalance.maxDurationMs" value="5"`)
 		form.Set("confirmed", "1")
-		resp, body = op.post("/batches/new", form)
+		resp, body = op.Post("/batches/new", form)
 		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "a reason is required")
 		require.Contains(t, body, `id="error-reason"`)
 		form.Set("reason", "end-of-day run")
-		resp, _ = op.post("/batches/new", form)
+		resp, _ = op.Post("/batches/new", form)
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		location := resp.Header.Get("Location")
 		require.True(t, strings.HasPrefix(location, "/batches/"), location)
-		batches, err := f.platform.ListBatches(context.Background(), 0)
+		batches, err := f.Platform.ListBatches(context.Background(), 0)
 		require.NoError(t, err)
 		require.Len(t, batches, 1)
 		require.Equal(t, 3, batches[0].Total)
 		require.Equal(t, "custom", batches[0].Behavior)
-		audit, err := f.client.AuditLog(context.Background(), &driver.AuditLogListParams{EntityType: "batch"})
+		audit, err := f.Client.AuditLog(context.Background(), &driver.AuditLogListParams{EntityType: "batch"})
 		require.NoError(t, err)
 		require.Len(t, audit, 1)
 		require.Equal(t, "alice@ops", audit[0].Actor)
@@ -272,16 +273,16 @@ func TestConsoleMoreActions(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
 		ctx := context.Background()
-		op := f.httpClient()
-		op.login(operatorToken)
-		_, body := op.get("/")
-		csrf := csrfOf(t, body)
+		op := f.HTTPClient()
+		op.Login(operatorToken)
+		_, body := op.Get("/")
+		csrf := servertest.CSRFOf(t, body)
 		post := func(path string, form url.Values) (*http.Response, string) {
 			form.Set("csrf", csrf)
-			return op.post(path, form)
+			return op.Post(path, form)
 		}
 
-		stuck := f.parkManagerPayment()
+		stuck := f.ParkManagerPayment()
 		complete := "/tsq/processes/" + stuck.ExecutionID.String() + "/complete"
 		resp, body := post(complete, url.Values{"reason": {"done by phone"}, "stateOverrides": {`{"holdId": "H-1"}`}})
 		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode, "a payment needs evidence to be force-completed")
@@ -293,31 +294,31 @@ func TestConsoleMoreActions(t *testing.T) {
 			"return": {"/payments/" + stuck.PaymentID.String()}})
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		require.Equal(t, "/payments/"+stuck.PaymentID.String(), resp.Header.Get("Location"))
-		f.waitPayment(stuck.PaymentID, "CANCELLED")
-		audit, err := f.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "execution", EntityID: stuck.ExecutionID.String()})
+		f.WaitPayment(stuck.PaymentID, "CANCELLED")
+		audit, err := f.Client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "execution", EntityID: stuck.ExecutionID.String()})
 		require.NoError(t, err)
 		require.Equal(t, "alice@ops", audit[0].Actor)
 		require.Equal(t, "customer withdrew", audit[0].Reason)
-		_, body = op.get("/payments/" + stuck.PaymentID.String())
+		_, body = op.Get("/payments/" + stuck.PaymentID.String())
 		require.Contains(t, body, "TSQ_CANCEL")
 		require.Contains(t, body, "customer withdrew")
 
-		big := f.submit(bigPayment())
-		approval := f.waitApproval(big.PaymentID)
+		big := f.Submit(servertest.BigPayment())
+		approval := f.WaitApproval(big.PaymentID)
 		resp, _ = post("/approvals/"+approval.ID.String()+"/reject", url.Values{"reason": {"sanctions hit"}})
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-		f.waitPayment(big.PaymentID, "COMPENSATED")
-		_, body = op.get("/payments/" + big.PaymentID.String())
+		f.WaitPayment(big.PaymentID, "COMPENSATED")
+		_, body = op.Get("/payments/" + big.PaymentID.String())
 		require.Contains(t, body, "RISK_REJECTED")
 		require.Contains(t, body, "sanctions hit")
 		resp, body = post("/approvals/"+approval.ID.String()+"/approve", url.Values{"reason": {"too late"}})
 		require.Equal(t, http.StatusConflict, resp.StatusCode)
 		require.Contains(t, body, "was rejected by alice@ops already")
 
-		pending := f.submit(pendingL2Payment())
+		pending := f.Submit(servertest.PendingL2Payment())
 		var answer string
-		eventually(t, 30*time.Second, "L2 to be pending", func() bool {
-			list, err := f.platform.ListPendingNetworkResponses(ctx, 0)
+		servertest.Eventually(t, 30*time.Second, "L2 to be pending", func() bool {
+			list, err := f.Platform.ListPendingNetworkResponses(ctx, 0)
 			require.NoError(t, err)
 			if len(list) == 1 {
 				answer = "/network/" + list[0].ID.String() + "/reject"
@@ -326,26 +327,26 @@ func TestConsoleMoreActions(t *testing.T) {
 		})
 		resp, _ = post(answer, url.Values{"reason": {"beneficiary bank refused"}})
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-		f.waitPayment(pending.PaymentID, "COMPENSATED")
-		_, body = op.get("/payments/" + pending.PaymentID.String())
+		f.WaitPayment(pending.PaymentID, "COMPENSATED")
+		_, body = op.Get("/payments/" + pending.PaymentID.String())
 		require.Contains(t, body, "NETWORK_REJECT", "the answer is in the payment's audit log")
 		resp, body = post(answer, url.Values{"reason": {"again"}})
 		require.Equal(t, http.StatusConflict, resp.StatusCode)
 		require.Contains(t, body, "answered already")
 
 		// Skip: the process manager's FX step booked by phone.
-		require.NoError(t, f.platform.InjectFault(payments.Fault{Step: payments.StepBookFx, Class: payments.FaultPermanent, Times: 1}))
-		fx := f.submit(payments.PaymentRequest{DebitAccount: "CUST-EUR-001", CreditAccount: "BENE-USD-001", Amount: "1000.00",
+		require.NoError(t, f.Platform.InjectFault(payments.Fault{Step: payments.StepBookFx, Class: payments.FaultPermanent, Times: 1}))
+		fx := f.Submit(payments.PaymentRequest{DebitAccount: "CUST-EUR-001", CreditAccount: "BENE-USD-001", Amount: "1000.00",
 			Currency: "EUR", CreditCurrency: "USD", ProcessType: payments.TypePaymentManager})
-		eventually(t, 30*time.Second, "BookFxContract to park", func() bool {
-			parked, err := f.client.TSQ().List(ctx, commandbus.TSQFilter{Domain: payments.DomainFx})
+		servertest.Eventually(t, 30*time.Second, "BookFxContract to park", func() bool {
+			parked, err := f.Client.TSQ().List(ctx, commandbus.TSQFilter{Domain: payments.DomainFx})
 			require.NoError(t, err)
 			return len(parked) == 1
 		})
-		f.fake.Advance(f.client.Config().CommandStepOr("", payments.DomainAccounts, "").Timeout.Std() + time.Second)
-		f.waitPayment(fx.PaymentID, "IN_TSQ")
+		f.Fake.Advance(f.Client.Config().CommandStepOr("", payments.DomainAccounts, "").Timeout.Std() + time.Second)
+		f.WaitPayment(fx.PaymentID, "IN_TSQ")
 		skip := "/tsq/processes/" + fx.ExecutionID.String() + "/skip"
-		_, body = op.get(skip)
+		_, body = op.Get(skip)
 		require.Contains(t, body, `value="STEP_BOOK_FX"`, "the step is filled in")
 		resp, body = post(skip, url.Values{"reason": {"booked by phone"}, "step": {"STEP_CHECK_LIMIT"}, "result": {`{}`}})
 		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
@@ -353,7 +354,7 @@ func TestConsoleMoreActions(t *testing.T) {
 		resp, _ = post(skip, url.Values{"reason": {"booked by phone"}, "step": {"STEP_BOOK_FX"},
 			"result": {`{"contractId":"PHONE-1","rate":"1.08","buyAmount":"1080.00","buyCurrency":"USD"}`}})
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-		f.waitPayment(fx.PaymentID, "COMPLETED")
+		f.WaitPayment(fx.PaymentID, "COMPLETED")
 	})
 }
 
@@ -365,7 +366,7 @@ func TestConsoleCloseStopsSampler(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
 	srv, err := New(Config{Client: client, Tokens: testTokens, ConsoleSampleInterval: 10 * time.Millisecond})
 	require.NoError(t, err)
-	eventually(t, 5*time.Second, "a sample", func() bool { return console.ExportSampleCount(srv.Console()) > 1 })
+	servertest.Eventually(t, 5*time.Second, "a sample", func() bool { return console.ExportSampleCount(srv.Console()) > 1 })
 	require.NoError(t, srv.Close())
 	require.NoError(t, srv.Close(), "Close is idempotent")
 }
@@ -382,16 +383,16 @@ func TestReasonCapCountsCharacters(t *testing.T) {
 		require.Len(t, exact, 2*commandbus.MaxReasonLength, "two bytes per character")
 		over := exact + "é"
 
-		op := f.httpClient()
-		op.login(operatorToken)
+		op := f.HTTPClient()
+		op.Login(operatorToken)
 		retry := "/tsq/commands/" + cmds[0].ID.String() + "/retry"
-		_, body := op.get(retry)
-		csrf := csrfOf(t, body)
-		resp, body := op.post(retry, url.Values{"csrf": {csrf}, "reason": {over}})
+		_, body := op.Get(retry)
+		csrf := servertest.CSRFOf(t, body)
+		resp, body := op.Post(retry, url.Values{"csrf": {csrf}, "reason": {over}})
 		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 		require.Contains(t, body, "Keep the reason to 500 characters or fewer; it has 501.")
 		require.Equal(t, commandbus.StatusInTSQ, f.command(cmds[0].ID).Status, "the refused action changed nothing")
-		resp, _ = op.post(retry, url.Values{"csrf": {csrf}, "reason": {exact}})
+		resp, _ = op.Post(retry, url.Values{"csrf": {csrf}, "reason": {exact}})
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "500 characters are allowed, however many bytes")
 		audit := f.audit("command", cmds[0].ID)
 		require.Equal(t, exact, audit[0].Reason)
@@ -399,7 +400,7 @@ func TestReasonCapCountsCharacters(t *testing.T) {
 		api := func(reason string) *http.Response {
 			payload, err := json.Marshal(map[string]string{"reason": reason})
 			require.NoError(t, err)
-			req, err := http.NewRequest(http.MethodPost, f.http.URL+"/api/tsq/commands/"+cmds[1].ID.String()+"/retry", bytes.NewReader(payload))
+			req, err := http.NewRequest(http.MethodPost, f.HTTP.URL+"/api/tsq/commands/"+cmds[1].ID.String()+"/retry", bytes.NewReader(payload))
 			require.NoError(t, err)
 			req.Header.Set("Authorization", "Bearer "+operatorToken)
 			req.Header.Set("Content-Type", "application/json")

@@ -25,6 +25,7 @@ import (
 	"github.com/commandbus/commandbus/examples/payments/paymentsweb"
 	"github.com/commandbus/commandbus/internal/clock"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	"github.com/commandbus/commandbus/orchestration"
 	. "github.com/commandbus/commandbus/server"
 	"github.com/commandbus/commandbus/workflow"
@@ -48,11 +49,11 @@ type execFixture struct {
 
 func setupExecConsole(t *testing.T, drv driver.Driver) *execFixture {
 	t.Helper()
-	fake := clock.NewFake(consoleStart)
+	fake := clock.NewFake(servertest.Start)
 	ms := func(n int) commandbus.Duration { return commandbus.Duration(time.Duration(n) * time.Millisecond) }
 	reg := prometheus.NewRegistry()
 	client, err := commandbus.NewClient(drv, &commandbus.Config{
-		Logger:            slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelError})),
+		Logger:            slog.New(slog.NewTextHandler(servertest.LogWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelError})),
 		Clock:             fake,
 		FetchPollInterval: ms(100),
 		Domains:           payments.DefaultDomainConfigs(4),
@@ -97,23 +98,23 @@ func setupExecConsole(t *testing.T, drv driver.Driver) *execFixture {
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	f.consoleFixture = &consoleFixture{t: t, fake: fake, client: client, platform: platform, server: srv, http: hs}
+	f.consoleFixture = &consoleFixture{&servertest.Fixture{T: t, Fake: fake, Client: client, Platform: platform, Server: srv, HTTP: hs}}
 	return f
 }
 
 // startWorkflow starts an execution of m and waits until it has run as far as it can.
 func (f *execFixture) startWorkflow(m *workflow.Manager, want driver.ExecutionStatus) uuid.UUID {
-	f.t.Helper()
+	f.T.Helper()
 	id, err := m.Start(context.Background(), map[string]string{"by": "test"}, workflow.Immediate())
-	require.NoError(f.t, err)
+	require.NoError(f.T, err)
 	f.waitExecution(id, want)
 	return id
 }
 
 // waitExecution waits until the stored execution has status want.
 func (f *execFixture) waitExecution(id uuid.UUID, want driver.ExecutionStatus) {
-	f.t.Helper()
-	eventually(f.t, 30*time.Second, "execution "+id.String()+" to be "+string(want), func() bool {
+	f.T.Helper()
+	servertest.Eventually(f.T, 30*time.Second, "execution "+id.String()+" to be "+string(want), func() bool {
 		return f.execution(id).Status == want
 	})
 }
@@ -125,8 +126,8 @@ func TestConsoleExecutionFilters(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupExecConsole(t, drv)
 		gate := f.startWorkflow(f.gate, driver.ExecutionWaitingForAsync)
-		op := f.httpClient()
-		op.login(operatorToken)
+		op := f.HTTPClient()
+		op.Login(operatorToken)
 
 		for path, want := range map[string]string{
 			"/executions?status=BOGUS":                            `"BOGUS" is not an execution status`,
@@ -136,7 +137,7 @@ func TestConsoleExecutionFilters(t *testing.T) {
 			"/executions?before=yesterday":                        "the page marker is not an execution id",
 			"/executions?attr=" + strings.Repeat("k", 300) + "=v": "attribute",
 		} {
-			resp, body := op.get(path)
+			resp, body := op.Get(path)
 			require.Equal(t, http.StatusBadRequest, resp.StatusCode, path)
 			requireHTML(t, body, "There is a problem with the filter", path)
 			requireHTML(t, textOf(body), want, path)
@@ -147,36 +148,36 @@ func TestConsoleExecutionFilters(t *testing.T) {
 			"/executions/not-an-id":            "is not an execution id",
 			"/executions/" + uuid.NewString():  "Not found",
 		} {
-			resp, body := op.get(path)
+			resp, body := op.Get(path)
 			require.Equal(t, http.StatusNotFound, resp.StatusCode, path)
 			requireHTML(t, body, want, path)
 		}
 
-		resp, body := op.get("/executions?status=waiting_for_async&model=workflow&type=" + gateType)
+		resp, body := op.Get("/executions?status=waiting_for_async&model=workflow&type=" + gateType)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		requireHTML(t, body, `data-id="`+gate.String()+`"`)
-		resp, body = op.get("/executions?status=COMPLETED&model=workflow")
+		resp, body = op.Get("/executions?status=COMPLETED&model=workflow")
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		requireNoHTML(t, body, gate.String())
-		resp, body = op.get("/executions?attr.region=EU")
+		resp, body = op.Get("/executions?attr.region=EU")
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		requireHTML(t, body, `value="region=EU"`, "the attr.K=V parameters show in the form")
 		requireHTML(t, body, "No executions match the filter")
 
 		// The definitions count the executions by status and link to them; a process's execution
 		// page links to its process page and back.
-		resp, body = op.get("/definitions")
+		resp, body = op.Get("/definitions")
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		requireHTML(t, rowOf(t, body, "data-type", gateType), `href="/executions?model=workflow&amp;type=`+gateType+`&amp;status=WAITING_FOR_ASYNC"`)
-		payment := f.submit(domesticPayment(payments.TypePaymentStep))
-		f.waitPayment(payment.PaymentID, "COMPLETED")
-		resp, body = op.get("/executions/" + payment.ExecutionID.String())
+		payment := f.Submit(servertest.DomesticPayment(payments.TypePaymentStep))
+		f.WaitPayment(payment.PaymentID, "COMPLETED")
+		resp, body = op.Get("/executions/" + payment.ExecutionID.String())
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		requireHTML(t, body, `id="process-page"`)
 		requireHTML(t, textOf(body), "COMPLETED")
 		requireHTML(t, body, `class="timeline-bar" data-step="`)
 		requireNoHTML(t, body, `id="action-suspend"`, "no actions on an ended execution")
-		resp, body = op.get("/processes/" + payment.ExecutionID.String())
+		resp, body = op.Get("/processes/" + payment.ExecutionID.String())
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		requireHTML(t, body, `href="/executions/`+payment.ExecutionID.String()+`" id="execution-page"`)
 
@@ -187,13 +188,13 @@ func TestConsoleExecutionFilters(t *testing.T) {
 		}
 		_, err := f.nap.StartMany(context.Background(), inputs)
 		require.NoError(t, err)
-		resp, body = op.get("/executions?type=" + napType)
+		resp, body = op.Get("/executions?type=" + napType)
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		first := rowIDs(body)
 		require.Len(t, first, 50)
 		next := nextPageRE.FindStringSubmatch(body)
 		require.NotNil(t, next, "a link to the older executions")
-		resp, body = op.get(html.UnescapeString(next[1]))
+		resp, body = op.Get(html.UnescapeString(next[1]))
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		second := rowIDs(body)
 		require.Len(t, second, 5)
@@ -202,7 +203,7 @@ func TestConsoleExecutionFilters(t *testing.T) {
 		requireHTML(t, body, `id="first-page"`)
 
 		// The page's live regions, and the header's search, which finds a workflow's page.
-		resp, body = op.get("/live/executions/" + gate.String())
+		resp, body = op.Get("/live/executions/" + gate.String())
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		var live struct {
 			Regions map[string]string `json:"regions"`
@@ -211,9 +212,9 @@ func TestConsoleExecutionFilters(t *testing.T) {
 		require.Contains(t, live.Regions["execution-status"], "WAITING_FOR_ASYNC")
 		require.Contains(t, live.Regions["execution-timeline"], `data-step="approval"`)
 		require.Contains(t, live.Regions["execution-waits"], "approve")
-		resp, _ = op.get("/live/executions/" + uuid.NewString())
+		resp, _ = op.Get("/live/executions/" + uuid.NewString())
 		require.Equal(t, http.StatusNotFound, resp.StatusCode)
-		resp, body = op.get("/search?q=" + gate.String())
+		resp, body = op.Get("/search?q=" + gate.String())
 		if resp.StatusCode == http.StatusSeeOther {
 			require.Equal(t, "/executions/"+gate.String(), resp.Header.Get("Location"))
 		} else {
@@ -221,8 +222,8 @@ func TestConsoleExecutionFilters(t *testing.T) {
 		}
 
 		// Bad JSON in a signal's payload: refused next to its field, nothing sent.
-		_, page := op.get("/executions/" + gate.String() + "/signal?name=approve")
-		resp, body = op.post("/executions/"+gate.String()+"/signal", url.Values{"csrf": {csrfOf(t, page)},
+		_, page := op.Get("/executions/" + gate.String() + "/signal?name=approve")
+		resp, body = op.Post("/executions/"+gate.String()+"/signal", url.Values{"csrf": {servertest.CSRFOf(t, page)},
 			"name": {"approve"}, "payload": {`{"ok": tru`}, "reason": {"approved by phone"}})
 		require.Equal(t, http.StatusUnprocessableEntity, resp.StatusCode)
 		requireHTML(t, body, "This is not valid JSON")
@@ -232,12 +233,12 @@ func TestConsoleExecutionFilters(t *testing.T) {
 		require.Equal(t, driver.ExecutionWaitingForAsync, f.execution(gate).Status)
 
 		// A viewer sees the pages but no actions, and is refused at the handler.
-		viewer := f.httpClient()
-		viewer.login(viewerToken)
-		resp, body = viewer.get("/executions/" + gate.String())
+		viewer := f.HTTPClient()
+		viewer.Login(viewerToken)
+		resp, body = viewer.Get("/executions/" + gate.String())
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		requireNoHTML(t, body, `id="action-suspend"`)
-		resp, _ = viewer.get("/executions/" + gate.String() + "/suspend")
+		resp, _ = viewer.Get("/executions/" + gate.String() + "/suspend")
 		require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	})
 }
@@ -302,8 +303,8 @@ func browserDAG(t *testing.T, f *execFixture, browser context.Context) {
 }
 
 func browserExecutionList(t *testing.T, f *execFixture, browser context.Context) {
-	payment := f.submit(domesticPayment(payments.TypePaymentStep))
-	f.waitPayment(payment.PaymentID, "COMPLETED")
+	payment := f.Submit(servertest.DomesticPayment(payments.TypePaymentStep))
+	f.WaitPayment(payment.PaymentID, "COMPLETED")
 	gate := f.startWorkflow(f.gate, driver.ExecutionWaitingForAsync)
 	done, err := f.onboarding.Start(context.Background(), onboarding.Applicant{Name: "Ada", Email: "ada@example.com", Country: "GB"}, workflow.Immediate())
 	require.NoError(t, err)
@@ -432,8 +433,8 @@ func browserCancelTimer(t *testing.T, f *execFixture, browser context.Context) {
 func browserChildren(t *testing.T, f *execFixture, browser context.Context) {
 	parent := f.startWorkflow(f.parent, driver.ExecutionWaitingForAsync)
 	var child *driver.ExecutionRow
-	eventually(t, 30*time.Second, "the child to start", func() bool {
-		list, err := f.client.Driver().Executor().ExecutionList(context.Background(), &driver.ExecutionListParams{ParentID: parent})
+	servertest.Eventually(t, 30*time.Second, "the child to start", func() bool {
+		list, err := f.Client.Driver().Executor().ExecutionList(context.Background(), &driver.ExecutionListParams{ParentID: parent})
 		require.NoError(t, err)
 		if len(list) == 1 {
 			child = list[0]

@@ -21,6 +21,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/saga"
 	"github.com/commandbus/commandbus/server/console"
@@ -40,7 +41,7 @@ func setupSagaConsole(t *testing.T, drv driver.Driver) *sagaFixture {
 	t.Helper()
 	ms := func(n int) commandbus.Duration { return commandbus.Duration(time.Duration(n) * time.Millisecond) }
 	client, err := commandbus.NewClient(drv, &commandbus.Config{
-		Logger:            slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelError})),
+		Logger:            slog.New(slog.NewTextHandler(servertest.LogWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelError})),
 		MetricsRegisterer: prometheus.NewRegistry(),
 		Process:           commandbus.ProcessConfig{PendingPollInterval: ms(50), RetryPollInterval: ms(50)},
 	})
@@ -79,18 +80,18 @@ func setupSagaConsole(t *testing.T, drv driver.Driver) *sagaFixture {
 	t.Cleanup(func() { require.NoError(t, c.Close()) })
 	hs := httptest.NewServer(mux)
 	t.Cleanup(hs.Close)
-	f.consoleFixture = &consoleFixture{t: t, client: client, http: hs}
+	f.consoleFixture = &consoleFixture{&servertest.Fixture{T: t, Client: client, HTTP: hs}}
 	return f
 }
 
 // parkedTransfer starts a transfer and waits until it parks with COMPENSATION_FAILED.
 func (f *sagaFixture) parkedTransfer() uuid.UUID {
-	f.t.Helper()
+	f.T.Helper()
 	id, err := f.transfers.Start(context.Background(), map[string]int{"amount": 100})
-	require.NoError(f.t, err)
-	eventually(f.t, 30*time.Second, "the transfer to park", func() bool {
+	require.NoError(f.T, err)
+	servertest.Eventually(f.T, 30*time.Second, "the transfer to park", func() bool {
 		r, err := f.transfers.Result(context.Background(), id)
-		require.NoError(f.t, err)
+		require.NoError(f.T, err)
 		return r.Status == string(driver.ExecutionWaitingForTSQ)
 	})
 	return id
@@ -103,9 +104,9 @@ func TestConsoleSagaCompensationPath(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupSagaConsole(t, drv)
 		id := f.parkedTransfer()
-		viewer := f.httpClient()
-		viewer.login(viewerToken)
-		resp, body := viewer.get("/executions/" + id.String())
+		viewer := f.HTTPClient()
+		viewer.Login(viewerToken)
+		resp, body := viewer.Get("/executions/" + id.String())
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		text := html.UnescapeString(body)
 		require.Contains(t, text, `id="compensation-policy">STRICT_SEQUENTIAL`)
@@ -123,7 +124,7 @@ func TestConsoleSagaCompensationPath(t *testing.T) {
 		f.undone = map[string]int{"hold": 1} // the next hold compensation succeeds
 		f.mu.Unlock()
 		require.NoError(t, f.transfers.Retry(context.Background(), id, commandbus.OperatorAction{Actor: "ops", Reason: "service back"}))
-		_, body = viewer.get("/executions/" + id.String())
+		_, body = viewer.Get("/executions/" + id.String())
 		require.Contains(t, html.UnescapeString(body), `<dd id="compensation-done">debit → hold</dd>`)
 	})
 }
@@ -164,23 +165,23 @@ func TestConsoleBatchFormRunsPaymentSagas(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
-		op := f.httpClient()
-		op.login(operatorToken)
-		_, body := op.get("/batches/new")
+		op := f.HTTPClient()
+		op.Login(operatorToken)
+		_, body := op.Get("/batches/new")
 		require.Contains(t, body, `<option value="`+payments.TypePaymentSaga+`"`)
-		form := url.Values{"csrf": {csrfOf(t, body)}, "processType": {payments.TypePaymentSaga}, "count": {"3"}, "day": {consoleToday},
+		form := url.Values{"csrf": {servertest.CSRFOf(t, body)}, "processType": {payments.TypePaymentSaga}, "count": {"3"}, "day": {servertest.Today},
 			"preset": {payments.PresetHappy}, "confirmed": {"1"}, "reason": {"saga run"}}
-		resp, _ := op.post("/batches/new", form)
+		resp, _ := op.Post("/batches/new", form)
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-		batches, err := f.platform.ListBatches(context.Background(), 0)
+		batches, err := f.Platform.ListBatches(context.Background(), 0)
 		require.NoError(t, err)
 		require.Len(t, batches, 1)
 		require.Equal(t, payments.TypePaymentSaga, batches[0].ProcessType)
-		eventually(t, 60*time.Second, "the saga batch to succeed", func() bool {
-			b, err := f.platform.GetBatch(context.Background(), batches[0].ID)
+		servertest.Eventually(t, 60*time.Second, "the saga batch to succeed", func() bool {
+			b, err := f.Platform.GetBatch(context.Background(), batches[0].ID)
 			require.NoError(t, err)
 			return b.Status == payments.BatchSucceeded
 		})
-		require.NoError(t, f.platform.CheckInvariants(context.Background()))
+		require.NoError(t, f.Platform.CheckInvariants(context.Background()))
 	})
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	"github.com/commandbus/commandbus/server/console"
 )
 
@@ -35,15 +36,15 @@ func TestConsoleWithoutServer(t *testing.T) {
 
 		jar, err := cookiejar.New(nil)
 		require.NoError(t, err)
-		b := &browserless{t: t, base: hs.URL, client: &http.Client{Jar: jar,
+		b := &servertest.Browserless{T: t, Base: hs.URL, Client: &http.Client{Jar: jar,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-		resp, _ := b.get("/")
+		resp, _ := b.Get("/")
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode, "nobody is signed in yet")
-		b.login(operatorToken)
-		resp, body := b.get("/")
+		b.Login(operatorToken)
+		resp, body := b.Get("/")
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Contains(t, body, "alice@ops")
-		resp, body = b.get("/no-such-page")
+		resp, body = b.Get("/no-such-page")
 		require.Equal(t, http.StatusNotFound, resp.StatusCode)
 		require.Contains(t, body, "There is no console page at /no-such-page.")
 

@@ -16,6 +16,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/trip"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	"github.com/commandbus/commandbus/orchestration"
 	. "github.com/commandbus/commandbus/server"
 	"github.com/commandbus/commandbus/tcc"
@@ -31,7 +32,7 @@ func setupTccConsole(t *testing.T, drv driver.Driver) *tccFixture {
 	t.Helper()
 	ms := func(n int) commandbus.Duration { return commandbus.Duration(time.Duration(n) * time.Millisecond) }
 	client, err := commandbus.NewClient(drv, &commandbus.Config{
-		Logger:  slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelError})),
+		Logger:  slog.New(slog.NewTextHandler(servertest.LogWriter{T: t}, &slog.HandlerOptions{Level: slog.LevelError})),
 		Process: commandbus.ProcessConfig{PendingPollInterval: ms(50), RetryPollInterval: ms(50)},
 	})
 	require.NoError(t, err)
@@ -50,17 +51,17 @@ func setupTccConsole(t *testing.T, drv driver.Driver) *tccFixture {
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	return &tccFixture{consoleFixture: &consoleFixture{t: t, client: client, server: srv, http: hs}, agency: agency}
+	return &tccFixture{consoleFixture: &consoleFixture{&servertest.Fixture{T: t, Client: client, Server: srv, HTTP: hs}}, agency: agency}
 }
 
 // book starts a trip and waits for its outcome.
 func (f *tccFixture) book(b trip.Booking, want tcc.Status) uuid.UUID {
-	f.t.Helper()
+	f.T.Helper()
 	id, err := f.agency.Start(context.Background(), b, tcc.Immediate())
-	require.NoError(f.t, err)
-	eventually(f.t, 30*time.Second, "trip "+id.String()+" to be "+string(want), func() bool {
+	require.NoError(f.T, err)
+	servertest.Eventually(f.T, 30*time.Second, "trip "+id.String()+" to be "+string(want), func() bool {
 		res, err := f.agency.Result(context.Background(), id)
-		require.NoError(f.t, err)
+		require.NoError(f.T, err)
 		return res.Status == want
 	})
 	return id
@@ -72,7 +73,7 @@ func TestTccResultThroughREST(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupTccConsole(t, drv)
 		id := f.book(trip.Booking{Traveller: "Bob", Flight: "AT 1", Destination: "Atlantis"}, tcc.StatusCanceled)
-		req, err := http.NewRequest(http.MethodGet, f.http.URL+"/api/executions/"+id.String(), nil)
+		req, err := http.NewRequest(http.MethodGet, f.HTTP.URL+"/api/executions/"+id.String(), nil)
 		require.NoError(t, err)
 		req.Header.Set("Authorization", "Bearer "+viewerToken)
 		resp, err := http.DefaultClient.Do(req)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/server/console"
 	"github.com/commandbus/commandbus/workflow"
@@ -39,13 +40,13 @@ func TestDefinitionPageShowsTriggers(t *testing.T) {
 	t.Cleanup(hs.Close)
 	jar, err := cookiejar.New(nil)
 	require.NoError(t, err)
-	b := &browserless{t: t, base: hs.URL, client: &http.Client{Jar: jar,
+	b := &servertest.Browserless{T: t, Base: hs.URL, Client: &http.Client{Jar: jar,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
-	b.login(viewerToken)
+	b.Login(viewerToken)
 
-	resp, body := b.get("/definitions/workflow/settle")
+	resp, body := b.Get("/definitions/workflow/settle")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Contains(t, body, `<dd id="triggered-by"><code>PaymentReceived</code>, <code>PaymentReturned</code>`)
-	_, body = b.get("/definitions/workflow/manual")
+	_, body = b.Get("/definitions/workflow/manual")
 	require.NotContains(t, body, `id="triggered-by"`, "a definition no event starts says nothing about events")
 }
