@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/commandbus/commandbus/cbtype"
 	"io"
 	"net/http"
 	"strings"
@@ -262,10 +263,14 @@ func TestPaymentProcessStatus(t *testing.T) {
 		f := setupConsole(t, drv)
 		ctx := context.Background()
 		step := f.Submit(servertest.PendingL2Payment())
-		servertest.Eventually(t, 30*time.Second, "L1 to arrive", func() bool {
+		// Wait until the process rests: L1 arrived and it waits for L2, which waits for an
+		// operator. Comparing with a second read while the runner still checkpoints raced.
+		servertest.Eventually(t, 30*time.Second, "L1 to arrive and the process to wait", func() bool {
 			v, err := f.Platform.GetPayment(ctx, step.PaymentID)
 			require.NoError(t, err)
-			return v.Network[0].Received
+			row, err := f.Client.Driver().Executor().ExecutionGet(ctx, step.ExecutionID)
+			require.NoError(t, err)
+			return v.Network[0].Received && row.Status == cbtype.ExecutionWaitingForAsync
 		})
 		x := send(t, "GET", f.HTTP.URL+"/api/payments/"+step.ExecutionID.String()+"/status", nil, bearer(viewerToken))
 		require.Equal(t, http.StatusOK, x.resp.StatusCode, "%s", x.respBody)
