@@ -10,6 +10,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/execution"
+	"github.com/commandbus/commandbus/internal/orchestrate"
 )
 
 // ErrBusy is returned by an operator action on a transaction a runner holds right now; try again
@@ -18,37 +19,11 @@ var ErrBusy = execution.ErrBusy
 
 // acquireFor leases a transaction of this type for an operator action, checking its status.
 func (m *Manager) acquireFor(ctx context.Context, id uuid.UUID, action commandbus.OperatorAction, allowed func(driver.ExecutionStatus) bool) (*execution.Lease, error) {
-	if err := action.Validate(); err != nil {
-		return nil, err
-	}
-	lease, err := m.engine.Acquire(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	row := lease.Row
-	if row.Model != Model || row.Type != m.def.id {
-		_ = lease.Release(ctx)
-		return nil, fmt.Errorf("%w: execution %s is a %s %q, not TCC %q", commandbus.ErrNotFound, id, row.Model, row.Type, m.def.id)
-	}
-	if !allowed(row.Status) {
-		_ = lease.Release(ctx)
-		return nil, fmt.Errorf("%w: execution %s is %s", commandbus.ErrInvalidState, id, row.Status)
-	}
-	return lease, nil
+	return orchestrate.AcquireFor(ctx, m.engine, id, Model, m.def.id, action, allowed)
 }
 
 func (m *Manager) audit(ctx context.Context, id uuid.UUID, action string, op commandbus.OperatorAction, details any) {
-	var raw json.RawMessage
-	if details != nil {
-		raw, _ = json.Marshal(details)
-	}
-	if err := m.engine.Exec().AuditLogInsert(ctx, &driver.AuditLogInsertParams{
-		EntityType: "execution", EntityID: id.String(), Action: action, Actor: op.Actor, Reason: op.Reason,
-		Details: raw, Now: m.engine.Config().Now(),
-	}); err != nil {
-		m.logger.Error("writing the audit log failed (the execution log has the action)", "execution_id", id, "action", action, "error", err)
-	}
-	m.logger.Info("operator action on execution", "execution_id", id, "action", action, "actor", op.Actor, "reason", op.Reason)
+	orchestrate.Audit(ctx, m.engine, m.logger, id, action, op, details)
 }
 
 func parked(s driver.ExecutionStatus) bool { return s == driver.ExecutionWaitingForTSQ }
