@@ -207,7 +207,11 @@ func TestServeConfigIsValid(t *testing.T) {
 // capability dropped, /tmp on an emptyDir, and the probes and resource requests.
 func TestPodsRunRestricted(t *testing.T) {
 	t.Parallel()
-	for _, r := range render(t, "openshift") {
+	var resources []renderedResource
+	for overlay := range overlays {
+		resources = append(resources, render(t, overlay)...)
+	}
+	for _, r := range resources {
 		var spec corev1.PodSpec
 		switch r.kind {
 		case "Deployment":
