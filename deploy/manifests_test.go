@@ -212,12 +212,12 @@ func TestPodsRunRestricted(t *testing.T) {
 		resources = append(resources, render(t, overlay)...)
 	}
 	for _, r := range resources {
-		var spec corev1.PodSpec
+		var template corev1.PodTemplateSpec
 		switch r.kind {
 		case "Deployment":
 			var d appsv1.Deployment
 			require.NoError(t, yaml.Unmarshal(r.yaml, &d))
-			spec = d.Spec.Template.Spec
+			template = d.Spec.Template
 		case "Job":
 			var j struct {
 				Spec struct {
@@ -225,11 +225,14 @@ func TestPodsRunRestricted(t *testing.T) {
 				} `json:"spec"`
 			}
 			require.NoError(t, yaml.Unmarshal(r.yaml, &j))
-			spec = j.Spec.Template.Spec
+			template = j.Spec.Template
 		default:
 			continue
 		}
+		spec := template.Spec
 		name := r.kind + "/" + r.name
+		// The NetworkPolicies select the pods by this label.
+		require.Equal(t, "commandbus", template.Labels["app.kubernetes.io/part-of"], name)
 		require.NotNil(t, spec.SecurityContext, name)
 		require.True(t, *spec.SecurityContext.RunAsNonRoot, name)
 		require.Nil(t, spec.SecurityContext.RunAsUser, "%s: OpenShift assigns the UID", name)
