@@ -113,15 +113,20 @@ func TestImageBuildsWithKo(t *testing.T) {
 	require.Equal(t, int64(0o555), files["ko-app/commandbus"].Mode&0o555, "the binary is readable and executable by any user")
 
 	// The binary is static and runs as a UID from an OpenShift namespace's range, group 0.
-	exe := filepath.Join(dir, "commandbus")
-	require.NoError(t, os.WriteFile(exe, binary, 0o755))
+	// t.TempDir's parent is private to this user; the arbitrary UID needs a directory it can enter.
+	exeDir, err := os.MkdirTemp("", "commandbus-image-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(exeDir) })
+	require.NoError(t, os.Chmod(exeDir, 0o755))
+	exe := filepath.Join(exeDir, "commandbus")
+	require.NoError(t, os.WriteFile(exe, binary, 0o555))
 	run := exec.CommandContext(ctx, exe, "--version")
 	run.Env = []string{"HOME=/tmp", "TMPDIR=/tmp"}
 	if os.Geteuid() == 0 {
-		require.NoError(t, os.Chmod(dir, 0o755))
 		run.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 1000650000, Gid: 0}}
 	}
 	version, err := run.CombinedOutput()
 	require.NoError(t, err, "%s", version)
 	require.Contains(t, string(version), "commandbus")
+	t.Logf("the image's binary, as UID 1000650000: %s", strings.TrimSpace(string(version)))
 }
