@@ -40,11 +40,7 @@ func TestManifestsRunTheBinary(t *testing.T) {
 	})
 
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "commandbus")
-	build := exec.CommandContext(t.Context(), "go", "build", "-o", bin, "./cmd/commandbus")
-	build.Dir = ".."
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, "go build:\n%s", out)
+	bin := commandbusBinary(t)
 
 	var (
 		job         batchv1.Job
@@ -116,7 +112,7 @@ func TestManifestsRunTheBinary(t *testing.T) {
 	migrateContainer := job.Spec.Template.Spec.Containers[0]
 	migrate := exec.CommandContext(t.Context(), bin, args(migrateContainer, "")...)
 	migrate.Env = environ(migrateContainer)
-	out, err = migrate.CombinedOutput()
+	out, err := migrate.CombinedOutput()
 	require.NoError(t, err, "the migration Job's command:\n%s", out)
 	var tables int
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM information_schema.tables WHERE table_schema = $1`, schema).Scan(&tables))
@@ -190,6 +186,33 @@ func TestManifestsRunTheBinary(t *testing.T) {
 			}
 		})
 	}
+}
+
+var (
+	binaryOnce sync.Once
+	binaryPath string
+	binaryErr  error
+)
+
+// commandbusBinary builds ./cmd/commandbus once for the package's tests, with the repository's
+// own go.mod, and returns its path.
+func commandbusBinary(t *testing.T) string {
+	t.Helper()
+	binaryOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "commandbus-deploy-test-")
+		if err != nil {
+			binaryErr = err
+			return
+		}
+		binaryPath = filepath.Join(dir, "commandbus")
+		build := exec.Command("go", "build", "-o", binaryPath, "./cmd/commandbus")
+		build.Dir = ".."
+		if out, err := build.CombinedOutput(); err != nil {
+			binaryErr = fmt.Errorf("go build ./cmd/commandbus: %w\n%s", err, out)
+		}
+	})
+	require.NoError(t, binaryErr)
+	return binaryPath
 }
 
 // freePort returns a TCP port free on 127.0.0.1 a moment ago.
