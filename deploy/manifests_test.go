@@ -12,6 +12,7 @@ import (
 	"github.com/yannh/kubeconform/pkg/resource"
 	"github.com/yannh/kubeconform/pkg/validator"
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -85,12 +86,44 @@ func TestOverlaysRenderAndValidate(t *testing.T) {
 	}
 }
 
+// TestReplicasOwnedOnce checks that a Deployment an HPA scales leaves replicas to it (an apply
+// would otherwise reset the count on every rollout), and that the others, the rate-limited
+// workers above all, state theirs.
+func TestReplicasOwnedOnce(t *testing.T) {
+	t.Parallel()
+	for overlay := range overlays {
+		scaled := map[string]bool{}
+		var deployments []appsv1.Deployment
+		for _, r := range render(t, overlay) {
+			switch r.kind {
+			case "HorizontalPodAutoscaler":
+				var hpa autoscalingv2.HorizontalPodAutoscaler
+				require.NoError(t, yaml.Unmarshal(r.yaml, &hpa))
+				require.Equal(t, "Deployment", hpa.Spec.ScaleTargetRef.Kind)
+				scaled[hpa.Spec.ScaleTargetRef.Name] = true
+			case "Deployment":
+				var d appsv1.Deployment
+				require.NoError(t, yaml.Unmarshal(r.yaml, &d))
+				deployments = append(deployments, d)
+			}
+		}
+		for _, d := range deployments {
+			if scaled[d.Name] {
+				require.Nil(t, d.Spec.Replicas, "%s/%s: the HPA owns replicas", overlay, d.Name)
+			} else {
+				require.NotNil(t, d.Spec.Replicas, "%s/%s: no HPA, so the manifest states replicas", overlay, d.Name)
+			}
+		}
+		require.False(t, scaled["ratelimited-worker"], "the rate-limited workers' replicas are the rate limit: no HPA")
+	}
+}
+
 func TestValidationRejectsWrongManifests(t *testing.T) {
 	t.Parallel()
 	v := newValidator(t)
 	var deployment []byte
 	for _, r := range render(t, "split") {
-		if r.kind == "Deployment" && r.name == "payments-worker" {
+		if r.kind == "Deployment" && r.name == "ratelimited-worker" {
 			deployment = r.yaml
 		}
 	}
@@ -104,7 +137,7 @@ func TestValidationRejectsWrongManifests(t *testing.T) {
 	}{
 		{"unknown container field", "        name: worker\n", "        name: worker\n        imagePullPolice: Always\n", "imagePullPolice"},
 		{"replicas as a string", "replicas: 3", "replicas: three", "replicas"},
-		{"bad quantity", "memory: 768Mi", "memory: 768 MB", "memory"},
+		{"bad quantity", "memory: 256Mi", "memory: 256 MB", "memory"},
 		{"unknown spec field", "  replicas: 3\n", "  replicas: 3\n  replica: 3\n", "replica"},
 		{"wrong apiVersion", "apiVersion: apps/v1", "apiVersion: apps/v1beta1", "could not find schema"},
 	}
