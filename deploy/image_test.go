@@ -2,7 +2,9 @@ package deploy_test
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"io"
 	"log"
@@ -111,6 +113,20 @@ func TestImageBuildsWithKo(t *testing.T) {
 	require.Equal(t, int64(0o1777), files["tmp"].Mode&0o7777, "/tmp is world-writable with the sticky bit")
 	require.NotEmpty(t, binary, "/ko-app/commandbus")
 	require.Equal(t, int64(0o555), files["ko-app/commandbus"].Mode&0o555, "the binary is readable and executable by any user")
+
+	require.NotContains(t, files, "bin/sh", "no shell in the image")
+
+	// Built as .ko.yaml says: static, reproducible paths, time zones compiled in.
+	info, err := buildinfo.Read(bytes.NewReader(binary))
+	require.NoError(t, err)
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
+	}
+	require.Equal(t, "0", settings["CGO_ENABLED"])
+	require.Equal(t, "true", settings["-trimpath"])
+	require.Equal(t, "timetzdata", settings["-tags"])
+	require.Equal(t, "github.com/commandbus/commandbus/cmd/commandbus", info.Path)
 
 	// The binary is static and runs as a UID from an OpenShift namespace's range, group 0.
 	// t.TempDir's parent is private to this user; the arbitrary UID needs a directory it can enter.
