@@ -12,6 +12,9 @@
 //
 // The tests render every overlay with kustomize, validate each resource strictly with
 // kubeconform, check that each worker Deployment's COMMANDBUS_* environment configures the same
-// features, domains and command steps as its profile in examples/profiles, and build the image
-// with ko to a tarball whose configuration they check (user, entrypoint).
+// features, domains and command steps as its profile in examples/profiles, run the binary as the
+// pods would against PostgreSQL (migration Job, serve, workers), check the README's PgBouncer
+// advice through a real PgBouncer, and build the image with ko to a tarball whose configuration
+// they check (user, entrypoint, build flags). The last two need ko and pgbouncer and skip without
+// them unless COMMANDBUS_REQUIRE_KO=1 or COMMANDBUS_REQUIRE_PGBOUNCER=1.
 package deploy
