@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,7 +58,7 @@ func newTSQListCommand() *cobra.Command {
 			if batch != "" {
 				id, err := uuid.Parse(batch)
 				if err != nil {
-					return fmt.Errorf("--batch: %w", err)
+					return usageErrorf("--batch: %v", err)
 				}
 				filter.BatchID = id
 			}
@@ -100,7 +101,7 @@ func newTSQShowCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := uuid.Parse(args[0])
 			if err != nil {
-				return fmt.Errorf("command id: %w", err)
+				return usageErrorf("command id: %v", err)
 			}
 			client, closeDB, err := openClient(cmd, &db)
 			if err != nil {
@@ -157,17 +158,28 @@ func newTSQActionCommand(action, short string) *cobra.Command {
 	var db DatabaseFlags
 	var op commandbus.OperatorAction
 	var result string
+	var bulk bulkFlags
+	var output outputFlag
 	cmd := &cobra.Command{
-		Use:   action + " ID",
+		Use:   action + " [ID]",
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Long: short + ".\n\nWith an ID, acts on that command. Without, acts on every command in the troubleshooting queue that\n" +
+			"matches the filters (--domain, --type, --tenant, --error-code, --batch, --older-than): --dry-run lists\n" +
+			"them, --yes acts, each audited separately with the one --reason.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := uuid.Parse(args[0])
-			if err != nil {
-				return fmt.Errorf("command id: %w", err)
+			if err := bulk.check(len(args) == 1); err != nil {
+				return err
 			}
 			if action == "complete" && result != "" && !json.Valid([]byte(result)) {
-				return fmt.Errorf("--result must be JSON, got %q", result)
+				return usageErrorf("--result must be JSON, got %q", result)
+			}
+			var id uuid.UUID
+			if len(args) == 1 {
+				var err error
+				if id, err = uuid.Parse(args[0]); err != nil {
+					return usageErrorf("command id: %v", err)
+				}
 			}
 			client, closeDB, err := openClient(cmd, &db)
 			if err != nil {
@@ -175,17 +187,43 @@ func newTSQActionCommand(action, short string) *cobra.Command {
 			}
 			defer closeDB()
 			tsq := client.TSQ()
-			var row *commandbus.CommandRow
-			switch action {
-			case "retry":
-				row, err = tsq.Retry(cmd.Context(), id, op)
-			case "cancel":
-				row, err = tsq.Cancel(cmd.Context(), id, op)
-			case "complete":
-				row, err = tsq.Complete(cmd.Context(), id, json.RawMessage(result), op)
+			act := func(ctx context.Context, id uuid.UUID) (*commandbus.CommandRow, error) {
+				switch action {
+				case "retry":
+					return tsq.Retry(ctx, id, op)
+				case "cancel":
+					return tsq.Cancel(ctx, id, op)
+				default:
+					return tsq.Complete(ctx, id, json.RawMessage(result), op)
+				}
 			}
+			if len(args) == 0 {
+				items, err := selectCommands(cmd.Context(), client.Driver().Executor(), &bulk, time.Now())
+				if err != nil {
+					return err
+				}
+				return runBulk(cmd, &output, action, bulk.dryRun, items, func(ctx context.Context, id uuid.UUID) (string, error) {
+					row, err := act(ctx, id)
+					if err != nil {
+						return "", err
+					}
+					return string(row.Status), nil
+				})
+			}
+			if bulk.dryRun {
+				row, err := client.GetCommand(cmd.Context(), id)
+				if err != nil {
+					return fmt.Errorf("command %s: %w", id, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "would %s command %s (now %s); nothing changed\n", action, id, row.Status)
+				return nil
+			}
+			row, err := act(cmd.Context(), id)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", action, id, err)
+			}
+			if output.structured() {
+				return output.writeOne(cmd.OutOrStdout(), row)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "command %s is now %s (by %s: %s)\n", row.ID, row.Status, op.Actor, op.Reason)
 			return nil
@@ -198,5 +236,7 @@ func newTSQActionCommand(action, short string) *cobra.Command {
 	if action == "complete" {
 		cmd.Flags().StringVar(&result, "result", "", "the result to record and reply with, as JSON")
 	}
+	bulk.register(cmd, "commands")
+	output.register(cmd)
 	return cmd
 }

@@ -90,7 +90,7 @@ func newTSQProcessesShowCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := uuid.Parse(args[0])
 			if err != nil {
-				return fmt.Errorf("execution id: %w", err)
+				return usageErrorf("execution id: %v", err)
 			}
 			database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 2)
 			if err != nil {
@@ -149,5 +149,5 @@ func printExecution(out io.Writer, x *driver.ExecutionRow, log []*driver.Executi
 // newTSQProcessesActionCommand is `tsq processes retry|cancel|complete`: the same as the
 // executions action of that name.
 func newTSQProcessesActionCommand(cfg Config, action, short string) *cobra.Command {
-	return newExecutionActionCommand(cfg, action, short)
+	return newExecutionActionCommand(cfg, action, short, process.Model)
 }
