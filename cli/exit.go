@@ -91,7 +91,17 @@ func ExitCode(err error) int {
 
 // PrepareRoot makes root's flag errors usage errors (exit code 2) and adds the exit codes to
 // every command's --help. Call it once the commands are added.
+//
+// It also adds --log-level and --log-format for every command (see Logger).
 func PrepareRoot(root *cobra.Command) {
+	addLogFlags(root)
+	if root.PersistentPreRunE == nil && root.PersistentPreRun == nil {
+		// Commands that log nothing still refuse a bad --log-level or --log-format.
+		root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+			_, err := Logger(cmd, io.Discard, LogOptions{})
+			return err
+		}
+	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})

@@ -38,7 +38,10 @@ func newMigrateCommand() *cobra.Command {
 			return err
 		}
 		defer database.Close()
-		logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+		logger, err := Logger(cmd, cmd.ErrOrStderr(), LogOptions{Level: slog.LevelInfo, Format: LogFormatText})
+		if err != nil {
+			return err
+		}
 		m := migrate.New(database, logger)
 		if len(lines) > 0 {
 			m = m.Only(lines...)

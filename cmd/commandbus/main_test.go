@@ -65,7 +65,7 @@ func sqliteURL(t *testing.T, name string) string {
 func TestDemoJSONSummary(t *testing.T) {
 	t.Parallel()
 	db := sqliteURL(t, "d.db")
-	out := run(t, "demo", "--json", "--database", db, "--payments", "30", "--seed", "7", "--behavior", "happy", "--process", "manager")
+	out := run(t, "demo", "--json", "--database", db, "--payments", "30", "--seed", "7", "--behavior", "happy", "--process", "PaymentManager")
 
 	var summary demoSummary
 	require.NoError(t, json.Unmarshal([]byte(out), &summary), "the output is one JSON object: %s", out)
@@ -102,7 +102,7 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 	res := fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--payments", "0")
 	require.ErrorContains(t, res.err, "--payments must be at least 1")
 	res = fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--process", "bogus")
-	require.ErrorContains(t, res.err, "--process must be step, manager or saga")
+	require.ErrorContains(t, res.err, "--process must be PaymentStep, PaymentManager or PaymentSaga")
 	res = fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--behavior", "no-such-preset-or-file")
 	require.ErrorContains(t, res.err, "neither a preset")
 }
