@@ -54,7 +54,7 @@ func newExecutionsListCommand() *cobra.Command {
 			if params.Limit < 1 || params.Limit > 1000 {
 				return usageErrorf("--limit must be between 1 and 1000")
 			}
-			database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 2)
+			database, err := openMigrated(cmd.Context(), db.URL, db.Schema, 2)
 			if err != nil {
 				return err
 			}

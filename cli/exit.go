@@ -11,6 +11,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/migrate"
 )
 
 // The exit codes of the commands, for scripts and runbooks. ExitCode maps an error to one.
@@ -67,7 +68,7 @@ func ExitCode(err error) int {
 		return exit.Code
 	}
 	var schema *SchemaError
-	if errors.As(err, &schema) {
+	if errors.As(err, &schema) || errors.Is(err, migrate.ErrSchemaOutdated) {
 		return ExitSchema
 	}
 	if errors.Is(err, driver.ErrNotFound) {

@@ -1,6 +1,13 @@
 package cli
 
-import "fmt"
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/migrate"
+)
 
 // SchemaError says the database is not migrated, or is older than this binary: some migrations
 // are pending. Commands return it before they touch a missing table, so an operator reads what
@@ -17,4 +24,43 @@ func (e *SchemaError) Error() string {
 		return "the database is not migrated: run `commandbus migrate up` with the same --database and --schema first"
 	}
 	return fmt.Sprintf("the database schema is older than this binary (%d migrations pending): run `commandbus migrate up` with the same --database and --schema first", e.Pending)
+}
+
+// requireSchema returns a *SchemaError when migrations of any registered line are pending on
+// drv (an unmigrated database, or one older than this binary), and the migrate package's error
+// when the database is newer than the binary. It reads the version table only.
+func requireSchema(ctx context.Context, drv driver.Driver) error {
+	if err := migrate.CheckVersion(ctx, drv); err != nil && !errors.Is(err, migrate.ErrSchemaOutdated) {
+		return err
+	}
+	status, err := migrate.New(drv, nil).Status(ctx)
+	if err != nil {
+		return fmt.Errorf("reading the schema version: %w", err)
+	}
+	pending, applied := 0, 0
+	for _, s := range status {
+		if s.Applied {
+			applied++
+		} else {
+			pending++
+		}
+	}
+	if pending > 0 {
+		return &SchemaError{Pending: pending, Empty: applied == 0}
+	}
+	return nil
+}
+
+// openMigrated is OpenDatabase for the commands that read or act on the database: it refuses a
+// database with pending migrations with a *SchemaError naming `commandbus migrate up`.
+func openMigrated(ctx context.Context, url, schema string, poolSize int32) (*Database, error) {
+	db, err := OpenDatabase(ctx, url, schema, poolSize)
+	if err != nil {
+		return nil, err
+	}
+	if err := requireSchema(ctx, db.Driver); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
 }

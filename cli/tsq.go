@@ -33,7 +33,7 @@ func newTSQCommand(cfg Config) *cobra.Command {
 
 // openClient opens the database and a client that only sends and queries.
 func openClient(cmd *cobra.Command, db *DatabaseFlags) (*commandbus.Client, func(), error) {
-	database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 4)
+	database, err := openMigrated(cmd.Context(), db.URL, db.Schema, 4)
 	if err != nil {
 		return nil, nil, err
 	}

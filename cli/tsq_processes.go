@@ -33,7 +33,7 @@ func newTSQProcessesCommand(cfg Config) *cobra.Command {
 // openProcesses opens the database with every model of this binary registered on one runtime
 // (through cfg.Register), so executions of their types can be acted on. It starts no workers.
 func openProcesses(cmd *cobra.Command, db *DatabaseFlags, cfg Config) (*commandbus.Client, *orchestration.Runtime, func(), error) {
-	database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 4)
+	database, err := openMigrated(cmd.Context(), db.URL, db.Schema, 4)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -58,7 +58,7 @@ func newTSQProcessesListCommand() *cobra.Command {
 		Short: "List executions waiting in the troubleshooting queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 2)
+			database, err := openMigrated(cmd.Context(), db.URL, db.Schema, 2)
 			if err != nil {
 				return err
 			}
@@ -92,7 +92,7 @@ func newTSQProcessesShowCommand() *cobra.Command {
 			if err != nil {
 				return usageErrorf("execution id: %v", err)
 			}
-			database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 2)
+			database, err := openMigrated(cmd.Context(), db.URL, db.Schema, 2)
 			if err != nil {
 				return err
 			}
