@@ -226,8 +226,8 @@ func builtinOperations() []Operation {
 			Responses: object{"200": jsonResponse("The execution.", ref("Execution")), "404": problem("No such execution.")}},
 		{ID: "listCommandTSQ", Method: "get", Path: "/api/tsq/commands", Summary: "Commands in the troubleshooting queue, newest first", Tag: "tsq",
 			Params: []object{textParam("domain", "only this domain"), textParam("type", "only this command type"), textParam("tenant", "only this tenant"),
-				uuidParam("batch", "only this batch"), limitParam(defaultListLimit, maxListLimit)},
-			Responses: object{"200": jsonResponse("Commands waiting for an operator.", itemsOf(ref("Command")))}},
+				uuidParam("batch", "only this batch"), cursorParam(), limitParam(defaultListLimit, maxListLimit)},
+			Responses: object{"200": jsonResponse("A page of commands waiting for an operator.", pageSchema(ref("Command")))}},
 	}
 	commandBodies := map[string]struct {
 		schema  string
@@ -246,8 +246,8 @@ func builtinOperations() []Operation {
 				"409": problem("The command is not in the troubleshooting queue.")}})
 	}
 	ops = append(ops, Operation{ID: "listProcessTSQ", Method: "get", Path: "/api/tsq/processes", Summary: "Executions in the troubleshooting queue, newest first", Tag: "tsq",
-		Params:    []object{textParam("domain", "only this domain"), textParam("type", "only this process type"), limitParam(defaultListLimit, maxListLimit)},
-		Responses: object{"200": jsonResponse("Executions waiting for an operator, without their logs.", itemsOf(ref("ExecutionSummary")))}})
+		Params:    []object{textParam("domain", "only this domain"), textParam("type", "only this process type"), cursorParam(), limitParam(defaultListLimit, maxListLimit)},
+		Responses: object{"200": jsonResponse("A page of executions waiting for an operator, without their logs.", pageSchema(ref("ExecutionSummary")))}})
 	processBodies := map[string]struct {
 		schema, summary, description string
 		example                      object
