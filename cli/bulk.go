@@ -283,3 +283,52 @@ func selectDLQ(ctx context.Context, exec driver.Executor, b *bulkFlags, now time
 	}
 	return items, nil
 }
+
+// listFlags are --limit and --all of a listing.
+type listFlags struct {
+	limit int
+	all   bool
+}
+
+func (l *listFlags) register(cmd *cobra.Command, def int) {
+	cmd.Flags().IntVar(&l.limit, "limit", def, "most rows to show (1 to 1000); more are read page by page with --all")
+	cmd.Flags().BoolVar(&l.all, "all", false, "show every matching row, following pages")
+}
+
+func (l *listFlags) check() error {
+	if l.limit < 1 || l.limit > 1000 {
+		return usageErrorf("--limit must be between 1 and 1000, got %d", l.limit)
+	}
+	return nil
+}
+
+// readPages reads rows a page at a time through read (given the id to read before and a page
+// size), newest first: every row with --all, else at most --limit, warning on stderr when more
+// match.
+func readPages[T any](cmd *cobra.Command, l *listFlags, id func(T) uuid.UUID, read func(before uuid.UUID, limit int) ([]T, error)) ([]T, error) {
+	var out []T
+	before := uuid.Nil
+	for {
+		size := l.limit
+		if !l.all {
+			size = l.limit - len(out)
+		}
+		rows, err := read(before, size+1)
+		if err != nil {
+			return nil, err
+		}
+		more := len(rows) > size
+		if more {
+			rows = rows[:size]
+		}
+		out = append(out, rows...)
+		if !more {
+			return out, nil
+		}
+		if !l.all {
+			fmt.Fprintf(cmd.ErrOrStderr(), "more than %d rows match: showing the newest %d (--all for every one)\n", len(out), len(out))
+			return out, nil
+		}
+		before = id(rows[len(rows)-1])
+	}
+}

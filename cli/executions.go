@@ -39,6 +39,7 @@ func newExecutionsListCommand() *cobra.Command {
 	var output outputFlag
 	var params driver.ExecutionListParams
 	var statuses []string
+	var list listFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List executions, newest first",
@@ -51,15 +52,18 @@ func newExecutionsListCommand() *cobra.Command {
 				}
 				params.Statuses = append(params.Statuses, st)
 			}
-			if params.Limit < 1 || params.Limit > 1000 {
-				return usageErrorf("--limit must be between 1 and 1000")
+			if err := list.check(); err != nil {
+				return err
 			}
 			database, err := openMigrated(cmd.Context(), db.URL, db.Schema, 2)
 			if err != nil {
 				return err
 			}
 			defer database.Close()
-			rows, err := database.Executor().ExecutionList(cmd.Context(), &params)
+			rows, err := readPages(cmd, &list, rowID, func(before uuid.UUID, limit int) ([]*driver.ExecutionRow, error) {
+				params.BeforeID, params.Limit = before, limit
+				return database.Executor().ExecutionList(cmd.Context(), &params)
+			})
 			if err != nil {
 				return err
 			}
@@ -75,7 +79,7 @@ func newExecutionsListCommand() *cobra.Command {
 	cmd.Flags().StringVar(&params.Type, "type", "", "only this type")
 	cmd.Flags().StringSliceVar(&statuses, "status", nil, "only these statuses (comma-separated)")
 	cmd.Flags().StringVar(&params.BusinessKey, "business-key", "", "only this business key")
-	cmd.Flags().IntVar(&params.Limit, "limit", 100, "at most this many")
+	list.register(cmd, 100)
 	output.register(cmd)
 	return cmd
 }

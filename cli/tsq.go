@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
 )
 
 // newTSQCommand is `tsq`: the command troubleshooting queue, with `tsq processes` for executions.
@@ -50,11 +51,15 @@ func newTSQListCommand() *cobra.Command {
 	var filter commandbus.TSQFilter
 	var batch string
 	var output outputFlag
+	var list listFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List commands waiting in the troubleshooting queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := list.check(); err != nil {
+				return err
+			}
 			if batch != "" {
 				id, err := uuid.Parse(batch)
 				if err != nil {
@@ -67,7 +72,11 @@ func newTSQListCommand() *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			rows, err := client.TSQ().List(cmd.Context(), filter)
+			rows, err := readPages(cmd, &list, func(r *commandbus.CommandRow) uuid.UUID { return r.ID },
+				func(before uuid.UUID, limit int) ([]*commandbus.CommandRow, error) {
+					return client.ListCommands(cmd.Context(), &commandbus.ListParams{Statuses: []driver.CommandStatus{driver.CommandStatusInTSQ},
+						Domain: filter.Domain, Type: filter.Type, TenantID: filter.TenantID, BatchID: filter.BatchID, BeforeID: before, Limit: limit})
+				})
 			if err != nil {
 				return err
 			}
@@ -86,7 +95,7 @@ func newTSQListCommand() *cobra.Command {
 	cmd.Flags().StringVar(&filter.Type, "type", "", "only this command type")
 	cmd.Flags().StringVar(&filter.TenantID, "tenant", "", "only this tenant")
 	cmd.Flags().StringVar(&batch, "batch", "", "only this batch id")
-	cmd.Flags().IntVar(&filter.Limit, "limit", 100, "most rows to show")
+	list.register(cmd, 100)
 	output.register(cmd)
 	return cmd
 }

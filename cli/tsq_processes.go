@@ -53,18 +53,24 @@ func newTSQProcessesListCommand() *cobra.Command {
 	var db DatabaseFlags
 	var output outputFlag
 	var typ string
+	var list listFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List executions waiting in the troubleshooting queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := list.check(); err != nil {
+				return err
+			}
 			database, err := openMigrated(cmd.Context(), db.URL, db.Schema, 2)
 			if err != nil {
 				return err
 			}
 			defer database.Close()
-			rows, err := database.Executor().ExecutionList(cmd.Context(), &driver.ExecutionListParams{
-				Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Model: process.Model, Type: typ, Limit: 200})
+			rows, err := readPages(cmd, &list, rowID, func(before uuid.UUID, limit int) ([]*driver.ExecutionRow, error) {
+				return database.Executor().ExecutionList(cmd.Context(), &driver.ExecutionListParams{
+					Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Model: process.Model, Type: typ, BeforeID: before, Limit: limit})
+			})
 			if err != nil {
 				return err
 			}
@@ -76,6 +82,7 @@ func newTSQProcessesListCommand() *cobra.Command {
 	}
 	db.Register(cmd, "")
 	cmd.Flags().StringVar(&typ, "type", "", "only this process type")
+	list.register(cmd, 200)
 	output.register(cmd)
 	return cmd
 }
@@ -151,3 +158,6 @@ func printExecution(out io.Writer, x *driver.ExecutionRow, log []*driver.Executi
 func newTSQProcessesActionCommand(cfg Config, action, short string) *cobra.Command {
 	return newExecutionActionCommand(cfg, action, short, process.Model)
 }
+
+// rowID is the paging key of an execution row.
+func rowID(x *driver.ExecutionRow) uuid.UUID { return x.ID }

@@ -209,3 +209,29 @@ func TestBulkExecutionActions(t *testing.T) {
 		requireStatus(driver.ExecutionPending, "resumed")
 	})
 }
+
+// Listings show at most --limit rows and say when more match; --all follows the pages.
+func TestListingsFollowPages(t *testing.T) {
+	t.Parallel()
+	eachCLIDatabase(t, func(t *testing.T, db cliDatabase) {
+		with := func(args ...string) []string { return append(args, db.args...) }
+		ids := parkWithCodes(t, db.drv, "A", "A", "A", "A", "A")
+		var rows []tsqRow
+		res := execute(context.Background(), with("tsq", "list", "--limit", "2", "-o", "json")...)
+		require.NoError(t, res.err)
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &rows))
+		require.Len(t, rows, 2)
+		require.Contains(t, res.stderr, "more than 2 rows match", "a cut listing says so")
+		res = execute(context.Background(), with("tsq", "list", "--limit", "2", "--all", "-o", "json")...)
+		require.NoError(t, res.err)
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &rows))
+		got := make([]uuid.UUID, len(rows))
+		for i, r := range rows {
+			got[i] = r.ID
+		}
+		require.ElementsMatch(t, ids["A"], got, "every row once")
+		require.Empty(t, res.stderr)
+		_, code := runExit(t, with("tsq", "list", "--limit", "0")...)
+		require.Equal(t, cli.ExitUsage, code)
+	})
+}
