@@ -37,6 +37,9 @@ type Operation struct {
 	Params []map[string]any
 	// Body names the request body's schema in the document's components, if the route takes one.
 	Body string
+	// BodyTypes are media types the body may come in besides application/json (the same schema),
+	// such as application/cloudevents+json. Default: none.
+	BodyTypes []string
 	// Example is the request body example; the document test sends it.
 	Example any
 	// Responses maps a status ("200") to an OpenAPI response object (see JSONResponse, ProblemResponse).
@@ -134,7 +137,11 @@ func openAPIDocument(extra []Operation, extraSchemas map[string]any) object {
 			if o.Example != nil {
 				media["example"] = o.Example
 			}
-			operation["requestBody"] = object{"required": false, "content": object{"application/json": media}}
+			content := object{"application/json": media}
+			for _, typ := range o.BodyTypes {
+				content[typ] = object{"schema": ref(o.Body)}
+			}
+			operation["requestBody"] = object{"required": false, "content": content}
 			responses["413"] = problem("The body is larger than 64 KiB.")
 			responses["415"] = problem("The body is not JSON.")
 		}
