@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/migrate"
@@ -17,13 +18,17 @@ type SchemaError struct {
 	Pending int
 	// Empty is true when no migration at all is applied (a fresh database).
 	Empty bool
+	// Behind names each line with pending migrations: "the payments migration line has 0 of 3
+	// migrations applied".
+	Behind []string
 }
 
 func (e *SchemaError) Error() string {
 	if e.Empty {
 		return "the database is not migrated: run `commandbus migrate up` with the same --database and --schema first"
 	}
-	return fmt.Sprintf("the database schema is older than this binary (%d migrations pending): run `commandbus migrate up` with the same --database and --schema first", e.Pending)
+	return fmt.Sprintf("the database schema is older than this binary (%d migrations pending: %s): run `commandbus migrate up` with the same --database and --schema first",
+		e.Pending, strings.Join(e.Behind, "; "))
 }
 
 // requireSchema returns a *SchemaError when migrations of any registered line are pending on
@@ -38,17 +43,38 @@ func requireSchema(ctx context.Context, drv driver.Driver) error {
 		return fmt.Errorf("reading the schema version: %w", err)
 	}
 	pending, applied := 0, 0
+	type count struct{ applied, known int }
+	var order []string
+	byLine := map[string]*count{}
 	for _, s := range status {
+		c := byLine[s.Line]
+		if c == nil {
+			c = &count{}
+			byLine[s.Line] = c
+			order = append(order, s.Line)
+		}
+		c.known++
 		if s.Applied {
 			applied++
+			c.applied++
 		} else {
 			pending++
 		}
 	}
-	if pending > 0 {
-		return &SchemaError{Pending: pending, Empty: applied == 0}
+	if pending == 0 {
+		return nil
 	}
-	return nil
+	e := &SchemaError{Pending: pending, Empty: applied == 0}
+	for _, line := range order {
+		if c := byLine[line]; c.applied < c.known {
+			what := "the core"
+			if line != driver.CoreLine {
+				what = "the " + line
+			}
+			e.Behind = append(e.Behind, fmt.Sprintf("%s migration line has %d of %d migrations applied", what, c.applied, c.known))
+		}
+	}
+	return e
 }
 
 // openMigrated is OpenDatabase for the commands that read or act on the database: it refuses a

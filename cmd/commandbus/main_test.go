@@ -459,7 +459,7 @@ func TestOpenDatabaseNeedsURL(t *testing.T) {
 
 func TestRedactHidesPassword(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "postgres://user:***@db:5432/app", redact("postgres://user:secret@db:5432/app"))
+	require.Equal(t, "postgres://user:xxxxx@db:5432/app", redact("postgres://user:secret@db:5432/app"))
 	require.Equal(t, "postgres://user@db/app", redact("postgres://user@db/app"))
 	require.Equal(t, "sqlite://x.db", redact("sqlite://x.db"))
 }
