@@ -27,8 +27,12 @@ func (e *SchemaError) Error() string {
 	if e.Empty {
 		return "the database is not migrated: run `commandbus migrate up` with the same --database and --schema first"
 	}
-	return fmt.Sprintf("the database schema is older than this binary (%d migrations pending: %s): run `commandbus migrate up` with the same --database and --schema first",
-		e.Pending, strings.Join(e.Behind, "; "))
+	plural := "s"
+	if e.Pending == 1 {
+		plural = ""
+	}
+	return fmt.Sprintf("the database schema is older than this binary (%d migration%s pending: %s): run `commandbus migrate up` with the same --database and --schema first",
+		e.Pending, plural, strings.Join(e.Behind, "; "))
 }
 
 // requireSchema returns a *SchemaError when migrations of any registered line are pending on

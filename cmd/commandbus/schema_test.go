@@ -51,7 +51,7 @@ func TestCommandsOnUnmigratedDatabase(t *testing.T) {
 			check("the database is not migrated")
 			run(t, append([]string{"migrate", "up"}, db...)...)
 			run(t, append([]string{"migrate", "down", "--steps", "1"}, db...)...)
-			check("older than this binary (1 migrations pending: the payments migration line has ") // the newest is reverted
+			check("older than this binary (1 migration pending: the payments migration line has ") // the newest is reverted
 			run(t, append([]string{"migrate", "up"}, db...)...)
 			run(t, append([]string{"tsq", "list"}, db...)...)
 		})
