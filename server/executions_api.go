@@ -205,8 +205,11 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) {
 	}
 	if before := q.first("before"); before != "" {
 		// The older spelling: an execution id, or a cursor.
-		if id, err := decodeCursor(before); err == nil {
-			params.BeforeID = id
+		if key, err := decodeCursor(before); err == nil {
+			params.BeforeID, err = uuid.Parse(key)
+			if err != nil {
+				q.badCursor(before)
+			}
 		} else {
 			params.BeforeID = q.uuid("before")
 		}
@@ -520,7 +523,7 @@ func executionSchemas() object {
 }
 
 // executionID is the cursor key of an execution row.
-func executionID(x *driver.ExecutionRow) uuid.UUID { return x.ID }
+func executionID(x *driver.ExecutionRow) string { return uuidKey(x.ID) }
 
 // deprecated marks an OpenAPI parameter deprecated.
 func deprecated(param object) object {

@@ -3,6 +3,7 @@ package server
 import (
 	"encoding/base64"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -22,18 +23,24 @@ type page[T any] struct {
 // that passes cursors back unread.
 const cursorPrefix = "v1:"
 
-// encodeCursor makes the opaque cursor that resumes a list after the row with id.
-func encodeCursor(id uuid.UUID) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + id.String()))
+// encodeCursor makes the opaque cursor that resumes a list after the row whose key (its id) is
+// key.
+func encodeCursor(key string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(cursorPrefix + key))
 }
 
-// decodeCursor reads a cursor made by encodeCursor.
-func decodeCursor(cursor string) (uuid.UUID, error) {
+// decodeCursor reads the key of a cursor made by encodeCursor.
+func decodeCursor(cursor string) (string, error) {
 	raw, err := base64.RawURLEncoding.DecodeString(cursor)
 	if err != nil || !strings.HasPrefix(string(raw), cursorPrefix) {
-		return uuid.Nil, fmt.Errorf("not a cursor")
+		return "", fmt.Errorf("not a cursor")
 	}
-	return uuid.Parse(strings.TrimPrefix(string(raw), cursorPrefix))
+	return strings.TrimPrefix(string(raw), cursorPrefix), nil
+}
+
+// badCursor records a cursor parameter the server did not make.
+func (q *query) badCursor(v string) {
+	q.bad("cursor", "must be the next value of a previous page, got "+input.Quote(v))
 }
 
 // cursor returns the row id the cursor parameter resumes after (uuid.Nil when absent).
@@ -42,21 +49,40 @@ func (q *query) cursor() uuid.UUID {
 	if v == "" {
 		return uuid.Nil
 	}
-	id, err := decodeCursor(v)
-	if err != nil {
-		q.bad("cursor", "must be the next value of a previous page, got "+input.Quote(v))
+	key, err := decodeCursor(v)
+	id, perr := uuid.Parse(key)
+	if err != nil || perr != nil {
+		q.badCursor(v)
 		return uuid.Nil
 	}
 	return id
 }
 
+// cursorInt returns the integer row id the cursor parameter resumes after (0 when absent).
+func (q *query) cursorInt() int64 {
+	v := q.first("cursor")
+	if v == "" {
+		return 0
+	}
+	key, err := decodeCursor(v)
+	id, perr := strconv.ParseInt(key, 10, 64)
+	if err != nil || perr != nil || id <= 0 {
+		q.badCursor(v)
+		return 0
+	}
+	return id
+}
+
+// uuidKey is the cursor key of a row with a UUID id.
+func uuidKey(id uuid.UUID) string { return id.String() }
+
 // pageOf cuts rows, read with a limit one larger than limit, to a page: a row beyond limit says
-// there is a next page, which starts after the last row kept.
-func pageOf[T any](rows []T, limit int, id func(T) uuid.UUID) page[T] {
+// there is a next page, which starts after the last row kept (key gives its cursor key).
+func pageOf[T any](rows []T, limit int, key func(T) string) page[T] {
 	p := page[T]{Items: rows}
 	if len(rows) > limit {
 		p.Items = rows[:limit]
-		p.Next, p.HasMore = encodeCursor(id(rows[limit-1])), true
+		p.Next, p.HasMore = encodeCursor(key(rows[limit-1])), true
 	}
 	if p.Items == nil {
 		p.Items = []T{}

@@ -110,7 +110,7 @@ func (s *Server) listCommandTSQ(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	httpx.WriteJSON(w, http.StatusOK, pageOf(rows, limit, func(c *commandbus.CommandRow) uuid.UUID { return c.ID }))
+	httpx.WriteJSON(w, http.StatusOK, pageOf(rows, limit, func(c *commandbus.CommandRow) string { return uuidKey(c.ID) }))
 }
 
 // unknownAction answers an action a queue does not have.
