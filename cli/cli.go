@@ -59,12 +59,12 @@ func (cfg Config) register(client *commandbus.Client) (*orchestration.Runtime, e
 //	worker       the workers of the domains a configuration file enables (Setup, Configure)
 //	version      the binary's version, commit, Go version and platform (-o json)
 //
-// Listings and shows take -o table|json|jsonl (and --json, the same as -o json); an empty
+// Every command takes --log-level and --log-format (text or json). Listings and shows take -o table|json|jsonl (and --json, the same as -o json); an empty
 // listing in JSON is [], never null.
 //
 // Each call returns new commands, so several roots (tests, say) can each hold their own.
 func Commands(cfg Config) []*cobra.Command {
-	return []*cobra.Command{
+	cmds := []*cobra.Command{
 		newMigrateCommand(),
 		newTSQCommand(cfg),
 		newDLQCommand(),
@@ -74,4 +74,8 @@ func Commands(cfg Config) []*cobra.Command {
 		newWorkerCommand(cfg),
 		newVersionCommand(),
 	}
+	for _, c := range cmds {
+		addLogFlags(c)
+	}
+	return cmds
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -65,23 +66,59 @@ func newDLQListCommand() *cobra.Command {
 func newDLQResubmitCommand() *cobra.Command {
 	var db DatabaseFlags
 	var op commandbus.OperatorAction
+	var bulk bulkFlags
+	var output outputFlag
 	cmd := &cobra.Command{
-		Use:   "resubmit ID",
+		Use:   "resubmit [ID]",
 		Short: "Put a parked command back on its queue, with the same idempotency key",
-		Args:  cobra.ExactArgs(1),
+		Long: "Put a parked command back on its queue, with the same idempotency key.\n\nWith an ID, resubmits that\n" +
+			"command. Without, resubmits every parked command that matches the filters (--domain, --type, --tenant,\n" +
+			"--error-code, --batch, --older-than): --dry-run lists them, --yes acts, each audited separately with\n" +
+			"the one --reason.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := uuid.Parse(args[0])
-			if err != nil {
-				return fmt.Errorf("command id: %w", err)
+			if err := bulk.check(len(args) == 1); err != nil {
+				return err
+			}
+			var id uuid.UUID
+			if len(args) == 1 {
+				var err error
+				if id, err = uuid.Parse(args[0]); err != nil {
+					return usageErrorf("command id: %v", err)
+				}
 			}
 			client, closeDB, err := openClient(cmd, &db)
 			if err != nil {
 				return err
 			}
 			defer closeDB()
-			row, err := client.DLQ().Resubmit(cmd.Context(), id, op)
+			dlq := client.DLQ()
+			if len(args) == 0 {
+				items, err := selectDLQ(cmd.Context(), client.Driver().Executor(), &bulk, time.Now())
+				if err != nil {
+					return err
+				}
+				return runBulk(cmd, &output, "resubmit", bulk.dryRun, items, func(ctx context.Context, id uuid.UUID) (string, error) {
+					row, err := dlq.Resubmit(ctx, id, op)
+					if err != nil {
+						return "", err
+					}
+					return string(row.Status), nil
+				})
+			}
+			if bulk.dryRun {
+				if _, err := dlq.Get(cmd.Context(), id); err != nil {
+					return fmt.Errorf("parked command %s: %w", id, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "would resubmit command %s; nothing changed\n", id)
+				return nil
+			}
+			row, err := dlq.Resubmit(cmd.Context(), id, op)
 			if err != nil {
 				return fmt.Errorf("resubmit %s: %w", id, err)
+			}
+			if output.structured() {
+				return output.writeOne(cmd.OutOrStdout(), row)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "command %s is now %s (resubmitted by %s: %s)\n", row.ID, row.Status, op.Actor, op.Reason)
 			return nil
@@ -91,5 +128,7 @@ func newDLQResubmitCommand() *cobra.Command {
 	cmd.Flags().StringVar(&op.Actor, "actor", defaultActor(), "who resubmits (audited)")
 	cmd.Flags().StringVar(&op.Reason, "reason", "", "why (audited; required)")
 	_ = cmd.MarkFlagRequired("reason")
+	bulk.register(cmd, "parked commands")
+	output.register(cmd)
 	return cmd
 }

@@ -20,14 +20,17 @@
 //				return rt, err
 //			},
 //		})...)
-//		if err := root.ExecuteContext(context.Background()); err != nil {
-//			os.Exit(1)
-//		}
+//		cli.PrepareRoot(root) // usage errors exit 2, --help lists the exit codes, --log-level/--log-format
+//		os.Exit(cli.ExitCode(root.ExecuteContext(context.Background())))
 //	}
 //
 // Then `payroll migrate up --database postgres://...`, `payroll tsq processes list`,
 // `payroll executions retry ID --reason "bank back"`. Every operational command takes --database
-// (or COMMANDBUS_DATABASE_URL) and --schema; actions are audited with --actor and --reason.
+// (or COMMANDBUS_DATABASE_URL) and --schema; actions are audited with --actor and --reason. An
+// action given filters instead of an ID (`payroll tsq retry --domain fx --error-code X
+// --older-than 1h`) applies to every match, one audited action each, after --dry-run or with
+// --yes. Exit codes tell usage errors (2), not found (3), conflicts (4), pending migrations (5)
+// and an unmigrated database (6) from other failures (1); see ExitCode.
 //
 // With a Setup hook (see ExampleConfig_setup) the same binary runs its workers:
 // `payroll worker --config payroll.yml`, or `payroll serve --config payroll.yml` with the REST API

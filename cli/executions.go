@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/spf13/cobra"
@@ -22,12 +24,12 @@ func newExecutionsCommand(cfg Config) *cobra.Command {
 			"and retry, cancel, complete or skip a step of one. Every action is audited with --actor and --reason.",
 	}
 	cmd.AddCommand(newExecutionsListCommand(), newExecutionsShowCommand(cfg), newExecutionsStartCommand(cfg),
-		newExecutionActionCommand(cfg, "retry", "Move an execution out of the troubleshooting queue with a fresh attempt budget"),
-		newExecutionActionCommand(cfg, "cancel", "Cancel an execution (--compensate runs its compensations first)"),
-		newExecutionActionCommand(cfg, "complete", "Force-complete an execution (--state sets state fields first)"),
-		newExecutionActionCommand(cfg, "skip", "Record a failed step as done (--step, --result) and move the execution on"),
-		newExecutionActionCommand(cfg, "suspend", "Suspend an execution: running steps finish, no other starts"),
-		newExecutionActionCommand(cfg, "resume", "Resume a suspended execution where it stopped"),
+		newExecutionActionCommand(cfg, "retry", "Move an execution out of the troubleshooting queue with a fresh attempt budget", ""),
+		newExecutionActionCommand(cfg, "cancel", "Cancel an execution (--compensate runs its compensations first)", ""),
+		newExecutionActionCommand(cfg, "complete", "Force-complete an execution (--state sets state fields first)", ""),
+		newExecutionActionCommand(cfg, "skip", "Record a failed step as done (--step, --result) and move the execution on", ""),
+		newExecutionActionCommand(cfg, "suspend", "Suspend an execution: running steps finish, no other starts", ""),
+		newExecutionActionCommand(cfg, "resume", "Resume a suspended execution where it stopped", ""),
 		newExecutionsSignalCommand(cfg))
 	return cmd
 }
@@ -37,6 +39,7 @@ func newExecutionsListCommand() *cobra.Command {
 	var output outputFlag
 	var params driver.ExecutionListParams
 	var statuses []string
+	var list listFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List executions, newest first",
@@ -45,19 +48,22 @@ func newExecutionsListCommand() *cobra.Command {
 			for _, s := range statuses {
 				st := driver.ExecutionStatus(strings.ToUpper(s))
 				if !st.Valid() {
-					return fmt.Errorf("--status %q: not an execution status", s)
+					return usageErrorf("--status %q: not an execution status", s)
 				}
 				params.Statuses = append(params.Statuses, st)
 			}
-			if params.Limit < 1 || params.Limit > 1000 {
-				return fmt.Errorf("--limit must be between 1 and 1000")
+			if err := list.check(); err != nil {
+				return err
 			}
-			database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 2)
+			database, err := openMigrated(cmd.Context(), db.URL, db.Schema, 2)
 			if err != nil {
 				return err
 			}
 			defer database.Close()
-			rows, err := database.Executor().ExecutionList(cmd.Context(), &params)
+			rows, err := readPages(cmd, &list, rowID, func(before uuid.UUID, limit int) ([]*driver.ExecutionRow, error) {
+				params.BeforeID, params.Limit = before, limit
+				return database.Executor().ExecutionList(cmd.Context(), &params)
+			})
 			if err != nil {
 				return err
 			}
@@ -73,7 +79,7 @@ func newExecutionsListCommand() *cobra.Command {
 	cmd.Flags().StringVar(&params.Type, "type", "", "only this type")
 	cmd.Flags().StringSliceVar(&statuses, "status", nil, "only these statuses (comma-separated)")
 	cmd.Flags().StringVar(&params.BusinessKey, "business-key", "", "only this business key")
-	cmd.Flags().IntVar(&params.Limit, "limit", 100, "at most this many")
+	list.register(cmd, 100)
 	output.register(cmd)
 	return cmd
 }
@@ -91,7 +97,7 @@ func newExecutionsShowCommand(cfg Config) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := uuid.Parse(args[0])
 			if err != nil {
-				return fmt.Errorf("execution id: %w", err)
+				return usageErrorf("execution id: %v", err)
 			}
 			_, rt, closeDB, err := openProcesses(cmd, &db, cfg)
 			if err != nil {
@@ -142,14 +148,14 @@ func newExecutionsStartCommand(cfg Config) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if input != "" {
 				if !json.Valid([]byte(input)) {
-					return fmt.Errorf("--input is not valid JSON")
+					return usageErrorf("--input is not valid JSON")
 				}
 				req.Input = json.RawMessage(input)
 			}
 			if id != "" {
 				var err error
 				if req.ID, err = uuid.Parse(id); err != nil {
-					return fmt.Errorf("--id: %w", err)
+					return usageErrorf("--id: %v", err)
 				}
 			}
 			_, rt, closeDB, err := openProcesses(cmd, &db, cfg)
@@ -192,10 +198,10 @@ func newExecutionsSignalCommand(cfg Config) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := uuid.Parse(args[0])
 			if err != nil {
-				return fmt.Errorf("execution id: %w", err)
+				return usageErrorf("execution id: %v", err)
 			}
 			if payload != "" && !json.Valid([]byte(payload)) {
-				return fmt.Errorf("--payload is not valid JSON")
+				return usageErrorf("--payload is not valid JSON")
 			}
 			_, rt, closeDB, err := openProcesses(cmd, &db, cfg)
 			if err != nil {
@@ -228,69 +234,147 @@ func knownDefinitions(rt *orchestration.Runtime) string {
 	return strings.Join(names, ", ")
 }
 
-func newExecutionActionCommand(cfg Config, action, short string) *cobra.Command {
+// bulkStatuses are the statuses an action over many selects by default: the executions the
+// action is for.
+func bulkStatuses(action string) []driver.ExecutionStatus {
+	switch action {
+	case "resume":
+		return []driver.ExecutionStatus{driver.ExecutionSuspended}
+	case "suspend":
+		return []driver.ExecutionStatus{driver.ExecutionPending, driver.ExecutionWaitingForAsync, driver.ExecutionWaitingForRetry}
+	}
+	return []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}
+}
+
+// newExecutionActionCommand is `executions ACTION [ID]` and, with tsqModel set, `tsq processes
+// ACTION [ID]` (which selects only executions of that model).
+func newExecutionActionCommand(cfg Config, action, short, tsqModel string) *cobra.Command {
 	var db DatabaseFlags
 	var op commandbus.OperatorAction
 	var compensate bool
 	var state, step, result string
+	var bulk bulkFlags
+	var output outputFlag
+	var model string
+	var statuses []string
+	defaults := bulkStatuses(action)
+	defaultNames := make([]string, len(defaults))
+	for i, st := range defaults {
+		defaultNames[i] = string(st)
+	}
 	cmd := &cobra.Command{
-		Use:   action + " ID",
+		Use:   action + " [ID]",
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Long: short + ".\n\nWith an ID, acts on that execution. Without, acts on every execution that matches the filters\n" +
+			"(--status, default " + strings.Join(defaultNames, ",") + "; --domain, --type, --tenant, --error-code, --batch,\n" +
+			"--older-than): --dry-run lists them, --yes acts, each audited separately with the one --reason.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := uuid.Parse(args[0])
-			if err != nil {
-				return fmt.Errorf("execution id: %w", err)
+			if err := bulk.check(len(args) == 1); err != nil {
+				return err
+			}
+			if len(args) == 1 && (model != "" || len(statuses) > 0) {
+				return usageErrorf("give an ID or filters (--model, --status, ...), not both")
+			}
+			selected := defaults
+			if len(statuses) > 0 {
+				selected = nil
+				for _, s := range statuses {
+					st := driver.ExecutionStatus(strings.ToUpper(s))
+					if !st.Valid() {
+						return usageErrorf("--status %q: not an execution status", s)
+					}
+					selected = append(selected, st)
+				}
 			}
 			var overrides map[string]any
 			if state != "" {
 				if err := json.Unmarshal([]byte(state), &overrides); err != nil {
-					return fmt.Errorf("--state must be a JSON object: %w", err)
+					return usageErrorf("--state must be a JSON object: %v", err)
 				}
 			}
 			if result != "" && !json.Valid([]byte(result)) {
-				return fmt.Errorf("--result is not valid JSON")
+				return usageErrorf("--result is not valid JSON")
+			}
+			var id uuid.UUID
+			if len(args) == 1 {
+				var err error
+				if id, err = uuid.Parse(args[0]); err != nil {
+					return usageErrorf("execution id: %v", err)
+				}
 			}
 			client, rt, closeDB, err := openProcesses(cmd, &db, cfg)
 			if err != nil {
 				return err
 			}
 			defer closeDB()
-			row, err := client.Driver().Executor().ExecutionGet(cmd.Context(), id)
-			if err != nil {
-				return fmt.Errorf("execution %s: %w", id, err)
-			}
-			if action == "complete" && cfg.CompletionRule != nil {
-				// The application's rule, the same the REST API and the console apply (a
-				// payment, say, is completed by hand only on evidence that it was made).
-				if err := cfg.CompletionRule(row.Type, overrides); err != nil {
-					return fmt.Errorf("complete %s: %w (pass it with --state)", id, err)
+			exec := client.Driver().Executor()
+			act := func(ctx context.Context, id uuid.UUID) (*driver.ExecutionRow, error) {
+				row, err := exec.ExecutionGet(ctx, id)
+				if err != nil {
+					return nil, fmt.Errorf("execution %s: %w", id, err)
 				}
+				if action == "complete" && cfg.CompletionRule != nil {
+					// The application's rule, the same the REST API and the console apply (a
+					// payment, say, is completed by hand only on evidence that it was made).
+					if err := cfg.CompletionRule(row.Type, overrides); err != nil {
+						return nil, fmt.Errorf("complete %s: %w (pass it with --state)", id, err)
+					}
+				}
+				ops := rt.OperationsFor(row)
+				if ops == nil {
+					return nil, fmt.Errorf("execution %s is a %s %q, which this binary does not run", id, row.Model, row.Type)
+				}
+				switch action {
+				case "retry":
+					err = ops.Retry(ctx, id, op)
+				case "cancel":
+					err = ops.CancelOverride(ctx, id, compensate, op)
+				case "complete":
+					err = ops.CompleteOverride(ctx, id, overrides, op)
+				case "skip":
+					err = ops.Skip(ctx, id, step, json.RawMessage(result), op)
+				case "suspend":
+					err = ops.Suspend(ctx, id, op)
+				case "resume":
+					err = ops.Resume(ctx, id, op)
+				}
+				if err != nil {
+					return nil, fmt.Errorf("%s %s: %w", action, id, err)
+				}
+				return exec.ExecutionGet(ctx, id)
 			}
-			ops := rt.OperationsFor(row)
-			if ops == nil {
-				return fmt.Errorf("execution %s is a %s %q, which this binary does not run", id, row.Model, row.Type)
+			if len(args) == 0 {
+				m := model
+				if tsqModel != "" {
+					m = tsqModel
+				}
+				items, err := selectExecutions(cmd.Context(), exec, &bulk, m, selected, time.Now())
+				if err != nil {
+					return err
+				}
+				return runBulk(cmd, &output, action, bulk.dryRun, items, func(ctx context.Context, id uuid.UUID) (string, error) {
+					after, err := act(ctx, id)
+					if err != nil {
+						return "", err
+					}
+					return string(after.Status), nil
+				})
 			}
-			switch action {
-			case "retry":
-				err = ops.Retry(cmd.Context(), id, op)
-			case "cancel":
-				err = ops.CancelOverride(cmd.Context(), id, compensate, op)
-			case "complete":
-				err = ops.CompleteOverride(cmd.Context(), id, overrides, op)
-			case "skip":
-				err = ops.Skip(cmd.Context(), id, step, json.RawMessage(result), op)
-			case "suspend":
-				err = ops.Suspend(cmd.Context(), id, op)
-			case "resume":
-				err = ops.Resume(cmd.Context(), id, op)
+			if bulk.dryRun {
+				row, err := exec.ExecutionGet(cmd.Context(), id)
+				if err != nil {
+					return fmt.Errorf("execution %s: %w", id, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "would %s execution %s (now %s); nothing changed\n", action, id, row.Status)
+				return nil
 			}
-			if err != nil {
-				return fmt.Errorf("%s %s: %w", action, id, err)
-			}
-			after, err := client.Driver().Executor().ExecutionGet(cmd.Context(), id)
+			after, err := act(cmd.Context(), id)
 			if err != nil {
 				return err
+			}
+			if output.structured() {
+				return output.writeOne(cmd.OutOrStdout(), after)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "execution %s is now %s (by %s: %s)\n", id, after.Status, op.Actor, op.Reason)
 			return nil
@@ -310,5 +394,11 @@ func newExecutionActionCommand(cfg Config, action, short string) *cobra.Command 
 		cmd.Flags().StringVar(&result, "result", "", "the step's result as JSON")
 		_ = cmd.MarkFlagRequired("step")
 	}
+	bulk.register(cmd, "executions")
+	if tsqModel == "" {
+		cmd.Flags().StringVar(&model, "model", "", "without ID: only executions of this model (process, workflow, saga, tcc)")
+	}
+	cmd.Flags().StringSliceVar(&statuses, "status", nil, "without ID: only executions in these statuses (default "+strings.Join(defaultNames, ",")+")")
+	output.register(cmd)
 	return cmd
 }

@@ -53,7 +53,7 @@ func newSchedulesListCommand(cfg Config) *cobra.Command {
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if limit < 1 || limit > 1000 {
-				return fmt.Errorf("--limit must be between 1 and 1000")
+				return usageErrorf("--limit must be between 1 and 1000")
 			}
 			s, closeDB, err := openScheduler(cmd, &db, cfg)
 			if err != nil {

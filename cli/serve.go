@@ -14,18 +14,17 @@ import (
 type serviceFlags struct {
 	configPath string
 	url        string
-	logLevel   string
 }
 
 func (f *serviceFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.configPath, "config", "", "configuration file (required)")
 	cmd.Flags().StringVar(&f.url, "database", "", "database URL, overriding database.url")
-	cmd.Flags().StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	_ = cmd.MarkFlagRequired("config")
 }
 
-// load reads the configuration file, applies --database and builds the JSON logger on stderr.
-func (f *serviceFlags) load() (*config.File, *slog.Logger, error) {
+// load reads the configuration file, applies --database and builds the logger on stderr (info as
+// JSON unless --log-level or --log-format say otherwise).
+func (f *serviceFlags) load(cmd *cobra.Command) (*config.File, *slog.Logger, error) {
 	file, err := config.Load(f.configPath)
 	if err != nil {
 		return nil, nil, err
@@ -33,11 +32,11 @@ func (f *serviceFlags) load() (*config.File, *slog.Logger, error) {
 	if f.url != "" {
 		file.Database.URL = f.url
 	}
-	level := slog.LevelInfo
-	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
-		return nil, nil, fmt.Errorf("--log-level: %w", err)
+	logger, err := Logger(cmd, os.Stderr, LogOptions{Level: slog.LevelInfo, Format: LogFormatJSON})
+	if err != nil {
+		return nil, nil, err
 	}
-	return file, slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})), nil
+	return file, logger, nil
 }
 
 func newServeCommand(cfg Config) *cobra.Command {
@@ -55,7 +54,7 @@ func newServeCommand(cfg Config) *cobra.Command {
 			"from POST /api/events and from amqp.event-queues and kafka.event-topics. Run `migrate up` first.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			file, logger, err := flags.load()
+			file, logger, err := flags.load(cmd)
 			if err != nil {
 				return err
 			}

@@ -116,6 +116,8 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 		if err := MigrateUp(ctx, db, logger); err != nil {
 			return nil, err
 		}
+	} else if err := requireSchema(ctx, db.Driver); err != nil {
+		return nil, err
 	}
 	libConfig := &file.Config
 	libConfig.Logger = logger

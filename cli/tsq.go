@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/driver"
 )
 
 // newTSQCommand is `tsq`: the command troubleshooting queue, with `tsq processes` for executions.
@@ -32,7 +34,7 @@ func newTSQCommand(cfg Config) *cobra.Command {
 
 // openClient opens the database and a client that only sends and queries.
 func openClient(cmd *cobra.Command, db *DatabaseFlags) (*commandbus.Client, func(), error) {
-	database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 4)
+	database, err := openMigrated(cmd.Context(), db.URL, db.Schema, 4)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -49,15 +51,19 @@ func newTSQListCommand() *cobra.Command {
 	var filter commandbus.TSQFilter
 	var batch string
 	var output outputFlag
+	var list listFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List commands waiting in the troubleshooting queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := list.check(); err != nil {
+				return err
+			}
 			if batch != "" {
 				id, err := uuid.Parse(batch)
 				if err != nil {
-					return fmt.Errorf("--batch: %w", err)
+					return usageErrorf("--batch: %v", err)
 				}
 				filter.BatchID = id
 			}
@@ -66,7 +72,11 @@ func newTSQListCommand() *cobra.Command {
 				return err
 			}
 			defer closeDB()
-			rows, err := client.TSQ().List(cmd.Context(), filter)
+			rows, err := readPages(cmd, &list, func(r *commandbus.CommandRow) uuid.UUID { return r.ID },
+				func(before uuid.UUID, limit int) ([]*commandbus.CommandRow, error) {
+					return client.ListCommands(cmd.Context(), &commandbus.ListParams{Statuses: []driver.CommandStatus{driver.CommandStatusInTSQ},
+						Domain: filter.Domain, Type: filter.Type, TenantID: filter.TenantID, BatchID: filter.BatchID, BeforeID: before, Limit: limit})
+				})
 			if err != nil {
 				return err
 			}
@@ -85,7 +95,7 @@ func newTSQListCommand() *cobra.Command {
 	cmd.Flags().StringVar(&filter.Type, "type", "", "only this command type")
 	cmd.Flags().StringVar(&filter.TenantID, "tenant", "", "only this tenant")
 	cmd.Flags().StringVar(&batch, "batch", "", "only this batch id")
-	cmd.Flags().IntVar(&filter.Limit, "limit", 100, "most rows to show")
+	list.register(cmd, 100)
 	output.register(cmd)
 	return cmd
 }
@@ -100,7 +110,7 @@ func newTSQShowCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := uuid.Parse(args[0])
 			if err != nil {
-				return fmt.Errorf("command id: %w", err)
+				return usageErrorf("command id: %v", err)
 			}
 			client, closeDB, err := openClient(cmd, &db)
 			if err != nil {
@@ -157,17 +167,28 @@ func newTSQActionCommand(action, short string) *cobra.Command {
 	var db DatabaseFlags
 	var op commandbus.OperatorAction
 	var result string
+	var bulk bulkFlags
+	var output outputFlag
 	cmd := &cobra.Command{
-		Use:   action + " ID",
+		Use:   action + " [ID]",
 		Short: short,
-		Args:  cobra.ExactArgs(1),
+		Long: short + ".\n\nWith an ID, acts on that command. Without, acts on every command in the troubleshooting queue that\n" +
+			"matches the filters (--domain, --type, --tenant, --error-code, --batch, --older-than): --dry-run lists\n" +
+			"them, --yes acts, each audited separately with the one --reason.",
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := uuid.Parse(args[0])
-			if err != nil {
-				return fmt.Errorf("command id: %w", err)
+			if err := bulk.check(len(args) == 1); err != nil {
+				return err
 			}
 			if action == "complete" && result != "" && !json.Valid([]byte(result)) {
-				return fmt.Errorf("--result must be JSON, got %q", result)
+				return usageErrorf("--result must be JSON, got %q", result)
+			}
+			var id uuid.UUID
+			if len(args) == 1 {
+				var err error
+				if id, err = uuid.Parse(args[0]); err != nil {
+					return usageErrorf("command id: %v", err)
+				}
 			}
 			client, closeDB, err := openClient(cmd, &db)
 			if err != nil {
@@ -175,17 +196,43 @@ func newTSQActionCommand(action, short string) *cobra.Command {
 			}
 			defer closeDB()
 			tsq := client.TSQ()
-			var row *commandbus.CommandRow
-			switch action {
-			case "retry":
-				row, err = tsq.Retry(cmd.Context(), id, op)
-			case "cancel":
-				row, err = tsq.Cancel(cmd.Context(), id, op)
-			case "complete":
-				row, err = tsq.Complete(cmd.Context(), id, json.RawMessage(result), op)
+			act := func(ctx context.Context, id uuid.UUID) (*commandbus.CommandRow, error) {
+				switch action {
+				case "retry":
+					return tsq.Retry(ctx, id, op)
+				case "cancel":
+					return tsq.Cancel(ctx, id, op)
+				default:
+					return tsq.Complete(ctx, id, json.RawMessage(result), op)
+				}
 			}
+			if len(args) == 0 {
+				items, err := selectCommands(cmd.Context(), client.Driver().Executor(), &bulk, time.Now())
+				if err != nil {
+					return err
+				}
+				return runBulk(cmd, &output, action, bulk.dryRun, items, func(ctx context.Context, id uuid.UUID) (string, error) {
+					row, err := act(ctx, id)
+					if err != nil {
+						return "", err
+					}
+					return string(row.Status), nil
+				})
+			}
+			if bulk.dryRun {
+				row, err := client.GetCommand(cmd.Context(), id)
+				if err != nil {
+					return fmt.Errorf("command %s: %w", id, err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "would %s command %s (now %s); nothing changed\n", action, id, row.Status)
+				return nil
+			}
+			row, err := act(cmd.Context(), id)
 			if err != nil {
 				return fmt.Errorf("%s %s: %w", action, id, err)
+			}
+			if output.structured() {
+				return output.writeOne(cmd.OutOrStdout(), row)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "command %s is now %s (by %s: %s)\n", row.ID, row.Status, op.Actor, op.Reason)
 			return nil
@@ -198,5 +245,7 @@ func newTSQActionCommand(action, short string) *cobra.Command {
 	if action == "complete" {
 		cmd.Flags().StringVar(&result, "result", "", "the result to record and reply with, as JSON")
 	}
+	bulk.register(cmd, "commands")
+	output.register(cmd)
 	return cmd
 }

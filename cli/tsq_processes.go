@@ -33,7 +33,7 @@ func newTSQProcessesCommand(cfg Config) *cobra.Command {
 // openProcesses opens the database with every model of this binary registered on one runtime
 // (through cfg.Register), so executions of their types can be acted on. It starts no workers.
 func openProcesses(cmd *cobra.Command, db *DatabaseFlags, cfg Config) (*commandbus.Client, *orchestration.Runtime, func(), error) {
-	database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 4)
+	database, err := openMigrated(cmd.Context(), db.URL, db.Schema, 4)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -53,18 +53,24 @@ func newTSQProcessesListCommand() *cobra.Command {
 	var db DatabaseFlags
 	var output outputFlag
 	var typ string
+	var list listFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List executions waiting in the troubleshooting queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 2)
+			if err := list.check(); err != nil {
+				return err
+			}
+			database, err := openMigrated(cmd.Context(), db.URL, db.Schema, 2)
 			if err != nil {
 				return err
 			}
 			defer database.Close()
-			rows, err := database.Executor().ExecutionList(cmd.Context(), &driver.ExecutionListParams{
-				Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Model: process.Model, Type: typ, Limit: 200})
+			rows, err := readPages(cmd, &list, rowID, func(before uuid.UUID, limit int) ([]*driver.ExecutionRow, error) {
+				return database.Executor().ExecutionList(cmd.Context(), &driver.ExecutionListParams{
+					Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ}, Model: process.Model, Type: typ, BeforeID: before, Limit: limit})
+			})
 			if err != nil {
 				return err
 			}
@@ -76,6 +82,7 @@ func newTSQProcessesListCommand() *cobra.Command {
 	}
 	db.Register(cmd, "")
 	cmd.Flags().StringVar(&typ, "type", "", "only this process type")
+	list.register(cmd, 200)
 	output.register(cmd)
 	return cmd
 }
@@ -90,9 +97,9 @@ func newTSQProcessesShowCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := uuid.Parse(args[0])
 			if err != nil {
-				return fmt.Errorf("execution id: %w", err)
+				return usageErrorf("execution id: %v", err)
 			}
-			database, err := OpenDatabase(cmd.Context(), db.URL, db.Schema, 2)
+			database, err := openMigrated(cmd.Context(), db.URL, db.Schema, 2)
 			if err != nil {
 				return err
 			}
@@ -149,5 +156,8 @@ func printExecution(out io.Writer, x *driver.ExecutionRow, log []*driver.Executi
 // newTSQProcessesActionCommand is `tsq processes retry|cancel|complete`: the same as the
 // executions action of that name.
 func newTSQProcessesActionCommand(cfg Config, action, short string) *cobra.Command {
-	return newExecutionActionCommand(cfg, action, short)
+	return newExecutionActionCommand(cfg, action, short, process.Model)
 }
+
+// rowID is the paging key of an execution row.
+func rowID(x *driver.ExecutionRow) uuid.UUID { return x.ID }

@@ -16,7 +16,7 @@ func newWorkerCommand(cfg Config) *cobra.Command {
 			"down gracefully.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			file, logger, err := flags.load()
+			file, logger, err := flags.load(cmd)
 			if err != nil {
 				return err
 			}

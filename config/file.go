@@ -48,7 +48,8 @@ type File struct {
 
 // DatabaseConfig says where state lives.
 type DatabaseConfig struct {
-	// URL is a postgres:// URL, or sqlite://PATH (or a bare file path) for the embedded store.
+	// URL is a postgres:// URL or a libpq key/value DSN (empty: the PG* environment variables), or
+	// sqlite://PATH (or a bare path ending .db) for the embedded store.
 	URL string `yaml:"url"`
 	// Schema holds commandbus objects on PostgreSQL. Default: commandbus.
 	Schema string `yaml:"schema"`

@@ -126,6 +126,13 @@ type MigrationExecutor interface {
 	MigrationLock(ctx context.Context) error
 }
 
+// MigrationScripter is implemented by drivers whose migrations can be printed as a standalone
+// script for a DBA's pipeline (PostgreSQL): MigrationRecordSQL returns the statements that record
+// (up) or forget (down) one version in the version table, creating it when needed.
+type MigrationScripter interface {
+	MigrationRecordSQL(line string, version int, name string, up bool) string
+}
+
 // CoreLine is the migration line of commandbus's own tables. Other lines (an application's
 // tables, registered with the migrate package) are recorded in the same version table under
 // their own names and version numbers.

@@ -139,7 +139,10 @@ type OutboxListParams struct {
 	Statuses  []OutboxStatus
 	Transport string
 	Topic     string
-	Limit     int
+	// BeforeID pages backwards: messages are listed newest (highest id) first, and the next page
+	// starts below the last id seen. Zero: the first page.
+	BeforeID int64
+	Limit    int
 }
 
 // OutboxBacklog counts the unpublished messages of one transport and category.

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -368,4 +369,63 @@ func (m *Migrator) step(ctx context.Context, line string, mig driver.Migration, 
 	applied := &Applied{Line: line, Version: mig.Version, Name: mig.Name, Duration: time.Since(start)}
 	m.logger.Info("migration applied", "direction", direction, "line", line, "version", mig.Version, "name", mig.Name, "duration", applied.Duration)
 	return applied, nil
+}
+
+// ErrNoScript is returned by Script for a driver that cannot print its migrations as a script
+// (SQLite: apply them with Up).
+var ErrNoScript = errors.New("this driver's migrations cannot be printed as a script; apply them with `migrate up`")
+
+// Script returns the SQL that takes line (CoreLine when empty) from version from to version to,
+// for a DBA to review and apply: each migration in its own transaction, with the schema filled in
+// and the version table kept as Up and Down keep it. from < to applies from+1..to; from > to
+// reverts from..to+1, newest first; a negative to is the newest version this binary knows. It
+// reads nothing from the database.
+func (m *Migrator) Script(line string, from, to int) (string, error) {
+	if line == "" {
+		line = driver.CoreLine
+	}
+	scripter, ok := m.drv.(driver.MigrationScripter)
+	if !ok {
+		return "", ErrNoScript
+	}
+	lines, err := migrationsOf(m.drv, []string{line})
+	if err != nil {
+		return "", err
+	}
+	migrations := lines[0].migrations
+	latest := 0
+	if len(migrations) > 0 {
+		latest = migrations[len(migrations)-1].Version
+	}
+	if to < 0 {
+		to = latest
+	}
+	if from < 0 || from > latest || to > latest {
+		return "", fmt.Errorf("versions of line %s run from 0 to %d; got --from %d --to %d", line, latest, from, to)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "-- commandbus migrations of line %s, version %d to %d, for %s\n", line, from, to, m.drv.Name())
+	write := func(mig driver.Migration, up bool) {
+		direction, body := "up", mig.Up
+		if !up {
+			direction, body = "down", mig.Down
+		}
+		// The version is recorded first: it creates the schema the migration's statements need.
+		fmt.Fprintf(&b, "\n-- %03d_%s %s\nBEGIN;\n%s\n", mig.Version, mig.Name, direction, scripter.MigrationRecordSQL(line, mig.Version, mig.Name, up))
+		fmt.Fprintf(&b, "%s\nCOMMIT;\n", strings.TrimRight(strings.TrimSpace(body), ";")+";")
+	}
+	if from <= to {
+		for _, mig := range migrations {
+			if mig.Version > from && mig.Version <= to {
+				write(mig, true)
+			}
+		}
+	} else {
+		for i := len(migrations) - 1; i >= 0; i-- {
+			if mig := migrations[i]; mig.Version <= from && mig.Version > to {
+				write(mig, false)
+			}
+		}
+	}
+	return b.String(), nil
 }

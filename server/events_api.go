@@ -89,7 +89,7 @@ func eventSchemas() object {
 }
 
 func eventOperations() []Operation {
-	return []Operation{{ID: "receiveEvent", Method: "post", Path: "/api/events", Summary: "Receive an inbound event: start the definitions its type triggers, once per event", Tag: "events",
+	return []Operation{{ID: "receiveEvent", Method: "post", Path: "/api/events", Summary: "Receive an inbound event: start the definitions its type triggers, once per event", Tag: "events", BodyTypes: []string{"application/cloudevents+json"},
 		Description: "Definitions name the event types that start them (a workflow's TriggeredBy, Runtime.Trigger). The event is deduplicated by (source, id) and each execution's id derives from the event, so sending it again starts nothing new. A malformed event gets 400 naming each bad field and starts nothing; an event type no definition is triggered by is acknowledged (202, outcome unknown) and counted in commandbus_inbound_events_total.",
 		Operator:    true, Body: "InboundEvent",
 		Example: object{"specversion": "1.0", "id": "evt-2026-0001", "type": "LoanApplied", "source": "loan-portal",

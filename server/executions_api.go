@@ -55,16 +55,14 @@ type (
 	timerCancelRequest struct {
 		Reason string `json:"reason"`
 	}
-	// executionPage is a page of executions, newest first; next is the before parameter of the
-	// next page, absent on the last.
-	executionPage struct {
-		Items []*driver.ExecutionRow `json:"items"`
-		Next  *uuid.UUID             `json:"next,omitempty"`
-	}
-	// tsqPage is the executions waiting for an operator, with their count.
+	// executionPage is a page of executions, newest first.
+	executionPage = page[*driver.ExecutionRow]
+	// tsqPage is a page of the executions waiting for an operator, with their count.
 	tsqPage struct {
-		Items []*driver.ExecutionRow `json:"items"`
-		Count int64                  `json:"count"`
+		Items   []*driver.ExecutionRow `json:"items"`
+		Next    string                 `json:"next,omitempty"`
+		HasMore bool                   `json:"hasMore"`
+		Count   int64                  `json:"count"`
 	}
 )
 
@@ -199,11 +197,22 @@ func withoutAttributes(r *http.Request) (*http.Request, map[string]string, error
 
 func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) {
 	plain, attrs, attrErr := withoutAttributes(r)
-	q := parseQuery(plain, "model", "type", "status", "domain", "tenant", "businessKey", "parent", "before", "limit")
+	q := parseQuery(plain, "model", "type", "status", "domain", "tenant", "businessKey", "parent", "cursor", "before", "limit")
 	params := &driver.ExecutionListParams{
 		Model: q.text("model"), Type: q.text("type"), Domain: q.text("domain"), TenantID: q.text("tenant"),
-		BusinessKey: q.text("businessKey"), ParentID: q.uuid("parent"), BeforeID: q.uuid("before"),
+		BusinessKey: q.text("businessKey"), ParentID: q.uuid("parent"), BeforeID: q.cursor(),
 		Limit: q.limit(defaultListLimit, maxListLimit),
+	}
+	if before := q.first("before"); before != "" {
+		// The older spelling: an execution id, or a cursor.
+		if key, err := decodeCursor(before); err == nil {
+			params.BeforeID, err = uuid.Parse(key)
+			if err != nil {
+				q.badCursor(before)
+			}
+		} else {
+			params.BeforeID = q.uuid("before")
+		}
 	}
 	if len(attrs) > 0 {
 		params.Attributes = attrs
@@ -229,16 +238,7 @@ func (s *Server) listExecutions(w http.ResponseWriter, r *http.Request) {
 		s.writeError(w, r, err)
 		return
 	}
-	page := executionPage{Items: rows}
-	if len(rows) > limit {
-		page.Items = rows[:limit]
-		next := rows[limit-1].ID
-		page.Next = &next
-	}
-	if page.Items == nil {
-		page.Items = []*driver.ExecutionRow{}
-	}
-	httpx.WriteJSON(w, http.StatusOK, page)
+	httpx.WriteJSON(w, http.StatusOK, pageOf(rows, limit, executionID))
 }
 
 func (s *Server) getExecution(w http.ResponseWriter, r *http.Request) {
@@ -387,30 +387,32 @@ func (s *Server) cancelExecutionTimer(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listExecutionTSQ(w http.ResponseWriter, r *http.Request) {
-	q := parseQuery(r, "model", "type", "domain", "limit")
+	q := parseQuery(r, "model", "type", "domain", "cursor", "limit")
 	params := &driver.ExecutionListParams{
 		Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ},
 		Model:    q.text("model"), Type: q.text("type"), Domain: q.text("domain"), Limit: q.limit(defaultListLimit, maxListLimit),
+		BeforeID: q.cursor(),
 	}
 	if err := q.err(); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
 	exec := s.cfg.Client.Driver().Executor()
+	limit := params.Limit
+	params.Limit++ // one more tells whether there is a next page
 	rows, err := exec.ExecutionList(r.Context(), params)
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	params.Limit = limit
 	counts, err := exec.ExecutionCountByStatus(r.Context())
 	if err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	page := tsqPage{Items: rows}
-	if page.Items == nil {
-		page.Items = []*driver.ExecutionRow{}
-	}
+	cut := pageOf(rows, limit, executionID)
+	page := tsqPage{Items: cut.Items, Next: cut.Next, HasMore: cut.HasMore}
 	// The counts are by type: a model or domain filter counts the types registered under it.
 	matches := func(typ string) bool {
 		if params.Type != "" && typ != params.Type {
@@ -458,11 +460,12 @@ func executionOperations() []Operation {
 				"attributes": object{"channel": "branch"}},
 			Responses: object{"201": jsonResponse("The execution was created (or existed, for a given id).", ref("Started")), "404": problem("No such definition.")}},
 		{ID: "listExecutions", Method: "get", Path: "/api/executions", Summary: "Executions of every model, newest first, paged", Tag: "executions",
-			Description: "Filter by model, type, status (comma-separated), domain, tenant, business key, parent, and search attributes as attr.KEY=VALUE (all must match). next is the before of the next page.",
+			Description: "Filter by model, type, status (comma-separated), domain, tenant, business key, parent, and search attributes as attr.KEY=VALUE (all must match). Paged: pass next as cursor for the following page; hasMore says whether there is one.",
 			Params: []object{textParam("model", "only this model"), queryParam("type", "only this type", object{"type": "string", "maxLength": 200}, nil),
 				queryParam("status", "only these statuses, comma-separated", object{"type": "string", "maxLength": 200}, "COMPLETED,WAITING_FOR_TSQ"),
 				textParam("domain", "only this domain"), textParam("tenant", "only this tenant"), textParam("businessKey", "only this business key"),
-				uuidParam("parent", "only the children of this execution"), uuidParam("before", "the page after this id"), limitParam(defaultListLimit, maxListLimit)},
+				uuidParam("parent", "only the children of this execution"), cursorParam(), limitParam(defaultListLimit, maxListLimit),
+				deprecated(uuidParam("before", "the older spelling of cursor: the page after this execution id (or a cursor)"))},
 			Responses: object{"200": jsonResponse("A page of executions, without their logs.", ref("ExecutionPage"))}},
 		{ID: "getExecution", Method: "get", Path: "/api/executions/{id}", Summary: "An execution of any model with its state and log", Tag: "executions",
 			Params: []object{id}, Responses: object{"200": jsonResponse("The execution.", ref("Execution")), "404": notFound}},
@@ -498,8 +501,8 @@ func executionOperations() []Operation {
 			Body: "TimerCancel", Example: object{"reason": "The customer asked to skip the cooling-off period."},
 			Responses: object{"204": object{"description": "The timer is cancelled."}, "404": problem("No such execution or timer."), "409": conflict}},
 		Operation{ID: "listExecutionTSQ", Method: "get", Path: "/api/tsq/executions", Summary: "Executions of every model in the troubleshooting queue, with their count", Tag: "tsq",
-			Params:    []object{textParam("model", "only this model"), textParam("type", "only this type"), textParam("domain", "only this domain"), limitParam(defaultListLimit, maxListLimit)},
-			Responses: object{"200": jsonResponse("Executions waiting for an operator, and how many there are.", ref("ExecutionTSQ"))}},
+			Params:    []object{textParam("model", "only this model"), textParam("type", "only this type"), textParam("domain", "only this domain"), cursorParam(), limitParam(defaultListLimit, maxListLimit)},
+			Responses: object{"200": jsonResponse("A page of executions waiting for an operator, and how many there are.", ref("ExecutionTSQ"))}},
 	)
 }
 
@@ -517,4 +520,13 @@ func executionSchemas() object {
 		"Timer":            schemaOf[driver.ExecutionTimerRow](),
 		"TimerCancel":      annotate(requestSchemaOf[timerCancelRequest](), map[string]object{"reason": reasonAnnotation}),
 	}
+}
+
+// executionID is the cursor key of an execution row.
+func executionID(x *driver.ExecutionRow) string { return uuidKey(x.ID) }
+
+// deprecated marks an OpenAPI parameter deprecated.
+func deprecated(param object) object {
+	param["deprecated"] = true
+	return param
 }

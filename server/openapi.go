@@ -37,6 +37,9 @@ type Operation struct {
 	Params []map[string]any
 	// Body names the request body's schema in the document's components, if the route takes one.
 	Body string
+	// BodyTypes are media types the body may come in besides application/json (the same schema),
+	// such as application/cloudevents+json. Default: none.
+	BodyTypes []string
 	// Example is the request body example; the document test sends it.
 	Example any
 	// Responses maps a status ("200") to an OpenAPI response object (see JSONResponse, ProblemResponse).
@@ -134,7 +137,11 @@ func openAPIDocument(extra []Operation, extraSchemas map[string]any) object {
 			if o.Example != nil {
 				media["example"] = o.Example
 			}
-			operation["requestBody"] = object{"required": false, "content": object{"application/json": media}}
+			content := object{"application/json": media}
+			for _, typ := range o.BodyTypes {
+				content[typ] = object{"schema": ref(o.Body)}
+			}
+			operation["requestBody"] = object{"required": false, "content": content}
 			responses["413"] = problem("The body is larger than 64 KiB.")
 			responses["415"] = problem("The body is not JSON.")
 		}
@@ -226,8 +233,8 @@ func builtinOperations() []Operation {
 			Responses: object{"200": jsonResponse("The execution.", ref("Execution")), "404": problem("No such execution.")}},
 		{ID: "listCommandTSQ", Method: "get", Path: "/api/tsq/commands", Summary: "Commands in the troubleshooting queue, newest first", Tag: "tsq",
 			Params: []object{textParam("domain", "only this domain"), textParam("type", "only this command type"), textParam("tenant", "only this tenant"),
-				uuidParam("batch", "only this batch"), limitParam(defaultListLimit, maxListLimit)},
-			Responses: object{"200": jsonResponse("Commands waiting for an operator.", itemsOf(ref("Command")))}},
+				uuidParam("batch", "only this batch"), cursorParam(), limitParam(defaultListLimit, maxListLimit)},
+			Responses: object{"200": jsonResponse("A page of commands waiting for an operator.", pageSchema(ref("Command")))}},
 	}
 	commandBodies := map[string]struct {
 		schema  string
@@ -246,8 +253,8 @@ func builtinOperations() []Operation {
 				"409": problem("The command is not in the troubleshooting queue.")}})
 	}
 	ops = append(ops, Operation{ID: "listProcessTSQ", Method: "get", Path: "/api/tsq/processes", Summary: "Executions in the troubleshooting queue, newest first", Tag: "tsq",
-		Params:    []object{textParam("domain", "only this domain"), textParam("type", "only this process type"), limitParam(defaultListLimit, maxListLimit)},
-		Responses: object{"200": jsonResponse("Executions waiting for an operator, without their logs.", itemsOf(ref("ExecutionSummary")))}})
+		Params:    []object{textParam("domain", "only this domain"), textParam("type", "only this process type"), cursorParam(), limitParam(defaultListLimit, maxListLimit)},
+		Responses: object{"200": jsonResponse("A page of executions waiting for an operator, without their logs.", pageSchema(ref("ExecutionSummary")))}})
 	processBodies := map[string]struct {
 		schema, summary, description string
 		example                      object

@@ -45,9 +45,10 @@ type outboxResendRequest struct {
 var outboxStatuses = []string{string(driver.OutboxStatusNew), string(driver.OutboxStatusPublished), string(driver.OutboxStatusFailed)}
 
 func (s *Server) listOutbox(w http.ResponseWriter, r *http.Request) {
-	q := parseQuery(r, "status", "transport", "topic", "limit")
+	q := parseQuery(r, "status", "transport", "topic", "cursor", "limit")
 	status := q.oneOf("status", outboxStatuses)
-	params := &driver.OutboxListParams{Transport: q.text("transport"), Topic: q.text("topic"), Limit: q.limit(defaultListLimit, maxListLimit)}
+	params := &driver.OutboxListParams{Transport: q.text("transport"), Topic: q.text("topic"), BeforeID: q.cursorInt(),
+		Limit: q.limit(defaultListLimit, maxListLimit)}
 	if err := q.err(); err != nil {
 		s.writeError(w, r, err)
 		return
@@ -56,12 +57,18 @@ func (s *Server) listOutbox(w http.ResponseWriter, r *http.Request) {
 		status = string(driver.OutboxStatusFailed)
 	}
 	params.Statuses = []driver.OutboxStatus{driver.OutboxStatus(status)}
+	limit := params.Limit
+	params.Limit++ // one more tells whether there is a next page
 	rows, err := s.cfg.Client.OutboxMessages(r.Context(), params)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
 	items := make([]*outboxMessage, len(rows))
 	for i, row := range rows {
 		items[i] = outboxMessageOf(row)
 	}
-	s.reply(w, r, http.StatusOK, httpx.Items(items), err)
+	httpx.WriteJSON(w, http.StatusOK, pageOf(items, limit, func(m *outboxMessage) string { return strconv.FormatInt(m.ID, 10) }))
 }
 
 func (s *Server) resendOutbox(w http.ResponseWriter, r *http.Request) {
@@ -89,8 +96,8 @@ func outboxOperations() []Operation {
 		{ID: "listOutbox", Method: "get", Path: "/api/outbox", Summary: "Outbox messages, newest first (undelivered ones by default)", Tag: "outbox",
 			Description: "Messages the relays publish: brokered commands and replies, lifecycle events, webhooks. FAILED messages were given up on (a webhook's dead letter after its last attempt, a message the broker refused) and wait for an operator to resend them.",
 			Params: []object{enumParam("status", "only this status; default FAILED", outboxStatuses, "FAILED"), textParam("transport", "only this transport (kafka, amqp, amqp10, webhook, inprocess)"),
-				textParam("topic", "only this topic, queue or webhook endpoint"), limitParam(defaultListLimit, maxListLimit)},
-			Responses: object{"200": jsonResponse("The messages.", itemsOf(ref("OutboxMessage")))}},
+				textParam("topic", "only this topic, queue or webhook endpoint"), cursorParam(), limitParam(defaultListLimit, maxListLimit)},
+			Responses: object{"200": jsonResponse("A page of messages.", pageSchema(ref("OutboxMessage")))}},
 		{ID: "resendOutbox", Method: "post", Path: "/api/outbox/{id}/resend", Summary: "Resend an undelivered (FAILED) outbox message (audited in the log)", Tag: "outbox", Operator: true,
 			Description: "The message is due at once with a fresh attempt budget; the relay publishes it again.",
 			Params:      []object{{"name": "id", "in": "path", "required": true, "description": "outbox message id", "schema": object{"type": "integer", "minimum": 1}}},

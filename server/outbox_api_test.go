@@ -70,6 +70,28 @@ func TestOutboxAPI(t *testing.T) {
 		require.Equal(t, "FAILED", list.Items[0].Status)
 		require.Contains(t, list.Items[0].LastError, "answered 500")
 
+		// Paged: one a page, the cursor leads to the older one, and the last page says so.
+		var page struct {
+			Items []struct {
+				ID int64 `json:"id"`
+			} `json:"items"`
+			Next    string `json:"next"`
+			HasMore bool   `json:"hasMore"`
+		}
+		x = send(t, http.MethodGet, f.HTTP.URL+"/api/outbox?transport=webhook-test&limit=1", nil, bearer(viewerToken))
+		require.NoError(t, json.Unmarshal(x.respBody, &page))
+		require.True(t, page.HasMore)
+		require.Equal(t, ids[1], page.Items[0].ID)
+		x = send(t, http.MethodGet, f.HTTP.URL+"/api/outbox?transport=webhook-test&limit=1&cursor="+page.Next, nil, bearer(viewerToken))
+		page.Next = ""
+		require.NoError(t, json.Unmarshal(x.respBody, &page))
+		require.False(t, page.HasMore)
+		require.Empty(t, page.Next)
+		require.Equal(t, ids[0], page.Items[0].ID)
+		x = send(t, http.MethodGet, f.HTTP.URL+"/api/outbox?cursor=djE6YWJj", nil, bearer(viewerToken))
+		require.Equal(t, http.StatusBadRequest, x.resp.StatusCode)
+		require.Equal(t, "cursor", problemOf(t, x).Errors[0].Field)
+
 		resend := func(id string, token, body string) *exchange {
 			return send(t, http.MethodPost, f.HTTP.URL+"/api/outbox/"+id+"/resend", []byte(body), bearer(token))
 		}

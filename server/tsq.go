@@ -95,15 +95,22 @@ func queryInt(r *http.Request, name string, def int) int {
 }
 
 func (s *Server) listCommandTSQ(w http.ResponseWriter, r *http.Request) {
-	q := parseQuery(r, "domain", "type", "tenant", "batch", "limit")
-	filter := commandbus.TSQFilter{Domain: q.text("domain"), Type: q.text("type"), TenantID: q.text("tenant"),
-		BatchID: q.uuid("batch"), Limit: q.limit(defaultListLimit, maxListLimit)}
+	q := parseQuery(r, "domain", "type", "tenant", "batch", "cursor", "limit")
+	params := &driver.CommandListParams{Statuses: []driver.CommandStatus{driver.CommandStatusInTSQ},
+		Domain: q.text("domain"), Type: q.text("type"), TenantID: q.text("tenant"),
+		BatchID: q.uuid("batch"), BeforeID: q.cursor(), Limit: q.limit(defaultListLimit, maxListLimit)}
 	if err := q.err(); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
-	rows, err := s.cfg.Client.TSQ().List(r.Context(), filter)
-	s.reply(w, r, http.StatusOK, httpx.Items(rows), err)
+	limit := params.Limit
+	params.Limit++ // one more tells whether there is a next page
+	rows, err := s.cfg.Client.ListCommands(r.Context(), params)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, pageOf(rows, limit, func(c *commandbus.CommandRow) string { return uuidKey(c.ID) }))
 }
 
 // unknownAction answers an action a queue does not have.
@@ -153,17 +160,23 @@ func (s *Server) actOnCommand(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listProcessTSQ(w http.ResponseWriter, r *http.Request) {
-	q := parseQuery(r, "domain", "type", "limit")
+	q := parseQuery(r, "domain", "type", "cursor", "limit")
 	params := &driver.ExecutionListParams{
 		Statuses: []driver.ExecutionStatus{driver.ExecutionWaitingForTSQ},
-		Domain:   q.text("domain"), Type: q.text("type"), Limit: q.limit(defaultListLimit, maxListLimit),
+		Domain:   q.text("domain"), Type: q.text("type"), BeforeID: q.cursor(), Limit: q.limit(defaultListLimit, maxListLimit),
 	}
 	if err := q.err(); err != nil {
 		s.writeError(w, r, err)
 		return
 	}
+	limit := params.Limit
+	params.Limit++ // one more tells whether there is a next page
 	rows, err := s.cfg.Client.Driver().Executor().ExecutionList(r.Context(), params)
-	s.reply(w, r, http.StatusOK, httpx.Items(rows), err)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	httpx.WriteJSON(w, http.StatusOK, pageOf(rows, limit, executionID))
 }
 
 // operationsFor returns the runtime's operations on an execution's (model, type), or nil.

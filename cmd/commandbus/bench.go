@@ -107,7 +107,10 @@ func newBenchBusCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			logger, err := cli.Logger(cmd, cmd.ErrOrStderr(), cli.LogOptions{Level: slog.LevelWarn})
+			if err != nil {
+				return err
+			}
 			db, err := benchDatabase(ctx, url, keep, 16, logger)
 			if err != nil {
 				return err
@@ -235,7 +238,10 @@ func benchSubcommand[R any](cmd *cobra.Command, poolSize int32, run benchRun[R],
 	cmd.Args = cobra.NoArgs
 	cmd.RunE = func(cmd *cobra.Command, args []string) error {
 		ctx := cmd.Context()
-		logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+		logger, err := cli.Logger(cmd, cmd.ErrOrStderr(), cli.LogOptions{Level: slog.LevelWarn})
+		if err != nil {
+			return err
+		}
 		db, err := benchDatabase(ctx, url, keep, poolSize, logger)
 		if err != nil {
 			return err

@@ -25,6 +25,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/cli"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 )
@@ -76,11 +77,19 @@ func newBenchKillCommand() *cobra.Command {
 			if !isPostgresURL(url) {
 				return errors.New("--database must be a postgres:// URL: the processes share one database")
 			}
+			typ, err := processType(process)
+			if err != nil {
+				return err
+			}
+			process = typ
 			if workers < 1 || n < 1 || killEvery <= 0 {
 				return errors.New("--workers, --payments and --kill-every must be positive")
 			}
 			ctx := cmd.Context()
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+			logger, err := cli.Logger(cmd, cmd.ErrOrStderr(), cli.LogOptions{Level: slog.LevelError})
+			if err != nil {
+				return err
+			}
 			progress := cmd.ErrOrStderr()
 			if asJSON {
 				progress = io.Discard
@@ -112,7 +121,7 @@ func newBenchKillCommand() *cobra.Command {
 	cmd.Flags().IntVar(&workers, "workers", 2, "`worker` processes beside `serve`")
 	cmd.Flags().DurationVar(&killEvery, "kill-every", 5*time.Second, "how often a random worker is killed with SIGKILL (and started again)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 15*time.Minute, "give up when the batch has not settled by then")
-	cmd.Flags().StringVar(&process, "process", payments.TypePaymentStep, "PaymentStep or PaymentManager")
+	cmd.Flags().StringVar(&process, "process", payments.TypePaymentStep, processTypeHelp)
 	cmd.Flags().StringVar(&preset, "behavior", "happy", "the simulators' behaviour: a preset (happy, realistic, chaos) or a JSON/YAML file of per-step behaviour")
 	cmd.Flags().Uint64Var(&seed, "seed", 1, "seeds the choice of the worker to kill")
 	return cmd

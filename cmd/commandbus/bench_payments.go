@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandbus/commandbus/cli"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/bench"
 )
@@ -34,11 +35,16 @@ func newBenchPaymentsCommand() *cobra.Command {
 			"relay and the AMQP consumer, and the backlog samples add the broker's queue depth.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !payments.IsPaymentProcess(cfg.ProcessType) {
-				return fmt.Errorf("--process must be %s, %s or %s", payments.TypePaymentManager, payments.TypePaymentStep, payments.TypePaymentSaga)
+			typ, err := processType(cfg.ProcessType)
+			if err != nil {
+				return err
 			}
+			cfg.ProcessType = typ
 			ctx := cmd.Context()
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelError}))
+			logger, err := cli.Logger(cmd, cmd.ErrOrStderr(), cli.LogOptions{Level: slog.LevelError})
+			if err != nil {
+				return err
+			}
 			db, err := benchDatabase(ctx, url, keep, pool, logger)
 			if err != nil {
 				return err
@@ -77,7 +83,7 @@ func newBenchPaymentsCommand() *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	cmd.Flags().Int32Var(&pool, "pool", 48, "PostgreSQL connections, shared by the instances")
 	cmd.Flags().IntVar(&cfg.Payments, "payments", 5000, "payments in batch mode")
-	cmd.Flags().StringVar(&cfg.ProcessType, "process", payments.TypePaymentManager, "PaymentManager, PaymentStep or PaymentSaga")
+	cmd.Flags().StringVar(&cfg.ProcessType, "process", payments.TypePaymentManager, processTypeHelp)
 	cmd.Flags().Float64Var(&cfg.Rate, "rate", 0, "submit this many payments per second through the API instead of one batch")
 	cmd.Flags().DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to submit in rate mode")
 	cmd.Flags().IntVar(&cfg.Instances, "instances", 1, "clients in this process, as replicas of a cluster")

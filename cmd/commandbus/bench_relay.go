@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandbus/commandbus/cli"
 	"github.com/commandbus/commandbus/internal/relaybench"
 )
 
@@ -31,7 +32,10 @@ func newBenchRelayCommand() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+			logger, err := cli.Logger(cmd, cmd.ErrOrStderr(), cli.LogOptions{Level: slog.LevelWarn})
+			if err != nil {
+				return err
+			}
 			db, err := benchDatabase(ctx, url, keep, 16, logger)
 			if err != nil {
 				return err

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/cli"
 	"github.com/commandbus/commandbus/config"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/onboarding"
@@ -37,6 +38,8 @@ type demoFlags struct {
 	serve    string
 	resume   bool
 	verbose  bool
+	// logger, when set, replaces the demo's own (quiet unless --verbose) logger: --log-level given.
+	logger *slog.Logger
 }
 
 func newDemoCommand() *cobra.Command {
@@ -53,18 +56,29 @@ func newDemoCommand() *cobra.Command {
 			"definitive outcome, and none is submitted twice.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if cli.LogLevelGiven(cmd) || f.verbose {
+				level := slog.LevelWarn // --verbose
+				logger, err := cli.Logger(cmd, cmd.ErrOrStderr(), cli.LogOptions{Level: level})
+				if err != nil {
+					return err
+				}
+				f.logger = logger
+			} else if _, err := cli.Logger(cmd, io.Discard, cli.LogOptions{}); err != nil {
+				return err // a bad --log-format
+			}
 			return runDemo(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), f)
 		},
 	}
 	cmd.Flags().StringVar(&f.url, "database", "", "database URL; default: sqlite://"+demoDatabaseFile+" (fresh unless --resume)")
 	cmd.Flags().IntVar(&f.payments, "payments", 200, "payments in the batch")
-	cmd.Flags().StringVar(&f.process, "process", "step", "step (the step process: risk, approval, FX, submission, confirmations) or manager (the process manager: balance, limit, FX, submission) or saga (the same steps on the saga engine)")
+	cmd.Flags().StringVar(&f.process, "process", payments.TypePaymentStep, processTypeHelp)
 	cmd.Flags().StringVar(&f.behavior, "behavior", payments.PresetRealistic, "a preset (happy, realistic, chaos) or a JSON/YAML file of per-step behaviour")
 	cmd.Flags().Uint64Var(&f.seed, "seed", 1, "seed of the simulators and the batch generator, for reproducible runs")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print one JSON summary object")
 	cmd.Flags().StringVar(&f.serve, "serve", "", "serve the REST API and console on ADDR (e.g. 127.0.0.1:8080) while running and afterwards, until interrupted")
 	cmd.Flags().BoolVar(&f.resume, "resume", false, "continue the demo database of an interrupted run instead of starting a new batch")
 	cmd.Flags().BoolVar(&f.verbose, "verbose", false, "log warnings and errors to stderr")
+	_ = cmd.Flags().MarkDeprecated("verbose", "use --log-level warn")
 	return cmd
 }
 
@@ -100,8 +114,15 @@ func processType(name string) (string, error) {
 	case "saga", strings.ToLower(payments.TypePaymentSaga):
 		return payments.TypePaymentSaga, nil
 	}
-	return "", fmt.Errorf("--process must be step, manager or saga, got %q", name)
+	return "", fmt.Errorf("--process must be %s, %s or %s (as processType in the API), got %q",
+		payments.TypePaymentStep, payments.TypePaymentManager, payments.TypePaymentSaga, name)
 }
+
+// processTypeHelp describes --process of demo and the payments benchmarks: the API's processType
+// values (the short names step, manager and saga are accepted too).
+var processTypeHelp = payments.TypePaymentStep + " (the step process: risk, approval, FX, submission, confirmations), " +
+	payments.TypePaymentManager + " (the process manager: balance, limit, FX, submission) or " +
+	payments.TypePaymentSaga + " (the same steps on the saga engine): the processType values of the API; step, manager and saga are accepted too"
 
 func loadBehavior(spec string) (*payments.Behavior, error) {
 	if b, err := payments.Preset(spec); err == nil {
@@ -140,7 +161,10 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 	if f.verbose {
 		level = slog.LevelWarn
 	}
-	logger := slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
+	logger := f.logger
+	if logger == nil {
+		logger = slog.New(slog.NewTextHandler(errOut, &slog.HandlerOptions{Level: level}))
+	}
 	cfg := &config.File{Database: config.DatabaseConfig{URL: url}}
 	operatorToken, viewerToken := randomToken("operator"), randomToken("viewer")
 	cfg.Server.Tokens = []config.TokenConfig{

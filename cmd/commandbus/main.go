@@ -14,8 +14,6 @@ package main
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -28,21 +26,10 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := newRootCommand().ExecuteContext(ctx); err != nil {
-		var exit *exitError
-		if errors.As(err, &exit) {
-			os.Exit(exit.code)
-		}
-		os.Exit(1)
-	}
+	err := newRootCommand().ExecuteContext(ctx)
+	stop()
+	os.Exit(cli.ExitCode(err))
 }
-
-// exitError ends the program with a specific code after its message was printed.
-type exitError struct {
-	code int
-}
-
-func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
 
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
@@ -60,5 +47,6 @@ func newRootCommand() *cobra.Command {
 		newDemoCommand(),
 		newSimulateCommand(),
 	)
+	cli.PrepareRoot(root)
 	return root
 }

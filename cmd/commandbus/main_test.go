@@ -65,7 +65,7 @@ func sqliteURL(t *testing.T, name string) string {
 func TestDemoJSONSummary(t *testing.T) {
 	t.Parallel()
 	db := sqliteURL(t, "d.db")
-	out := run(t, "demo", "--json", "--database", db, "--payments", "30", "--seed", "7", "--behavior", "happy", "--process", "manager")
+	out := run(t, "demo", "--json", "--database", db, "--payments", "30", "--seed", "7", "--behavior", "happy", "--process", "PaymentManager")
 
 	var summary demoSummary
 	require.NoError(t, json.Unmarshal([]byte(out), &summary), "the output is one JSON object: %s", out)
@@ -102,7 +102,7 @@ func TestDemoRejectsBadFlags(t *testing.T) {
 	res := fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--payments", "0")
 	require.ErrorContains(t, res.err, "--payments must be at least 1")
 	res = fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--process", "bogus")
-	require.ErrorContains(t, res.err, "--process must be step, manager or saga")
+	require.ErrorContains(t, res.err, "--process must be PaymentStep, PaymentManager or PaymentSaga")
 	res = fail(t, "demo", "--database", sqliteURL(t, "d.db"), "--behavior", "no-such-preset-or-file")
 	require.ErrorContains(t, res.err, "neither a preset")
 }
@@ -250,19 +250,32 @@ func TestMigrateStatusOnDemoDatabase(t *testing.T) {
 func TestMigrateUpDownStatus(t *testing.T) {
 	t.Parallel()
 	db := sqliteURL(t, "m.db")
-	require.Regexp(t, `(?m)^core\s+001\s+command_bus\s+pending`, run(t, "migrate", "status", "--database", db))
+	res, code := runExit(t, "migrate", "status", "--database", db)
+	require.Equal(t, cli.ExitPending, code, "pending migrations: %v", res.err)
+	require.Regexp(t, `(?m)^core\s+001\s+command_bus\s+pending`, res.stdout)
 	require.Regexp(t, `applied 001_command_bus in `, run(t, "migrate", "up", "--database", db))
 	require.Contains(t, run(t, "migrate", "up", "--database", db), "schema is up to date")
 	require.NotContains(t, run(t, "migrate", "status", "--database", db), "pending")
 	require.Regexp(t, `(?m)^payments\s+001\s+payments\s+\d{4}-`, run(t, "migrate", "status", "--database", db))
 	require.Contains(t, run(t, "migrate", "down", "--line", "payments", "--database", db), "reverted payments/00")
-	require.Regexp(t, `(?m)^payments\s+00\d\s+\w+\s+pending`, run(t, "migrate", "status", "--database", db))
+	res, code = runExit(t, "migrate", "status", "--database", db)
+	require.Equal(t, cli.ExitPending, code)
+	require.Regexp(t, `(?m)^payments\s+00\d\s+\w+\s+pending`, res.stdout)
 	require.Contains(t, run(t, "migrate", "up", "--database", db), "applied payments/00")
-	require.Contains(t, run(t, "migrate", "down", "--steps", "0", "--database", db), "reverted 001_command_bus")
+	res, code = runExit(t, "migrate", "down", "--steps", "0", "--database", db)
+	require.Equal(t, cli.ExitUsage, code, "--steps 0 is not a way to revert everything: %v", res.err)
+	require.ErrorContains(t, res.err, "--all")
+	require.NotContains(t, run(t, "migrate", "status", "--line", "core", "--database", db), "pending", "nothing was reverted")
+	require.Contains(t, run(t, "migrate", "down", "--all", "--dry-run", "--database", db), "would revert 001_command_bus")
+	require.NotContains(t, run(t, "migrate", "status", "--line", "core", "--database", db), "pending", "a dry run changes nothing")
+	require.Contains(t, run(t, "migrate", "down", "--all", "--database", db), "reverted 001_command_bus")
 	require.Contains(t, run(t, "migrate", "down", "--database", db), "nothing to revert")
-	require.Regexp(t, `(?m)^core\s+001\s+command_bus\s+pending`, run(t, "migrate", "status", "--database", db))
+	require.Contains(t, run(t, "migrate", "up", "--dry-run", "--database", db), "would apply 001_command_bus")
+	res, code = runExit(t, "migrate", "status", "--database", db)
+	require.Equal(t, cli.ExitPending, code, "a dry run applies nothing")
+	require.Regexp(t, `(?m)^core\s+001\s+command_bus\s+pending`, res.stdout)
 
-	res := fail(t, "migrate", "sideways", "--database", db)
+	res = fail(t, "migrate", "sideways", "--database", db)
 	require.ErrorContains(t, res.err, "unknown action")
 	res = fail(t, "migrate", "status")
 	require.ErrorContains(t, res.err, "no database")
@@ -446,7 +459,7 @@ func TestOpenDatabaseNeedsURL(t *testing.T) {
 
 func TestRedactHidesPassword(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "postgres://user:***@db:5432/app", redact("postgres://user:secret@db:5432/app"))
+	require.Equal(t, "postgres://user:xxxxx@db:5432/app", redact("postgres://user:secret@db:5432/app"))
 	require.Equal(t, "postgres://user@db/app", redact("postgres://user@db/app"))
 	require.Equal(t, "sqlite://x.db", redact("sqlite://x.db"))
 }
@@ -508,4 +521,40 @@ func TestVersionFlagAndCommand(t *testing.T) {
 	want := "commandbus " + cli.ReadBuildInfo().String() + "\n"
 	require.Equal(t, want, run(t, "--version"))
 	require.Equal(t, want, run(t, "version"))
+}
+
+// A DBA's pipeline prints the SQL with the schema filled in, applies it without the binary,
+// and the binary then sees the schema as migrated.
+func TestMigrateSQLForADBAPipeline(t *testing.T) {
+	t.Parallel()
+	pool := dbtest.Pool(t)
+	schema := "cbtest_sql_" + strings.ReplaceAll(uuid.NewString()[:8], "-", "")
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+schema+" CASCADE") })
+
+	script := run(t, "migrate", "sql", "--from", "0", "--schema", schema)
+	require.Contains(t, script, "CREATE TABLE "+schema+".command")
+	require.NotContains(t, script, "{schema}")
+	require.Contains(t, script, "-- 001_command_bus up\nBEGIN;")
+	_, err := pool.Exec(context.Background(), script)
+	require.NoError(t, err, "the script applies as printed")
+	url := dbtest.DatabaseURL()
+	status := run(t, "migrate", "status", "--line", "core", "--database", url, "--schema", schema)
+	require.NotContains(t, status, "pending", "the binary sees every core migration applied")
+	require.Contains(t, run(t, "migrate", "up", "--line", "core", "--database", url, "--schema", schema), "schema is up to date")
+
+	down := run(t, "migrate", "sql", "--from", "2", "--to", "1", "--schema", schema)
+	require.Contains(t, down, "-- 002_executions down")
+	require.NotContains(t, down, "001_command_bus")
+	_, err = pool.Exec(context.Background(), down)
+	require.NoError(t, err)
+	res, code := runExit(t, "migrate", "status", "--line", "core", "--database", url, "--schema", schema)
+	require.Equal(t, cli.ExitPending, code)
+	require.Regexp(t, `(?m)^core\s+002\s+executions\s+pending`, res.stdout)
+
+	res, code = runExit(t, "migrate", "sql", "--from", "0", "--to", "999", "--schema", schema)
+	require.Equal(t, cli.ExitUsage, code, "%v", res.err)
+	res, code = runExit(t, "migrate", "sql", "--database", "sqlite://x.db")
+	require.Equal(t, cli.ExitUsage, code, "%v", res.err)
+	res, code = runExit(t, "migrate", "up", "--from", "1", "--database", sqliteURL(t, "x.db"))
+	require.Equal(t, cli.ExitUsage, code, "%v", res.err)
 }

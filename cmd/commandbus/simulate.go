@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/commandbus/commandbus/cli"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/examples/payments/fxapi"
 )
@@ -48,7 +48,10 @@ func newSimulateFXCommand() *cobra.Command {
 }
 
 func runSimulateFX(ctx context.Context, cmd *cobra.Command, db databaseFlags, addr string, seed uint64) error {
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	logger, err := cli.Logger(cmd, cmd.ErrOrStderr(), cli.LogOptions{Level: slog.LevelInfo})
+	if err != nil {
+		return err
+	}
 	var store fxapi.Store = fxapi.NewMemoryStore()
 	if db.URL != "" {
 		database, err := openDatabase(ctx, db.URL, db.Schema, 4)

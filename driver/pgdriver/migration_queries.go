@@ -2,6 +2,8 @@ package pgdriver
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -88,4 +90,25 @@ func lineOrCore(line string) string {
 		return driver.CoreLine
 	}
 	return line
+}
+
+// MigrationRecordSQL returns the statements a standalone migration script runs, inside the
+// migration's transaction, to record (up) or forget (down) one version in the version table,
+// creating the schema and the table first when they do not exist. It lets a migration be
+// applied by a DBA's pipeline from a printed script (`commandbus migrate sql`) and still be seen
+// as applied by the binary.
+func (d *Driver) MigrationRecordSQL(line string, version int, name string, up bool) string {
+	literal := func(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+	if !up {
+		return d.sql(fmt.Sprintf(`DELETE FROM {schema}.migration WHERE line = %s AND version = %d;`, literal(lineOrCore(line)), version))
+	}
+	return d.sql(fmt.Sprintf(`CREATE SCHEMA IF NOT EXISTS {schema};
+CREATE TABLE IF NOT EXISTS {schema}.migration (
+	line       text NOT NULL DEFAULT 'core',
+	version    integer NOT NULL,
+	name       text NOT NULL,
+	applied_at timestamptz NOT NULL DEFAULT now(),
+	PRIMARY KEY (line, version)
+);
+INSERT INTO {schema}.migration (line, version, name) VALUES (%s, %d, %s);`, literal(lineOrCore(line)), version, literal(name)))
 }

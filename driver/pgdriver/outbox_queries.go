@@ -227,6 +227,9 @@ func (e *executor) OutboxList(ctx context.Context, params *driver.OutboxListPara
 	anyOf(&f, "status", params.Statuses)
 	f.equal("transport", params.Transport)
 	f.equal("topic", params.Topic)
+	if params.BeforeID > 0 {
+		f.cond("id < " + f.arg(params.BeforeID))
+	}
 	query := f.query(`SELECT `+outboxColumns+` FROM {schema}.outbox`, params.Limit)
 	args := f.args
 	rows, err := e.db.Query(ctx, e.d.sql(query), args...)

@@ -166,6 +166,9 @@ func (e *executor) OutboxList(ctx context.Context, params *driver.OutboxListPara
 	anyOf(&f, "status", params.Statuses)
 	f.equal("transport", params.Transport)
 	f.equal("topic", params.Topic)
+	if params.BeforeID > 0 {
+		f.cond("id < ?", params.BeforeID)
+	}
 	query := f.query(`SELECT `+outboxColumns+` FROM {schema}.outbox`, params.Limit)
 	rows, err := e.read.QueryContext(ctx, e.d.sql(query), f.args...)
 	if err != nil {
