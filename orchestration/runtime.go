@@ -43,6 +43,7 @@ import (
 	"github.com/commandbus/commandbus/internal/orchestrate"
 	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/tracing"
 )
 
 // HeaderExecutionID is the header a command sent by an execution carries, naming the execution
@@ -246,6 +247,7 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		DeadlineCheckInterval: ccfg.Process.DeadlineCheckInterval.Std(),
 		Wake:                  wake,
 		Observer:              observerOf(ccfg.ExecutionObserver),
+		Tracer:                tracing.New(ccfg.TracerProvider),
 		CommandOutbox: func(cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error) {
 			return plumbing.CheckpointOutbox(client, cmds)
 		},
@@ -407,7 +409,10 @@ func (rt *Runtime) deliver(ctx context.Context, id uuid.UUID, name string, paylo
 		_ = lease.Release(ctx)
 		return fmt.Errorf("no runner for execution type %q on this instance", lease.Row.Type)
 	}
-	return runner.RunWithResponse(ctx, lease, &driver.ExecutionResponseRow{ExecutionID: id, Name: name, Payload: payload})
+	ctx, span := rt.engine.StartRun(ctx, lease)
+	err = runner.RunWithResponse(ctx, lease, &driver.ExecutionResponseRow{ExecutionID: id, Name: name, Payload: payload})
+	tracing.End(span, err)
+	return err
 }
 
 // handleReply receives replies on a model domain's reply queue and resumes the execution that

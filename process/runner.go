@@ -231,7 +231,7 @@ func (m *Manager[S]) compensate(x *Execution[S], final driver.ExecutionStatus, c
 		if err := x.flush(); err != nil {
 			return err
 		}
-		err := callCompensation(x, c.fn)
+		err := tracedCompensation(x, c.step, c.fn)
 		entry := &driver.ExecutionLogEntry{EntryType: entryCompensation, Name: c.step, StepStatus: statusSuccess}
 		if err != nil {
 			m.logger.Error("compensation failed; continuing with the others", "execution_id", x.ID, "step", c.step, "error", err)

@@ -525,7 +525,7 @@ func call(ctx context.Context, part *participant, p Phase, timeout time.Duration
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := callPhase(ctx, part, p, timeout, c)
+		r, err := tracedPhase(ctx, part, p, timeout, c)
 		done <- outcome{r, err}
 	}()
 	select {

@@ -275,7 +275,7 @@ func (w *walk) start(sid string, results chan<- *outcome) {
 	go func() {
 		ctx, cancel := context.WithTimeout(w.ctx, s.timeout)
 		defer cancel()
-		res, err := callStep(ctx, s.fn, sc)
+		res, err := tracedStep(ctx, s.fn, sc)
 		o := &outcome{step: sid, attempt: attempt, started: started, err: err}
 		if err == nil {
 			o.attrs = sc.attrs

@@ -27,6 +27,7 @@ import (
 
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/startstop"
+	"github.com/commandbus/commandbus/tracing"
 )
 
 // ErrFenced means a checkpoint was rejected because another runner has since taken the
@@ -78,6 +79,9 @@ type Config struct {
 	// Observer, when set, is told about every checkpoint and insert after it committed (see
 	// Observer).
 	Observer Observer
+	// Tracer creates the spans of runs, checkpoints and resumed waits, and is handed to the
+	// models' steps through the run's context (package tracing). Nil: no spans.
+	Tracer *tracing.Tracer
 	// ObserverQueue is how many observations wait for a slow observer before further ones are
 	// dropped. 0 means DefaultObserverQueue.
 	ObserverQueue int
@@ -329,7 +333,7 @@ func (e *Engine) run(ctx context.Context, lease *Lease) {
 		e.cfg.Logger.Error("no runner for execution type; leaving it for an instance that has one", "execution_id", lease.Row.ID, "type", lease.Row.Type)
 		return
 	}
-	if err := r.Run(ctx, lease); err != nil && !errors.Is(err, context.Canceled) {
+	if err := e.runTraced(ctx, r, lease); err != nil && !errors.Is(err, context.Canceled) {
 		e.cfg.Logger.Warn("execution run ended with an error", "execution_id", lease.Row.ID, "type", lease.Row.Type, "error", err)
 	}
 }
@@ -427,6 +431,7 @@ func (e *Engine) AcquireLoad(ctx context.Context, id uuid.UUID) (*Lease, error) 
 // a Lease are returned leased to this instance (immediate start), in input order; new pending
 // ones wake the pollers.
 func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInsertParams) ([]*Lease, error) {
+	stampStartTrace(ctx, executions)
 	now := e.cfg.Now()
 	created := e.cfg.Clock()
 	var observed []*observation
@@ -501,5 +506,5 @@ func (e *Engine) RunLeased(ctx context.Context, lease *Lease) error {
 		_ = lease.Release(ctx)
 		return fmt.Errorf("no runner registered for execution type %q", lease.Row.Type)
 	}
-	return r.Run(ctx, lease)
+	return e.runTraced(ctx, r, lease)
 }
