@@ -409,10 +409,7 @@ func (rt *Runtime) deliver(ctx context.Context, id uuid.UUID, name string, paylo
 		_ = lease.Release(ctx)
 		return fmt.Errorf("no runner for execution type %q on this instance", lease.Row.Type)
 	}
-	ctx, span := rt.engine.StartRun(ctx, lease)
-	err = runner.RunWithResponse(ctx, lease, &driver.ExecutionResponseRow{ExecutionID: id, Name: name, Payload: payload})
-	tracing.End(span, err)
-	return err
+	return runner.RunWithResponse(ctx, lease, &driver.ExecutionResponseRow{ExecutionID: id, Name: name, Payload: payload})
 }
 
 // handleReply receives replies on a model domain's reply queue and resumes the execution that

@@ -38,7 +38,7 @@ func (r engineRunner[S]) RunWithResponse(ctx context.Context, lease *execution.L
 // run drives a leased execution; extra log entries (an operator's retry) go into its first
 // checkpoint, and injected responses (a command-step reply handed over directly) are applied
 // after the stored ones.
-func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry, injected []*driver.ExecutionResponseRow) error {
+func (m *Manager[S]) runUntraced(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry, injected []*driver.ExecutionResponseRow) error {
 	if lease.Row.Status == driver.ExecutionSuspended {
 		return m.leaveSuspended(ctx, lease, injected)
 	}

@@ -6,6 +6,8 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/execution"
 	"github.com/commandbus/commandbus/tracing"
 )
 
@@ -34,6 +36,15 @@ func tracedCompensation[S any](x *Execution[S], step string, fn func(*Execution[
 	x.ctx = ctx
 	err := callCompensation(x, fn)
 	x.ctx = saved
+	tracing.End(span, err)
+	return err
+}
+
+// run drives a leased execution (see runUntraced) in its run span: every way a process runs
+// (started, claimed by the pollers, resumed by a reply, retried by an operator) has one.
+func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry, injected []*driver.ExecutionResponseRow) error {
+	ctx, span := lease.Engine().StartRun(ctx, lease)
+	err := m.runUntraced(ctx, lease, extra, injected)
 	tracing.End(span, err)
 	return err
 }

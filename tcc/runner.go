@@ -18,7 +18,7 @@ import (
 
 // run drives a leased transaction from its log, with extra (an operator's entry) applied after
 // it.
-func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry) error {
+func (m *Manager) runUntraced(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry) error {
 	if err := lease.Load(ctx); err != nil {
 		return m.abandon(ctx, lease, fmt.Errorf("reading log: %w", err))
 	}

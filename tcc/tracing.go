@@ -7,6 +7,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/execution"
 	"github.com/commandbus/commandbus/tracing"
 )
 
@@ -25,4 +27,12 @@ func tracedPhase(ctx context.Context, part *participant, p Phase, timeout time.D
 	result, err := callPhase(ctx, part, p, timeout, c)
 	tracing.End(span, err)
 	return result, err
+}
+
+// run drives a leased transaction (see runUntraced) in its run span.
+func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry) error {
+	ctx, span := lease.Engine().StartRun(ctx, lease)
+	err := m.runUntraced(ctx, lease, extra)
+	tracing.End(span, err)
+	return err
 }

@@ -6,6 +6,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/execution"
 	"github.com/commandbus/commandbus/tracing"
 )
 
@@ -32,4 +34,13 @@ func startStepSpan(ctx context.Context, name string, sc *StepContext) (context.C
 			attribute.Int(tracing.AttrAttempt, sc.Attempt))
 	}
 	return ctx, span
+}
+
+// run drives a leased execution (see runUntraced) in its run span: every way a workflow or saga
+// runs (started, claimed by the pollers, resumed, retried by an operator) has one.
+func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry) error {
+	ctx, span := lease.Engine().StartRun(ctx, lease)
+	err := m.runUntraced(ctx, lease, extra)
+	tracing.End(span, err)
+	return err
 }

@@ -333,7 +333,7 @@ func (e *Engine) run(ctx context.Context, lease *Lease) {
 		e.cfg.Logger.Error("no runner for execution type; leaving it for an instance that has one", "execution_id", lease.Row.ID, "type", lease.Row.Type)
 		return
 	}
-	if err := e.runTraced(ctx, r, lease); err != nil && !errors.Is(err, context.Canceled) {
+	if err := r.Run(ctx, lease); err != nil && !errors.Is(err, context.Canceled) {
 		e.cfg.Logger.Warn("execution run ended with an error", "execution_id", lease.Row.ID, "type", lease.Row.Type, "error", err)
 	}
 }
@@ -506,5 +506,5 @@ func (e *Engine) RunLeased(ctx context.Context, lease *Lease) error {
 		_ = lease.Release(ctx)
 		return fmt.Errorf("no runner registered for execution type %q", lease.Row.Type)
 	}
-	return e.runTraced(ctx, r, lease)
+	return r.Run(ctx, lease)
 }

@@ -12,14 +12,6 @@ import (
 	"github.com/commandbus/commandbus/tracing"
 )
 
-// runTraced runs an execution in its run span.
-func (e *Engine) runTraced(ctx context.Context, r Runner, lease *Lease) error {
-	ctx, span := e.StartRun(ctx, lease)
-	err := r.Run(ctx, lease)
-	tracing.End(span, err)
-	return err
-}
-
 // StartRun starts the span of one run of a leased execution: a child of the span ctx carries
 // (the reply handler or the request that woke it), else of the request that started the
 // execution. An execution that was waiting for a response gets a SpanWaitResumed child. While
