@@ -114,7 +114,8 @@ func New(tp trace.TracerProvider) *Tracer {
 	return &Tracer{tracer: tp.Tracer(InstrumentationName)}
 }
 
-var noopSpan = noop.Span{}
+// noopSpan is converted to the interface once, so returning it allocates nothing.
+var noopSpan trace.Span = noop.Span{}
 
 // Start starts a span named name, a child of the span ctx carries: an OpenTelemetry span, or
 // else the W3C trace context that tracecontext.FromContext reads (a command's traceparent). The
