@@ -431,7 +431,7 @@ func (e *Engine) AcquireLoad(ctx context.Context, id uuid.UUID) (*Lease, error) 
 // a Lease are returned leased to this instance (immediate start), in input order; new pending
 // ones wake the pollers.
 func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInsertParams) ([]*Lease, error) {
-	stampStartTrace(ctx, executions)
+	StampStartTrace(ctx, executions)
 	now := e.cfg.Now()
 	created := e.cfg.Clock()
 	var observed []*observation

@@ -82,9 +82,10 @@ func (l *Lease) traceparent(ctx context.Context) string {
 	return l.Row.Traceparent
 }
 
-// stampStartTrace gives the new top-level executions that carry no traceparent the one of the
-// request that starts them (an OpenTelemetry span or a tracecontext one in ctx).
-func stampStartTrace(ctx context.Context, executions []*driver.ExecutionInsertParams) {
+// StampStartTrace gives the new top-level executions that carry no traceparent the one of the
+// request that starts them (an OpenTelemetry span or a tracecontext one in ctx). Engine.Insert
+// calls it; a model that inserts executions in a caller's transaction calls it itself.
+func StampStartTrace(ctx context.Context, executions []*driver.ExecutionInsertParams) {
 	var traceparent string
 	for _, x := range executions {
 		if x.Traceparent != "" || x.ParentID != uuid.Nil {
