@@ -41,8 +41,7 @@ func (c *Client) sendBatch(ctx context.Context, exec driver.Executor, inTx bool,
 // reply, events and redelivery are built from: with the handler span's traceparent when the span
 // records, so they continue from it.
 func (c *Client) startHandle(ctx context.Context, row *driver.CommandRow) (context.Context, trace.Span, *driver.CommandRow) {
-	traceparent := row.Headers[tracecontext.Header]
-	if traceparent != "" {
+	if traceparent := row.Headers[tracecontext.Header]; traceparent != "" {
 		if sc, err := tracecontext.ParseTraceparent(traceparent); err == nil {
 			ctx = tracecontext.ContextWith(ctx, sc)
 		}
@@ -51,7 +50,9 @@ func (c *Client) startHandle(ctx context.Context, row *driver.CommandRow) (conte
 	if row.Kind == driver.CommandKindReply {
 		name = tracing.SpanReply
 	}
-	ctx, span := c.tracer.StartFrom(ctx, traceparent, name, trace.WithSpanKind(trace.SpanKindConsumer))
+	// Start takes the command's trace context just put in ctx as the parent (a worker's and a
+	// broker consumer's contexts carry no span of their own).
+	ctx, span := c.tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindConsumer))
 	if !span.IsRecording() {
 		return ctx, span, row
 	}
