@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,4 +193,56 @@ func dumpSpans(t *testing.T, spans tracetest.SpanStubs) {
 	for _, s := range spans {
 		t.Logf("%s trace=%s span=%s parent=%s links=%d", s.Name, s.SpanContext.TraceID(), s.SpanContext.SpanID(), s.Parent.SpanID(), len(s.Links))
 	}
+}
+
+// TestTracingOperatorAction: an operator's retry of a parked payment is a span of the payment's
+// trace (a child of the request that started it), linked to the operator's own request span.
+func TestTracingOperatorAction(t *testing.T) {
+	t.Parallel()
+	exporter := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporter))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	var calls atomic.Int32
+	handlers := commandbus.NewHandlers()
+	commandbus.AddHandler(handlers, "fx", commandbus.HandlerFunc[bookFxArgs](func(ctx context.Context, cmd *commandbus.Command[bookFxArgs]) (any, error) {
+		if calls.Add(1) == 1 {
+			return nil, commandbus.Permanent("PROVIDER_REJECTED", errors.New("unknown account"))
+		}
+		return bookFxResult{Contract: "FX-RETRIED"}, nil
+	}))
+	cfg := testConfig(t, clock.NewFake(testStart), handlers)
+	cfg.Domains["fx"] = &commandbus.DomainConfig{ConcurrentMessages: 2, MaxAttempts: 1}
+	cfg.TracerProvider = tp
+	client := newClient(t, dbtest.SQLite(t), cfg)
+	m, err := process.NewManager(runtime(t, client), process.Process[fxState](fxProcess{calls: newCounter()}))
+	require.NoError(t, err)
+	start(t, client)
+
+	ctx, request := tp.Tracer("test").Start(context.Background(), "POST /payments")
+	id, err := m.Start(ctx, fxState{PaymentID: "P9", Amount: "5.00"})
+	require.NoError(t, err)
+	request.End()
+	waitStatus(t, m, id, driver.ExecutionWaitingForTSQ)
+
+	opCtx, opRequest := tp.Tracer("test").Start(context.Background(), "POST /executions/retry")
+	require.NoError(t, m.Retry(opCtx, id, operator))
+	opRequest.End()
+	waitStatus(t, m, id, driver.ExecutionCompleted)
+
+	var actions tracetest.SpanStubs
+	for _, s := range exporter.GetSpans() {
+		if s.Name == tracing.SpanOperatorAction {
+			for _, a := range s.Attributes {
+				if string(a.Key) == tracing.AttrExecutionID && a.Value.AsString() == id.String() {
+					actions = append(actions, s)
+				}
+			}
+		}
+	}
+	require.Len(t, actions, 1, "the retry of the execution")
+	action := actions[0]
+	require.Equal(t, request.SpanContext().TraceID(), action.SpanContext.TraceID(), "in the payment's trace")
+	require.Equal(t, request.SpanContext().SpanID(), action.Parent.SpanID(), "a child of the request that started the payment")
+	require.Len(t, action.Links, 1)
+	require.Equal(t, opRequest.SpanContext().SpanID(), action.Links[0].SpanContext.SpanID(), "linked to the operator's request")
 }

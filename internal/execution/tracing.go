@@ -99,3 +99,18 @@ func StampStartTrace(ctx context.Context, executions []*driver.ExecutionInsertPa
 		x.Traceparent = traceparent
 	}
 }
+
+// TraceOperatorAction marks an operator's accepted action on the leased execution in the
+// execution's trace (a SpanOperatorAction span, linked to the operator's request span when ctx
+// has one), so a payment's trace shows who acted on it and when.
+func (l *Lease) TraceOperatorAction(ctx context.Context, actor, reason string) {
+	row := l.Row
+	_, span := l.engine.cfg.Tracer.StartFrom(ctx, row.Traceparent, tracing.SpanOperatorAction,
+		trace.WithLinks(trace.LinkFromContext(ctx)))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(tracing.AttrExecutionID, row.ID.String()), attribute.String(tracing.AttrExecutionType, row.Type),
+			attribute.String(tracing.AttrStatus, string(row.Status)), attribute.String(tracing.AttrActor, actor),
+			attribute.String("commandbus.operator.reason", reason))
+	}
+	span.End()
+}
