@@ -21,6 +21,7 @@ import (
 	"github.com/commandbus/commandbus/internal/worker"
 	"github.com/commandbus/commandbus/migrate"
 	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/tracing"
 )
 
 var stderr = os.Stderr
@@ -35,6 +36,7 @@ type Client struct {
 	logger   *slog.Logger
 	handlers *Handlers
 	metrics  *metrics
+	tracer   *tracing.Tracer
 	// messaging and inbox serve brokered transports; routing says which domains use them.
 	messaging *outbox.Metrics
 	inbox     *outbox.Inbox
@@ -84,6 +86,7 @@ func NewClient(drv driver.Driver, config *Config) (*Client, error) {
 		config:   cfg,
 		logger:   cfg.Logger,
 		handlers: cfg.Handlers,
+		tracer:   tracing.New(cfg.TracerProvider),
 	}
 	m, err := newMetrics(cfg.MetricsRegisterer)
 	if err != nil {
@@ -243,7 +246,7 @@ func (c *Client) newWorker(queue, domain string, concurrency int, dc *DomainConf
 		PollInterval: c.config.FetchPollInterval.Std(),
 		Cooldown:     c.config.FetchCooldown.Std(),
 		Claim: func(ctx context.Context, max int) ([]*driver.CommandRow, error) {
-			return c.exec.CommandClaim(ctx, &driver.CommandClaimParams{
+			return c.claimTraced(ctx, &driver.CommandClaimParams{
 				Queue: queue, Max: max, Lease: lease, WorkerID: c.config.WorkerID, Now: c.now(),
 			})
 		},

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/commandbus/commandbus/internal/clock"
 )
@@ -76,6 +77,10 @@ type Config struct {
 	Clock clock.Clock `yaml:"-"`
 	// Rand draws retry jitter. Default: a randomly seeded source.
 	Rand *rand.Rand `yaml:"-"`
+	// TracerProvider creates the OpenTelemetry spans of sends, claims, handlers, replies, the
+	// outbox relay, the inbox and every execution's runs, steps and checkpoints (package tracing).
+	// Default: the global provider (otel.GetTracerProvider), a no-op until one is set.
+	TracerProvider trace.TracerProvider `yaml:"-"`
 	// ExecutionObserver, when set, is told about every execution commit of this instance after
 	// it committed (see ExecutionObserver). Default: none.
 	ExecutionObserver ExecutionObserver `yaml:"-"`

@@ -13,26 +13,22 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
-	"github.com/commandbus/commandbus/tracecontext"
 )
 
 // runCommand handles one claimed command or reply and decides its outcome, with the messages a
 // brokered transport sends for it.
 func (c *Client) runCommand(ctx context.Context, row *driver.CommandRow) *driver.CommandCompletion {
-	if row.Headers != nil {
-		if sc, ok := tracecontext.FromHeaders(row.Headers); ok {
-			ctx = tracecontext.ContextWith(ctx, sc)
-		}
-	}
+	ctx, span, traced := c.startHandle(ctx, row)
 	comp := c.decideOutcome(ctx, row)
-	c.routeCompletion(row, comp)
+	endHandle(span, traced, comp)
+	c.routeCompletion(traced, comp)
 	return comp
 }
 
 // decideOutcome runs the handler and classifies what it returned.
 func (c *Client) decideOutcome(ctx context.Context, row *driver.CommandRow) *driver.CommandCompletion {
 	start := time.Now()
-	logger := commandLogger{c.logger, row}
+	logger := commandLogger{c.logger, row, ctx}
 
 	if row.Attempt > row.MaxAttempts {
 		// Claimed again after its lease ran out on the last attempt: the handler never reported.
@@ -222,10 +218,12 @@ func (c *Client) backoff(row *driver.CommandRow) time.Duration {
 type commandLogger struct {
 	l   *slog.Logger
 	row *driver.CommandRow
+	// ctx carries the handler's span: the log handler of package tracing adds its ids.
+	ctx context.Context
 }
 
 func (cl commandLogger) log(level slog.Level, msg string, args ...any) {
-	ctx := context.Background()
+	ctx := cl.ctx
 	if !cl.l.Enabled(ctx, level) {
 		return
 	}

@@ -314,7 +314,7 @@ type Delivery struct {
 // messages of its reply and event. An error means nothing was committed: the consumer should
 // let the broker redeliver. A command that does not exist gives an error matching ErrNotFound.
 func (c *Client) executeDelivered(ctx context.Context, d Delivery) (DeliveryOutcome, error) {
-	seen, err := c.inbox.Seen(ctx, c.exec, d.MessageID, d.Consumer)
+	seen, err := c.inboxSeen(ctx, d.MessageID, d.Consumer)
 	if err != nil {
 		return "", fmt.Errorf("checking the inbox: %w", err)
 	}
@@ -411,7 +411,7 @@ func (c *Client) deliverReply(ctx context.Context, env *outbox.Envelope, consume
 	}
 	outcome := DeliveryDuplicate
 	err = driver.WithTx(ctx, c.exec, func(tx driver.ExecutorTx) error {
-		first, err := c.inbox.Record(ctx, tx, env.MessageID.String(), consumer)
+		first, err := c.inboxRecord(ctx, tx, env.MessageID.String(), consumer)
 		if err != nil || !first {
 			return err
 		}

@@ -104,7 +104,7 @@ func (c *Client) sendWithExecutor(ctx context.Context, exec driver.Executor, par
 	return c.sendBatch(ctx, exec, true, params)
 }
 
-func (c *Client) sendBatch(ctx context.Context, exec driver.Executor, inTx bool, params []SendParams) ([]SendResult, error) {
+func (c *Client) sendBatchUntraced(ctx context.Context, exec driver.Executor, inTx bool, params []SendParams) ([]SendResult, error) {
 	if len(params) == 0 {
 		return nil, nil
 	}

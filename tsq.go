@@ -89,7 +89,7 @@ func (t *TSQ) Complete(ctx context.Context, id uuid.UUID, result json.RawMessage
 	return t.c.operatorAction(ctx, id, action, "TSQ_COMPLETE", driver.CommandStatusCompleted, result, OutcomeSuccess)
 }
 
-func (c *Client) operatorAction(ctx context.Context, id uuid.UUID, action OperatorAction, event string, to driver.CommandStatus, result json.RawMessage, outcome Outcome) (*CommandRow, error) {
+func (c *Client) operatorActionUntraced(ctx context.Context, id uuid.UUID, action OperatorAction, event string, to driver.CommandStatus, result json.RawMessage, outcome Outcome) (*CommandRow, error) {
 	if err := action.Validate(); err != nil {
 		return nil, err
 	}

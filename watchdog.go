@@ -72,7 +72,7 @@ func (c *Client) RunWatchdog(ctx context.Context) (int, error) {
 	moved := 0
 	var errs []error
 	for _, row := range rows {
-		logger := commandLogger{c.logger, row}
+		logger := commandLogger{c.logger, row, ctx}
 		deadlinePassed := row.DeadlineAt != nil && !now.Before(*row.DeadlineAt)
 		if row.Status == driver.CommandStatusPending {
 			if !deadlinePassed {

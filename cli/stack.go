@@ -18,6 +18,7 @@ import (
 	"github.com/commandbus/commandbus/schedule"
 	"github.com/commandbus/commandbus/schedule/scheduleweb"
 	"github.com/commandbus/commandbus/server"
+	"github.com/commandbus/commandbus/tracing"
 )
 
 // App is the application serve and worker are assembling, handed to Config.Setup: the client
@@ -79,6 +80,7 @@ type Stack struct {
 
 	http            *http.Server
 	closeTransports func()
+	stopTracing     func(context.Context) error
 	logger          *slog.Logger
 }
 
@@ -95,6 +97,7 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	logger = slog.New(tracing.LogHandler(logger.Handler())) // log lines carry trace and span ids
 	file := opts.File
 	if cfg.Configure != nil {
 		if err := cfg.Configure(file); err != nil {
@@ -121,6 +124,14 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 	}
 	libConfig := &file.Config
 	libConfig.Logger = logger
+	tp, stopTracing, err := StartTracing(ctx, file.Tracing, logger)
+	if err != nil {
+		return nil, err
+	}
+	s.stopTracing = stopTracing
+	if tp != nil {
+		libConfig.TracerProvider = tp
+	}
 	registry := prometheus.NewRegistry()
 	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	libConfig.MetricsRegisterer = registry
@@ -200,6 +211,13 @@ func (s *Stack) Stop(ctx context.Context) {
 	}
 	if s.closeTransports != nil {
 		s.closeTransports()
+	}
+	if s.stopTracing != nil {
+		flushCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := s.stopTracing(flushCtx); err != nil {
+			s.logger.Warn("flushing the last spans failed", "error", err)
+		}
+		cancel()
 	}
 	if s.Database != nil {
 		s.Database.Close()

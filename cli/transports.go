@@ -86,6 +86,7 @@ func wireTransports(client *commandbus.Client, runtime *orchestration.Runtime, l
 		Publishers: publishers, RelayID: full.WorkerID, BatchSize: full.Outbox.BatchSize,
 		PollInterval: full.Outbox.PollInterval.Std(), MaxBackoff: full.Outbox.MaxBackoff.Std(),
 		Subscribe: plumbing.Subscriber(client), Metrics: plumbing.MessagingMetrics(client), Logger: logger, Now: plumbing.DriverClock(client),
+		TracerProvider: client.Config().TracerProvider,
 	})
 	if err != nil {
 		closeAll()

@@ -44,6 +44,8 @@ type File struct {
 	Payments PaymentsConfig `yaml:"payments"`
 	// FX says where the reference platform's FX provider is.
 	FX FXConfig `yaml:"fx"`
+	// Tracing exports OpenTelemetry traces over OTLP (off by default).
+	Tracing TracingConfig `yaml:"tracing"`
 }
 
 // DatabaseConfig says where state lives.
@@ -185,6 +187,7 @@ func (f *File) Validate() error {
 			add("server.tokens[%d].role: must be viewer or operator, got %q", i, t.Role)
 		}
 	}
+	errs = append(errs, f.Tracing.validate()...)
 	if len(errs) == 0 {
 		return nil
 	}

@@ -201,7 +201,7 @@ type CommandCompletion struct {
 	Release bool
 	// Reply is inserted in the same statement when the outcome applies, PENDING, with kind reply
 	// and the completed command as its causation. Only ID, Domain, Queue, Type, Data,
-	// CorrelationID, MaxAttempts, TenantID and Actor are used.
+	// CorrelationID, MaxAttempts, TenantID, Actor and Headers (its traceparent) are used.
 	Reply *CommandInsertParams
 	// Outbox messages (the reply and event of a brokered transport) are written in the same
 	// transaction when the outcome applies, and not at all otherwise.

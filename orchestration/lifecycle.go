@@ -375,7 +375,7 @@ func (l *lifecycle) Start(ctx context.Context) error {
 	relay, err := outbox.NewRelay(client.Driver().Executor(), outbox.RelayConfig{
 		Publishers: publishers, RelayID: client.Config().WorkerID + "-lifecycle",
 		Subscribe: plumbing.Subscriber(client), Metrics: plumbing.MessagingMetrics(client),
-		Logger: client.Logger(), Now: plumbing.DriverClock(client),
+		Logger: client.Logger(), Now: plumbing.DriverClock(client), TracerProvider: client.Config().TracerProvider,
 	})
 	if err != nil {
 		l.mu.Unlock()

@@ -43,6 +43,7 @@ import (
 	"github.com/commandbus/commandbus/internal/orchestrate"
 	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/tracing"
 )
 
 // HeaderExecutionID is the header a command sent by an execution carries, naming the execution
@@ -246,6 +247,7 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		DeadlineCheckInterval: ccfg.Process.DeadlineCheckInterval.Std(),
 		Wake:                  wake,
 		Observer:              observerOf(ccfg.ExecutionObserver),
+		Tracer:                tracing.New(ccfg.TracerProvider),
 		CommandOutbox: func(cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error) {
 			return plumbing.CheckpointOutbox(client, cmds)
 		},

@@ -10,8 +10,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/startstop"
+	"github.com/commandbus/commandbus/tracing"
 )
 
 // Publisher sends outbox messages to one broker.
@@ -89,6 +92,9 @@ type RelayConfig struct {
 	Now     func() *time.Time
 	Metrics *Metrics
 	Logger  *slog.Logger
+	// TracerProvider creates a span per published message, a child of the span that wrote it
+	// (package tracing). Default: the global provider; a commandbus client passes its own.
+	TracerProvider trace.TracerProvider
 }
 
 // Relay publishes the outbox. It is a commandbus.Service: start it with the client
@@ -99,8 +105,9 @@ type Relay struct {
 	publishers map[string]Publisher
 	transports []string
 
-	base startstop.Base
-	kick chan struct{}
+	base   startstop.Base
+	kick   chan struct{}
+	tracer *tracing.Tracer
 }
 
 // NewRelay returns a relay on exec (the driver's executor).
@@ -151,7 +158,7 @@ func NewRelay(exec driver.Executor, cfg RelayConfig) (*Relay, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Relay{exec: exec, cfg: cfg, publishers: map[string]Publisher{}, kick: make(chan struct{}, 1)}
+	r := &Relay{exec: exec, cfg: cfg, publishers: map[string]Publisher{}, kick: make(chan struct{}, 1), tracer: tracing.New(cfg.TracerProvider)}
 	for _, p := range cfg.Publishers {
 		if _, dup := r.publishers[p.Transport()]; dup {
 			return nil, fmt.Errorf("outbox: two publishers for transport %q", p.Transport())
@@ -302,7 +309,9 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			if l, ok := publisher.(AttemptLimiter); ok && l.MaxAttempts() > 0 {
 				maxAttempts = l.MaxAttempts()
 			}
+			started := time.Now()
 			errs := publisher.Publish(pubCtx, msgs)
+			r.tracePublished(pubCtx, started, transport, msgs, errs)
 			now := time.Now()
 			var ok []*driver.OutboxRow
 			mu.Lock()

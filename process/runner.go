@@ -38,7 +38,7 @@ func (r engineRunner[S]) RunWithResponse(ctx context.Context, lease *execution.L
 // run drives a leased execution; extra log entries (an operator's retry) go into its first
 // checkpoint, and injected responses (a command-step reply handed over directly) are applied
 // after the stored ones.
-func (m *Manager[S]) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry, injected []*driver.ExecutionResponseRow) error {
+func (m *Manager[S]) runUntraced(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry, injected []*driver.ExecutionResponseRow) error {
 	if lease.Row.Status == driver.ExecutionSuspended {
 		return m.leaveSuspended(ctx, lease, injected)
 	}
@@ -231,7 +231,7 @@ func (m *Manager[S]) compensate(x *Execution[S], final driver.ExecutionStatus, c
 		if err := x.flush(); err != nil {
 			return err
 		}
-		err := callCompensation(x, c.fn)
+		err := tracedCompensation(x, c.step, c.fn)
 		entry := &driver.ExecutionLogEntry{EntryType: entryCompensation, Name: c.step, StepStatus: statusSuccess}
 		if err != nil {
 			m.logger.Error("compensation failed; continuing with the others", "execution_id", x.ID, "step", c.step, "error", err)

@@ -23,6 +23,7 @@ func (m *Manager[S]) insertInTx(ctx context.Context, tx any, params []*driver.Ex
 	if err != nil {
 		return fmt.Errorf("process: %w", err)
 	}
+	execution.StampStartTrace(ctx, params)
 	if _, err := exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: params, Now: m.engine.Config().Now()}); err != nil {
 		return fmt.Errorf("process: creating executions: %w", err)
 	}

@@ -120,7 +120,7 @@ func Step[S, R any](x *Execution[S], name string, fn func(ctx context.Context) (
 	started := x.clock()
 	ctx, cancel := context.WithTimeout(x.ctx, o.timeout)
 	stopKeepAlive := x.lease.KeepAlive(ctx) // a step may outlast the lease
-	result, err := callStep(ctx, fn)
+	result, err := tracedStep(ctx, x.ID, name, attempt, fn)
 	stopKeepAlive()
 	cancel()
 	if err == nil {

@@ -38,6 +38,7 @@ func (m *Manager[S]) acquireFor(ctx context.Context, id uuid.UUID, action comman
 		}
 		return nil, fmt.Errorf("%w: execution %s is %s", commandbus.ErrInvalidState, id, row.Status)
 	}
+	lease.TraceOperatorAction(ctx, action.Actor, action.Reason)
 	return lease, nil
 }
 

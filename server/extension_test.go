@@ -24,9 +24,9 @@ import (
 )
 
 // The server is a library: it imports no example application, and only the root package, the
-// driver, the orchestration runtime, the process model, money (how amounts are written),
-// internal packages of this module and its own subpackages (the console and their shared HTTP
-// helpers).
+// driver, the orchestration runtime, the process model, money (how amounts are written), the
+// trace context and tracing packages, internal packages of this module and its own subpackages
+// (the console and their shared HTTP helpers).
 func TestServerImportsNoExample(t *testing.T) {
 	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "github.com/commandbus/commandbus/server").CombinedOutput()
@@ -46,7 +46,7 @@ func TestServerImportsNoExample(t *testing.T) {
 		}
 		rest := strings.TrimPrefix(strings.TrimPrefix(imp, module), "/")
 		top, _, _ := strings.Cut(rest, "/")
-		require.Contains(t, []string{"", "driver", "orchestration", "process", "money", "internal", "server"}, top,
+		require.Contains(t, []string{"", "driver", "orchestration", "process", "money", "internal", "server", "tracecontext", "tracing"}, top,
 			"the server imports %s", imp)
 	}
 }

@@ -127,6 +127,7 @@ func (s *Server) Close() error { return s.console.Close() }
 // path no route has, 405 with an Allow header for a method the path's routes do not take. Every
 // request gets an id (X-Request-Id, the client's when usable), a log line and its metrics.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	r = withRequestTrace(r)
 	_, pattern := s.mux.Handler(r)
 	label := pattern
 	if isCatchAll(pattern) && strings.HasPrefix(r.URL.Path, "/api/") {

@@ -18,7 +18,7 @@ import (
 
 // run drives a leased transaction from its log, with extra (an operator's entry) applied after
 // it.
-func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry) error {
+func (m *Manager) runUntraced(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry) error {
 	if err := lease.Load(ctx); err != nil {
 		return m.abandon(ctx, lease, fmt.Errorf("reading log: %w", err))
 	}
@@ -525,7 +525,7 @@ func call(ctx context.Context, part *participant, p Phase, timeout time.Duration
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		r, err := callPhase(ctx, part, p, timeout, c)
+		r, err := tracedPhase(ctx, part, p, timeout, c)
 		done <- outcome{r, err}
 	}()
 	select {

@@ -5,7 +5,9 @@
 //
 // It depends on no tracing library. Put the sender's span in the context with ContextWith (an
 // OpenTelemetry user passes span.SpanContext().TraceID() and SpanID()); read what arrived with
-// FromContext.
+// FromContext. Package tracing builds OpenTelemetry spans on it: a span in the context (of either
+// kind) is the parent of the spans commandbus creates, and each of those is put back in the
+// context here, so the commands sent under it carry its traceparent.
 package tracecontext
 
 import (

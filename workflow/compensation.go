@@ -67,7 +67,7 @@ func (m *Manager) compensate(ctx context.Context, lease *execution.Lease, f *fol
 				results: results, item: s.item, itemKey: s.itemKey}
 			go func() {
 				started := m.engine.Config().Clock()
-				err := callCompensation(ctx, s, sc)
+				err := tracedCompensation(ctx, s, sc)
 				done <- m.compensationEntry(s, sc.Attempt, started, err)
 			}()
 		}

@@ -20,7 +20,7 @@ import (
 // outcomes funnel back to this goroutine, the only writer, which checkpoints them (outcomes that
 // arrive together share a checkpoint) before starting the steps they make ready. A step's record
 // is durable before any step that depends on it starts.
-func (m *Manager) run(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry) error {
+func (m *Manager) runUntraced(ctx context.Context, lease *execution.Lease, extra []*driver.ExecutionLogEntry) error {
 	if err := lease.Load(ctx); err != nil {
 		return m.abandon(ctx, lease, fmt.Errorf("reading log: %w", err))
 	}
@@ -275,7 +275,7 @@ func (w *walk) start(sid string, results chan<- *outcome) {
 	go func() {
 		ctx, cancel := context.WithTimeout(w.ctx, s.timeout)
 		defer cancel()
-		res, err := callStep(ctx, s.fn, sc)
+		res, err := tracedStep(ctx, s.fn, sc)
 		o := &outcome{step: sid, attempt: attempt, started: started, err: err}
 		if err == nil {
 			o.attrs = sc.attrs

@@ -47,6 +47,7 @@ func (m *Manager) insertInTx(ctx context.Context, tx any, params []*driver.Execu
 	if err != nil {
 		return fmt.Errorf("%s: %w", m.model, err)
 	}
+	execution.StampStartTrace(ctx, params)
 	if _, err := exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: params, Now: m.engine.Config().Now()}); err != nil {
 		return fmt.Errorf("%s: creating executions: %w", m.model, err)
 	}

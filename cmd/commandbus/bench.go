@@ -142,6 +142,7 @@ func newBenchBusCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.FetchBatch, "fetch-batch", 1000, "most commands claimed per query")
 	cmd.Flags().DurationVar(&cfg.FetchCooldown, "fetch-cooldown", 2*time.Millisecond, "least time between claims of one queue")
 	cmd.Flags().StringVar(&cfg.Replies, "replies", bench.RepliesWritten, "written, handled or none")
+	cmd.Flags().BoolVar(&cfg.Tracing, "tracing", false, "record every span with the OpenTelemetry SDK (batch processor, discarding exporter) to show tracing's overhead")
 	return cmd
 }
 
@@ -152,6 +153,7 @@ func printBusResult(out io.Writer, r *bench.BusResult) {
 	fmt.Fprintf(out, "latency       p50 %.1f ms, p99 %.1f ms (send commit to %s)\n", r.P50Ms, r.P99Ms, map[bool]string{true: "reply handled", false: "handler done"}[r.Config.Replies == bench.RepliesHandled])
 	fmt.Fprintf(out, "configuration replies=%s concurrency=%d fetch-batch=%d send-batch=%d senders=%d gomaxprocs=%d\n",
 		r.Config.Replies, r.Config.Concurrency, r.Config.FetchBatch, r.Config.SendBatch, r.Config.Senders, r.GoMaxProcs)
+	fmt.Fprintf(out, "tracing       %s%s\n", bench.TracingLabel(r.Config.Tracing), spansLabel(r.Spans))
 }
 
 func newBenchProcessCommand() *cobra.Command {
@@ -166,12 +168,14 @@ func newBenchProcessCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Processes, "processes", 5000, "processes to run")
 	cmd.Flags().IntVar(&cfg.Steps, "steps", 5, "checkpointed steps per process")
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 400, "executions run at once")
+	cmd.Flags().BoolVar(&cfg.Tracing, "tracing", false, "record every span with the OpenTelemetry SDK (batch processor, discarding exporter) to show tracing's overhead")
 	return benchSubcommand(cmd, 24, func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (*bench.ProcessResult, error) {
 		cfg.Logger, cfg.Progress = logger, progress
 		return bench.RunProcess(ctx, db, cfg)
 	}, func(out io.Writer, res *bench.ProcessResult) {
-		fmt.Fprintf(out, "%s: %d processes × %d steps in %.2fs = %.0f processes/s (%.0f checkpoints/s); checkpoint p50 %.1f ms, p99 %.1f ms (concurrency %d)\n",
-			res.Driver, res.Processes, res.Steps, res.ElapsedS, res.ProcessesPerS, res.CheckpointsS, res.P50Ms, res.P99Ms, res.Config.Concurrency)
+		fmt.Fprintf(out, "%s: %d processes × %d steps in %.2fs = %.0f processes/s (%.0f checkpoints/s); checkpoint p50 %.1f ms, p99 %.1f ms (concurrency %d; tracing %s%s)\n",
+			res.Driver, res.Processes, res.Steps, res.ElapsedS, res.ProcessesPerS, res.CheckpointsS, res.P50Ms, res.P99Ms, res.Config.Concurrency,
+			bench.TracingLabel(res.Config.Tracing), spansLabel(res.Spans))
 	})
 }
 
@@ -268,4 +272,12 @@ func benchSubcommand[R any](cmd *cobra.Command, poolSize int32, run benchRun[R],
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the benchmark schema on PostgreSQL")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object")
 	return cmd
+}
+
+// spansLabel states how many spans a traced benchmark recorded.
+func spansLabel(spans int64) string {
+	if spans == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d spans", spans)
 }

@@ -198,7 +198,7 @@ func completionReply(reply *driver.CommandInsertParams, commandID uuid.UUID, now
 	return sentCommand(&driver.CommandInsertParams{
 		ID: reply.ID, Kind: driver.CommandKindReply, Domain: reply.Domain, Queue: reply.Queue,
 		Type: reply.Type, Data: reply.Data, CorrelationID: reply.CorrelationID, CausationID: commandID,
-		MaxAttempts: reply.MaxAttempts, TenantID: reply.TenantID, Actor: reply.Actor,
+		MaxAttempts: reply.MaxAttempts, TenantID: reply.TenantID, Actor: reply.Actor, Headers: reply.Headers,
 	}, now)
 }
 
@@ -235,7 +235,8 @@ func exerciseCommandCompleteMany(t *testing.T, setup setupFunc) {
 		// The fields a completion's reply does not use are ignored.
 		okReply.Kind, okReply.Status, okReply.CausationID = driver.CommandKindCommand, driver.CommandStatusCompleted, uuid.New()
 		okReply.ReplyTo, okReply.BatchID, okReply.IdempotencyKey = "elsewhere", uuid.New(), "reply-key"
-		okReply.Headers, okReply.VisibleAt, okReply.DeadlineAt = map[string]string{"h": "v"}, ptr(t0.Add(time.Hour)), ptr(t0.Add(time.Hour))
+		okReply.VisibleAt, okReply.DeadlineAt = ptr(t0.Add(time.Hour)), ptr(t0.Add(time.Hour))
+		okReply.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"} // kept
 		timedOutReply.TenantID, timedOutReply.MaxAttempts = "tenant", 7
 		t2 := t1.Add(10 * time.Second)
 		applied := complete(t, b.exec, &t2,

@@ -343,10 +343,11 @@ const commandCompleteManySQL = `
 	WITH input AS (
 		SELECT * FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::bigint[], $5::text[]::jsonb[],
 			$6::text[], $7::text[], $8::text[], $9::bool[], $10::uuid[], $11::text[], $12::text[],
-			$13::text[], $14::text[]::jsonb[], $15::uuid[], $16::int[], $17::text[], $18::text[])
+			$13::text[], $14::text[]::jsonb[], $15::uuid[], $16::int[], $17::text[], $18::text[],
+			$20::text[]::jsonb[])
 			AS t(id, fence, status, retry_delay_us, result, error_code, error_message, event, release,
 				reply_id, reply_domain, reply_queue, reply_type, reply_data, reply_correlation_id,
-				reply_max_attempts, reply_tenant_id, reply_actor)
+				reply_max_attempts, reply_tenant_id, reply_actor, reply_headers)
 	), n AS (
 		SELECT coalesce($19::timestamptz, now()) AS now
 	), updated AS (
@@ -373,7 +374,7 @@ const commandCompleteManySQL = `
 		WHERE c.id = i.id AND c.fence = i.fence AND c.status = 'RUNNING'
 		RETURNING c.id, c.status, c.worker_id, c.attempt, c.error_code, c.error_message, i.reply_id,
 			i.reply_domain, i.reply_queue, i.reply_type, i.reply_data, i.reply_correlation_id,
-			i.reply_max_attempts, i.reply_tenant_id, i.reply_actor
+			i.reply_max_attempts, i.reply_tenant_id, i.reply_actor, i.reply_headers
 	), parked AS (
 		-- A command moved to the troubleshooting queue is recorded in the dead-letter table
 		-- (command_dlq) by the same statement.
@@ -391,10 +392,10 @@ const commandCompleteManySQL = `
 		WHERE u.status = 'IN_TSQ'
 	), replies AS (
 		INSERT INTO {schema}.command (id, kind, domain, queue, command_type, data, correlation_id,
-			causation_id, status, max_attempts, tenant_id, sent_by, visible_at, created_at, updated_at)
+			causation_id, status, max_attempts, tenant_id, sent_by, visible_at, created_at, updated_at, headers)
 		SELECT u.reply_id, 'reply', u.reply_domain, u.reply_queue, u.reply_type, coalesce(u.reply_data, '{}'),
 			u.reply_correlation_id, u.id, 'PENDING', u.reply_max_attempts, u.reply_tenant_id,
-			u.reply_actor, n.now, n.now, n.now
+			u.reply_actor, n.now, n.now, n.now, u.reply_headers
 		FROM updated u, n
 		WHERE u.reply_id IS NOT NULL
 	)
@@ -411,7 +412,7 @@ func (e *executor) CommandCompleteMany(ctx context.Context, params *driver.Comma
 		statuses, events                                 = make([]string, n), make([]string, n)
 		results, codes, messages, replyData              = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 		replyDomains, replyQueues, replyTypes, replyTens = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-		replyActors                                      = make([]*string, n)
+		replyActors, replyHeaders                        = make([]*string, n), make([]*string, n)
 		releases                                         = make([]bool, n)
 		replyMax                                         = make([]*int32, n)
 	)
@@ -427,10 +428,17 @@ func (e *executor) CommandCompleteMany(ctx context.Context, params *driver.Comma
 			maxAttempts := int32(r.MaxAttempts)
 			replyMax[i] = &maxAttempts
 			replyTens[i], replyActors[i] = nullString(r.TenantID), nullString(r.Actor)
+			if len(r.Headers) > 0 {
+				encoded, err := json.Marshal(r.Headers)
+				if err != nil {
+					return nil, fmt.Errorf("encoding the headers of reply %s: %w", r.ID, err)
+				}
+				replyHeaders[i] = nullJSONText(encoded)
+			}
 		}
 	}
 	args := []any{ids, fences, statuses, delays, results, codes, messages, events, releases, replyIDs,
-		replyDomains, replyQueues, replyTypes, replyData, replyCorrelations, replyMax, replyTens, replyActors, params.Now}
+		replyDomains, replyQueues, replyTypes, replyData, replyCorrelations, replyMax, replyTens, replyActors, params.Now, replyHeaders}
 	if !hasCompletionExtras(params.Completions) {
 		rows, err := e.db.Query(ctx, e.d.sql(commandCompleteManySQL), args...)
 		if err != nil {

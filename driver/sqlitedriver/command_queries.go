@@ -367,7 +367,7 @@ func completionReply(c *driver.CommandCompletion) *driver.CommandInsertParams {
 	return &driver.CommandInsertParams{
 		ID: r.ID, Kind: driver.CommandKindReply, Domain: r.Domain, Queue: r.Queue, Type: r.Type,
 		Data: r.Data, CorrelationID: r.CorrelationID, CausationID: c.ID, MaxAttempts: r.MaxAttempts,
-		TenantID: r.TenantID, Actor: r.Actor,
+		TenantID: r.TenantID, Actor: r.Actor, Headers: r.Headers,
 	}
 }
 

@@ -40,6 +40,8 @@ type BusConfig struct {
 	// "handled" — a no-op reply handler consumes every reply, which doubles the queue work;
 	// "none" — commands have no replyTo.
 	Replies string `json:"replies"`
+	// Tracing records every span with the OpenTelemetry SDK (see benchTracing). Default: off.
+	Tracing bool `json:"tracing"`
 	// Logger receives progress; nil discards it.
 	Logger *slog.Logger `json:"-"`
 	// Progress, when set, receives a line per second while the benchmark runs.
@@ -57,6 +59,8 @@ type BusResult struct {
 	SendPerS     float64   `json:"send_per_s"`
 	Config       BusConfig `json:"config"`
 	GoMaxProcs   int       `json:"gomaxprocs"`
+	// Spans is how many spans were recorded when tracing was on.
+	Spans int64 `json:"spans,omitempty"`
 }
 
 // The reply modes of BusConfig.Replies.
@@ -152,11 +156,14 @@ func RunBus(ctx context.Context, drv driver.Driver, cfg BusConfig) (*BusResult, 
 		})
 	}
 	domain := &commandbus.DomainConfig{ConcurrentMessages: cfg.Concurrency, FetchBatch: cfg.FetchBatch}
+	tracing := newBenchTracing(cfg.Tracing)
+	defer tracing.shutdown()
 	client, err := commandbus.NewClient(drv, &commandbus.Config{
-		Handlers:      handlers,
-		Logger:        logger,
-		FetchCooldown: commandbus.Duration(cfg.FetchCooldown),
-		Domains:       map[string]*commandbus.DomainConfig{"bench": domain, "benchreply": domain},
+		TracerProvider: tracing.provider(),
+		Handlers:       handlers,
+		Logger:         logger,
+		FetchCooldown:  commandbus.Duration(cfg.FetchCooldown),
+		Domains:        map[string]*commandbus.DomainConfig{"bench": domain, "benchreply": domain},
 	})
 	if err != nil {
 		return nil, err
@@ -270,6 +277,7 @@ wait:
 		SendPerS:     round(float64(cfg.Commands)/time.Duration(sendElapsed.Load()).Seconds(), 0),
 		Config:       cfg,
 		GoMaxProcs:   runtime.GOMAXPROCS(0),
+		Spans:        tracing.spans(ctx),
 	}, nil
 }
 

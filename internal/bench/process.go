@@ -28,10 +28,12 @@ type ProcessConfig struct {
 	// Default: 400.
 	Concurrency int `json:"concurrency"`
 	// StartBatch is how many executions one StartBatch call creates. Default: 1000.
-	StartBatch int           `json:"start_batch"`
-	Logger     *slog.Logger  `json:"-"`
-	Progress   io.Writer     `json:"-"`
-	PollEvery  time.Duration `json:"-"`
+	StartBatch int `json:"start_batch"`
+	// Tracing records every span with the OpenTelemetry SDK (see benchTracing). Default: off.
+	Tracing   bool          `json:"tracing"`
+	Logger    *slog.Logger  `json:"-"`
+	Progress  io.Writer     `json:"-"`
+	PollEvery time.Duration `json:"-"`
 }
 
 // ProcessResult is what the process benchmark prints.
@@ -46,6 +48,8 @@ type ProcessResult struct {
 	P99Ms         float64       `json:"p99_ms"`
 	Config        ProcessConfig `json:"config"`
 	GoMaxProcs    int           `json:"gomaxprocs"`
+	// Spans is how many spans were recorded when tracing was on.
+	Spans int64 `json:"spans,omitempty"`
 }
 
 // WithDefaults fills unset fields.
@@ -124,7 +128,9 @@ func RunProcess(ctx context.Context, drv driver.Driver, cfg ProcessConfig) (*Pro
 		return nil, fmt.Errorf("at most %d steps", len(stepNames))
 	}
 	proc := &benchProcess{steps: cfg.Steps, lastEnd: map[uuid.UUID]time.Time{}}
-	client, rt, err := newRuntime(drv, cfg.Logger, cfg.Concurrency, cfg.PollEvery, orchestration.Config{})
+	tracing := newBenchTracing(cfg.Tracing)
+	defer tracing.shutdown()
+	client, rt, err := newTracedRuntime(drv, cfg.Logger, cfg.Concurrency, cfg.PollEvery, orchestration.Config{}, tracing.provider())
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +169,7 @@ func RunProcess(ctx context.Context, drv driver.Driver, cfg ProcessConfig) (*Pro
 		P99Ms:         round(percentile(samples, 0.99).Seconds()*1000, 2),
 		Config:        cfg,
 		GoMaxProcs:    runtime.GOMAXPROCS(0),
+		Spans:         tracing.spans(ctx),
 	}, nil
 }
 

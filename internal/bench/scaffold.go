@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/orchestration"
@@ -22,8 +24,14 @@ func orDiscard(logger *slog.Logger) *slog.Logger {
 // the pending poller every pollEvery; zero values keep the client's defaults) and its
 // orchestration runtime with rtCfg.
 func newRuntime(drv driver.Driver, logger *slog.Logger, concurrency int, pollEvery time.Duration, rtCfg orchestration.Config) (*commandbus.Client, *orchestration.Runtime, error) {
+	return newTracedRuntime(drv, logger, concurrency, pollEvery, rtCfg, nil)
+}
+
+// newTracedRuntime is newRuntime with tp as the client's tracer provider (nil: the no-op).
+func newTracedRuntime(drv driver.Driver, logger *slog.Logger, concurrency int, pollEvery time.Duration, rtCfg orchestration.Config, tp trace.TracerProvider) (*commandbus.Client, *orchestration.Runtime, error) {
 	client, err := commandbus.NewClient(drv, &commandbus.Config{
-		Logger: orDiscard(logger),
+		TracerProvider: tp,
+		Logger:         orDiscard(logger),
 		Process: commandbus.ProcessConfig{
 			ConcurrentExecutions: concurrency,
 			PendingPollInterval:  commandbus.Duration(pollEvery),

@@ -27,6 +27,7 @@ import (
 
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/startstop"
+	"github.com/commandbus/commandbus/tracing"
 )
 
 // ErrFenced means a checkpoint was rejected because another runner has since taken the
@@ -78,6 +79,9 @@ type Config struct {
 	// Observer, when set, is told about every checkpoint and insert after it committed (see
 	// Observer).
 	Observer Observer
+	// Tracer creates the spans of runs, checkpoints and resumed waits, and is handed to the
+	// models' steps through the run's context (package tracing). Nil: no spans.
+	Tracer *tracing.Tracer
 	// ObserverQueue is how many observations wait for a slow observer before further ones are
 	// dropped. 0 means DefaultObserverQueue.
 	ObserverQueue int
@@ -427,6 +431,7 @@ func (e *Engine) AcquireLoad(ctx context.Context, id uuid.UUID) (*Lease, error) 
 // a Lease are returned leased to this instance (immediate start), in input order; new pending
 // ones wake the pollers.
 func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInsertParams) ([]*Lease, error) {
+	StampStartTrace(ctx, executions)
 	now := e.cfg.Now()
 	created := e.cfg.Clock()
 	var observed []*observation

@@ -12,6 +12,7 @@ import (
 	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/tracecontext"
+	"github.com/commandbus/commandbus/tracing"
 )
 
 // Lease is an execution leased to this instance. Every write goes through Checkpoint, fenced on
@@ -129,6 +130,13 @@ func (l *Lease) Base() *driver.ExecutionCheckpoint {
 // timeouts of a committed checkpoint also schedule an in-memory wake-up of this instance's
 // pending poller.
 func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
+	ctx, span := l.startCheckpoint(ctx, cp)
+	err := l.checkpoint(ctx, cp)
+	tracing.End(span, err)
+	return err
+}
+
+func (l *Lease) checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) error {
 	cp.ID, cp.Fence = l.Row.ID, l.Row.Fence
 	if err := cp.Validate(); err != nil {
 		return fmt.Errorf("invalid checkpoint: %w", err)
@@ -145,7 +153,7 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 			return err
 		}
 	}
-	stampTraceparent(cp.Commands, l.Row.Traceparent)
+	stampTraceparent(cp.Commands, l.traceparent(ctx))
 	stampIssuer(cp.Commands, l.Row)
 	// The outbox messages derived here (the commands' and the lifecycle events') are dropped
 	// again when the write fails: a retry of the same checkpoint derives them again.

@@ -35,6 +35,7 @@ func AcquireFor(ctx context.Context, engine *execution.Engine, id uuid.UUID, mod
 		_ = lease.Release(ctx)
 		return nil, fmt.Errorf("%w: execution %s is %s", commandbus.ErrInvalidState, id, row.Status)
 	}
+	lease.TraceOperatorAction(ctx, action.Actor, action.Reason)
 	return lease, nil
 }
 

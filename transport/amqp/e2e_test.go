@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
@@ -58,6 +59,8 @@ type platformOpts struct {
 	foreignFx bool
 	// setup runs on the client before it starts (to register processes on it).
 	setup func(client *commandbus.Client)
+	// tracerProvider is the client's and the relay's (default: the global no-op).
+	tracerProvider trace.TracerProvider
 }
 
 func newPlatform(t *testing.T, opts platformOpts) *platform {
@@ -103,6 +106,7 @@ func newPlatform(t *testing.T, opts platformOpts) *platform {
 		Kafka:             commandbus.KafkaConfig{Brokers: p.brokers[0]},
 		WatchdogInterval:  commandbus.Duration(200 * time.Millisecond),
 		FetchPollInterval: commandbus.Duration(100 * time.Millisecond),
+		TracerProvider:    opts.tracerProvider,
 	})
 	require.NoError(t, err)
 	p.Client = client
@@ -122,6 +126,7 @@ func newPlatform(t *testing.T, opts platformOpts) *platform {
 	p.relay, err = outbox.NewRelay(exec, outbox.RelayConfig{
 		Publishers: []outbox.Publisher{amqpPub, kafkaPub}, Subscribe: plumbing.Subscriber(client), Metrics: p.metrics, Logger: logger,
 		PollInterval: 50 * time.Millisecond, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond, Lease: 2 * time.Second,
+		TracerProvider: opts.tracerProvider,
 	})
 	require.NoError(t, err)
 	client.AddService(p.relay)

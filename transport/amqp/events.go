@@ -257,7 +257,7 @@ func (c *EventConsumer) consume(ctx context.Context, connected func()) error {
 // handle hands one event to the receiver and settles its message.
 func (c *EventConsumer) handle(ctx context.Context, d amqp.Delivery, dead *deadEnd) error {
 	logger := c.cfg.Logger.With("queue", d.RoutingKey, "message_id", d.MessageId)
-	receipt, err := c.cfg.Receiver.ReceiveEvent(ctx, orchestration.EventTransportAMQP, d.Body)
+	receipt, err := c.cfg.Receiver.ReceiveEvent(withDeliveryTrace(ctx, d), orchestration.EventTransportAMQP, d.Body)
 	switch {
 	case err == nil:
 		logger.Debug("inbound event handled", "event_id", receipt.EventID, "outcome", receipt.Outcome)

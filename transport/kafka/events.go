@@ -211,7 +211,7 @@ func (c *EventConsumer) handle(ctx context.Context, r *kgo.Record) bool {
 	logger := c.cfg.Logger.With("topic", r.Topic, "partition", r.Partition, "offset", r.Offset)
 	delay := c.cfg.RetryDelay
 	for {
-		receipt, err := c.cfg.Receiver.ReceiveEvent(ctx, orchestration.EventTransportKafka, r.Value)
+		receipt, err := c.cfg.Receiver.ReceiveEvent(withRecordTrace(ctx, r), orchestration.EventTransportKafka, r.Value)
 		switch {
 		case err == nil:
 			logger.Debug("inbound event handled", "event_id", receipt.EventID, "outcome", receipt.Outcome)

@@ -19,6 +19,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/tracecontext"
 )
 
 // Config is what a transport's consumer configuration says, in protocol-independent terms.
@@ -369,6 +370,9 @@ func (c *Consumer) handle(sub Subscription, d Delivery) {
 		log.Error(c.cfg.Name+" consumer: undecodable message; moved aside", "queue", queue, "message_id", id, "error", err, "parked", parked)
 		settle(moveAside(ctx, d, err, parked))
 		return
+	}
+	if sc, ok := env.Headers.Trace(); ok {
+		ctx = tracecontext.ContextWith(ctx, sc) // the inbox's span continues the sender's trace
 	}
 	var outcome commandbus.DeliveryOutcome
 	if sub.Domain == "" {
