@@ -152,8 +152,9 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 	var where, order string
 	switch params.Kind {
 	case driver.ClaimPending:
-		// A response may wake a SUSPENDED execution: it runs after the resume.
-		where, order = "wake_at <= n.now AND status <> 'SUSPENDED'", "wake_at"
+		// A response may wake a SUSPENDED execution: it runs after the resume. A QUEUED one
+		// runs only once admitted (its tenant has a free slot).
+		where, order = "wake_at <= n.now AND status NOT IN ('SUSPENDED', 'QUEUED')", "wake_at"
 	case driver.ClaimRetry:
 		where, order = "status = 'WAITING_FOR_RETRY' AND next_retry_at <= n.now", "next_retry_at"
 	default:
@@ -203,7 +204,7 @@ const executionAcquireSQL = `
 		SELECT coalesce($4::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
 	), picked AS (
 		SELECT id, status AS claimed_from FROM {schema}.execution, n
-		WHERE %[1]s AND (lease_until IS NULL OR lease_until <= n.now)
+		WHERE %[1]s AND (lease_until IS NULL OR lease_until <= n.now) AND status <> 'QUEUED'
 		%[2]s
 		FOR UPDATE OF execution
 	)

@@ -113,7 +113,7 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 	switch params.Kind {
 	case driver.ClaimPending:
 		// A response may wake a SUSPENDED execution: it runs after the resume.
-		where, order = "wake_at <= ? AND status <> 'SUSPENDED'", "wake_at"
+		where, order = "wake_at <= ? AND status NOT IN ('SUSPENDED', 'QUEUED')", "wake_at"
 	case driver.ClaimRetry:
 		where, order = "status = 'WAITING_FOR_RETRY' AND next_retry_at <= ?", "next_retry_at"
 	default:
@@ -201,7 +201,7 @@ const executionAcquireSQL = `
 		wake_at = ?,
 		worker_id = ?,
 		updated_at = ?
-	WHERE id = ? AND (lease_until IS NULL OR lease_until <= ?)
+	WHERE id = ? AND (lease_until IS NULL OR lease_until <= ?) AND status <> 'QUEUED'
 	RETURNING `
 
 func (e *executor) ExecutionAcquire(ctx context.Context, params *driver.ExecutionAcquireParams) (*driver.ExecutionRow, error) {
