@@ -146,8 +146,8 @@ func (e *executor) TenantUpdate(ctx context.Context, params *driver.TenantUpdate
 			return err
 		}
 		details, _ := json.Marshal(map[string]any{
-			"before": map[string]any{"tier": before.Tier, "status": before.Status, "maxActiveOverride": before.MaxActiveOverride, "maxActive": before.MaxActive},
-			"after":  map[string]any{"tier": out.Tier, "status": out.Status, "maxActiveOverride": out.MaxActiveOverride, "maxActive": out.MaxActive},
+			"before":   map[string]any{"tier": before.Tier, "status": before.Status, "maxActiveOverride": before.MaxActiveOverride, "maxActive": before.MaxActive},
+			"after":    map[string]any{"tier": out.Tier, "status": out.Status, "maxActiveOverride": out.MaxActiveOverride, "maxActive": out.MaxActive},
 			"admitted": admission.Admitted, "failed": admission.Failed,
 		})
 		return in.AuditLogInsert(ctx, &driver.AuditLogInsertParams{EntityType: "tenant", EntityID: params.ID,

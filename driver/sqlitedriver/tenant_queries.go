@@ -54,7 +54,6 @@ const tenantSelectSQL = `
 		t.last_admitted_at, t.created_at, t.updated_at
 	FROM {schema}.tenant t JOIN {schema}.tenant_tier tt ON tt.tier = t.tier`
 
-
 func scanTenant(row rowScanner) (*driver.TenantRow, error) {
 	var r driver.TenantRow
 	var status string
