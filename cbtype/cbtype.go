@@ -126,6 +126,9 @@ type ExecutionRow struct {
 	// ClaimedFrom is the status the execution had when a claim or acquire took it (those queries
 	// only).
 	ClaimedFrom ExecutionStatus `json:"claimedFrom"`
+	// StaleLease means a claim took the execution from a runner whose lease had expired (it
+	// died or stalled without releasing it): a stale claim recovered (claims only).
+	StaleLease bool `json:"-"`
 }
 
 // ExecutionLogEntry is one entry of an execution's append-only log. Entry types: STEP, WAIT,

@@ -80,6 +80,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"CommandDelivery", exerciseCommandDelivery},
 		{"Schedules", exerciseSchedules},
 		{"Tenants", exerciseTenants},
+		{"StaleClaims", exerciseStaleClaims},
 	}
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {

@@ -218,3 +218,17 @@ func exerciseTenants(t *testing.T, setup setupFunc) {
 		require.Equal(t, 0, tenant.Active, "the failed slot holder gave its slot back")
 	})
 }
+
+func exerciseStaleClaims(t *testing.T, setup setupFunc) {
+	b := setup(t)
+	x := newExecution("p")
+	insertExecutions(t, b.exec, &t0, x)
+	first := claimExecutions(t, b.exec, driver.ClaimPending, nil, 10, time.Minute, t0)
+	require.Len(t, first, 1)
+	require.False(t, first[0].StaleLease, "a new execution's first claim")
+	// The runner dies: its lease runs out and the execution is claimed again, as a stale claim.
+	again := claimExecutions(t, b.exec, driver.ClaimPending, nil, 10, time.Minute, t0.Add(2*time.Minute))
+	require.Len(t, again, 1)
+	require.True(t, again[0].StaleLease)
+	require.Equal(t, int64(2), again[0].Fence)
+}
