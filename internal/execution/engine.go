@@ -81,6 +81,23 @@ type Config struct {
 	// ObserverQueue is how many observations wait for a slow observer before further ones are
 	// dropped. 0 means DefaultObserverQueue.
 	ObserverQueue int
+
+	// Admission is told what capacity-limited admission did (nil: nothing).
+	Admission AdmissionRecorder
+	// AdmissionPollInterval is how often the admission dispatcher runs a round without being
+	// woken (a slot freed while its tenant's row was locked, a raised limit). 0 means 1s.
+	AdmissionPollInterval time.Duration
+	// AdmissionWake wakes the admission dispatcher (the admission topic).
+	AdmissionWake <-chan struct{}
+	// AdmissionBatch is how many tenants one round serves at most. 0 means 100.
+	AdmissionBatch int
+	// AdmissionPerTenant caps what one round admits per tenant, so a round serves many tenants
+	// fairly. 0 means up to the tenant's free slots.
+	AdmissionPerTenant int
+	// UnknownDefinitionCheckInterval is how often queued executions of types no runner of this
+	// instance has are ended FAILED (UNKNOWN_DEFINITION). 0 means 10s; negative turns it off
+	// (for instances that do not run every capacity-limited type).
+	UnknownDefinitionCheckInterval time.Duration
 }
 
 // WakeTopic is the notification topic that wakes the pending poller.
@@ -100,6 +117,8 @@ type Engine struct {
 
 	mu      sync.RWMutex
 	runners map[string]Runner
+	// limited are the capacity-limited types (guarded by mu).
+	limited map[string]bool
 	// lifecycleOutbox and lifecycleObserved turn lifecycle events on (SetLifecycle; guarded by mu).
 	lifecycleOutbox   LifecycleOutbox
 	lifecycleObserved bool
@@ -124,6 +143,18 @@ func New(cfg Config) *Engine {
 	}
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 50
+	}
+	if cfg.Admission == nil {
+		cfg.Admission = noAdmissionRecorder{}
+	}
+	if cfg.AdmissionPollInterval <= 0 {
+		cfg.AdmissionPollInterval = time.Second
+	}
+	if cfg.AdmissionBatch <= 0 {
+		cfg.AdmissionBatch = 100
+	}
+	if cfg.UnknownDefinitionCheckInterval == 0 {
+		cfg.UnknownDefinitionCheckInterval = 10 * time.Second
 	}
 	e := &Engine{
 		cfg:     cfg,
@@ -205,6 +236,27 @@ func (e *Engine) Start(context.Context) error {
 		{"wait-timeout", e.cfg.TimeoutCheckInterval, nil, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueWaitTimeout) }},
 		{"deadline", e.cfg.DeadlineCheckInterval, nil, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueDeadline) }},
 	}
+	if e.hasLimited() {
+		pollers = append(pollers, struct {
+			name     string
+			interval time.Duration
+			wake     <-chan struct{}
+			local    <-chan struct{}
+			poll     func(ctx context.Context) (more bool)
+		}{"admission", e.cfg.AdmissionPollInterval, e.cfg.AdmissionWake, nil, e.admitRound})
+		if e.cfg.UnknownDefinitionCheckInterval > 0 {
+			pollers = append(pollers, struct {
+				name     string
+				interval time.Duration
+				wake     <-chan struct{}
+				local    <-chan struct{}
+				poll     func(ctx context.Context) (more bool)
+			}{"unknown-definitions", e.cfg.UnknownDefinitionCheckInterval, nil, nil, func(ctx context.Context) bool {
+				e.failUnknown(ctx)
+				return false
+			}})
+		}
+	}
 	for _, p := range pollers {
 		e.base.Go(func() { e.pollLoop(runCtx, stop, p.interval, p.wake, p.local, p.poll) })
 	}
@@ -281,6 +333,7 @@ func (e *Engine) claimAndRun(ctx context.Context, kind driver.ExecutionClaimKind
 		}
 		return false
 	}
+	e.recordStale(rows)
 	for _, lease := range e.preload(ctx, rows) {
 		e.slots <- struct{}{}
 		e.base.Go(func() {
@@ -426,7 +479,15 @@ func (e *Engine) AcquireLoad(ctx context.Context, id uuid.UUID) (*Lease, error) 
 // its lease is nil, so a caller never runs an execution it did not create. New executions with
 // a Lease are returned leased to this instance (immediate start), in input order; new pending
 // ones wake the pollers.
+//
+// Executions of capacity-limited types (SetCapacityLimited) need a tenant; they are never
+// leased here: they are queued and, in the same transaction, admitted into their tenant's free
+// slots, and the pollers run the admitted ones.
 func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInsertParams) ([]*Lease, error) {
+	limited, err := e.prepareLimited(executions)
+	if err != nil {
+		return nil, err
+	}
 	now := e.cfg.Now()
 	created := e.cfg.Clock()
 	var observed []*observation
@@ -435,7 +496,7 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 			observed = append(observed, e.observers.reserve(insertedObservation(x, created)))
 		}
 	}
-	inserted, err := e.cfg.Exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: executions, Now: now})
+	inserted, err := e.insertQueued(ctx, e.cfg.Exec, executions, limited, now)
 	if observed != nil {
 		// Only executions this call created are observed (an id that existed is not), once.
 		created := make(map[uuid.UUID]bool, len(inserted))
