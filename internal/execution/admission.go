@@ -35,15 +35,19 @@ type AdmissionRecorder interface {
 
 type noAdmissionRecorder struct{}
 
-func (noAdmissionRecorder) Admitted(string, int)        {}
-func (noAdmissionRecorder) AtCapacity(string, int)      {}
-func (noAdmissionRecorder) Failed(string, int)          {}
-func (noAdmissionRecorder) Cycle(int, time.Duration)    {}
-func (noAdmissionRecorder) LockFailures(int)            {}
-func (noAdmissionRecorder) StaleRecovered(int)          {}
-func (e *Engine) recorder() AdmissionRecorder           { return e.cfg.Admission }
-func (e *Engine) hasLimited() bool                      { e.mu.RLock(); defer e.mu.RUnlock(); return len(e.limited) > 0 }
-func (e *Engine) isLimited(typ string) bool             { e.mu.RLock(); defer e.mu.RUnlock(); return e.limited[typ] }
+func (noAdmissionRecorder) Admitted(string, int)     {}
+func (noAdmissionRecorder) AtCapacity(string, int)   {}
+func (noAdmissionRecorder) Failed(string, int)       {}
+func (noAdmissionRecorder) Cycle(int, time.Duration) {}
+func (noAdmissionRecorder) LockFailures(int)         {}
+func (noAdmissionRecorder) StaleRecovered(int)       {}
+func (e *Engine) recorder() AdmissionRecorder        { return e.cfg.Admission }
+func (e *Engine) hasLimited() bool                   { e.mu.RLock(); defer e.mu.RUnlock(); return len(e.limited) > 0 }
+func (e *Engine) isLimited(typ string) bool {
+	e.mu.RLock()
+	defer e.mu.RUnlock()
+	return e.limited[typ]
+}
 func admissionSpan(ctx context.Context, _ string) (context.Context, func()) { return ctx, func() {} }
 
 // SetCapacityLimited marks execution types as capacity-limited: their executions start QUEUED
