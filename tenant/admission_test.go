@@ -52,6 +52,7 @@ func newBundle(t *testing.T, drv driver.Driver, o options) *bundle {
 	reg := prometheus.NewRegistry()
 	cfg := &commandbus.Config{Logger: slog.New(slog.DiscardHandler), MetricsRegisterer: reg}
 	cfg.Process.PendingPollInterval = commandbus.Duration(o.poll)
+	cfg.Process.RetryPollInterval = commandbus.Duration(o.poll)
 	if o.lease > 0 {
 		cfg.Process.ExecutionLease = commandbus.Duration(o.lease)
 	}
@@ -106,12 +107,17 @@ func row(t *testing.T, drv driver.Driver, id uuid.UUID) *driver.ExecutionRow {
 // waitStatus polls, with a deadline, until the execution has status.
 func waitStatus(t *testing.T, drv driver.Driver, id uuid.UUID, status driver.ExecutionStatus) *driver.ExecutionRow {
 	t.Helper()
-	var x *driver.ExecutionRow
-	require.Eventually(t, func() bool {
-		x = row(t, drv, id)
-		return x.Status == status
-	}, 10*time.Second, 5*time.Millisecond, "execution %s never reached %s", id, status)
-	return x
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		x := row(t, drv, id)
+		if x.Status == status {
+			return x
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("execution %s never reached %s: %+v", id, status, x)
+		}
+		time.Sleep(5 * time.Millisecond) // polling the database with a deadline
+	}
 }
 
 // An execution of a capacity-limited type runs only in a free slot of its tenant, keeps it while

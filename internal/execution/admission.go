@@ -169,6 +169,9 @@ func (e *Engine) recordEnqueued(admissions []*driver.TenantAdmission, perTenant 
 	}
 }
 
+// admissionLockRetry is how soon a round runs again after it found tenants locked.
+const admissionLockRetry = 10 * time.Millisecond
+
 // admitRound is one round of the admission dispatcher: tenants with queued executions and a
 // free slot, served longest ago first. It reports whether the round was full (more may wait).
 func (e *Engine) admitRound(ctx context.Context) bool {
@@ -199,7 +202,16 @@ func (e *Engine) admitRound(ctx context.Context) bool {
 		}
 	}
 	if locked > 0 {
+		// Another transaction holds those tenants' rows (an admission at a start, an update):
+		// try them again shortly rather than at the next poll, since a slot freed meanwhile may
+		// be waiting for exactly this round.
 		rec.LockFailures(locked)
+		time.AfterFunc(admissionLockRetry, func() {
+			select {
+			case e.admissionRetry <- struct{}{}:
+			default:
+			}
+		})
 	}
 	if len(round) > 0 {
 		e.cfg.Logger.Debug("admission round", "tenants", len(round), "admitted", admitted, "locked", locked)

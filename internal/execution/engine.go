@@ -119,6 +119,8 @@ type Engine struct {
 	runners map[string]Runner
 	// limited are the capacity-limited types (guarded by mu).
 	limited map[string]bool
+	// admissionRetry runs the admission dispatcher again soon (a round found tenants locked).
+	admissionRetry chan struct{}
 	// lifecycleOutbox and lifecycleObserved turn lifecycle events on (SetLifecycle; guarded by mu).
 	lifecycleOutbox   LifecycleOutbox
 	lifecycleObserved bool
@@ -160,6 +162,8 @@ func New(cfg Config) *Engine {
 		cfg:     cfg,
 		runners: map[string]Runner{},
 		slots:   make(chan struct{}, cfg.Concurrency),
+
+		admissionRetry: make(chan struct{}, 1),
 	}
 	if cfg.Observer != nil {
 		e.observers = newObservers(cfg.Observer, cfg.ObserverQueue, cfg.Logger)
@@ -243,7 +247,7 @@ func (e *Engine) Start(context.Context) error {
 			wake     <-chan struct{}
 			local    <-chan struct{}
 			poll     func(ctx context.Context) (more bool)
-		}{"admission", e.cfg.AdmissionPollInterval, e.cfg.AdmissionWake, nil, e.admitRound})
+		}{"admission", e.cfg.AdmissionPollInterval, e.cfg.AdmissionWake, e.admissionRetry, e.admitRound})
 		if e.cfg.UnknownDefinitionCheckInterval > 0 {
 			pollers = append(pollers, struct {
 				name     string
