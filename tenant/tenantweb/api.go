@@ -10,8 +10,8 @@ import (
 	"errors"
 	"net/http"
 
-	"github.com/commandbus/commandbus/tenant"
 	"github.com/commandbus/commandbus/server"
+	"github.com/commandbus/commandbus/tenant"
 )
 
 // Extension is the tenants' face on the server.
