@@ -148,3 +148,30 @@ func TestStartErrorRetriedThenParked(t *testing.T) {
 func operator() commandbus.OperatorAction {
 	return commandbus.OperatorAction{Actor: "ops@example.com", Reason: "the engine will not come back today"}
 }
+
+// Seed scenario "database connection lost during the claim": the admission dispatcher's rounds
+// fail while the database is away, change nothing, and the next round after it is back admits.
+func TestAdmissionSurvivesOutage(t *testing.T) {
+	t.Parallel()
+	drv, outage := dbtest.PostgresWithOutage(t)
+	ctx := context.Background()
+	b := newBundle(t, drv, options{poll: 50 * time.Millisecond})
+	b.create(t, "acme", tenant.TierFree)
+	ids := b.start(t, "acme", 2)
+	waitStatus(t, drv, ids[0], driver.ExecutionWaitingForAsync)
+
+	outage.Begin()
+	// A limit raised behind the service's back (another connection): only a dispatcher round
+	// admits the queued execution.
+	_, err := dbtest.Pool(t).Exec(ctx, `UPDATE `+drv.Schema()+`.tenant SET max_active_override = 2 WHERE id = 'acme'`)
+	require.NoError(t, err)
+	admitted := func() bool {
+		var status string
+		err := dbtest.Pool(t).QueryRow(ctx, `SELECT status FROM `+drv.Schema()+`.execution WHERE id = $1`, ids[1]).Scan(&status)
+		require.NoError(t, err)
+		return status != string(driver.ExecutionQueued)
+	}
+	require.Never(t, admitted, 300*time.Millisecond, 20*time.Millisecond, "nothing is admitted while the database is away")
+	outage.End()
+	waitStatus(t, drv, ids[1], driver.ExecutionWaitingForAsync)
+}

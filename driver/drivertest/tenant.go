@@ -2,6 +2,7 @@ package drivertest
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -199,6 +200,38 @@ func exerciseTenants(t *testing.T, setup setupFunc) {
 		for _, a := range round {
 			require.Equal(t, 1, a.Admitted)
 		}
+	})
+
+	// The seed's "claim a batch of 10 when 15 are pending; the next cycle takes the other 5; an
+	// empty queue returns nothing" as admission rounds over tenants.
+	t.Run("AdmitNextInBatches", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		for i := range 15 {
+			id := fmt.Sprintf("t%02d", i)
+			_, err := b.exec.TenantInsert(ctx, &driver.TenantInsertParams{ID: id, Tier: "FREE", Status: driver.TenantSuspended, Now: &t0})
+			require.NoError(t, err)
+			enqueue(t, b.exec, t0, id, 1)
+		}
+		require.NoError(t, b.exec.Exec(ctx, `UPDATE {schema}.tenant SET status = 'active'`))
+		admitted := func(round []*driver.TenantAdmission) int {
+			n := 0
+			for _, a := range round {
+				n += a.Admitted
+			}
+			return n
+		}
+		round, err := b.exec.TenantAdmitNext(ctx, &driver.TenantAdmitNextParams{MaxTenants: 10, Now: &t0})
+		require.NoError(t, err)
+		require.Len(t, round, 10)
+		require.Equal(t, 10, admitted(round))
+		round, err = b.exec.TenantAdmitNext(ctx, &driver.TenantAdmitNextParams{MaxTenants: 10, Now: &t0})
+		require.NoError(t, err)
+		require.Len(t, round, 5, "the next round takes the other five")
+		require.Equal(t, 5, admitted(round))
+		round, err = b.exec.TenantAdmitNext(ctx, &driver.TenantAdmitNextParams{MaxTenants: 10, Now: &t0})
+		require.NoError(t, err)
+		require.Empty(t, round, "nothing queued: an empty round")
 	})
 
 	t.Run("FailUnknown", func(t *testing.T) {
