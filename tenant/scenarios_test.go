@@ -1,5 +1,30 @@
 package tenant_test
 
+// Seed 002's testing scenarios and the tests that cover them (a scenario the design replaces is
+// tested through the mechanism that replaces it):
+//
+//   - claim 10 of 15, dispatch all, next cycle takes 5; empty queue: drivertest
+//     Tenants/AdmitNextInBatches (both drivers); TestCapacityLimitedAdmission (the runs).
+//   - workspace at capacity (released to pending, not an attempt, logged and counted):
+//     TestCapacityLimitedAdmission, drivertest Tenants/AdmitsUpToTheLimitAndHandsTheSlotOn.
+//   - queue item with its execution id set reuses it: TestStartWithIDReused.
+//   - workspace deleted (FAILED), suspended (held), missing (FAILED): TestTenantStatusesAndFailures,
+//     drivertest Tenants/TenantStatuses.
+//   - workflow definition deleted (FAILED): TestTenantStatusesAndFailures (UNKNOWN_DEFINITION).
+//   - lock unavailable: there is no global lock; a tenant row locked by another transaction is
+//     skipped, counted and retried 10 ms later: TestLockedTenantRetriedSoon.
+//   - start fails (Temporal down), retried then failed after 3 attempts: TestStartErrorRetriedThenParked
+//     (retried with backoff, then parked for an operator with the error, keeping its slot).
+//   - database connection lost during the claim: TestAdmissionSurvivesOutage.
+//   - dispatcher crash while items are claimed (stale recovery): TestStaleClaimRecovered, drivertest
+//     StaleClaims.
+//   - transaction rollback of one item does not roll back the batch: each admission, insert and
+//     checkpoint is its own transaction; drivertest Tenants (a refused update changes nothing).
+//   - lock timeout after 4 minutes: replaced by leases with fences (a stale runner's writes are
+//     fenced out): drivertest StaleClaims (the fence grows), the execution engine's lease tests.
+//   - the limit is never exceeded across replicas: TestExactLimitAcrossReplicas.
+//   - fairness behind a backlog: TestFairAcrossTenants.
+
 import (
 	"context"
 	"errors"
