@@ -81,6 +81,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Schedules", exerciseSchedules},
 		{"Tenants", exerciseTenants},
 		{"StaleClaims", exerciseStaleClaims},
+		{"TenantContinueAsNew", exerciseTenantContinueAsNew},
 	}
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {

@@ -265,3 +265,34 @@ func exerciseStaleClaims(t *testing.T, setup setupFunc) {
 	require.True(t, again[0].StaleLease)
 	require.Equal(t, int64(2), again[0].Fence)
 }
+
+// A capacity-limited execution that continues as new gives its slot up; its successor queues for
+// one like any other execution of its tenant (it runs at once when a slot is free).
+func exerciseTenantContinueAsNew(t *testing.T, setup setupFunc) {
+	ctx := context.Background()
+	b := setup(t)
+	_, err := b.exec.TenantInsert(ctx, &driver.TenantInsertParams{ID: "free", Tier: "FREE", Now: &t0})
+	require.NoError(t, err)
+	ids, _ := enqueue(t, b.exec, t0, "free", 2)
+	claimed := claimExecutions(t, b.exec, driver.ClaimPending, nil, 10, time.Minute, t0)
+	require.Len(t, claimed, 1)
+	successor := &driver.ExecutionInsertParams{ID: uuid.Must(uuid.NewV7())}
+	t1 := t0.Add(time.Second)
+	require.Len(t, checkpoint(t, b.exec, t1, &driver.ExecutionCheckpoint{ID: ids[0], Fence: claimed[0].Fence,
+		Status: driver.ExecutionCompleted, Release: true, ContinueAsNew: successor}), 1)
+	require.Equal(t, driver.ExecutionPending, getExecution(t, b.exec, ids[1]).Status, "the slot went to the oldest queued")
+	require.Equal(t, driver.ExecutionQueued, getExecution(t, b.exec, successor.ID).Status, "the successor waits for a slot")
+	tenant, err := b.exec.TenantGet(ctx, "free")
+	require.NoError(t, err)
+	require.Equal(t, 1, tenant.Active, "never over the limit")
+
+	// With a free slot the successor is admitted at once.
+	claimed = claimExecutions(t, b.exec, driver.ClaimPending, nil, 10, time.Minute, t1)
+	require.Len(t, claimed, 1)
+	next := &driver.ExecutionInsertParams{ID: uuid.Must(uuid.NewV7())}
+	t2 := t1.Add(time.Second)
+	require.Len(t, checkpoint(t, b.exec, t2, &driver.ExecutionCheckpoint{ID: ids[1], Fence: claimed[0].Fence,
+		Status: driver.ExecutionCompleted, Release: true, ContinueAsNew: next}), 1)
+	require.Equal(t, driver.ExecutionPending, getExecution(t, b.exec, successor.ID).Status, "the first successor got the slot")
+	require.Equal(t, driver.ExecutionQueued, getExecution(t, b.exec, next.ID).Status)
+}

@@ -1,3 +1,7 @@
+DROP TRIGGER IF EXISTS execution_successor_admit ON {schema}.execution;
+DROP TRIGGER IF EXISTS execution_successor_queue ON {schema}.execution;
+DROP FUNCTION IF EXISTS {schema}.execution_successor_admit();
+DROP FUNCTION IF EXISTS {schema}.execution_successor_queue();
 DROP TRIGGER IF EXISTS execution_slot_handoff ON {schema}.execution;
 DROP TRIGGER IF EXISTS execution_slot_release ON {schema}.execution;
 DROP FUNCTION IF EXISTS {schema}.execution_slot_handoff();

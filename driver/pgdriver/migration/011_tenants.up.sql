@@ -127,3 +127,28 @@ CREATE TRIGGER execution_slot_release BEFORE UPDATE OF status ON {schema}.execut
 CREATE TRIGGER execution_slot_handoff AFTER UPDATE OF status ON {schema}.execution
     FOR EACH ROW WHEN (OLD.holds_slot AND NEW.status IN ('COMPLETED', 'COMPENSATED', 'CANCELLED', 'FAILED'))
     EXECUTE FUNCTION {schema}.execution_slot_handoff();
+
+-- Continue-as-new: the successor of an execution that held a slot (admitted_at is set on every
+-- admitted execution and kept) starts QUEUED, not PENDING: its predecessor's end handed the slot
+-- on, and the successor waits for one like any other execution of its tenant.
+CREATE FUNCTION {schema}.execution_successor_queue() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM {schema}.execution p WHERE p.id = NEW.continued_from AND p.admitted_at IS NOT NULL) THEN
+        NEW.status := 'QUEUED';
+        NEW.wake_at := NULL;
+    END IF;
+    RETURN NEW;
+END $$;
+
+CREATE FUNCTION {schema}.execution_successor_admit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    PERFORM * FROM {schema}.tenant_admit(NEW.tenant_id, NEW.created_at, false, NULL);
+    RETURN NULL;
+END $$;
+
+CREATE TRIGGER execution_successor_queue BEFORE INSERT ON {schema}.execution
+    FOR EACH ROW WHEN (NEW.continued_from IS NOT NULL)
+    EXECUTE FUNCTION {schema}.execution_successor_queue();
+CREATE TRIGGER execution_successor_admit AFTER INSERT ON {schema}.execution
+    FOR EACH ROW WHEN (NEW.continued_from IS NOT NULL AND NEW.status = 'QUEUED')
+    EXECUTE FUNCTION {schema}.execution_successor_admit();

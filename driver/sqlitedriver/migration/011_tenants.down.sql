@@ -1,3 +1,4 @@
+DROP TRIGGER IF EXISTS {schema}.execution_successor_queue;
 DROP TRIGGER IF EXISTS {schema}.execution_slot_handoff;
 DROP INDEX IF EXISTS {schema}.execution_slot_idx;
 DROP INDEX IF EXISTS {schema}.execution_queued_idx;

@@ -111,3 +111,23 @@ BEGIN
     WHERE id = NEW.tenant_id AND EXISTS (SELECT 1 FROM {schema}.execution a
         WHERE a.tenant_id = NEW.tenant_id AND a.holds_slot = 1 AND a.admitted_at = NEW.updated_at);
 END;
+
+-- Continue-as-new: the successor of an execution that held a slot (admitted_at is kept on every
+-- admitted execution) starts QUEUED, and is admitted if its tenant has a free slot.
+CREATE TRIGGER {schema}.execution_successor_queue AFTER INSERT ON {schema}.execution
+WHEN NEW.continued_from IS NOT NULL AND EXISTS (SELECT 1 FROM {schema}.execution p
+    WHERE p.id = NEW.continued_from AND p.admitted_at IS NOT NULL)
+BEGIN
+    UPDATE {schema}.execution SET status = 'QUEUED', wake_at = NULL WHERE id = NEW.id;
+    UPDATE {schema}.execution SET status = 'PENDING', holds_slot = 1, admitted_at = NEW.updated_at,
+        wake_at = NEW.updated_at, updated_at = NEW.updated_at
+    WHERE id IN (
+        SELECT q.id FROM {schema}.execution q
+        WHERE q.tenant_id = NEW.tenant_id AND q.status = 'QUEUED'
+        ORDER BY q.created_at, q.id
+        LIMIT coalesce((
+            SELECT max(0, coalesce(t.max_active_override, tt.max_active) -
+                (SELECT count(*) FROM {schema}.execution h WHERE h.tenant_id = t.id AND h.holds_slot = 1))
+            FROM {schema}.tenant t JOIN {schema}.tenant_tier tt ON tt.tier = t.tier
+            WHERE t.id = NEW.tenant_id AND t.status = 'active'), 0));
+END;
