@@ -51,4 +51,12 @@
 // id is written before anything runs, so a retry always resumes the same execution. A runner
 // that dies leaves its lease to expire; the pending poller claims the execution again and counts
 // it (commandbus_admission_stale_recovered_total).
+//
+// # Successors, children and operators
+//
+// An execution that continues as new ends, so its slot is handed on; its successor starts
+// QUEUED and waits for a slot like any other execution of its tenant. Children started by a
+// checkpoint are not capacity-limited (they run within their parent's slot). A QUEUED execution
+// is not acquired by responses, signals or operator actions: they are recorded and applied once
+// it is admitted; to stop queued executions, suspend or delete the tenant.
 package tenant
