@@ -57,6 +57,7 @@
 // An execution that continues as new ends, so its slot is handed on; its successor starts
 // QUEUED and waits for a slot like any other execution of its tenant. Children started by a
 // checkpoint are not capacity-limited (they run within their parent's slot). A QUEUED execution
-// is not acquired by responses, signals or operator actions: they are recorded and applied once
-// it is admitted; to stop queued executions, suspend or delete the tenant.
+// is never acquired: responses and signals sent to it are recorded and applied once it is
+// admitted, and an operator action on it (cancel, complete, skip) answers busy; to stop queued
+// executions, suspend or delete the tenant.
 package tenant
