@@ -48,7 +48,6 @@ func (e *Engine) isLimited(typ string) bool {
 	defer e.mu.RUnlock()
 	return e.limited[typ]
 }
-func admissionSpan(ctx context.Context, _ string) (context.Context, func()) { return ctx, func() {} }
 
 // SetCapacityLimited marks execution types as capacity-limited: their executions start QUEUED
 // and run only while their tenant holds fewer slots than its limit (see package tenant). Call it
@@ -168,6 +167,11 @@ func (e *Engine) recordEnqueued(admissions []*driver.TenantAdmission, perTenant 
 		}
 	}
 }
+
+// admissionSpan is where a tracing span of an admission step goes (name: "admission.enqueue",
+// "admission.round"): it returns the context to use inside the step and the function that ends
+// it. It records nothing yet; the tracing work replaces its body.
+func admissionSpan(ctx context.Context, _ string) (context.Context, func()) { return ctx, func() {} }
 
 // admissionLockRetry is how soon a round runs again after it found tenants locked.
 const admissionLockRetry = 10 * time.Millisecond
