@@ -40,6 +40,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/orchestration"
+	"github.com/commandbus/commandbus/process"
 	"github.com/commandbus/commandbus/tenant"
 	"github.com/commandbus/commandbus/workflow"
 )
@@ -199,4 +200,52 @@ func TestAdmissionSurvivesOutage(t *testing.T) {
 	require.Never(t, admitted, 300*time.Millisecond, 20*time.Millisecond, "nothing is admitted while the database is away")
 	outage.End()
 	waitStatus(t, drv, ids[1], driver.ExecutionWaitingForAsync)
+}
+
+type order struct{ N int }
+
+type orderProcess struct{ gate chan struct{} }
+
+func (orderProcess) Type() string   { return "order" }
+func (orderProcess) Domain() string { return "orders" }
+func (p orderProcess) Execute(x *process.Execution[order]) error {
+	_, err := process.Step(x, "ship", func(ctx context.Context) (int, error) {
+		select {
+		case <-p.gate:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+		return x.State.N, nil
+	})
+	return err
+}
+
+// Capacity limits apply to any model: here a sequential process, whose immediate start becomes
+// an admission (the pollers run it in its slot).
+func TestCapacityLimitedProcess(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		gate := make(chan struct{})
+		var orders *process.Manager[order]
+		b := newBundle(t, drv, options{register: func(rt *orchestration.Runtime) error {
+			if err := rt.LimitCapacity("order"); err != nil {
+				return err
+			}
+			var err error
+			orders, err = process.NewManager(rt, process.Process[order](orderProcess{gate: gate}))
+			return err
+		}})
+		require.True(t, b.rt.CapacityLimited("order"))
+		b.create(t, "acme", tenant.TierFree)
+		first, err := orders.Start(ctx, order{N: 1}, process.WithTenant("acme"))
+		require.NoError(t, err)
+		second, err := orders.Start(ctx, order{N: 2}, process.WithTenant("acme"))
+		require.NoError(t, err)
+		waitStatus(t, drv, first, driver.ExecutionExecuting) // in its step, holding the slot
+		require.Equal(t, driver.ExecutionQueued, row(t, drv, second).Status)
+		close(gate)
+		waitStatus(t, drv, first, driver.ExecutionCompleted)
+		waitStatus(t, drv, second, driver.ExecutionCompleted)
+	})
 }
