@@ -163,15 +163,18 @@ func (p *dispatchProbe) step(work time.Duration) workflow.StepFunc {
 
 // waitRunning waits until every id has started running (or ctx ends).
 func (p *dispatchProbe) waitRunning(ctx context.Context, ids []uuid.UUID) error {
+	pending := append([]uuid.UUID(nil), ids...)
 	for {
 		p.mu.Lock()
-		missing := 0
-		for _, id := range ids {
+		left := pending[:0]
+		for _, id := range pending {
 			if _, ok := p.running[id]; !ok {
-				missing++
+				left = append(left, id)
 			}
 		}
+		pending = left
 		p.mu.Unlock()
+		missing := len(pending)
 		if missing == 0 {
 			return nil
 		}
