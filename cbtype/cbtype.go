@@ -21,6 +21,11 @@ import (
 //	EXECUTING ──business failure──▶ COMPENSATING ──▶ COMPENSATED
 //	operator cancel ──▶ CANCELLED;  deadline FAIL ──▶ FAILED
 //	any non-terminal ──operator suspend──▶ SUSPENDED ──operator resume──▶ the status it had
+//	QUEUED ──tenant slot free──▶ PENDING   (capacity-limited types only; see package tenant)
+//
+// QUEUED is an execution of a capacity-limited type waiting for a free slot of its tenant: it is
+// not claimed, acquired or run until it is admitted (then PENDING, holding the slot until it is
+// terminal).
 //
 // SUSPENDED is an operator's pause. An execution no runner holds is suspended at once; one a
 // runner holds is asked to stop (ExecutionRow.SuspendRequested): its running step finishes, no
@@ -46,6 +51,7 @@ const (
 	ExecutionCancelled       ExecutionStatus = "CANCELLED"
 	ExecutionFailed          ExecutionStatus = "FAILED"
 	ExecutionSuspended       ExecutionStatus = "SUSPENDED"
+	ExecutionQueued          ExecutionStatus = "QUEUED"
 )
 
 // Terminal reports whether the execution has ended.
@@ -57,12 +63,12 @@ func (s ExecutionStatus) Terminal() bool {
 	return false
 }
 
-// Valid reports whether s is one of the eleven statuses.
+// Valid reports whether s is one of the twelve statuses.
 func (s ExecutionStatus) Valid() bool {
 	switch s {
 	case ExecutionPending, ExecutionExecuting, ExecutionWaitingForAsync, ExecutionWaitingForRetry,
 		ExecutionWaitingForTSQ, ExecutionCompensating, ExecutionCompensated, ExecutionCompleted,
-		ExecutionCancelled, ExecutionFailed, ExecutionSuspended:
+		ExecutionCancelled, ExecutionFailed, ExecutionSuspended, ExecutionQueued:
 		return true
 	}
 	return false
@@ -120,6 +126,9 @@ type ExecutionRow struct {
 	// ClaimedFrom is the status the execution had when a claim or acquire took it (those queries
 	// only).
 	ClaimedFrom ExecutionStatus `json:"claimedFrom"`
+	// StaleLease means a claim took the execution from a runner whose lease had expired (it
+	// died or stalled without releasing it): a stale claim recovered (claims only).
+	StaleLease bool `json:"-"`
 }
 
 // ExecutionLogEntry is one entry of an execution's append-only log. Entry types: STEP, WAIT,

@@ -55,6 +55,7 @@ func (cfg Config) register(client *commandbus.Client) (*orchestration.Runtime, e
 //	dlq          the dead-letter queue: list and resubmit parked commands
 //	executions   list, show, start, signal and act on executions of every model
 //	schedules    list, create, pause, resume, trigger and delete durable schedules
+//	tenants      list, create, show and update tenants (tier, own limit, status)
 //	serve        the workers with the REST API and operator console (Setup, Configure)
 //	worker       the workers of the domains a configuration file enables (Setup, Configure)
 //	version      the binary's version, commit, Go version and platform (-o json)
@@ -70,6 +71,7 @@ func Commands(cfg Config) []*cobra.Command {
 		newDLQCommand(),
 		newExecutionsCommand(cfg),
 		newSchedulesCommand(cfg),
+		newTenantsCommand(),
 		newServeCommand(cfg),
 		newWorkerCommand(cfg),
 		newVersionCommand(),

@@ -18,6 +18,8 @@ import (
 	"github.com/commandbus/commandbus/schedule"
 	"github.com/commandbus/commandbus/schedule/scheduleweb"
 	"github.com/commandbus/commandbus/server"
+	"github.com/commandbus/commandbus/tenant"
+	"github.com/commandbus/commandbus/tenant/tenantweb"
 	"github.com/commandbus/commandbus/tracing"
 )
 
@@ -166,7 +168,7 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 		for i, t := range file.Server.Tokens {
 			tokens[i] = server.Token(t)
 		}
-		extensions := append(app.Extensions, scheduleweb.New(s.Scheduler))
+		extensions := append(app.Extensions, scheduleweb.New(s.Scheduler), tenantweb.New(tenant.New(client)))
 		srv, err := server.New(server.Config{Client: client, Runtime: s.Runtime, Extensions: extensions,
 			Tokens: tokens, Gatherer: registry, Logger: logger, BrokerDeadLetters: brokerDeadLetterReader(client)})
 		if err != nil {

@@ -90,6 +90,7 @@ type Executor interface {
 	ScheduleExecutor
 	JobLeaseExecutor
 	TccBarrierExecutor
+	TenantExecutor
 }
 
 // ExecutorTx is an Executor inside a transaction.

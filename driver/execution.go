@@ -37,6 +37,7 @@ const (
 	ExecutionCancelled       = cbtype.ExecutionCancelled
 	ExecutionFailed          = cbtype.ExecutionFailed
 	ExecutionSuspended       = cbtype.ExecutionSuspended
+	ExecutionQueued          = cbtype.ExecutionQueued
 )
 
 // ExecutionInsertParams creates an execution. When Lease is set the execution is created

@@ -43,6 +43,7 @@ import (
 	"github.com/commandbus/commandbus/internal/orchestrate"
 	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/outbox"
+	"github.com/commandbus/commandbus/tenant"
 	"github.com/commandbus/commandbus/tracing"
 )
 
@@ -166,6 +167,31 @@ type Config struct {
 	// Webhooks are the HTTP endpoints webhook sinks and callbacks deliver to; the runtime runs
 	// a relay that delivers them (signed, retried, FAILED after the last attempt).
 	Webhooks *outbox.WebhookConfig
+	// Admission configures tenant capacity (see package tenant).
+	Admission AdmissionConfig
+}
+
+// AdmissionConfig configures the capacity-limited admission of executions by tenant.
+type AdmissionConfig struct {
+	// CapacityLimited lists the execution types whose executions wait for a free slot of their
+	// tenant (LimitCapacity adds more).
+	CapacityLimited []string
+	// TierLimits sets tiers' limits when the client starts (nil: the stored ones, FREE 1, PRO 5
+	// and ENTERPRISE 20 unless changed).
+	TierLimits map[string]int
+	// PollInterval is how often the admission dispatcher runs without being woken. 0 means 1s.
+	PollInterval time.Duration
+	// Batch is how many tenants one dispatcher round serves at most. 0 means 100.
+	Batch int
+	// PerTenant caps what one round admits per tenant. 0 means up to its free slots.
+	PerTenant int
+	// UnknownDefinitionCheckInterval is how often queued executions of a type this instance does
+	// not run end FAILED (UNKNOWN_DEFINITION). 0 means 10s; negative turns it off, as an instance
+	// that does not register every capacity-limited type must.
+	UnknownDefinitionCheckInterval time.Duration
+	// MaxTenantGauges bounds the per-tenant gauges (0: tenant.DefaultMaxTenantGauges, negative:
+	// none).
+	MaxTenantGauges int
 }
 
 // Key names what a model registers: its name and the execution type.
@@ -228,6 +254,11 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 	}
 	drv := client.Driver()
 	wake, _ := plumbing.Subscribe(client, execution.WakeTopic)
+	admissionWake, _ := plumbing.Subscribe(client, driver.TopicAdmission)
+	admissionMetrics, err := tenant.NewMetrics(ccfg.MetricsRegisterer, drv.Executor(), cfg.Admission.MaxTenantGauges)
+	if err != nil {
+		return nil, fmt.Errorf("orchestration: registering the admission metrics: %w", err)
+	}
 	var clockNow func() time.Time = time.Now
 	if !clock.IsReal(ccfg.Clock) {
 		clockNow = ccfg.Clock.Now
@@ -248,6 +279,13 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		Wake:                  wake,
 		Observer:              observerOf(ccfg.ExecutionObserver),
 		Tracer:                tracing.New(ccfg.TracerProvider),
+
+		Admission:                      admissionMetrics,
+		AdmissionWake:                  admissionWake,
+		AdmissionPollInterval:          cfg.Admission.PollInterval,
+		AdmissionBatch:                 cfg.Admission.Batch,
+		AdmissionPerTenant:             cfg.Admission.PerTenant,
+		UnknownDefinitionCheckInterval: cfg.Admission.UnknownDefinitionCheckInterval,
 		CommandOutbox: func(cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error) {
 			return plumbing.CheckpointOutbox(client, cmds)
 		},
@@ -257,6 +295,11 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 			}
 		},
 	})
+	engine.SetCapacityLimited(cfg.Admission.CapacityLimited...)
+	if cfg.Admission.TierLimits != nil {
+		// Before the engine, so admissions at start use the configured limits.
+		client.AddService(&tierLimits{tenants: tenant.New(client), limits: cfg.Admission.TierLimits})
+	}
 	if *ccfg.Features.ProcessExecution {
 		client.AddService(engine)
 	}
@@ -297,6 +340,40 @@ func validateEvents(cfg *Config) error {
 	}
 	return errors.Join(errs...)
 }
+
+// LimitCapacity marks execution types (of any model) as capacity-limited: their executions need
+// a tenant, start QUEUED and run only while their tenant holds fewer slots than its limit (see
+// package tenant). Call it before the client starts.
+func (rt *Runtime) LimitCapacity(types ...string) error {
+	if rt.client.Started() {
+		return errors.New("orchestration: limit capacity before starting the client")
+	}
+	for _, t := range types {
+		if t == "" {
+			return &commandbus.ValidationError{Field: "type", Message: "must not be empty"}
+		}
+	}
+	rt.engine.SetCapacityLimited(types...)
+	return nil
+}
+
+// CapacityLimited reports whether executions of typ wait for a tenant's slot.
+func (rt *Runtime) CapacityLimited(typ string) bool { return rt.engine.CapacityLimited(typ) }
+
+// tierLimits applies the configured tier limits when the client starts.
+type tierLimits struct {
+	tenants *tenant.Service
+	limits  map[string]int
+}
+
+func (t *tierLimits) Start(ctx context.Context) error {
+	if err := t.tenants.ApplyTierLimits(ctx, t.limits); err != nil {
+		return fmt.Errorf("orchestration: applying the tier limits: %w", err)
+	}
+	return nil
+}
+
+func (t *tierLimits) Stop(context.Context) error { return nil }
 
 // Client returns the client the runtime runs on.
 func (rt *Runtime) Client() *commandbus.Client { return rt.client }

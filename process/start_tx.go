@@ -24,7 +24,7 @@ func (m *Manager[S]) insertInTx(ctx context.Context, tx any, params []*driver.Ex
 		return fmt.Errorf("process: %w", err)
 	}
 	execution.StampStartTrace(ctx, params)
-	if _, err := exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: params, Now: m.engine.Config().Now()}); err != nil {
+	if _, err := m.engine.InsertIn(ctx, exec, params); err != nil {
 		return fmt.Errorf("process: creating executions: %w", err)
 	}
 	if err := exec.Notify(ctx, []string{execution.WakeTopic}); err != nil {

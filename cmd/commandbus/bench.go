@@ -51,7 +51,7 @@ func newBenchCommand() *cobra.Command {
 		pprof.StopCPUProfile()
 		return profileFile.Close()
 	}
-	cmd.AddCommand(newBenchBusCommand(), newBenchProcessCommand(), newBenchWorkflowCommand(), newBenchSagaCommand(), newBenchResumeCommand(), newBenchSignalCommand(), newBenchTimersCommand(), newBenchPaymentsCommand(), newBenchRelayCommand(), newBenchKillCommand(), newBenchInboundCommand(), newBenchEventsCommand(), newBenchSchedulesCommand(), newBenchTccCommand())
+	cmd.AddCommand(newBenchBusCommand(), newBenchProcessCommand(), newBenchWorkflowCommand(), newBenchSagaCommand(), newBenchResumeCommand(), newBenchSignalCommand(), newBenchTimersCommand(), newBenchPaymentsCommand(), newBenchRelayCommand(), newBenchKillCommand(), newBenchInboundCommand(), newBenchEventsCommand(), newBenchSchedulesCommand(), newBenchTccCommand(), newBenchDispatchCommand())
 	return cmd
 }
 

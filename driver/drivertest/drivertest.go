@@ -79,6 +79,9 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"TccBarrier", exerciseTccBarrier},
 		{"CommandDelivery", exerciseCommandDelivery},
 		{"Schedules", exerciseSchedules},
+		{"Tenants", exerciseTenants},
+		{"StaleClaims", exerciseStaleClaims},
+		{"TenantContinueAsNew", exerciseTenantContinueAsNew},
 	}
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {

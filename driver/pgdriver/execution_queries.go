@@ -129,7 +129,7 @@ const executionClaimSQL = `
 	WITH n AS (
 		SELECT coalesce($5::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
 	), picked AS (
-		SELECT id, status AS claimed_from FROM {schema}.execution, n
+		SELECT id, status AS claimed_from, lease_until IS NOT NULL AS stale FROM {schema}.execution, n
 		WHERE %s AND (lease_until IS NULL OR lease_until <= n.now)
 			AND (cardinality($1::text[]) = 0 OR type = ANY($1::text[]))
 		ORDER BY %s
@@ -146,14 +146,15 @@ const executionClaimSQL = `
 		updated_at = n.now
 	FROM picked, n
 	WHERE e.id = picked.id
-	RETURNING ` + "%s, picked.claimed_from"
+	RETURNING ` + "%s, picked.claimed_from, picked.stale"
 
 func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionClaimParams) ([]*driver.ExecutionRow, error) {
 	var where, order string
 	switch params.Kind {
 	case driver.ClaimPending:
-		// A response may wake a SUSPENDED execution: it runs after the resume.
-		where, order = "wake_at <= n.now AND status <> 'SUSPENDED'", "wake_at"
+		// A response may wake a SUSPENDED execution: it runs after the resume. A QUEUED one
+		// runs only once admitted (its tenant has a free slot).
+		where, order = "wake_at <= n.now AND status NOT IN ('SUSPENDED', 'QUEUED')", "wake_at"
 	case driver.ClaimRetry:
 		where, order = "status = 'WAITING_FOR_RETRY' AND next_retry_at <= n.now", "next_retry_at"
 	default:
@@ -168,8 +169,13 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 	if err != nil {
 		return nil, err
 	}
-	return collectExecutions(rows, true)
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.ExecutionRow, error) {
+		return scanExecutionExtra(row, true, &staleScan{})
+	})
 }
+
+// staleScan reads a claim's stale column into the row it scanned.
+type staleScan struct{ stale bool }
 
 const executionResponsesSQL = `
 	SELECT execution_id, seq, name, payload, received_at FROM {schema}.execution_response
@@ -203,7 +209,7 @@ const executionAcquireSQL = `
 		SELECT coalesce($4::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
 	), picked AS (
 		SELECT id, status AS claimed_from FROM {schema}.execution, n
-		WHERE %[1]s AND (lease_until IS NULL OR lease_until <= n.now)
+		WHERE %[1]s AND (lease_until IS NULL OR lease_until <= n.now) AND status <> 'QUEUED'
 		%[2]s
 		FOR UPDATE OF execution
 	)
@@ -744,6 +750,12 @@ func collectExecutions(rows pgx.Rows, claimed bool) ([]*driver.ExecutionRow, err
 }
 
 func scanExecution(row pgx.Row, claimed bool) (*driver.ExecutionRow, error) {
+	return scanExecutionExtra(row, claimed, nil)
+}
+
+// scanExecutionExtra is scanExecution of a claim that also returns whether the lease it took
+// over had expired (stale non-nil).
+func scanExecutionExtra(row pgx.Row, claimed bool, stale *staleScan) (*driver.ExecutionRow, error) {
 	var (
 		x                                 driver.ExecutionRow
 		id, batchID                       pgtype.UUID
@@ -763,8 +775,14 @@ func scanExecution(row pgx.Row, claimed bool) (*driver.ExecutionRow, error) {
 	if claimed {
 		dest = append(dest, &claimedFrom)
 	}
+	if stale != nil {
+		dest = append(dest, &stale.stale)
+	}
 	if err := row.Scan(dest...); err != nil {
 		return nil, err
+	}
+	if stale != nil {
+		x.StaleLease = stale.stale
 	}
 	x.ID, x.BatchID = fromPgUUID(id), fromPgUUID(batchID)
 	x.ParentID, x.RootID, x.ContinuedFrom, x.ContinuedAs = fromPgUUID(parentID), fromPgUUID(rootID), fromPgUUID(from), fromPgUUID(as)

@@ -113,7 +113,7 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 	switch params.Kind {
 	case driver.ClaimPending:
 		// A response may wake a SUSPENDED execution: it runs after the resume.
-		where, order = "wake_at <= ? AND status <> 'SUSPENDED'", "wake_at"
+		where, order = "wake_at <= ? AND status NOT IN ('SUSPENDED', 'QUEUED')", "wake_at"
 	case driver.ClaimRetry:
 		where, order = "status = 'WAITING_FOR_RETRY' AND next_retry_at <= ?", "next_retry_at"
 	default:
@@ -124,7 +124,7 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 	}
 	nowUS := micros(now(params.Now))
 	leaseUntil := nowUS + params.Lease.Microseconds()
-	pick := `SELECT id, status FROM {schema}.execution
+	pick := `SELECT id, status, lease_until IS NOT NULL FROM {schema}.execution
 		WHERE ` + where + ` AND (lease_until IS NULL OR lease_until <= ?)`
 	args := []any{nowUS, nowUS}
 	if len(params.Types) > 0 {
@@ -148,14 +148,16 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 		}
 		var picked []string
 		claimedFrom := map[string]string{}
+		stale := map[string]bool{}
 		for rows.Next() {
 			var id, status string
-			if err := rows.Scan(&id, &status); err != nil {
+			var leased bool
+			if err := rows.Scan(&id, &status, &leased); err != nil {
 				rows.Close()
 				return err
 			}
 			picked = append(picked, id)
-			claimedFrom[id] = status
+			claimedFrom[id], stale[id] = status, leased
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -180,7 +182,7 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 			rank[id] = i
 		}
 		for _, x := range claimed {
-			x.ClaimedFrom = driver.ExecutionStatus(claimedFrom[x.ID.String()])
+			x.ClaimedFrom, x.StaleLease = driver.ExecutionStatus(claimedFrom[x.ID.String()]), stale[x.ID.String()]
 		}
 		// RETURNING has no order; give the pick's.
 		sort.Slice(claimed, func(i, j int) bool { return rank[claimed[i].ID.String()] < rank[claimed[j].ID.String()] })
@@ -201,7 +203,7 @@ const executionAcquireSQL = `
 		wake_at = ?,
 		worker_id = ?,
 		updated_at = ?
-	WHERE id = ? AND (lease_until IS NULL OR lease_until <= ?)
+	WHERE id = ? AND (lease_until IS NULL OR lease_until <= ?) AND status <> 'QUEUED'
 	RETURNING `
 
 func (e *executor) ExecutionAcquire(ctx context.Context, params *driver.ExecutionAcquireParams) (*driver.ExecutionRow, error) {

@@ -85,6 +85,23 @@ type Config struct {
 	// ObserverQueue is how many observations wait for a slow observer before further ones are
 	// dropped. 0 means DefaultObserverQueue.
 	ObserverQueue int
+
+	// Admission is told what capacity-limited admission did (nil: nothing).
+	Admission AdmissionRecorder
+	// AdmissionPollInterval is how often the admission dispatcher runs a round without being
+	// woken (a slot freed while its tenant's row was locked, a raised limit). 0 means 1s.
+	AdmissionPollInterval time.Duration
+	// AdmissionWake wakes the admission dispatcher (the admission topic).
+	AdmissionWake <-chan struct{}
+	// AdmissionBatch is how many tenants one round serves at most. 0 means 100.
+	AdmissionBatch int
+	// AdmissionPerTenant caps what one round admits per tenant, so a round serves many tenants
+	// fairly. 0 means up to the tenant's free slots.
+	AdmissionPerTenant int
+	// UnknownDefinitionCheckInterval is how often queued executions of types no runner of this
+	// instance has are ended FAILED (UNKNOWN_DEFINITION). 0 means 10s; negative turns it off
+	// (for instances that do not run every capacity-limited type).
+	UnknownDefinitionCheckInterval time.Duration
 }
 
 // WakeTopic is the notification topic that wakes the pending poller.
@@ -104,6 +121,10 @@ type Engine struct {
 
 	mu      sync.RWMutex
 	runners map[string]Runner
+	// limited are the capacity-limited types (guarded by mu).
+	limited map[string]bool
+	// admissionRetry runs the admission dispatcher again soon (a round found tenants locked).
+	admissionRetry chan struct{}
 	// lifecycleOutbox and lifecycleObserved turn lifecycle events on (SetLifecycle; guarded by mu).
 	lifecycleOutbox   LifecycleOutbox
 	lifecycleObserved bool
@@ -129,10 +150,24 @@ func New(cfg Config) *Engine {
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 50
 	}
+	if cfg.Admission == nil {
+		cfg.Admission = noAdmissionRecorder{}
+	}
+	if cfg.AdmissionPollInterval <= 0 {
+		cfg.AdmissionPollInterval = time.Second
+	}
+	if cfg.AdmissionBatch <= 0 {
+		cfg.AdmissionBatch = 100
+	}
+	if cfg.UnknownDefinitionCheckInterval == 0 {
+		cfg.UnknownDefinitionCheckInterval = 10 * time.Second
+	}
 	e := &Engine{
 		cfg:     cfg,
 		runners: map[string]Runner{},
 		slots:   make(chan struct{}, cfg.Concurrency),
+
+		admissionRetry: make(chan struct{}, 1),
 	}
 	if cfg.Observer != nil {
 		e.observers = newObservers(cfg.Observer, cfg.ObserverQueue, cfg.Logger)
@@ -208,6 +243,27 @@ func (e *Engine) Start(context.Context) error {
 		{"retry", e.cfg.RetryPollInterval, nil, nil, func(ctx context.Context) bool { return e.claimAndRun(ctx, driver.ClaimRetry) }},
 		{"wait-timeout", e.cfg.TimeoutCheckInterval, nil, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueWaitTimeout) }},
 		{"deadline", e.cfg.DeadlineCheckInterval, nil, nil, func(ctx context.Context) bool { return e.handleDue(ctx, driver.DueDeadline) }},
+	}
+	if e.hasLimited() {
+		pollers = append(pollers, struct {
+			name     string
+			interval time.Duration
+			wake     <-chan struct{}
+			local    <-chan struct{}
+			poll     func(ctx context.Context) (more bool)
+		}{"admission", e.cfg.AdmissionPollInterval, e.cfg.AdmissionWake, e.admissionRetry, e.admitRound})
+		if e.cfg.UnknownDefinitionCheckInterval > 0 {
+			pollers = append(pollers, struct {
+				name     string
+				interval time.Duration
+				wake     <-chan struct{}
+				local    <-chan struct{}
+				poll     func(ctx context.Context) (more bool)
+			}{"unknown-definitions", e.cfg.UnknownDefinitionCheckInterval, nil, nil, func(ctx context.Context) bool {
+				e.failUnknown(ctx)
+				return false
+			}})
+		}
 	}
 	for _, p := range pollers {
 		e.base.Go(func() { e.pollLoop(runCtx, stop, p.interval, p.wake, p.local, p.poll) })
@@ -285,6 +341,7 @@ func (e *Engine) claimAndRun(ctx context.Context, kind driver.ExecutionClaimKind
 		}
 		return false
 	}
+	e.recordStale(rows)
 	for _, lease := range e.preload(ctx, rows) {
 		e.slots <- struct{}{}
 		e.base.Go(func() {
@@ -430,8 +487,16 @@ func (e *Engine) AcquireLoad(ctx context.Context, id uuid.UUID) (*Lease, error) 
 // its lease is nil, so a caller never runs an execution it did not create. New executions with
 // a Lease are returned leased to this instance (immediate start), in input order; new pending
 // ones wake the pollers.
+//
+// Executions of capacity-limited types (SetCapacityLimited) need a tenant; they are never
+// leased here: they are queued and, in the same transaction, admitted into their tenant's free
+// slots, and the pollers run the admitted ones.
 func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInsertParams) ([]*Lease, error) {
 	StampStartTrace(ctx, executions)
+	limited, err := e.prepareLimited(executions)
+	if err != nil {
+		return nil, err
+	}
 	now := e.cfg.Now()
 	created := e.cfg.Clock()
 	var observed []*observation
@@ -440,7 +505,7 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 			observed = append(observed, e.observers.reserve(insertedObservation(x, created)))
 		}
 	}
-	inserted, err := e.cfg.Exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: executions, Now: now})
+	inserted, err := e.insertQueued(ctx, e.cfg.Exec, executions, limited, now)
 	if observed != nil {
 		// Only executions this call created are observed (an id that existed is not), once.
 		created := make(map[uuid.UUID]bool, len(inserted))

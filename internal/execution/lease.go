@@ -179,7 +179,9 @@ func (l *Lease) checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	if !cp.Release && cp.Lease == 0 && !now.Before(l.renewAt) {
 		cp.Lease = l.engine.cfg.Lease
 	}
-	wake := len(cp.Children) > 0 || cp.ContinueAsNew != nil || cp.Status.Terminal() && l.Row.ParentID != uuid.Nil
+	// The end of a capacity-limited execution hands its slot to a queued one in the same
+	// transaction: the pollers should take that one up at once.
+	wake := len(cp.Children) > 0 || cp.ContinueAsNew != nil || cp.Status.Terminal() && (l.Row.ParentID != uuid.Nil || l.engine.isLimited(l.Row.Type))
 	var observed *Committed
 	if l.engine.observers != nil {
 		observed = l.observation(cp, now)

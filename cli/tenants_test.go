@@ -1,0 +1,52 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus/cli"
+)
+
+func TestTenantsCommands(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "team.db")
+	cfg := cli.Config{Register: registerGreeting}
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := runCLI(cfg, append(args, "--database", db)...)
+		require.NoError(t, err, "teambin %s: %s", strings.Join(args, " "), out)
+		return out
+	}
+	run("migrate", "up")
+	require.Contains(t, run("tenants", "list"), "no tenant")
+	require.Contains(t, run("tenants", "create", "acme", "--tier", "PRO", "--name", "Acme Ltd"), "created tenant acme: tier PRO, 5 at once, active")
+
+	_, err := runCLI(cfg, "tenants", "create", "acme", "--tier", "FREE", "--database", db)
+	require.ErrorContains(t, err, "invalid id")
+	_, err = runCLI(cfg, "tenants", "create", "other", "--tier", "GOLD", "--database", db)
+	require.ErrorContains(t, err, "invalid tier")
+	_, err = runCLI(cfg, "tenants", "create", "other", "--tier", "FREE", "--limit", "-1", "--database", db)
+	require.ErrorContains(t, err, "invalid maxActiveOverride")
+
+	require.Contains(t, run("tenants", "update", "acme", "--tier", "ENTERPRISE", "--limit", "25", "--reason", "upgraded"),
+		"tenant acme: tier ENTERPRISE, 25 at once, active")
+	_, err = runCLI(cfg, "tenants", "update", "acme", "--status", "gone", "--database", db)
+	require.ErrorContains(t, err, "invalid status")
+	require.Contains(t, run("tenants", "update", "acme", "--clear-limit"), "20 at once")
+
+	var list []struct {
+		ID        string `json:"id"`
+		Tier      string `json:"tier"`
+		MaxActive int    `json:"maxActive"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(run("tenants", "list", "--json")), &list))
+	require.Len(t, list, 1, "refused tenants are not stored")
+	require.Equal(t, "ENTERPRISE", list[0].Tier)
+	require.Contains(t, run("tenants", "show", "acme"), "0/20")
+	_, err = runCLI(cfg, "tenants", "show", "nobody", "--database", db)
+	require.ErrorContains(t, err, "not found")
+}
