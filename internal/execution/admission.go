@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/commandbus/commandbus/tracing"
 	"sort"
 	"time"
 
@@ -104,7 +105,7 @@ func (e *Engine) insertQueued(ctx context.Context, exec driver.Executor, executi
 	if len(limited) == 0 {
 		return exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: executions, Now: now})
 	}
-	ctx, end := admissionSpan(ctx, "admission.enqueue")
+	ctx, end := e.admissionSpan(ctx, "enqueue")
 	defer end()
 	var inserted []uuid.UUID
 	var admissions []*driver.TenantAdmission
@@ -168,10 +169,16 @@ func (e *Engine) recordEnqueued(admissions []*driver.TenantAdmission, perTenant 
 	}
 }
 
-// admissionSpan is where a tracing span of an admission step goes (name: "admission.enqueue",
-// "admission.round"): it returns the context to use inside the step and the function that ends
-// it. It records nothing yet; the tracing work replaces its body.
-func admissionSpan(ctx context.Context, _ string) (context.Context, func()) { return ctx, func() {} }
+// admissionSpan starts the tracing span of an admission step: "enqueue" (queuing and admitting
+// new executions, a child of the caller's span) or "round" (one dispatcher round). It returns the
+// context to use inside the step and the function that ends the span.
+func (e *Engine) admissionSpan(ctx context.Context, step string) (context.Context, func()) {
+	ctx, span := e.cfg.Tracer.Start(ctx, tracing.SpanAdmission)
+	if span.IsRecording() {
+		span.SetAttributes(tracing.String("commandbus.admission.step", step))
+	}
+	return ctx, func() { span.End() }
+}
 
 // admissionLockRetry is how soon a round runs again after it found tenants locked.
 const admissionLockRetry = 10 * time.Millisecond
@@ -179,7 +186,7 @@ const admissionLockRetry = 10 * time.Millisecond
 // admitRound is one round of the admission dispatcher: tenants with queued executions and a
 // free slot, served longest ago first. It reports whether the round was full (more may wait).
 func (e *Engine) admitRound(ctx context.Context) bool {
-	ctx, end := admissionSpan(ctx, "admission.round")
+	ctx, end := e.admissionSpan(ctx, "round")
 	defer end()
 	started := time.Now()
 	batch := e.cfg.AdmissionBatch
