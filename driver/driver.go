@@ -90,6 +90,7 @@ type Executor interface {
 	ScheduleExecutor
 	JobLeaseExecutor
 	TccBarrierExecutor
+	MetricsExecutor
 }
 
 // ExecutorTx is an Executor inside a transaction.

@@ -226,6 +226,14 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		concurrency = cfg.ConcurrentExecutions
 	}
 	drv := client.Driver()
+	var metrics execution.Metrics
+	if reg := ccfg.MetricsRegisterer; reg != nil {
+		m, err := newExecutionMetrics(reg)
+		if err != nil {
+			return nil, fmt.Errorf("orchestration: registering the execution metrics: %w", err)
+		}
+		metrics = m
+	}
 	wake, _ := plumbing.Subscribe(client, execution.WakeTopic)
 	var clockNow func() time.Time = time.Now
 	if !clock.IsReal(ccfg.Clock) {
@@ -246,6 +254,7 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		DeadlineCheckInterval: ccfg.Process.DeadlineCheckInterval.Std(),
 		Wake:                  wake,
 		Observer:              observerOf(ccfg.ExecutionObserver),
+		Metrics:               metrics,
 		CommandOutbox: func(cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error) {
 			return plumbing.CheckpointOutbox(client, cmds)
 		},

@@ -129,7 +129,7 @@ const executionClaimSQL = `
 	WITH n AS (
 		SELECT coalesce($5::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
 	), picked AS (
-		SELECT id, status AS claimed_from FROM {schema}.execution, n
+		SELECT id, status AS claimed_from, lease_until IS NOT NULL AS lease_expired FROM {schema}.execution, n
 		WHERE %s AND (lease_until IS NULL OR lease_until <= n.now)
 			AND (cardinality($1::text[]) = 0 OR type = ANY($1::text[]))
 		ORDER BY %s
@@ -146,7 +146,7 @@ const executionClaimSQL = `
 		updated_at = n.now
 	FROM picked, n
 	WHERE e.id = picked.id
-	RETURNING ` + "%s, picked.claimed_from"
+	RETURNING ` + "%s, picked.claimed_from, picked.lease_expired"
 
 func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionClaimParams) ([]*driver.ExecutionRow, error) {
 	var where, order string
@@ -202,7 +202,7 @@ const executionAcquireSQL = `
 	WITH n AS (
 		SELECT coalesce($4::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
 	), picked AS (
-		SELECT id, status AS claimed_from FROM {schema}.execution, n
+		SELECT id, status AS claimed_from, lease_until IS NOT NULL AS lease_expired FROM {schema}.execution, n
 		WHERE %[1]s AND (lease_until IS NULL OR lease_until <= n.now)
 		%[2]s
 		FOR UPDATE OF execution
@@ -215,7 +215,7 @@ const executionAcquireSQL = `
 		updated_at = n.now
 	FROM picked, n
 	WHERE e.id = picked.id
-	RETURNING %[3]s, picked.claimed_from`
+	RETURNING %[3]s, picked.claimed_from, picked.lease_expired`
 
 var (
 	executionAcquireOneSQL  = fmt.Sprintf(executionAcquireSQL, "id = $1", "", executionColsE)
@@ -761,7 +761,7 @@ func scanExecution(row pgx.Row, claimed bool) (*driver.ExecutionRow, error) {
 		&errorMessage, &x.CreatedAt, &x.UpdatedAt, &x.CompletedAt, &parentID, &rootID, &from, &as, &traceparent,
 		&suspendedFrom, &x.SuspendRequested}
 	if claimed {
-		dest = append(dest, &claimedFrom)
+		dest = append(dest, &claimedFrom, &x.LeaseExpired)
 	}
 	if err := row.Scan(dest...); err != nil {
 		return nil, err

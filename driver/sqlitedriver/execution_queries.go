@@ -124,7 +124,7 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 	}
 	nowUS := micros(now(params.Now))
 	leaseUntil := nowUS + params.Lease.Microseconds()
-	pick := `SELECT id, status FROM {schema}.execution
+	pick := `SELECT id, status, lease_until IS NOT NULL FROM {schema}.execution
 		WHERE ` + where + ` AND (lease_until IS NULL OR lease_until <= ?)`
 	args := []any{nowUS, nowUS}
 	if len(params.Types) > 0 {
@@ -148,14 +148,16 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 		}
 		var picked []string
 		claimedFrom := map[string]string{}
+		expired := map[string]bool{}
 		for rows.Next() {
 			var id, status string
-			if err := rows.Scan(&id, &status); err != nil {
+			var leaseExpired bool
+			if err := rows.Scan(&id, &status, &leaseExpired); err != nil {
 				rows.Close()
 				return err
 			}
 			picked = append(picked, id)
-			claimedFrom[id] = status
+			claimedFrom[id], expired[id] = status, leaseExpired
 		}
 		if err := rows.Err(); err != nil {
 			return err
@@ -180,7 +182,7 @@ func (e *executor) ExecutionClaim(ctx context.Context, params *driver.ExecutionC
 			rank[id] = i
 		}
 		for _, x := range claimed {
-			x.ClaimedFrom = driver.ExecutionStatus(claimedFrom[x.ID.String()])
+			x.ClaimedFrom, x.LeaseExpired = driver.ExecutionStatus(claimedFrom[x.ID.String()]), expired[x.ID.String()]
 		}
 		// RETURNING has no order; give the pick's.
 		sort.Slice(claimed, func(i, j int) bool { return rank[claimed[i].ID.String()] < rank[claimed[j].ID.String()] })

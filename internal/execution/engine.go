@@ -81,6 +81,8 @@ type Config struct {
 	// ObserverQueue is how many observations wait for a slow observer before further ones are
 	// dropped. 0 means DefaultObserverQueue.
 	ObserverQueue int
+	// Metrics, when set, is told about every committed checkpoint and every rescued execution.
+	Metrics Metrics
 }
 
 // WakeTopic is the notification topic that wakes the pending poller.
@@ -280,6 +282,13 @@ func (e *Engine) claimAndRun(ctx context.Context, kind driver.ExecutionClaimKind
 			e.cfg.Logger.Warn("claiming executions failed; will retry at the next poll", "kind", kind, "error", err)
 		}
 		return false
+	}
+	if m := e.cfg.Metrics; m != nil && kind == driver.ClaimPending {
+		for _, row := range rows {
+			if rescued(row) {
+				m.Rescued(row)
+			}
+		}
 	}
 	for _, lease := range e.preload(ctx, rows) {
 		e.slots <- struct{}{}
