@@ -92,7 +92,7 @@ func NewClient(drv driver.Driver, config *Config) (*Client, error) {
 	c.metrics = m
 	if reg := cfg.MetricsRegisterer; reg != nil {
 		// Clients sharing a registry share the first one's database collector.
-		if _, err := register(reg, newDatabaseCollector(c.exec, c.now, c.Now, c.logger)); err != nil {
+		if _, err := register(reg, newDatabaseCollector(c.exec, c.reportedQueues, c.now, c.Now, c.logger)); err != nil {
 			return nil, err
 		}
 	}

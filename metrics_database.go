@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ const databaseMetricsTimeout = 5 * time.Second
 // that scrape, with a warning.
 type databaseCollector struct {
 	exec   driver.Executor
+	queues func() []string // the queues to report even when empty
 	now    func() *time.Time
 	clock  func() time.Time
 	logger *slog.Logger
@@ -40,11 +42,11 @@ type databaseCollector struct {
 	reading []prometheus.Metric
 }
 
-func newDatabaseCollector(exec driver.Executor, now func() *time.Time, clock func() time.Time, logger *slog.Logger) *databaseCollector {
+func newDatabaseCollector(exec driver.Executor, queues func() []string, now func() *time.Time, clock func() time.Time, logger *slog.Logger) *databaseCollector {
 	queue := []string{"queue", "domain"}
 	execution := []string{"model", "type"}
 	return &databaseCollector{
-		exec: exec, now: now, clock: clock, logger: logger,
+		exec: exec, queues: queues, now: now, clock: clock, logger: logger,
 		queueDepth: prometheus.NewDesc("commandbus_queue_depth",
 			"Unfinished commands in a queue, by queue, domain and state (ready: visible now; scheduled: waiting for a retry's backoff; running).",
 			[]string{"queue", "domain", "state"}, nil),
@@ -98,7 +100,33 @@ func (c *databaseCollector) read() []prometheus.Metric {
 	if queues, err := c.exec.MetricsQueues(ctx, c.now()); err != nil {
 		c.logger.Warn("metrics: reading the queue depths failed; left out of this scrape", "error", err)
 	} else {
-		for _, q := range queues {
+		// One series per queue, its domain read from its name (a reply queue's rows carry the
+		// replying domain), and zeros for the queues this instance works that hold nothing.
+		byQueue := map[string]*driver.QueueMetrics{}
+		var order []string
+		add := func(queue, domain string) *driver.QueueMetrics {
+			q, ok := byQueue[queue]
+			if !ok {
+				q = &driver.QueueMetrics{Queue: queue, Domain: queueDomain(queue, domain)}
+				byQueue[queue] = q
+				order = append(order, queue)
+			}
+			return q
+		}
+		for _, r := range queues {
+			q := add(r.Queue, r.Domain)
+			q.Ready, q.Scheduled, q.Running, q.ExpiredLeases = q.Ready+r.Ready, q.Scheduled+r.Scheduled, q.Running+r.Running, q.ExpiredLeases+r.ExpiredLeases
+			if r.OldestReady != nil && (q.OldestReady == nil || r.OldestReady.Before(*q.OldestReady)) {
+				q.OldestReady = r.OldestReady
+			}
+		}
+		if c.queues != nil {
+			for _, queue := range c.queues() {
+				add(queue, "")
+			}
+		}
+		for _, name := range order {
+			q := byQueue[name]
 			gauge(c.queueDepth, float64(q.Ready), q.Queue, q.Domain, "ready")
 			gauge(c.queueDepth, float64(q.Scheduled), q.Queue, q.Domain, "scheduled")
 			gauge(c.queueDepth, float64(q.Running), q.Queue, q.Domain, "running")
@@ -137,4 +165,15 @@ func (c *databaseCollector) read() []prometheus.Metric {
 		c.logger.Warn("metrics: reading the outbox horizon failed; left out of this scrape", "error", err)
 	}
 	return out
+}
+
+// queueDomain is the domain a queue belongs to: the one its name carries (CommandQueue,
+// ReplyQueue), else the domain of its rows.
+func queueDomain(queue, rowDomain string) string {
+	for _, suffix := range []string{commandQueueSuffix, replyQueueSuffix} {
+		if domain, ok := strings.CutSuffix(queue, suffix); ok && domain != "" {
+			return domain
+		}
+	}
+	return rowDomain
 }

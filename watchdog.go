@@ -135,6 +135,16 @@ func (c *Client) RunWatchdog(ctx context.Context) (int, error) {
 	return moved, errors.Join(errs...)
 }
 
+// reportedQueues lists the queues the metrics report even when they hold nothing: those this
+// client's workers claim and the command queues of its brokered domains.
+func (c *Client) reportedQueues() []string {
+	queues := c.workedQueues()
+	for _, domain := range c.brokeredDomains() {
+		queues = append(queues, CommandQueue(domain))
+	}
+	return queues
+}
+
 // workedQueues lists the queues this client's workers claim.
 func (c *Client) workedQueues() []string {
 	c.mu.Lock()
