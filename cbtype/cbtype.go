@@ -120,8 +120,8 @@ type ExecutionRow struct {
 	// ClaimedFrom is the status the execution had when a claim or acquire took it (those queries
 	// only).
 	ClaimedFrom ExecutionStatus `json:"claimedFrom"`
-	// LeaseExpired is set by a claim or acquire that took the execution from a runner whose
-	// lease had expired (those queries only): that runner died or stalled.
+	// LeaseExpired is set by a claim (ExecutionClaim only) that took the execution from a
+	// runner whose lease had expired: that runner died or stalled.
 	LeaseExpired bool `json:"-"`
 }
 

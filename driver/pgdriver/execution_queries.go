@@ -202,7 +202,7 @@ const executionAcquireSQL = `
 	WITH n AS (
 		SELECT coalesce($4::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
 	), picked AS (
-		SELECT id, status AS claimed_from, lease_until IS NOT NULL AS lease_expired FROM {schema}.execution, n
+		SELECT id, status AS claimed_from, false AS lease_expired FROM {schema}.execution, n
 		WHERE %[1]s AND (lease_until IS NULL OR lease_until <= n.now)
 		%[2]s
 		FOR UPDATE OF execution
