@@ -160,7 +160,8 @@ func TestMetricsAfterAPaymentsBatch(t *testing.T) {
 			samples, familyTypes = scrape(t, f)
 			return sum(samples, "commandbus_execution_tsq_depth", map[string]string{"type": payments.TypePaymentManager}) == 1 &&
 				sum(samples, "commandbus_executions_ended_total", nil) >= float64(len(types)*perType) &&
-				sum(samples, "commandbus_dlq_depth", nil) == 1
+				sum(samples, "commandbus_dlq_depth", nil) == 1 &&
+				sum(samples, "commandbus_executions_parked_total", map[string]string{"type": payments.TypePaymentManager}) == 1
 		})
 
 		// What the batch did.
