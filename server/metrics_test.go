@@ -44,7 +44,6 @@ var onlyWithBrokersOrFailures = map[string]string{
 	"commandbus_transport_dead_letter_depth":         "the AMQP transport's collector",
 	"commandbus_command_lease_expiries_total":        "a handler must lose its lease",
 	"commandbus_execution_lease_expiries_total":      "a runner must lose its lease",
-	"commandbus_compensations_total":                 "a payment must be compensated",
 	"commandbus_execution_step_retries_total":        "an in-process step must fail transiently",
 }
 
@@ -143,6 +142,11 @@ func TestMetricsAfterAPaymentsBatch(t *testing.T) {
 			require.NoError(t, err)
 			batches = append(batches, b)
 		}
+		// A saga payment the network rejects for a business rule: its saga compensates.
+		rejected, err := f.Platform.CreateBatch(ctx, 1, servertest.Today, payments.TypePaymentSaga, &payments.Behavior{Name: "rejected",
+			Steps: map[string]payments.StepBehavior{payments.StepSubmitPayment: {FailBusinessRulePct: 100}}})
+		require.NoError(t, err)
+		batches = append(batches, rejected)
 		for _, b := range batches {
 			servertest.Eventually(t, 60*time.Second, "batch "+b.ProcessType+" to end", func() bool {
 				v, err := f.Platform.GetBatch(ctx, b.ID)
@@ -159,7 +163,7 @@ func TestMetricsAfterAPaymentsBatch(t *testing.T) {
 		servertest.Eventually(t, 30*time.Second, "the scrape to count the batch", func() bool {
 			samples, familyTypes = scrape(t, f)
 			return sum(samples, "commandbus_execution_tsq_depth", map[string]string{"type": payments.TypePaymentManager}) == 1 &&
-				sum(samples, "commandbus_executions_ended_total", nil) >= float64(len(types)*perType) &&
+				sum(samples, "commandbus_executions_ended_total", nil) >= float64(len(types)*perType+1) &&
 				sum(samples, "commandbus_dlq_depth", nil) == 1 &&
 				sum(samples, "commandbus_executions_parked_total", map[string]string{"type": payments.TypePaymentManager}) == 1
 		})
@@ -172,6 +176,9 @@ func TestMetricsAfterAPaymentsBatch(t *testing.T) {
 			require.Positive(t, sum(samples, "commandbus_execution_steps_total", map[string]string{"type": typ, "outcome": "succeeded"}), typ)
 		}
 		require.Positive(t, sum(samples, "commandbus_execution_step_duration_seconds_count", map[string]string{"type": payments.TypePaymentStep}))
+		require.Equal(t, 1.0, sum(samples, "commandbus_compensations_total", map[string]string{"type": payments.TypePaymentSaga}), "the rejected saga payment")
+		require.Equal(t, 1.0, sum(samples, "commandbus_executions_ended_total", map[string]string{"type": payments.TypePaymentSaga, "status": "COMPENSATED"}))
+		require.Positive(t, sum(samples, "commandbus_compensation_steps_total", map[string]string{"type": payments.TypePaymentSaga, "result": "compensated"}))
 		require.Equal(t, 1.0, sum(samples, "commandbus_executions_parked_total", map[string]string{"type": payments.TypePaymentManager}))
 		require.Equal(t, 1.0, sum(samples, "commandbus_executions_active", map[string]string{"type": payments.TypePaymentManager, "status": "WAITING_FOR_TSQ"}))
 		row, err := f.Client.Driver().Executor().ExecutionGet(ctx, parked.ExecutionID)
