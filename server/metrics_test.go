@@ -210,10 +210,14 @@ func TestMetricsAfterAPaymentsBatch(t *testing.T) {
 		require.LessOrEqual(t, len(samples), maxSeriesAfterBatch, "series after a batch; see the README's cardinality note")
 
 		// Every metric the dashboard and the alerts query exists in the scrape (or is registered,
-		// for those that need a broker or a failure).
+		// for those that need a broker or a failure), and the README's table names every one.
+		readme, err := os.ReadFile("../README.md")
+		require.NoError(t, err)
 		scraped := map[string]bool{}
 		for _, s := range samples {
-			scraped[family(s.name, familyTypes)] = true
+			name := family(s.name, familyTypes)
+			scraped[name] = true
+			require.Contains(t, string(readme), "`"+name+"`", "the README's metrics table lists %s", name)
 		}
 		for _, name := range deployedMetrics(t) {
 			base := family(name, familyTypes)
