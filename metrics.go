@@ -46,7 +46,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"domain"}),
 		claimedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "commandbus_commands_claimed_total",
-			Help: "Commands and replies this instance's workers claimed, by domain and queue.",
+			Help: "Commands and replies this instance claimed (its workers from the queue table, its broker consumers by id), by domain and queue.",
 		}, []string{"domain", "queue"}),
 		leaseExpiries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "commandbus_command_lease_expiries_total",
