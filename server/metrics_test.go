@@ -355,13 +355,30 @@ func promtool(t *testing.T) string {
 	return path
 }
 
-// TestAlertRulesPassPromtool checks deploy/prometheus/alerts.yaml with promtool check rules.
+// TestAlertRulesPassPromtool checks deploy/prometheus/alerts.yaml with promtool check rules, then
+// runs its unit tests (alerts_test.yaml: each alert fires on the series of its failure, with its
+// labels and text, and stays quiet on healthy series).
 func TestAlertRulesPassPromtool(t *testing.T) {
 	t.Parallel()
 	tool := promtool(t)
 	out, err := exec.Command(tool, "check", "rules", filepath.Join(deployRoot, "prometheus", "alerts.yaml")).CombinedOutput()
 	require.NoError(t, err, "promtool check rules:\n%s", out)
 	require.Contains(t, string(out), "SUCCESS")
+	out, err = exec.Command(tool, "test", "rules", filepath.Join(deployRoot, "prometheus", "alerts_test.yaml")).CombinedOutput()
+	require.NoError(t, err, "promtool test rules:\n%s", out)
+	require.Contains(t, string(out), "SUCCESS")
+	// Every alert has a unit test.
+	raw, err := os.ReadFile(filepath.Join(deployRoot, "prometheus", "alerts_test.yaml"))
+	require.NoError(t, err)
+	raw2, err := os.ReadFile(filepath.Join(deployRoot, "prometheus", "alerts.yaml"))
+	require.NoError(t, err)
+	var rules alertRules
+	require.NoError(t, yaml.Unmarshal(raw2, &rules))
+	for _, g := range rules.Groups {
+		for _, r := range g.Rules {
+			require.Contains(t, string(raw), "alertname: "+r.Alert+"\n", "alerts_test.yaml tests %s", r.Alert)
+		}
+	}
 }
 
 // TestDashboardQueriesParse checks that every query of the Grafana dashboard is valid PromQL: with
