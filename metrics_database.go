@@ -23,8 +23,8 @@ const databaseMetricsTimeout = 5 * time.Second
 // databaseCollector reports, at scrape time, what the database holds that no single replica
 // counts: queue depths and the age of the oldest ready command, unfinished executions by model,
 // type and status (the execution TSQ among them), expired leases not yet rescued, and the
-// transaction horizon the outbox relay waits behind. Its queries read unfinished work only; one
-// reading serves the scrapes of databaseMetricsTTL. A query that fails leaves its metrics out of
+// transaction horizon the outbox relay waits behind. Its queries count unfinished work only (see
+// driver.MetricsExecutor for their cost); one reading serves the scrapes of databaseMetricsTTL. A query that fails leaves its metrics out of
 // that scrape, with a warning.
 type databaseCollector struct {
 	exec   driver.Executor
@@ -146,11 +146,11 @@ func (c *databaseCollector) read() []prometheus.Metric {
 		for _, x := range executions {
 			k := key{x.Model, x.Type}
 			gauge(c.active, float64(x.Count), x.Model, x.Type, string(x.Status))
+			inTSQ := int64(0)
 			if x.Status == driver.ExecutionWaitingForTSQ {
-				tsq[k] += x.Count
-			} else {
-				tsq[k] += 0
+				inTSQ = x.Count
 			}
+			tsq[k] += inTSQ // every (model, type) with unfinished executions reports a depth, 0 included
 			expired[k] += x.ExpiredLeases
 		}
 		for k, n := range tsq {

@@ -46,9 +46,11 @@ type HorizonMetrics struct {
 	HeldMessages int64
 }
 
-// MetricsExecutor holds the aggregate queries a metrics scrape runs. Each reads only unfinished
-// work (unfinished commands, non-terminal executions, unpublished messages), so its cost follows
-// the backlog, not the history.
+// MetricsExecutor holds the aggregate queries a metrics scrape runs. They count unfinished work
+// only (unfinished commands, non-terminal executions, unpublished messages). The queue and outbox
+// queries read through the partial indexes of unfinished rows, so their cost follows the backlog;
+// the execution query scans the execution table, so its cost follows the retained history
+// (process.retention bounds it).
 type MetricsExecutor interface {
 	// MetricsQueues counts unfinished commands (neither completed nor parked) by queue and
 	// domain, as of now (nil: the database's clock).
