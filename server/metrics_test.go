@@ -134,7 +134,7 @@ func TestMetricsAfterAPaymentsBatch(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		f := setupConsole(t, drv)
 		ctx := context.Background()
-		const perType = 3
+		const perType = 2
 		types := []string{payments.TypePaymentStep, payments.TypePaymentManager, payments.TypePaymentSaga}
 		var batches []*payments.BatchView
 		for _, typ := range types {
@@ -148,7 +148,7 @@ func TestMetricsAfterAPaymentsBatch(t *testing.T) {
 		require.NoError(t, err)
 		batches = append(batches, rejected)
 		for _, b := range batches {
-			servertest.Eventually(t, 60*time.Second, "batch "+b.ProcessType+" to end", func() bool {
+			servertest.Eventually(t, 120*time.Second, "batch "+b.ProcessType+" to end", func() bool {
 				v, err := f.Platform.GetBatch(ctx, b.ID)
 				require.NoError(t, err)
 				return v.Counts.Terminal() == v.Total && v.Total > 0
