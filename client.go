@@ -93,6 +93,12 @@ func NewClient(drv driver.Driver, config *Config) (*Client, error) {
 		return nil, err
 	}
 	c.metrics = m
+	if reg := cfg.MetricsRegisterer; reg != nil {
+		// Clients sharing a registry share the first one's database collector.
+		if _, err := register(reg, newDatabaseCollector(c.exec, c.reportedQueues, c.now, c.Now, c.logger)); err != nil {
+			return nil, err
+		}
+	}
 	if c.messaging, err = outbox.NewMetrics(cfg.MetricsRegisterer); err != nil {
 		return nil, err
 	}
@@ -246,9 +252,11 @@ func (c *Client) newWorker(queue, domain string, concurrency int, dc *DomainConf
 		PollInterval: c.config.FetchPollInterval.Std(),
 		Cooldown:     c.config.FetchCooldown.Std(),
 		Claim: func(ctx context.Context, max int) ([]*driver.CommandRow, error) {
-			return c.claimTraced(ctx, &driver.CommandClaimParams{
+			rows, err := c.claimTraced(ctx, &driver.CommandClaimParams{
 				Queue: queue, Max: max, Lease: lease, WorkerID: c.config.WorkerID, Now: c.now(),
 			})
+			c.metrics.claimed(domain, queue, len(rows))
+			return rows, err
 		},
 		Run:       c.runCommand,
 		Complete:  c.completer.Add,

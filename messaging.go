@@ -331,6 +331,7 @@ func (c *Client) executeDelivered(ctx context.Context, d Delivery) (DeliveryOutc
 	case err != nil:
 		return "", fmt.Errorf("claiming the delivered command: %w", err)
 	}
+	c.metrics.claimed(row.Domain, row.Queue, 1)
 	runCtx, cancel := context.WithTimeout(ctx, lease)
 	comp := c.runCommand(runCtx, row)
 	cancel()

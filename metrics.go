@@ -17,6 +17,8 @@ type metrics struct {
 	handlersRunning *prometheus.GaugeVec
 	fenceRejections prometheus.Counter
 	dlqDepth        *prometheus.GaugeVec
+	claimedTotal    *prometheus.CounterVec
+	leaseExpiries   *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -42,6 +44,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "commandbus_dlq_depth",
 			Help: "Commands parked in the dead-letter queue (command_dlq, the troubleshooting queue), by domain.",
 		}, []string{"domain"}),
+		claimedTotal: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commandbus_commands_claimed_total",
+			Help: "Commands and replies this instance claimed (its workers from the queue table, its broker consumers by id), by domain and queue.",
+		}, []string{"domain", "queue"}),
+		leaseExpiries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commandbus_command_lease_expiries_total",
+			Help: "Commands whose handler's lease expired, as the watchdog found them (delivered again or timed out), by domain.",
+		}, []string{"domain"}),
 	}
 	if reg != nil {
 		// A second client on the same registry shares the first one's collectors, so both count.
@@ -59,6 +69,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 		if m.dlqDepth, err = register(reg, m.dlqDepth); err != nil {
+			return nil, err
+		}
+		if m.claimedTotal, err = register(reg, m.claimedTotal); err != nil {
+			return nil, err
+		}
+		if m.leaseExpiries, err = register(reg, m.leaseExpiries); err != nil {
 			return nil, err
 		}
 	}
@@ -86,6 +102,14 @@ func (m *metrics) running(domain, queue string, n int) {
 }
 
 func (m *metrics) fenceRejected() { m.fenceRejections.Inc() }
+
+func (m *metrics) claimed(domain, queue string, n int) {
+	if n > 0 {
+		m.claimedTotal.WithLabelValues(domain, queue).Add(float64(n))
+	}
+}
+
+func (m *metrics) leaseExpired(domain string) { m.leaseExpiries.WithLabelValues(domain).Inc() }
 
 // register registers c, or returns the collector already registered under its name.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {

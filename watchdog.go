@@ -100,14 +100,17 @@ func (c *Client) RunWatchdog(ctx context.Context) (int, error) {
 			continue
 		}
 		var comp *driver.CommandCompletion
+		leaseExpired := false
 		switch {
 		case deadlinePassed:
 			logger.Warn("watchdog: command timed out: deadline passed while it ran")
 			comp = c.timedOut(row, CodeDeadlineExceeded, "deadline "+row.DeadlineAt.UTC().Format(time.RFC3339)+" passed")
 		case row.Attempt >= row.MaxAttempts:
+			leaseExpired = true
 			logger.Warn("watchdog: command timed out: lease expired on its last attempt")
 			comp = c.timedOut(row, CodeLeaseExpired, fmt.Sprintf("lease expired on attempt %d of %d", row.Attempt, row.MaxAttempts))
 		default:
+			leaseExpired = true
 			logger.Warn("watchdog: lease expired; delivering the command again")
 			comp = &driver.CommandCompletion{ID: row.ID, Fence: row.Fence, Status: driver.CommandStatusPending,
 				ErrorCode: CodeLeaseExpired, ErrorMessage: "lease expired", Event: "LEASE_EXPIRED"}
@@ -120,6 +123,9 @@ func (c *Client) RunWatchdog(ctx context.Context) (int, error) {
 		}
 		if len(applied) == 1 {
 			moved++
+			if leaseExpired {
+				c.metrics.leaseExpired(row.Domain)
+			}
 			if comp.Reply != nil {
 				_ = c.exec.Notify(ctx, []string{queueTopic(comp.Reply.Queue)})
 			}
@@ -127,6 +133,16 @@ func (c *Client) RunWatchdog(ctx context.Context) (int, error) {
 		}
 	}
 	return moved, errors.Join(errs...)
+}
+
+// reportedQueues lists the queues the metrics report even when they hold nothing: those this
+// client's workers claim and the command queues of its brokered domains.
+func (c *Client) reportedQueues() []string {
+	queues := c.workedQueues()
+	for _, domain := range c.brokeredDomains() {
+		queues = append(queues, CommandQueue(domain))
+	}
+	return queues
 }
 
 // workedQueues lists the queues this client's workers claim.

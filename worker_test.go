@@ -112,10 +112,16 @@ func TestLeaseExpiredOnLastAttemptTimesOutWithoutAnotherClaim(t *testing.T) {
 		fake.Advance(2 * time.Second) // the first lease expires: the worker claims attempt 2
 		eventually(t, 10*time.Second, "the second attempt to run", func() bool { return calls.Load() == 2 })
 		fake.Advance(2 * time.Second) // the last lease expires
+		queues, err := c.exec.MetricsQueues(ctx, c.now())
+		require.NoError(t, err)
+		require.Len(t, queues, 1)
+		require.Equal(t, int64(1), queues[0].ExpiredLeases, "the metrics see the expired lease before the watchdog")
 
 		moved, err := c.RunWatchdog(ctx)
 		require.NoError(t, err)
 		require.Equal(t, 1, moved)
+		require.Equal(t, 1.0, testutil.ToFloat64(c.metrics.leaseExpiries.WithLabelValues("risk")), "the watchdog counts the expiry")
+		require.Equal(t, 2.0, testutil.ToFloat64(c.metrics.claimedTotal.WithLabelValues("risk", CommandQueue("risk"))), "two claims")
 		row := waitStatus(t, c, res.ID, StatusTimedOut)
 		require.Equal(t, 2, row.Attempt, "attempt 2 of 2, never 3")
 		require.Equal(t, CodeLeaseExpired, row.ErrorCode)

@@ -91,6 +91,7 @@ type Executor interface {
 	JobLeaseExecutor
 	TccBarrierExecutor
 	TenantExecutor
+	MetricsExecutor
 }
 
 // ExecutorTx is an Executor inside a transaction.

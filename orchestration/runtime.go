@@ -253,6 +253,14 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		concurrency = cfg.ConcurrentExecutions
 	}
 	drv := client.Driver()
+	var metrics execution.Metrics
+	if reg := ccfg.MetricsRegisterer; reg != nil {
+		m, err := newExecutionMetrics(reg)
+		if err != nil {
+			return nil, fmt.Errorf("orchestration: registering the execution metrics: %w", err)
+		}
+		metrics = m
+	}
 	wake, _ := plumbing.Subscribe(client, execution.WakeTopic)
 	admissionWake, _ := plumbing.Subscribe(client, driver.TopicAdmission)
 	admissionMetrics, err := tenant.NewMetrics(ccfg.MetricsRegisterer, drv.Executor(), cfg.Admission.MaxTenantGauges)
@@ -286,6 +294,7 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		AdmissionBatch:                 cfg.Admission.Batch,
 		AdmissionPerTenant:             cfg.Admission.PerTenant,
 		UnknownDefinitionCheckInterval: cfg.Admission.UnknownDefinitionCheckInterval,
+		Metrics:                        metrics,
 		CommandOutbox: func(cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error) {
 			return plumbing.CheckpointOutbox(client, cmds)
 		},

@@ -82,6 +82,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"Tenants", exerciseTenants},
 		{"StaleClaims", exerciseStaleClaims},
 		{"TenantContinueAsNew", exerciseTenantContinueAsNew},
+		{"Metrics", exerciseMetrics},
 	}
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {

@@ -98,11 +98,13 @@ func exerciseExecutionClaim(t *testing.T, setup setupFunc) {
 		first := claimExecutions(t, b.exec, driver.ClaimPending, nil, 1, time.Minute, t0)
 		require.Equal(t, []uuid.UUID{early.ID}, executionIDs(first))
 		require.Equal(t, driver.ExecutionPending, first[0].ClaimedFrom)
+		require.False(t, first[0].StaleLease, "a new execution held no lease")
 		require.Equal(t, driver.ExecutionExecuting, first[0].Status)
 
 		second := claimExecutions(t, b.exec, driver.ClaimPending, nil, 1, time.Minute, t0)
 		require.Equal(t, []uuid.UUID{expired.ID}, executionIDs(second))
 		require.Equal(t, driver.ExecutionExecuting, second[0].ClaimedFrom, "a dead runner's execution")
+		require.True(t, second[0].StaleLease, "taken from an expired lease")
 		require.Equal(t, int64(2), second[0].Fence)
 
 		// A claim keeps COMPENSATING.
@@ -363,7 +365,7 @@ func exerciseExecutionCheckpointMany(t *testing.T, setup setupFunc) {
 
 		// Nothing of the stale checkpoint is written: not the row, not its log, not its command.
 		unchanged := *taken
-		unchanged.ClaimedFrom = ""
+		unchanged.ClaimedFrom, unchanged.StaleLease = "", false
 		requireExecution(t, &unchanged, getExecution(t, b.exec, p.ID))
 		require.Empty(t, logList(t, b.exec, p.ID))
 		requireNotFound(t, b.exec, staleCommand.ID)

@@ -102,6 +102,8 @@ type Config struct {
 	// instance has are ended FAILED (UNKNOWN_DEFINITION). 0 means 10s; negative turns it off
 	// (for instances that do not run every capacity-limited type).
 	UnknownDefinitionCheckInterval time.Duration
+	// Metrics, when set, is told about every committed checkpoint and every rescued execution.
+	Metrics Metrics
 }
 
 // WakeTopic is the notification topic that wakes the pending poller.
@@ -342,6 +344,13 @@ func (e *Engine) claimAndRun(ctx context.Context, kind driver.ExecutionClaimKind
 		return false
 	}
 	e.recordStale(rows)
+	if m := e.cfg.Metrics; m != nil && kind == driver.ClaimPending {
+		for _, row := range rows {
+			if rescued(row) {
+				m.Rescued(row)
+			}
+		}
+	}
 	for _, lease := range e.preload(ctx, rows) {
 		e.slots <- struct{}{}
 		e.base.Go(func() {

@@ -186,13 +186,12 @@ func (l *Lease) checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	if l.engine.observers != nil {
 		observed = l.observation(cp, now)
 	}
-	starts := false
+	starts := l.unstarted && (!onlyLifecycleEntries(cp.Log) || cp.Status.Terminal() || cp.Status == driver.ExecutionWaitingForTSQ)
 	if toOutbox, on := l.engine.lifecycleOn(); on {
 		after := observed
 		if after == nil {
 			after = l.observation(cp, now)
 		}
-		starts = l.unstarted && (!onlyLifecycleEntries(cp.Log) || cp.Status.Terminal() || cp.Status == driver.ExecutionWaitingForTSQ)
 		events := deriveLifecycle(l.Row, &after.Row, cp, starts, l.nextSeq-1-len(cp.Log), now)
 		if observed != nil {
 			observed.Events = events
@@ -219,7 +218,11 @@ func (l *Lease) checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	if cp.Lease > 0 {
 		l.renewAt = now.Add(cp.Lease / 2)
 	}
+	prev := l.Row.Status
 	l.apply(cp, now)
+	if m := l.engine.cfg.Metrics; m != nil {
+		m.Checkpointed(prev, l.Row, cp.Log, starts, now)
+	}
 	l.applySuspension(cp)
 	l.rememberLog(cp, now)
 	l.engine.wakeups.checkpointed(cp, now)

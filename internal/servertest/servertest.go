@@ -71,6 +71,8 @@ type Fixture struct {
 	Sched  *schedule.Scheduler
 	Server *server.Server
 	HTTP   *httptest.Server
+	// Registry holds the client's metrics; the server exposes it on /metrics.
+	Registry *prometheus.Registry
 }
 
 // Setup starts a Fixture on drv; the test's cleanup stops it.
@@ -130,7 +132,7 @@ func Setup(t *testing.T, drv driver.Driver, opts Options) *Fixture {
 	t.Cleanup(func() { require.NoError(t, srv.Close()) })
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
-	return &Fixture{T: t, Fake: fake, Client: client, Platform: platform, Review: review, Sched: sched, Server: srv, HTTP: hs}
+	return &Fixture{T: t, Fake: fake, Client: client, Platform: platform, Review: review, Sched: sched, Server: srv, HTTP: hs, Registry: reg}
 }
 
 // Eventually polls cond until it holds or the timeout passes.
