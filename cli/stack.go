@@ -150,8 +150,8 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 	}
 	if opts.ServeAddr != "" {
 		tokens := make([]server.Token, len(file.Server.Tokens))
-		for i, t := range file.Server.Tokens {
-			tokens[i] = server.Token(t)
+		for i, t := range file.Server.Tokens { // token-file was read into Token by config.Load
+			tokens[i] = server.Token{Subject: t.Subject, Token: t.Token, SHA256: t.TokenSHA256, Role: t.Role}
 		}
 		extensions := append(app.Extensions, scheduleweb.New(s.Scheduler))
 		srv, err := server.New(server.Config{Client: client, Runtime: s.Runtime, Extensions: extensions,

@@ -90,6 +90,7 @@ type Executor interface {
 	ScheduleExecutor
 	JobLeaseExecutor
 	TccBarrierExecutor
+	ConsoleSessionExecutor
 }
 
 // ExecutorTx is an Executor inside a transaction.

@@ -79,6 +79,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"TccBarrier", exerciseTccBarrier},
 		{"CommandDelivery", exerciseCommandDelivery},
 		{"Schedules", exerciseSchedules},
+		{"ConsoleSessions", exerciseConsoleSessions},
 	}
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {
