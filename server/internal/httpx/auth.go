@@ -20,7 +20,8 @@ const (
 	RoleOperator = "operator"
 )
 
-// SessionCookie is the console's session cookie; it holds the token the operator signed in with.
+// SessionCookie is the console's session cookie; it holds the opaque id of a server-side
+// session (table console_session), never a token.
 const SessionCookie = "commandbus_session"
 
 // Token is one bearer token the API and console accept; packages server and console export it
@@ -111,20 +112,6 @@ func (ts *Tokens) Lookup(token string) (Principal, bool) {
 	}
 	sum := sha256.Sum256([]byte(token))
 	return ts.LookupDigest(string(sum[:]))
-}
-
-// Authenticate finds the principal of a console request: its bearer token, or the session
-// cookie the console's sign-in set. Console pages check the Origin and a CSRF token on every
-// form they accept, which is what makes a cookie safe there; the REST API takes the bearer token
-// only.
-func (ts *Tokens) Authenticate(r *http.Request) (Principal, bool) {
-	if token, ok := BearerToken(r); ok {
-		return ts.Lookup(token)
-	}
-	if c, err := r.Cookie(SessionCookie); err == nil {
-		return ts.Lookup(c.Value)
-	}
-	return Principal{}, false
 }
 
 // BearerToken returns the token of an "Authorization: Bearer <token>" header. The scheme is
