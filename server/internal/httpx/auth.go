@@ -9,8 +9,8 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
-	"sort"
 	"net/http"
+	"sort"
 	"strings"
 )
 
