@@ -112,3 +112,13 @@ func TestServerConfigTrustedProxiesAndShutdownDefaults(t *testing.T) {
 	require.Equal(t, commandbus.Duration(25*time.Second), withDefaults.Server.ShutdownBudget, "below Kubernetes' 30s grace period")
 	require.Equal(t, commandbus.Duration(3*time.Second), withDefaults.Server.DrainDelay)
 }
+
+// The README's variables for the proxies and the shutdown set what they say.
+func TestParseConfigServerKeysFromEnvironment(t *testing.T) {
+	t.Parallel()
+	cfg := mustParseConfig(t, "", "COMMANDBUS_SERVER_TRUSTED_PROXIES=[10.0.0.0/8, 192.168.0.1]",
+		"COMMANDBUS_SERVER_SHUTDOWN_BUDGET=20s", "COMMANDBUS_SERVER_DRAIN_DELAY=5s")
+	require.Equal(t, []string{"10.0.0.0/8", "192.168.0.1"}, cfg.Server.TrustedProxies)
+	require.Equal(t, commandbus.Duration(20*time.Second), cfg.Server.ShutdownBudget)
+	require.Equal(t, commandbus.Duration(5*time.Second), cfg.Server.DrainDelay)
+}
