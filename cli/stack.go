@@ -233,9 +233,14 @@ func (s *Stack) BeginShutdown() { s.draining.Store(true) }
 func (s *Stack) Stop(ctx context.Context) {
 	s.BeginShutdown()
 	if s.http != nil {
-		if err := s.http.Shutdown(ctx); err != nil {
+		httpCtx, cancel := ctx, context.CancelFunc(func() {})
+		if _, bounded := ctx.Deadline(); !bounded {
+			httpCtx, cancel = context.WithTimeout(ctx, 5*time.Second) // no budget given: the former bound
+		}
+		if err := s.http.Shutdown(httpCtx); err != nil {
 			_ = s.http.Close()
 		}
+		cancel()
 	}
 	if s.Server != nil {
 		s.Server.Close() // stops the console's sampler
