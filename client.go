@@ -145,6 +145,33 @@ func (c *Client) extension(key any, create func() any) any {
 	return v
 }
 
+// ErrWorkersStalled is returned by CheckWorkers when a claim loop has not gone round for
+// three poll intervals.
+var ErrWorkersStalled = errors.New("commandbus: a worker's claim loop has stalled")
+
+// CheckWorkers is the workers' heartbeat check for a readiness probe: nil when the client is
+// started and every queue's claim loop went round within three of its poll intervals (plus
+// the 30s a claim may take), else an error saying which (ErrWorkersStalled for a stalled
+// loop). It reads no database.
+func (c *Client) CheckWorkers() error {
+	c.mu.Lock()
+	started, stopped, workers := c.started, c.stopped, c.workers
+	c.mu.Unlock()
+	if !started || stopped {
+		return errors.New("commandbus: the client is not running")
+	}
+	for _, w := range workers {
+		beat := w.LastBeat()
+		if beat.IsZero() {
+			continue // its loop is starting
+		}
+		if age := time.Since(beat); age > 3*w.PollInterval()+30*time.Second {
+			return fmt.Errorf("%w: queue %s last went round %s ago", ErrWorkersStalled, w.Queue(), age.Round(time.Second))
+		}
+	}
+	return nil
+}
+
 // Started reports whether Start has run (and Stop has not).
 func (c *Client) Started() bool {
 	c.mu.Lock()

@@ -1,6 +1,6 @@
 module github.com/commandbus/commandbus
 
-go 1.26.8
+go 1.26.0
 
 require (
 	github.com/Azure/go-amqp v1.7.0

@@ -41,8 +41,9 @@ func (f *serviceFlags) load(cmd *cobra.Command) (*config.File, *slog.Logger, err
 
 func newServeCommand(cfg Config) *cobra.Command {
 	var (
-		flags serviceFlags
-		addr  string
+		flags       serviceFlags
+		addr        string
+		metricsAddr string
 	)
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -50,8 +51,10 @@ func newServeCommand(cfg Config) *cobra.Command {
 		Long: "serve loads --config, connects to database.url (or --database), runs the workers of the enabled\n" +
 			"domains and the binary's models, and serves the REST API (/api, /api/openapi.json), the operator\n" +
 			"console (/), /metrics, /healthz and /readyz on server.addr (or --addr). Bearer tokens and their roles\n" +
-			"(viewer, operator) come from server.tokens. Inbound events start the definitions their types trigger,\n" +
-			"from POST /api/events and from amqp.event-queues and kafka.event-topics. Run `migrate up` first.",
+			"(viewer, operator) come from server.tokens (or COMMANDBUS_SERVER_TOKENS, COMMANDBUS_SERVER_TOKENS_FILE).\n" +
+			"Inbound events start the definitions their types trigger, from POST /api/events and from\n" +
+			"amqp.event-queues and kafka.event-topics. --metrics-addr also serves /metrics (unauthenticated),\n" +
+			"/healthz and /readyz on an internal address. Shutdown as for worker. Run `migrate up` first.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			file, logger, err := flags.load(cmd)
@@ -64,10 +67,11 @@ func newServeCommand(cfg Config) *cobra.Command {
 			if len(file.Server.Tokens) == 0 {
 				return fmt.Errorf("server.tokens is empty: configure at least one operator token (see examples/profiles)")
 			}
-			return run(cmd.Context(), cfg, StackOptions{File: file, Logger: logger, ServeAddr: addr})
+			return run(cmd.Context(), cfg, StackOptions{File: file, Logger: logger, ServeAddr: addr, MetricsAddr: metricsAddr})
 		},
 	}
 	flags.register(cmd)
 	cmd.Flags().StringVar(&addr, "addr", "", "listen address, overriding server.addr")
+	cmd.Flags().StringVar(&metricsAddr, "metrics-addr", "", "internal address serving /metrics (unauthenticated), /healthz and /readyz, e.g. :9090")
 	return cmd
 }

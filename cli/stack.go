@@ -7,6 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -57,6 +61,13 @@ type StackOptions struct {
 	// ServeAddr, when set, serves the REST API (/api), the console (/), /metrics, /healthz and
 	// /readyz there; ":0" picks a free port (see Stack.Addr). Default: no HTTP server.
 	ServeAddr string
+	// MetricsAddr, when set, serves /metrics (without authentication), /healthz and /readyz on
+	// this internal address, for probes and scrapers inside the cluster; ":0" picks a free port
+	// (see Stack.MetricsAddr). Default: none.
+	MetricsAddr string
+
+	// interrupts replaces the process's SIGINT/SIGTERM in tests of run.
+	interrupts <-chan os.Signal
 }
 
 // Stack is an application running in this process: the client with the workers of its enabled
@@ -79,7 +90,13 @@ type Stack struct {
 	// Addr is the address the REST API listens on (the port chosen when ServeAddr ends in :0),
 	// or "" when not serving.
 	Addr string
+	// MetricsAddr is the address of the internal probes and metrics (StackOptions.MetricsAddr),
+	// or "" when none.
+	MetricsAddr string
 
+	// draining is set when a graceful shutdown begins: /readyz fails from then on.
+	draining        atomic.Bool
+	probes          *http.Server
 	http            *http.Server
 	closeTransports func()
 	stopTracing     func(context.Context) error
@@ -165,12 +182,13 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 	}
 	if opts.ServeAddr != "" {
 		tokens := make([]server.Token, len(file.Server.Tokens))
-		for i, t := range file.Server.Tokens {
-			tokens[i] = server.Token(t)
+		for i, t := range file.Server.Tokens { // token-file was read into Token by config.Load
+			tokens[i] = server.Token{Subject: t.Subject, Token: t.Token, SHA256: t.TokenSHA256, Role: t.Role}
 		}
 		extensions := append(app.Extensions, scheduleweb.New(s.Scheduler), tenantweb.New(tenant.New(client)))
 		srv, err := server.New(server.Config{Client: client, Runtime: s.Runtime, Extensions: extensions,
-			Tokens: tokens, Gatherer: registry, Logger: logger, BrokerDeadLetters: brokerDeadLetterReader(client)})
+			Tokens: tokens, Gatherer: registry, Logger: logger, BrokerDeadLetters: brokerDeadLetterReader(client),
+			TrustedProxies: file.Server.TrustedProxyPrefixes(), SecureCookies: file.Server.SecureCookies, Readiness: s.ready})
 		if err != nil {
 			return nil, err
 		}
@@ -188,17 +206,55 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 			}
 		}()
 	}
+	if opts.MetricsAddr != "" {
+		probes, err := server.NewProbeHandler(server.ProbeConfig{Client: client, Gatherer: registry, Readiness: s.ready, Logger: logger})
+		if err != nil {
+			return nil, err
+		}
+		listener, err := net.Listen("tcp", opts.MetricsAddr)
+		if err != nil {
+			return nil, fmt.Errorf("serving metrics and probes on %s: %w", opts.MetricsAddr, err)
+		}
+		s.MetricsAddr = listener.Addr().String()
+		s.probes = server.NewHTTPServer("", probes, server.Timeouts{})
+		go func() {
+			if err := s.probes.Serve(listener); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				logger.Error("metrics and probes server stopped", "error", err, "addr", s.MetricsAddr)
+			}
+		}()
+	}
 	ok = true
 	return s, nil
 }
 
-// Stop shuts the stack down gracefully: HTTP first, then the client's workers (bounded by the
-// configuration's shutdown-timeout), the transports and the database. It may be called on a
-// stack whose start failed half way.
+// ready is the stack's readiness beyond the database ping: not while shutting down, and the
+// workers' claim loops beat.
+func (s *Stack) ready(context.Context) error {
+	if s.draining.Load() {
+		return errors.New("shutting down")
+	}
+	return s.Client.CheckWorkers()
+}
+
+// BeginShutdown makes /readyz fail from now on, so load balancers stop sending work here before
+// the servers stop. Stop calls it too.
+func (s *Stack) BeginShutdown() { s.draining.Store(true) }
+
+// Stop shuts the stack down gracefully within ctx: /readyz fails at once, then HTTP stops
+// (requests in flight finish), then the client's workers (within ctx and the configuration's
+// shutdown-timeout), the transports, the probes and the database. When ctx ends first, what is
+// left is cut short: connections are closed and handlers still running are abandoned to their
+// leases. It may be called on a stack whose start failed half way.
 func (s *Stack) Stop(ctx context.Context) {
+	s.BeginShutdown()
 	if s.http != nil {
-		shutdownCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		_ = s.http.Shutdown(shutdownCtx)
+		httpCtx, cancel := ctx, context.CancelFunc(func() {})
+		if _, bounded := ctx.Deadline(); !bounded {
+			httpCtx, cancel = context.WithTimeout(ctx, 5*time.Second) // no budget given: the former bound
+		}
+		if err := s.http.Shutdown(httpCtx); err != nil {
+			_ = s.http.Close()
+		}
 		cancel()
 	}
 	if s.Server != nil {
@@ -221,12 +277,18 @@ func (s *Stack) Stop(ctx context.Context) {
 		}
 		cancel()
 	}
+	if s.probes != nil {
+		_ = s.probes.Close()
+	}
 	if s.Database != nil {
 		s.Database.Close()
 	}
 }
 
-// run starts a stack, reports it to cfg.Ready, runs it until ctx ends and stops it gracefully.
+// run starts a stack, reports it to cfg.Ready, runs it until ctx ends (the binary's main ends it
+// on SIGINT or SIGTERM) and stops it gracefully within server.shutdown-budget: /readyz fails
+// first, server.drain-delay later the servers stop accepting, then the workers stop. A second
+// interrupt during the shutdown stops at once.
 func run(ctx context.Context, cfg Config, opts StackOptions) error {
 	s, err := StartStack(ctx, cfg, opts)
 	if err != nil {
@@ -236,12 +298,60 @@ func run(ctx context.Context, cfg Config, opts StackOptions) error {
 	if s.Addr != "" {
 		logger.Info("serving the REST API and console", "url", "http://"+s.Addr+"/")
 	}
+	if s.MetricsAddr != "" {
+		logger.Info("serving metrics and probes", "url", "http://"+s.MetricsAddr+"/metrics")
+	}
 	logger.Info("running; interrupt to stop", "driver", s.Database.Name(), "worker_id", s.Client.Config().WorkerID)
 	if cfg.Ready != nil {
 		cfg.Ready(s)
 	}
-	<-ctx.Done()
-	logger.Info("shutting down gracefully", "worker_id", s.Client.Config().WorkerID)
-	s.Stop(context.Background())
+	interrupts := opts.interrupts
+	if interrupts == nil {
+		<-ctx.Done()
+		// Registered only now: the first interrupt is main's (it ended ctx), the next one ours.
+		ch := make(chan os.Signal, 1)
+		signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+		defer signal.Stop(ch)
+		interrupts = ch
+	} else {
+		select {
+		case <-ctx.Done():
+		case <-interrupts:
+		}
+	}
+	server := opts.File.WithDefaults().Server
+	budget, drain := time.Duration(server.ShutdownBudget), time.Duration(server.DrainDelay)
+	logger.Info("shutting down gracefully; interrupt again to stop at once", "worker_id", s.Client.Config().WorkerID,
+		"budget", budget.String(), "drain_delay", drain.String())
+	s.BeginShutdown()
+	stopCtx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+	var forced atomic.Bool
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-interrupts:
+			forced.Store(true)
+			logger.Warn("second interrupt: stopping at once; commands and executions in flight return to their queues when their leases expire",
+				"worker_id", s.Client.Config().WorkerID)
+			cancel()
+		case <-done:
+		}
+	}()
+	if drain > 0 {
+		select { // load balancers see /readyz fail and stop sending work
+		case <-time.After(drain):
+		case <-stopCtx.Done():
+		}
+	}
+	s.Stop(stopCtx)
+	if forced.Load() {
+		return errors.New("stopped at once on a second interrupt")
+	}
+	if errors.Is(stopCtx.Err(), context.DeadlineExceeded) {
+		logger.Warn("the graceful shutdown used its whole budget", "budget", budget.String(), "worker_id", s.Client.Config().WorkerID)
+	}
+	logger.Info("stopped", "worker_id", s.Client.Config().WorkerID)
 	return nil
 }

@@ -741,9 +741,14 @@ func TestParseConfigEnvProblems(t *testing.T) {
 			wantErr: "COMMANDBUS_FEATURES: names the section features, not a key in it",
 		},
 		{
-			name:    "lists are not overridable",
+			name:    "a list that is not a YAML sequence",
 			environ: []string{"COMMANDBUS_SERVER_TOKENS=alice:secret"},
-			wantErr: "COMMANDBUS_SERVER_TOKENS: server.tokens is a list, which cannot be set from the environment; set it in the configuration file",
+			wantErr: "COMMANDBUS_SERVER_TOKENS: server.tokens: want a list, got",
+		},
+		{
+			name:    "a list's item has no variable of its own",
+			environ: []string{"COMMANDBUS_SERVER_TOKENS_0_ROLE=viewer"},
+			wantErr: "COMMANDBUS_SERVER_TOKENS_0_ROLE: server.tokens is a list, set whole as a YAML sequence",
 		},
 		{
 			name:    "bad integer",
@@ -1066,7 +1071,7 @@ server:
 `)
 	require.Len(t, invalid.Problems, 3, invalid.Error())
 	require.ErrorContains(t, invalid.Problems[0], "server.tokens[1].subject: required")
-	require.ErrorContains(t, invalid.Problems[1], "server.tokens[1].token: must be at least 16 characters")
+	require.ErrorContains(t, invalid.Problems[1], "server.tokens[1].token: must be at least 16 characters (or give token-file or token-sha256)")
 	require.ErrorContains(t, invalid.Problems[2], `server.tokens[1].role: must be viewer or operator, got "admin"`)
 }
 

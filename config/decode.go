@@ -25,6 +25,8 @@ const EnvPrefix = "COMMANDBUS_"
 // rather than stopping at the first as yaml.v3 does for errors of custom unmarshalers.
 type decoder struct {
 	problems []error
+	// noLines leaves line numbers out of problems: a one-line value has only line 1.
+	noLines bool
 }
 
 func (d *decoder) problem(line int, path, format string, args ...any) {
@@ -32,7 +34,7 @@ func (d *decoder) problem(line int, path, format string, args ...any) {
 	if path != "" {
 		msg = path + ": " + msg
 	}
-	if line > 0 {
+	if line > 0 && !d.noLines {
 		msg = fmt.Sprintf("line %d: %s", line, msg)
 	}
 	d.problems = append(d.problems, errors.New(msg))
@@ -459,23 +461,70 @@ func applyEnvOverrides(cfg *File, environ []string) []error {
 	root := reflect.ValueOf(cfg).Elem()
 	topLevel := yamlFields(root.Type())
 	var problems []error
+	set := map[string]string{} // key path → the variable that set it
 	for _, ev := range vars {
 		if !namesKnownSection(topLevel, ev.segments) {
 			continue // another tool's variable, such as COMMANDBUS_TEST_DATABASE_URL
 		}
 		target, err := resolveEnvPath(root, ev.segments, "")
+		if err != nil && len(ev.segments) > 1 && ev.segments[len(ev.segments)-1] == strings.TrimPrefix(FileSuffix, "_") {
+			// COMMANDBUS_<KEY>_FILE: the key's value is the content of the file named.
+			if fileTarget, fileErr := resolveEnvPath(root, ev.segments[:len(ev.segments)-1], ""); fileErr == nil {
+				content, readErr := readSecretFile(ev.value)
+				if readErr != nil {
+					problems = append(problems, fmt.Errorf("%s: %s: %w", ev.name, fileTarget.path, readErr))
+					continue
+				}
+				target, err, ev.value = fileTarget, nil, content
+			}
+		}
 		if err != nil {
 			problems = append(problems, fmt.Errorf("%s: %w", ev.name, err))
 			continue
 		}
-		value, err := parseEnvValue(target.leaf, ev.value)
-		if err != nil {
+		if other, ok := set[target.path]; ok && other != ev.name {
+			problems = append(problems, fmt.Errorf("%s: %s is set by %s too; set it once", ev.name, target.path, other))
+			continue
+		}
+		set[target.path] = ev.name
+		var value reflect.Value
+		if target.leaf.Kind() == reflect.Slice {
+			// The list's problems name their items' paths (server.tokens[0].role).
+			if value, err = parseEnvList(target.leaf, target.path, ev.value); err != nil {
+				problems = append(problems, fmt.Errorf("%s: %w", ev.name, err))
+				continue
+			}
+		} else if value, err = parseEnvValue(target.leaf, ev.value); err != nil {
 			problems = append(problems, fmt.Errorf("%s: %s: %w", ev.name, target.path, err))
 			continue
 		}
 		setEnvTarget(root, target.steps, value)
 	}
 	return problems
+}
+
+// parseEnvList reads a list from an environment variable: a YAML sequence, in flow style on one
+// line ([{subject: ci, role: viewer, token-sha256: ...}]) or, read from a file, in block style.
+// Its items are decoded as the file's are, strictly.
+func parseEnvList(t reflect.Type, path, s string) (reflect.Value, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal([]byte(s), &doc); err != nil {
+		return reflect.Value{}, fmt.Errorf("%s: want a YAML list such as [{...}, {...}]: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	out := reflect.New(t).Elem()
+	if len(doc.Content) == 0 {
+		return out, nil // empty: no items
+	}
+	d := &decoder{noLines: !strings.Contains(strings.TrimSpace(s), "\n")}
+	d.decode(doc.Content[0], out, path)
+	if len(d.problems) > 0 {
+		msgs := make([]string, len(d.problems))
+		for i, p := range d.problems {
+			msgs[i] = p.Error()
+		}
+		return reflect.Value{}, errors.New(strings.Join(msgs, "; "))
+	}
+	return out, nil
 }
 
 // namesKnownSection reports whether segments start with the segments of a top-level key.
@@ -524,7 +573,10 @@ func resolveEnvPath(v reflect.Value, segments []string, path string) (envTarget,
 		return envTarget{path: path, leaf: t}, nil
 	}
 	if t.Kind() == reflect.Slice {
-		return envTarget{}, fmt.Errorf("%s is a list, which cannot be set from the environment; set it in the configuration file", path)
+		if len(segments) > 0 {
+			return envTarget{}, fmt.Errorf("%s is a list, set whole as a YAML sequence ([a, b]); its items have no variables of their own", path)
+		}
+		return envTarget{path: path, leaf: t}, nil
 	}
 	if len(segments) == 0 {
 		return envTarget{}, fmt.Errorf("names the section %s, not a key in it", displayPath(path))

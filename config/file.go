@@ -61,8 +61,27 @@ type DatabaseConfig struct {
 type ServerConfig struct {
 	// Addr is the listen address. Default: 127.0.0.1:8080.
 	Addr string `yaml:"addr"`
-	// Tokens are the bearer tokens accepted by the API and console.
+	// Tokens are the bearer tokens accepted by the API and console. From the environment, the
+	// whole list is one YAML flow sequence in COMMANDBUS_SERVER_TOKENS, or a YAML file named by
+	// COMMANDBUS_SERVER_TOKENS_FILE (a mounted secret).
 	Tokens []TokenConfig `yaml:"tokens"`
+	// TrustedProxies are the addresses (CIDR prefixes or single IPs) of the TLS-terminating
+	// proxies in front of the server: only a request from one of them may say through
+	// X-Forwarded-Proto that the client used HTTPS, which makes the console's cookies Secure.
+	// Default: none, and only a TLS connection to the server itself counts.
+	TrustedProxies []string `yaml:"trusted-proxies"`
+	// SecureCookies marks the console's cookies Secure on every response, for a deployment that is
+	// only ever reached over HTTPS. Default: false, and a cookie is Secure when the request came
+	// over TLS, directly or through a trusted proxy.
+	SecureCookies bool `yaml:"secure-cookies"`
+	// ShutdownBudget bounds a graceful shutdown on SIGTERM or an interrupt, from the moment
+	// /readyz starts failing to the exit: the drain delay, the HTTP server's shutdown and the
+	// workers' (commandbus.Config's shutdown-timeout caps the latter within it). Keep it below the
+	// orchestrator's grace period (Kubernetes: 30s). Default: 25s.
+	ShutdownBudget commandbus.Duration `yaml:"shutdown-budget"`
+	// DrainDelay is how long /readyz fails before the HTTP servers stop accepting, so the load
+	// balancer takes the instance out first. It counts against ShutdownBudget. Default: 0 (none).
+	DrainDelay commandbus.Duration `yaml:"drain-delay"`
 	// ReadHeaderTimeout bounds reading a request's headers. Default (0): 10s.
 	ReadHeaderTimeout commandbus.Duration `yaml:"read-header-timeout"`
 	// ReadTimeout bounds reading a whole request, body included. Default (0): 30s.
@@ -75,12 +94,21 @@ type ServerConfig struct {
 	IdleTimeout commandbus.Duration `yaml:"idle-timeout"`
 }
 
-// TokenConfig is one bearer token.
+// TokenConfig is one bearer token. Its secret is given in exactly one of three ways: Token (the
+// secret itself), TokenFile (a file holding it) or TokenSHA256 (only its digest, so the
+// configuration never holds the secret).
 type TokenConfig struct {
 	// Subject names who holds the token; it is recorded on every action taken with it.
 	Subject string `yaml:"subject"`
-	// Token is the secret.
+	// Token is the secret: at least 16 characters.
 	Token string `yaml:"token"`
+	// TokenFile names a file holding the secret (a mounted Kubernetes or Docker secret); a
+	// trailing newline is dropped. Parse reads it into Token.
+	TokenFile string `yaml:"token-file"`
+	// TokenSHA256 is the hex SHA-256 digest of the secret (printf %s "$TOKEN" | sha256sum). A
+	// plain digest suffices because tokens are long random secrets, not passwords: a slow hash
+	// would cost every request and protect nothing more.
+	TokenSHA256 string `yaml:"token-sha256"`
 	// Role is viewer or operator.
 	Role string `yaml:"role"`
 }
@@ -115,6 +143,8 @@ type FXConfig struct {
 const (
 	DefaultDatabaseSchema = "commandbus"
 	DefaultServerAddr     = "127.0.0.1:8080"
+	// DefaultShutdownBudget keeps a graceful shutdown inside Kubernetes' default 30s grace period.
+	DefaultShutdownBudget = commandbus.Duration(25 * time.Second)
 )
 
 // WithDefaults returns a copy of f with every unset field at its default: the library's (see
@@ -128,12 +158,16 @@ func (f *File) WithDefaults() *File {
 	if out.Server.Addr == "" {
 		out.Server.Addr = DefaultServerAddr
 	}
+	if out.Server.ShutdownBudget == 0 {
+		out.Server.ShutdownBudget = DefaultShutdownBudget
+	}
 	return &out
 }
 
 var (
 	currencyRE     = regexp.MustCompile(`^[A-Za-z]{3}$`)
 	plainDecimalRE = regexp.MustCompile(`^[0-9]{1,30}(\.[0-9]{1,18})?$`)
+	sha256HexRE    = regexp.MustCompile(`^[0-9a-fA-F]{64}$`)
 )
 
 // Validate returns every problem in the configuration at once as a *commandbus.ConfigError
@@ -180,14 +214,41 @@ func (f *File) Validate() error {
 		if t.Subject == "" {
 			add("server.tokens[%d].subject: required", i)
 		}
-		if len(t.Token) < 16 {
-			add("server.tokens[%d].token: must be at least 16 characters", i)
+		switch {
+		case t.Token != "" && t.TokenSHA256 != "":
+			add("server.tokens[%d]: give the secret as token, token-file or token-sha256, only one", i)
+		case t.TokenSHA256 != "":
+			if !sha256HexRE.MatchString(t.TokenSHA256) {
+				add("server.tokens[%d].token-sha256: want 64 hex digits (printf %%s \"$TOKEN\" | sha256sum)", i)
+			}
+		case t.TokenFile != "":
+			if len(t.Token) < 16 {
+				add("server.tokens[%d].token-file: %s must hold at least 16 characters", i, t.TokenFile)
+			}
+		case len(t.Token) < 16:
+			add("server.tokens[%d].token: must be at least 16 characters (or give token-file or token-sha256)", i)
 		}
 		if t.Role != "viewer" && t.Role != "operator" {
 			add("server.tokens[%d].role: must be viewer or operator, got %q", i, t.Role)
 		}
 	}
 	errs = append(errs, f.Tracing.validate()...)
+	for i, p := range f.Server.TrustedProxies {
+		if _, err := ParseTrustedProxy(p); err != nil {
+			add("server.trusted-proxies[%d]: %v", i, err)
+		}
+	}
+	for _, d := range []struct {
+		key string
+		d   commandbus.Duration
+	}{{"shutdown-budget", f.Server.ShutdownBudget}, {"drain-delay", f.Server.DrainDelay}} {
+		if d.d < 0 {
+			add("server.%s: must not be negative, got %s", d.key, time.Duration(d.d))
+		}
+	}
+	if f.Server.ShutdownBudget > 0 && f.Server.DrainDelay >= f.Server.ShutdownBudget {
+		add("server.drain-delay (%s) must be shorter than server.shutdown-budget (%s)", time.Duration(f.Server.DrainDelay), time.Duration(f.Server.ShutdownBudget))
+	}
 	if len(errs) == 0 {
 		return nil
 	}
@@ -246,10 +307,19 @@ func Load(path string) (*File, error) {
 // bookFx; when no entry matches, a new entry is created whose name is the lower-cased segments
 // joined by '_'; commandbus.Config.CommandStep and ProcessType find such an entry by the step's
 // or type's name all the same (COMMANDBUS_COMMAND_STEPS_BOOKFX_TIMEOUT reaches bookFx). Names may
-// span several segments: the name is chosen so that the rest of the variable names a key. Lists,
-// such as server.tokens, cannot be overridden; set them in the file. A variable below a known
+// span several segments: the name is chosen so that the rest of the variable names a key. A variable below a known
 // section or key that names no key is a problem, so typos do not pass silently; other
 // COMMANDBUS_ variables, such as COMMANDBUS_TEST_DATABASE_URL, are ignored.
+//
+// A list, such as server.tokens, is set whole by one variable holding a YAML sequence:
+//
+//	COMMANDBUS_SERVER_TOKENS='[{subject: ci, role: viewer, token-sha256: 9f86d0...}]'
+//
+// Any key can instead be read from a file, for secrets mounted as files: the variable's name ends
+// in _FILE and its value is the file's path (COMMANDBUS_SERVER_TOKENS_FILE=/run/secrets/tokens.yml,
+// COMMANDBUS_DATABASE_URL_FILE=/run/secrets/database-url); one trailing newline is dropped. Setting
+// a key by both forms is a problem. A token's secret can also come from its own file
+// (server.tokens[].token-file), which Parse reads.
 //
 // The result is validated with its defaults applied, but returned without them, so callers
 // apply WithDefaults. Every problem of decoding, overriding and validation is returned at once as
@@ -260,6 +330,7 @@ func Parse(data []byte, environ []string) (*File, error) {
 	d.decodeDocument(data, reflect.ValueOf(f).Elem())
 	problems := d.problems
 	problems = append(problems, applyEnvOverrides(f, environ)...)
+	problems = append(problems, f.readTokenFiles()...)
 	if err := f.WithDefaults().Validate(); err != nil {
 		var invalid *commandbus.ConfigError
 		if errors.As(err, &invalid) {

@@ -75,6 +75,8 @@ type Executor interface {
 	Begin(ctx context.Context) (ExecutorTx, error)
 	// Exec runs a raw statement; used by migrations and tests only.
 	Exec(ctx context.Context, sql string) error
+	// Ping runs the cheapest round trip to the database (SELECT 1), for readiness probes.
+	Ping(ctx context.Context) error
 
 	MigrationExecutor
 	CommandExecutor
@@ -92,6 +94,7 @@ type Executor interface {
 	TccBarrierExecutor
 	TenantExecutor
 	MetricsExecutor
+	ConsoleSessionExecutor
 }
 
 // ExecutorTx is an Executor inside a transaction.

@@ -314,10 +314,10 @@ func deployedMetrics(t *testing.T) []string {
 }
 
 // probe is a collector of one description, used to ask a registry whether a name is taken.
-type probe struct{ desc *prometheus.Desc }
+type descProbe struct{ desc *prometheus.Desc }
 
-func (p probe) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
-func (p probe) Collect(chan<- prometheus.Metric)    {}
+func (p descProbe) Describe(ch chan<- *prometheus.Desc) { ch <- p.desc }
+func (p descProbe) Collect(chan<- prometheus.Metric)    {}
 
 // registered reports whether reg holds a collector describing name, or, for the broker
 // dead-letter depth, whether the AMQP transport's collector describes it.
@@ -334,7 +334,7 @@ func registered(t *testing.T, reg *prometheus.Registry, name string) bool {
 		}
 		return false
 	}
-	p := probe{prometheus.NewDesc(name, "probe", nil, nil)}
+	p := descProbe{prometheus.NewDesc(name, "probe", nil, nil)}
 	if err := reg.Register(p); err != nil {
 		return true // the name is taken (with other labels or help, or the same)
 	}

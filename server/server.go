@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +53,16 @@ type Config struct {
 	// BrokerDeadLetters, when set, shows the broker's dead-letter queues on the console's
 	// dead-letter page. Default: nil.
 	BrokerDeadLetters console.BrokerDeadLetterReader
+	// TrustedProxies are the TLS-terminating proxies in front of the server: only from them is
+	// X-Forwarded-Proto: https believed, which makes the console's cookies Secure. Default: none.
+	TrustedProxies []netip.Prefix
+	// SecureCookies marks the console's cookies Secure on every response. Default: false (Secure
+	// when the request came over TLS, directly or through a trusted proxy).
+	SecureCookies bool
+	// Readiness, when set, is asked by /readyz before its database ping; an error makes the
+	// instance not ready (shutting down, workers stalled). Default: Client.CheckWorkers (the
+	// client runs and its claim loops beat).
+	Readiness func(ctx context.Context) error
 }
 
 // Server is the HTTP handler.
@@ -100,7 +111,8 @@ func New(cfg Config) (*Server, error) {
 		}
 	}
 	con, err := console.New(console.Options{Client: cfg.Client, Runtime: cfg.Runtime, Tokens: cfg.Tokens, Hooks: hooks,
-		Gatherer: cfg.Gatherer, Logger: cfg.Logger, SampleInterval: cfg.ConsoleSampleInterval, BrokerDeadLetters: cfg.BrokerDeadLetters})
+		Gatherer: cfg.Gatherer, Logger: cfg.Logger, SampleInterval: cfg.ConsoleSampleInterval, BrokerDeadLetters: cfg.BrokerDeadLetters,
+		TrustedProxies: cfg.TrustedProxies, SecureCookies: cfg.SecureCookies})
 	if err != nil {
 		return nil, err
 	}
@@ -199,22 +211,10 @@ func (s *Server) routes() {
 	s.console.Register(s.mux)
 }
 
-func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ok"})
-}
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) { writeHealthy(w) }
 
-// readyz answers 200 when the database answers and the client is running.
+// readyz answers 200 when the database answers a ping and the instance is ready (Readiness, or
+// the client's workers beating); it is cheap enough to probe every second.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	if _, err := s.cfg.Client.QueueDepths(ctx); err != nil {
-		s.cfg.Logger.Warn("readiness: the database does not answer", "error", err)
-		httpx.WriteProblem(w, http.StatusServiceUnavailable, "DATABASE_UNAVAILABLE", "The database does not answer.", "")
-		return
-	}
-	if !s.cfg.Client.Started() {
-		httpx.WriteProblem(w, http.StatusServiceUnavailable, "NOT_STARTED", "The workers are not running.", "")
-		return
-	}
-	httpx.WriteJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+	checkReady(w, r, s.cfg.Client, s.cfg.Readiness, s.cfg.Logger)
 }

@@ -19,7 +19,8 @@ func newBenchEventsCommand() *cobra.Command {
 		Long: "bench events runs bench workflow with lifecycle events on: every event is written to the outbox in\n" +
 			"its checkpoint's transaction and a relay publishes it to an in-process Kafka (kfake), keyed by\n" +
 			"execution. It reports events/s and the latency from each event's write (just before its commit)\n" +
-			"to Kafka's acknowledgement: p50, p99, max.",
+			"to Kafka's acknowledgement: p50, p99, max. The in-process Kafka is a test double kept out of the\n" +
+			"release binary: run it from a build with the kfake tag (go run -tags kfake ./cmd/commandbus bench events).",
 	}
 	cmd.Flags().IntVar(&cfg.Workflows, "workflows", 2000, "workflows to run")
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 400, "executions run at once")

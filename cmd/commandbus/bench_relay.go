@@ -28,7 +28,8 @@ func newBenchRelayCommand() *cobra.Command {
 			"kfake cluster unless --brokers is given; amqp: the broker at --amqp-url, on a scratch queue).\n" +
 			"Without --rate it writes them all first and times the relay draining them (throughput); with\n" +
 			"--rate it writes that many per second, one per transaction, while the relay runs, and reports\n" +
-			"the latency from each commit to the broker's acknowledgement (p50, p99).",
+			"the latency from each commit to the broker's acknowledgement (p50, p99). The in-process kfake\n" +
+			"cluster is only in builds with the kfake tag (go run -tags kfake ./cmd/commandbus bench relay).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()

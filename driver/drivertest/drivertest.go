@@ -83,6 +83,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"StaleClaims", exerciseStaleClaims},
 		{"TenantContinueAsNew", exerciseTenantContinueAsNew},
 		{"Metrics", exerciseMetrics},
+		{"ConsoleSessions", exerciseConsoleSessions},
 	}
 	for _, s := range suites {
 		t.Run(s.name, func(t *testing.T) {

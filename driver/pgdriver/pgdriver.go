@@ -162,6 +162,11 @@ func (e *executor) Exec(ctx context.Context, sql string) error {
 	return err
 }
 
+func (e *executor) Ping(ctx context.Context) error {
+	var one int
+	return e.db.QueryRow(ctx, `SELECT 1`).Scan(&one)
+}
+
 func (e *executor) Notify(ctx context.Context, topics []string) error {
 	if len(topics) == 0 {
 		return nil

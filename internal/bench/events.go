@@ -9,10 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
-
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/inprocesskafka"
 	"github.com/commandbus/commandbus/internal/plumbing"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/outbox"
@@ -43,7 +42,7 @@ type EventsResult struct {
 }
 
 // RunEvents runs the workflow benchmark with lifecycle events published to an in-process Kafka
-// (kfake) and measures each event's commit → publish latency.
+// (kfake, see package inprocesskafka) and measures each event's commit → publish latency.
 func RunEvents(ctx context.Context, drv driver.Driver, cfg EventsConfig) (*EventsResult, error) {
 	cfg.Events = true
 	cfg.WorkflowConfig = cfg.WithDefaults()
@@ -67,7 +66,7 @@ func RunEvents(ctx context.Context, drv driver.Driver, cfg EventsConfig) (*Event
 // eventSink is an in-process Kafka and the relay publishing the lifecycle events to it, recording
 // each event's latency.
 type eventSink struct {
-	cluster   *kfake.Cluster
+	stopKafka func()
 	publisher *kafka.Publisher
 	relay     *outbox.Relay
 
@@ -76,13 +75,13 @@ type eventSink struct {
 }
 
 func startEventSink(ctx context.Context, client *commandbus.Client, logger *slog.Logger) (*eventSink, error) {
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, orchestration.DefaultEventTopic))
+	brokers, stopKafka, err := inprocesskafka.Start(orchestration.DefaultEventTopic)
 	if err != nil {
 		return nil, err
 	}
-	s := &eventSink{cluster: cluster}
-	if s.publisher, err = kafka.NewPublisher(kafka.Config{Brokers: cluster.ListenAddrs()}); err != nil {
-		cluster.Close()
+	s := &eventSink{stopKafka: stopKafka}
+	if s.publisher, err = kafka.NewPublisher(kafka.Config{Brokers: brokers}); err != nil {
+		stopKafka()
 		return nil, err
 	}
 	s.relay, err = outbox.NewRelay(client.Driver().Executor(), outbox.RelayConfig{
@@ -101,7 +100,7 @@ func startEventSink(ctx context.Context, client *commandbus.Client, logger *slog
 	}
 	if err != nil {
 		s.publisher.Close()
-		cluster.Close()
+		stopKafka()
 		return nil, err
 	}
 	return s, nil
@@ -137,5 +136,5 @@ func (s *eventSink) close() {
 	defer cancel()
 	_ = s.relay.Stop(stopCtx)
 	s.publisher.Close()
-	s.cluster.Close()
+	s.stopKafka()
 }

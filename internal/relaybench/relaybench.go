@@ -16,9 +16,9 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/inprocesskafka"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
 	"github.com/commandbus/commandbus/transport/kafka"
@@ -46,7 +46,8 @@ type Config struct {
 	BatchSize    int           `json:"batch_size"`
 	Workers      int           `json:"workers"`
 	PollInterval time.Duration `json:"poll_interval_ns"`
-	// Brokers are real Kafka brokers; empty starts an in-process kfake cluster.
+	// Brokers are real Kafka brokers; empty starts an in-process kfake cluster (see package
+	// inprocesskafka: test binaries and builds with -tags kfake have one).
 	Brokers []string `json:"brokers,omitempty"`
 	// AMQPURL is the broker for the amqp target. Default: amqp://guest:guest@127.0.0.1:5672/.
 	AMQPURL string `json:"-"`
@@ -108,12 +109,12 @@ func Run(ctx context.Context, drv driver.Driver, cfg Config) (*Result, error) {
 	case TargetKafka:
 		brokers := cfg.Brokers
 		if len(brokers) == 0 {
-			cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, topic))
+			started, stop, err := inprocesskafka.Start(topic)
 			if err != nil {
 				return nil, err
 			}
-			defer cluster.Close()
-			brokers = cluster.ListenAddrs()
+			defer stop()
+			brokers = started
 		}
 		pub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers})
 		if err != nil {

@@ -43,6 +43,9 @@ type Worker struct {
 
 	running   atomic.Int64
 	slotFreed chan struct{}
+	// beat is when the claim loop last went round (Unix nanoseconds): at least every
+	// PollInterval while it is healthy.
+	beat atomic.Int64
 
 	base startstop.Base
 	cur  *session // the current run, set by Start
@@ -85,6 +88,18 @@ func New(cfg Config) *Worker {
 // Queue returns the queue name.
 func (w *Worker) Queue() string { return w.cfg.Queue }
 
+// LastBeat is when the claim loop last went round (zero before Start). A healthy loop goes
+// round at least every poll interval; a stuck one stops beating.
+func (w *Worker) LastBeat() time.Time {
+	if n := w.beat.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// PollInterval is the loop's longest wait between rounds.
+func (w *Worker) PollInterval() time.Duration { return w.cfg.PollInterval }
+
 // Running returns how many handlers are running.
 func (w *Worker) Running() int { return int(w.running.Load()) }
 
@@ -111,6 +126,7 @@ func (w *Worker) loop(s *session) {
 	moreWork := false
 	var lastFetch time.Time
 	for {
+		w.beat.Store(time.Now().UnixNano())
 		if fetchNow && int(w.running.Load()) < w.cfg.Concurrency {
 			if wait := w.cfg.Cooldown - time.Since(lastFetch); wait > 0 {
 				select {

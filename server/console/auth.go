@@ -32,12 +32,12 @@ func (c *Console) loginNonce(w http.ResponseWriter, r *http.Request) string {
 	_, _ = rand.Read(b)
 	nonce := base64.RawURLEncoding.EncodeToString(b)
 	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: nonce, Path: "/login", MaxAge: 3600,
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
+		HttpOnly: true, Secure: c.secure(r), SameSite: http.SameSiteStrictMode})
 	return nonce
 }
 
 func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int, next string, errs map[string]string) {
-	if p, ok := c.tokens.Authenticate(r); ok {
+	if p, ok := c.authenticate(r); ok {
 		r = r.WithContext(httpx.WithPrincipal(r.Context(), p))
 	}
 	pg := c.newPage(w, r, "Sign in", "login")
@@ -49,8 +49,8 @@ func (c *Console) loginPage(w http.ResponseWriter, r *http.Request) {
 	c.renderLogin(w, r, http.StatusOK, r.URL.Query().Get("next"), nil)
 }
 
-// login checks the token against the console's tokens and keeps it in the session cookie
-// (HttpOnly, SameSite=Strict), which authenticate accepts as it accepts a bearer header.
+// login checks the token against the console's tokens and starts a server-side session: the
+// cookie (HttpOnly, SameSite=Strict, Secure over HTTPS) holds only the session's opaque id.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if err := c.origin.Check(r); err != nil {
 		c.errorPage(w, r, http.StatusForbidden, "Request refused", "The sign-in request came from another site.")
@@ -72,21 +72,32 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		c.renderLogin(w, r, http.StatusUnprocessableEntity, next, map[string]string{"token": "Enter your token."})
 		return
 	}
-	p, ok := c.tokens.Authenticate(&http.Request{Header: http.Header{"Authorization": {"Bearer " + token}}})
+	p, ok := c.tokens.Lookup(token)
 	if !ok {
 		c.logger.Warn("console: sign-in with an unknown token", "remote", r.RemoteAddr)
 		c.renderLogin(w, r, http.StatusUnauthorized, next, map[string]string{"token": "This token is not valid. Check it and try again."})
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: httpx.SessionCookie, Value: token, Path: "/", MaxAge: int(sessionLifetime / time.Second),
-		HttpOnly: true, Secure: r.TLS != nil, SameSite: http.SameSiteStrictMode})
-	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/login", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	id, err := c.startSession(r.Context(), p, token)
+	if err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	http.SetCookie(w, c.sessionCookie(r, id))
+	http.SetCookie(w, &http.Cookie{Name: loginCookie, Value: "", Path: "/login", MaxAge: -1, HttpOnly: true, Secure: c.secure(r), SameSite: http.SameSiteStrictMode})
 	c.logger.Info("console: signed in", "subject", p.Subject, "role", p.Role)
 	c.redirectWith(w, r, localPath(next, "/"), "success", "Signed in as "+p.Subject+" ("+p.Role+").")
 }
 
+// logout revokes the session in the database, so its id is refused by every replica even if
+// the cookie were kept, and deletes the cookie.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: httpx.SessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: r.TLS != nil,
-		SameSite: http.SameSiteStrictMode})
+	if err := c.endSession(r); err != nil {
+		c.failed(w, r, err)
+		return
+	}
+	p, _ := httpx.PrincipalFrom(r.Context())
+	c.logger.Info("console: signed out", "subject", p.Subject)
+	http.SetCookie(w, c.sessionCookie(r, ""))
 	c.redirectWith(w, r, "/login", "success", "Signed out.")
 }

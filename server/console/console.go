@@ -3,7 +3,6 @@ package console
 import (
 	"bytes"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"embed"
 	"encoding/base64"
@@ -14,6 +13,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path"
 	"strings"
@@ -65,6 +65,11 @@ type Options struct {
 	// BrokerDeadLetters, when set, shows the broker's dead-letter and parking queues on the
 	// dead-letter page. Default: nil (the page shows the database's records only).
 	BrokerDeadLetters BrokerDeadLetterReader
+	// TrustedProxies are the TLS-terminating proxies whose X-Forwarded-Proto: https makes the
+	// console's cookies Secure. Default: none; only a TLS connection to the server counts.
+	TrustedProxies []netip.Prefix
+	// SecureCookies marks every cookie Secure, for a console only reached over HTTPS. Default: false.
+	SecureCookies bool
 }
 
 // Console is the operator console: server-rendered pages (html/template) over the same client
@@ -88,12 +93,15 @@ type Console struct {
 	nav                []NavEntry
 	contextLabel       string
 	searchHint         SearchHint
-	// key signs the CSRF tokens, the sign-in form and flash messages. It is generated at start:
-	// a restart invalidates open forms, never sessions (the session cookie is the token).
-	key     []byte
-	origin  *http.CrossOriginProtection
-	sampler *sampler
-	started bool
+	// key signs the CSRF tokens, the sign-in form and flash messages. It derives from the tokens
+	// (consoleKey), so replicas with the same configuration accept each other's forms.
+	key []byte
+	// trustedProxies and secureCookies decide when cookies are Secure (see secure).
+	trustedProxies []netip.Prefix
+	secureCookies  bool
+	origin         *http.CrossOriginProtection
+	sampler        *sampler
+	started        bool
 	// brokerReader reads the broker's dead letters (Options.BrokerDeadLetters).
 	brokerReader BrokerDeadLetterReader
 
@@ -127,15 +135,15 @@ func New(opts Options) (*Console, error) {
 	if err != nil {
 		return nil, err
 	}
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
+	key := consoleKey(tokens)
 	c := &Console{
 		client: opts.Client, runtime: opts.Runtime, tokens: tokens, hooks: opts.Hooks,
 		logger: opts.Logger.With("component", "console"),
 		assets: consoleAssets, key: key, contextLabel: "Context", searchHint: defaultSearchHint,
-		origin:       http.NewCrossOriginProtection(),
-		sampler:      newSampler(opts.Client, opts.Gatherer, opts.SampleInterval, opts.Logger),
-		brokerReader: opts.BrokerDeadLetters,
+		origin:         http.NewCrossOriginProtection(),
+		sampler:        newSampler(opts.Client, opts.Gatherer, opts.SampleInterval, opts.Logger),
+		brokerReader:   opts.BrokerDeadLetters,
+		trustedProxies: opts.TrustedProxies, secureCookies: opts.SecureCookies,
 	}
 	static, _ := fs.Sub(consoleFiles, "static")
 	files := http.FileServerFS(static)
@@ -231,7 +239,7 @@ func (c *Console) headers(next http.HandlerFunc) http.HandlerFunc {
 // viewer lets any signed-in principal in and sends everyone else to the sign-in page.
 func (c *Console) viewer(next http.HandlerFunc) http.HandlerFunc {
 	return c.headers(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := c.tokens.Authenticate(r)
+		p, ok := c.authenticate(r)
 		if !ok {
 			target := "/login"
 			if r.Method == http.MethodGet && r.URL.Path != "/" {
@@ -255,7 +263,7 @@ func (c *Console) viewer(next http.HandlerFunc) http.HandlerFunc {
 // show: the handler is where the rule lives.
 func (c *Console) operator(next http.HandlerFunc) http.HandlerFunc {
 	return c.headers(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := c.tokens.Authenticate(r)
+		p, ok := c.authenticate(r)
 		if !ok {
 			c.viewer(next)(w, r) // redirects to the sign-in page
 			return
@@ -273,7 +281,7 @@ func (c *Console) operator(next http.HandlerFunc) http.HandlerFunc {
 // live guards the JSON endpoints console.js polls: no redirects, a 401 it can show.
 func (c *Console) live(next http.HandlerFunc) http.HandlerFunc {
 	return c.headers(func(w http.ResponseWriter, r *http.Request) {
-		p, ok := c.tokens.Authenticate(r)
+		p, ok := c.authenticate(r)
 		if !ok {
 			httpx.WriteProblem(w, http.StatusUnauthorized, "UNAUTHENTICATED", "Sign in again.", "")
 			return
@@ -299,8 +307,8 @@ func (c *Console) checkForm(r *http.Request) error {
 	return nil
 }
 
-// sessionToken is the bearer token a request authenticates with: the session cookie's, or the
-// Authorization header's.
+// sessionToken is what a request authenticates with: the session cookie's id, or the
+// Authorization header's token. The CSRF token is bound to it.
 func sessionToken(r *http.Request) string {
 	if h := r.Header.Get("Authorization"); strings.HasPrefix(h, "Bearer ") {
 		return strings.TrimPrefix(h, "Bearer ")
@@ -449,7 +457,7 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.headers(func(w http.ResponseWriter, r *http.Request) {
-		if p, ok := c.tokens.Authenticate(r); ok {
+		if p, ok := c.authenticate(r); ok {
 			r = r.WithContext(httpx.WithPrincipal(r.Context(), p))
 		}
 		c.errorPage(w, r, http.StatusNotFound, "Page not found", "There is no console page at "+r.URL.Path+".")
@@ -457,10 +465,10 @@ func (c *Console) notFound(w http.ResponseWriter, r *http.Request) {
 }
 
 // setFlash keeps a message for the next page, signed so nobody else can plant one.
-func (c *Console) setFlash(w http.ResponseWriter, kind, message string) {
+func (c *Console) setFlash(w http.ResponseWriter, r *http.Request, kind, message string) {
 	value := base64.RawURLEncoding.EncodeToString([]byte(kind + "\n" + message))
 	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: value + "." + c.mac("flash", value), Path: "/",
-		MaxAge: 120, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+		MaxAge: 120, HttpOnly: true, Secure: c.secure(r), SameSite: http.SameSiteStrictMode})
 }
 
 func (c *Console) takeFlash(w http.ResponseWriter, r *http.Request) *flash {
@@ -468,7 +476,7 @@ func (c *Console) takeFlash(w http.ResponseWriter, r *http.Request) *flash {
 	if err != nil {
 		return nil
 	}
-	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	http.SetCookie(w, &http.Cookie{Name: flashCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, Secure: c.secure(r), SameSite: http.SameSiteStrictMode})
 	value, sig, ok := strings.Cut(ck.Value, ".")
 	if !ok || !hmac.Equal([]byte(sig), []byte(c.mac("flash", value))) {
 		return nil
@@ -483,7 +491,7 @@ func (c *Console) takeFlash(w http.ResponseWriter, r *http.Request) *flash {
 
 // redirectWith sends the browser on with a flash message (post/redirect/get).
 func (c *Console) redirectWith(w http.ResponseWriter, r *http.Request, to, kind, message string) {
-	c.setFlash(w, kind, message)
+	c.setFlash(w, r, kind, message)
 	http.Redirect(w, r, to, http.StatusSeeOther)
 }
 

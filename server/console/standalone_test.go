@@ -66,7 +66,7 @@ func TestConsoleNewRefusesBadOptions(t *testing.T) {
 	client, err := commandbus.NewClient(dbtest.SQLite(t), nil)
 	require.NoError(t, err)
 	_, err = console.New(console.Options{Client: client, Tokens: []console.Token{{Subject: "x", Token: "short", Role: "viewer"}}})
-	require.ErrorContains(t, err, "token 0 needs a subject, at least 16 characters")
+	require.ErrorContains(t, err, "token 0 (x) needs a secret of at least 16 characters or its SHA256")
 	_, err = console.New(console.Options{Client: client, Hooks: []console.Hooks{nil}})
 	require.ErrorContains(t, err, "Hooks[0] is nil")
 }

@@ -7,8 +7,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
+	"encoding/hex"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 )
 
@@ -18,7 +20,8 @@ const (
 	RoleOperator = "operator"
 )
 
-// SessionCookie is the console's session cookie; it holds the token the operator signed in with.
+// SessionCookie is the console's session cookie; it holds the opaque id of a server-side
+// session (table console_session), never a token.
 const SessionCookie = "commandbus_session"
 
 // Token is one bearer token the API and console accept; packages server and console export it
@@ -27,8 +30,11 @@ const SessionCookie = "commandbus_session"
 type Token struct {
 	// Subject names who holds the token; it is recorded on every action taken with it.
 	Subject string
-	// Token is the secret: at least 16 characters.
+	// Token is the secret: at least 16 characters. Give it or SHA256.
 	Token string
+	// SHA256 is the hex SHA-256 digest of the secret, for a deployment that keeps only digests in
+	// its configuration. Give it or Token.
+	SHA256 string
 	// Role is RoleViewer or RoleOperator.
 	Role string
 }
@@ -47,18 +53,56 @@ type Tokens struct {
 	byDigest map[string]Principal
 }
 
-// NewTokens validates and indexes tokens: each needs a subject, at least 16 characters and the
-// role viewer or operator.
+// NewTokens validates and indexes tokens: each needs a subject, a secret of at least 16
+// characters or the 64 hex digits of its SHA-256, and the role viewer or operator.
 func NewTokens(tokens []Token) (*Tokens, error) {
 	out := map[string]Principal{}
 	for i, t := range tokens {
-		if t.Subject == "" || len(t.Token) < 16 || (t.Role != RoleViewer && t.Role != RoleOperator) {
-			return nil, fmt.Errorf("server: token %d needs a subject, at least 16 characters and the role viewer or operator", i)
+		if t.Subject == "" || (t.Role != RoleViewer && t.Role != RoleOperator) {
+			return nil, fmt.Errorf("server: token %d needs a subject and the role viewer or operator", i)
 		}
-		sum := sha256.Sum256([]byte(t.Token))
-		out[string(sum[:])] = Principal{Subject: t.Subject, Role: t.Role}
+		var sum []byte
+		switch {
+		case t.Token != "" && t.SHA256 != "":
+			return nil, fmt.Errorf("server: token %d (%s) gives both Token and SHA256; give one", i, t.Subject)
+		case t.SHA256 != "":
+			raw, err := hex.DecodeString(t.SHA256)
+			if err != nil || len(raw) != sha256.Size {
+				return nil, fmt.Errorf("server: token %d (%s): SHA256 must be 64 hex digits", i, t.Subject)
+			}
+			sum = raw
+		case len(t.Token) < 16:
+			return nil, fmt.Errorf("server: token %d (%s) needs a secret of at least 16 characters or its SHA256", i, t.Subject)
+		default:
+			d := sha256.Sum256([]byte(t.Token))
+			sum = d[:]
+		}
+		out[string(sum)] = Principal{Subject: t.Subject, Role: t.Role}
 	}
 	return &Tokens{byDigest: out}, nil
+}
+
+// Digests returns the SHA-256 digests of the tokens, sorted.
+func (ts *Tokens) Digests() []string {
+	out := make([]string, 0, len(ts.byDigest))
+	for d := range ts.byDigest {
+		out = append(out, d)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// LookupDigest finds the principal of a token by its SHA-256 digest (raw bytes as a string), in
+// constant time as Lookup does.
+func (ts *Tokens) LookupDigest(sum string) (Principal, bool) {
+	var found Principal
+	ok := false
+	for digest, p := range ts.byDigest {
+		if subtle.ConstantTimeCompare([]byte(digest), []byte(sum)) == 1 {
+			found, ok = p, true
+		}
+	}
+	return found, ok
 }
 
 // Lookup finds the principal of a token.
@@ -67,26 +111,7 @@ func (ts *Tokens) Lookup(token string) (Principal, bool) {
 		return Principal{}, false
 	}
 	sum := sha256.Sum256([]byte(token))
-	for digest, p := range ts.byDigest {
-		if subtle.ConstantTimeCompare([]byte(digest), sum[:]) == 1 {
-			return p, true
-		}
-	}
-	return Principal{}, false
-}
-
-// Authenticate finds the principal of a console request: its bearer token, or the session
-// cookie the console's sign-in set. Console pages check the Origin and a CSRF token on every
-// form they accept, which is what makes a cookie safe there; the REST API takes the bearer token
-// only.
-func (ts *Tokens) Authenticate(r *http.Request) (Principal, bool) {
-	if token, ok := BearerToken(r); ok {
-		return ts.Lookup(token)
-	}
-	if c, err := r.Cookie(SessionCookie); err == nil {
-		return ts.Lookup(c.Value)
-	}
-	return Principal{}, false
+	return ts.LookupDigest(string(sum[:]))
 }
 
 // BearerToken returns the token of an "Authorization: Bearer <token>" header. The scheme is

@@ -1,0 +1,5 @@
+package relaybench_test
+
+// The kafka target without brokers publishes to an in-process Kafka, which only test binaries
+// and builds with the kfake tag link in.
+import _ "github.com/commandbus/commandbus/internal/inprocesskafka/kfakecluster"
