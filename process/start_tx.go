@@ -23,10 +23,11 @@ func (m *Manager[S]) insertInTx(ctx context.Context, tx any, params []*driver.Ex
 	if err != nil {
 		return fmt.Errorf("process: %w", err)
 	}
+	m.engine.PrepareInsert(params) // their EXECUTION_STARTED commits with them
 	if _, err := exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: params, Now: m.engine.Config().Now()}); err != nil {
 		return fmt.Errorf("process: creating executions: %w", err)
 	}
-	if err := exec.Notify(ctx, []string{execution.WakeTopic}); err != nil {
+	if err := exec.Notify(ctx, []string{execution.WakeTopic, execution.OutboxTopic}); err != nil {
 		return fmt.Errorf("process: waking the pollers: %w", err)
 	}
 	return nil

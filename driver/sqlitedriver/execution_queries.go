@@ -387,6 +387,11 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 			if err := insertOutbox(ctx, e.d, tx, c.Outbox, now, nil); err != nil {
 				return fmt.Errorf("writing the outbox messages of execution %s: %w", c.ID, err)
 			}
+			if suspendedNow {
+				if err := insertOutbox(ctx, e.d, tx, c.SuspendOutbox, now, nil); err != nil {
+					return fmt.Errorf("writing the outbox messages of the suspension of execution %s: %w", c.ID, err)
+				}
+			}
 		}
 		return e.checkpointFollowUps(ctx, tx, appliedCheckpoints, nowUS)
 	})

@@ -94,7 +94,7 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 			if req.wake {
 				topics[WakeTopic] = struct{}{}
 			}
-			if len(req.cp.Outbox) > 0 {
+			if len(req.cp.Outbox) > 0 || req.cp.SuspendRequested && len(req.cp.SuspendOutbox) > 0 {
 				topics[OutboxTopic] = struct{}{}
 			}
 			req.done <- nil

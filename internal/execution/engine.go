@@ -25,6 +25,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/startstop"
 )
@@ -429,10 +430,19 @@ func (e *Engine) AcquireLoad(ctx context.Context, id uuid.UUID) (*Lease, error) 
 func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInsertParams) ([]*Lease, error) {
 	now := e.cfg.Now()
 	created := e.cfg.Clock()
+	var started []*cbtype.LifecycleEvent
+	if toOutbox, on := e.lifecycleOn(); on {
+		// Each new execution's EXECUTION_STARTED is written in the insert's transaction.
+		started = attachStarted(toOutbox, executions, nil, created)
+	}
 	var observed []*observation
 	if e.observers != nil {
-		for _, x := range executions {
-			observed = append(observed, e.observers.reserve(insertedObservation(x, created)))
+		for i, x := range executions {
+			c := insertedObservation(x, created)
+			if started != nil && e.lifecycleObserved {
+				c.Events = started[i : i+1]
+			}
+			observed = append(observed, e.observers.reserve(c))
 		}
 	}
 	inserted, err := e.cfg.Exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: executions, Now: now})
@@ -478,11 +488,18 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 		}
 		leases[i].nextSeq = len(x.Log) + 1
 		leases[i].logKnown = len(x.Log) == 0 // a new execution's log is empty
-		leases[i].unstarted = onlyLifecycleEntries(x.Log)
 	}
-	if pending {
+	switch {
+	case pending && started != nil && len(executions[0].Outbox) > 0:
+		// One notification wakes the pollers and the relays of the EXECUTION_STARTED events.
+		if err := e.cfg.Exec.Notify(ctx, []string{WakeTopic, OutboxTopic}); err != nil {
+			e.cfg.Logger.Warn("waking the execution pollers and outbox relays failed; they will poll", "error", err)
+		}
+	case pending:
 		e.Wake(ctx)
 	}
+	// A leased execution's EXECUTION_STARTED goes with the notification of its first checkpoint,
+	// which follows at once: no round trip of its own.
 	return leases, nil
 }
 

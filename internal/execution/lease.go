@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -36,9 +37,6 @@ type Lease struct {
 	suspendRequested atomic.Bool
 	// wakeups is the engine's wake-up count when the lease was taken.
 	wakeups uint64
-	// unstarted means the execution's log holds nothing but lifecycle entries: its next
-	// progress is its start (EXECUTION_STARTED).
-	unstarted bool
 }
 
 func (e *Engine) newLease(row *driver.ExecutionRow) *Lease {
@@ -86,7 +84,6 @@ func (l *Lease) Log(ctx context.Context) ([]*driver.ExecutionLogEntry, error) {
 		}
 	}
 	l.log, l.logKnown = entries, true
-	l.unstarted = onlyLifecycleEntries(entries)
 	l.nextSeq = 1
 	if len(entries) > 0 {
 		l.nextSeq = entries[len(entries)-1].Seq + 1
@@ -176,35 +173,38 @@ func (l *Lease) Checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	if l.engine.observers != nil {
 		observed = l.observation(cp, now)
 	}
-	starts := false
+	cp.SuspendOutbox = nil
 	if toOutbox, on := l.engine.lifecycleOn(); on {
 		after := observed
 		if after == nil {
 			after = l.observation(cp, now)
 		}
-		starts = l.unstarted && (!onlyLifecycleEntries(cp.Log) || cp.Status.Terminal() || cp.Status == driver.ExecutionWaitingForTSQ)
-		events := deriveLifecycle(l.Row, &after.Row, cp, starts, l.nextSeq-1-len(cp.Log), now)
+		lastSeq := l.nextSeq - 1 - len(cp.Log)
+		events := deriveLifecycle(l.Row, &after.Row, cp, lastSeq, now)
+		// The children and the successor this checkpoint inserts start with it.
+		inserted := cp.Children
+		if cp.ContinueAsNew != nil {
+			inserted = append(slices.Clip(inserted), cp.ContinueAsNew)
+		}
+		if len(inserted) > 0 {
+			events = append(events, attachStarted(toOutbox, inserted, l.Row, now)...)
+		}
 		if observed != nil {
 			observed.Events = events
 		}
 		if toOutbox != nil && len(events) > 0 {
 			cp.Outbox = append(cp.Outbox, toOutbox(&after.Row, events)...)
 		}
+		if toOutbox != nil && cp.Release && !cp.Status.Terminal() && cp.Status != driver.ExecutionSuspended {
+			// Should an operator's suspend request be pending, the driver stores SUSPENDED on this
+			// release and writes this event with it.
+			cp.SuspendOutbox = toOutbox(&after.Row, []*cbtype.LifecycleEvent{suspendedOnRelease(&after.Row, cp, lastSeq, now)})
+		}
 	}
 	if err := l.engine.checkpointer.write(ctx, cp, wake, observed); err != nil {
 		l.nextSeq -= len(cp.Log)
 		cp.Outbox = cp.Outbox[:outboxBefore] // a retry derives them again
 		return err
-	}
-	if starts {
-		l.unstarted = false
-	}
-	if cp.SuspendRequested && cp.Release && !cp.Status.Terminal() {
-		// The driver stored SUSPENDED for the operator's pending request.
-		row := *l.Row
-		applyCheckpoint(&row, cp, now)
-		row.Status = driver.ExecutionSuspended
-		l.engine.writeOutsideCheckpoint(ctx, &row, cbtype.EventSuspended, "", "suspend requested while running")
 	}
 	if cp.Lease > 0 {
 		l.renewAt = now.Add(cp.Lease / 2)
