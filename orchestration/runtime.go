@@ -247,6 +247,7 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		CommandOutbox: func(cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error) {
 			return plumbing.CheckpointOutbox(client, cmds)
 		},
+		Signal: func(topics ...string) { plumbing.SignalLocal(client, topics...) },
 		Notify: func(ctx context.Context, topics []string) {
 			if err := drv.Executor().Notify(ctx, topics); err != nil {
 				client.Logger().Warn("notifying command queues failed; they will poll", "error", err)

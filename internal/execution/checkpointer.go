@@ -19,6 +19,8 @@ type checkpointer struct {
 	now    func() *time.Time
 	logger *slog.Logger
 	notify func(ctx context.Context, topics []string)
+	// signal, when set, wakes this instance's subscribers before notify's round trip.
+	signal func(topics ...string)
 	group  *group[*checkpointRequest]
 	// observers, when set, get the observations of applied checkpoints.
 	observers *observers
@@ -106,6 +108,9 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 		list := make([]string, 0, len(topics))
 		for t := range topics {
 			list = append(list, t)
+		}
+		if c.signal != nil {
+			c.signal(list...) // this instance's pollers and relay first, without a round trip
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c.notify(ctx, list)

@@ -70,6 +70,10 @@ type Config struct {
 	Wake <-chan struct{}
 	// Notify sends wake-up topics after a checkpoint committed (command queues).
 	Notify func(ctx context.Context, topics []string)
+	// Signal, when set, wakes this instance's subscribers of topics at once, before Notify's
+	// round trip reaches the other instances: the relay of this instance starts publishing a
+	// checkpoint's lifecycle events as soon as it committed.
+	Signal func(topics ...string)
 	// CommandOutbox, when set, returns the outbox messages that deliver a checkpoint's commands
 	// through their domains' brokers; they are written in the checkpoint's transaction.
 	CommandOutbox func(cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error)
@@ -135,6 +139,7 @@ func New(cfg Config) *Engine {
 		e.observers = newObservers(cfg.Observer, cfg.ObserverQueue, cfg.Logger)
 	}
 	e.checkpointer = newCheckpointer(cfg.Exec, cfg.Now, cfg.Logger, cfg.Notify, e.observers)
+	e.checkpointer.signal = cfg.Signal
 	e.acquirer = newAcquirer(e)
 	e.logs = newLogCache(cfg.LogCache)
 	e.wakeups = newWakeups(cfg.Clock)
@@ -498,8 +503,11 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 	case pending:
 		e.Wake(ctx)
 	}
-	// A leased execution's EXECUTION_STARTED goes with the notification of its first checkpoint,
-	// which follows at once: no round trip of its own.
+	if !pending && started != nil && len(executions[0].Outbox) > 0 && e.cfg.Signal != nil {
+		// The relay of this instance publishes a leased execution's EXECUTION_STARTED now; the
+		// other instances hear of it with the notification of its first checkpoint.
+		e.cfg.Signal(OutboxTopic)
+	}
 	return leases, nil
 }
 
