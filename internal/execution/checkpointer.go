@@ -109,8 +109,11 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 		for t := range topics {
 			list = append(list, t)
 		}
-		if c.signal != nil {
-			c.signal(list...) // this instance's pollers and relay first, without a round trip
+		if _, events := topics[OutboxTopic]; events && c.signal != nil {
+			// This instance's relay first, without the round trip. (Only the relay: it polls
+			// briefly while messages flow, so the notification arriving later costs it
+			// little, where the pollers would claim twice.)
+			c.signal(OutboxTopic)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c.notify(ctx, list)

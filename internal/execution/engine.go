@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
+	"slices"
 	"sync"
 	"time"
 
@@ -71,8 +72,8 @@ type Config struct {
 	// Notify sends wake-up topics after a checkpoint committed (command queues).
 	Notify func(ctx context.Context, topics []string)
 	// Signal, when set, wakes this instance's subscribers of topics at once, before Notify's
-	// round trip reaches the other instances: the relay of this instance starts publishing a
-	// checkpoint's lifecycle events as soon as it committed.
+	// round trip reaches the other instances: the engine signals OutboxTopic, so the relay of
+	// this instance starts publishing a commit's lifecycle events as soon as it committed.
 	Signal func(topics ...string)
 	// CommandOutbox, when set, returns the outbox messages that deliver a checkpoint's commands
 	// through their domains' brokers; they are written in the checkpoint's transaction.
@@ -494,19 +495,22 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 		leases[i].nextSeq = len(x.Log) + 1
 		leases[i].logKnown = len(x.Log) == 0 // a new execution's log is empty
 	}
-	switch {
-	case pending && started != nil && len(executions[0].Outbox) > 0:
-		// One notification wakes the pollers and the relays of the EXECUTION_STARTED events.
-		if err := e.cfg.Exec.Notify(ctx, []string{WakeTopic, OutboxTopic}); err != nil {
+	var topics []string
+	if pending {
+		topics = append(topics, WakeTopic)
+	}
+	if started != nil && len(inserted) > 0 && len(executions[0].Outbox) > 0 {
+		topics = append(topics, OutboxTopic) // the relays, for the EXECUTION_STARTED events
+	}
+	if e.cfg.Signal != nil && slices.Contains(topics, OutboxTopic) {
+		e.cfg.Signal(OutboxTopic) // this instance's relay at once
+	}
+	if pending {
+		// The other instances. Without a pending execution there is no round trip: they hear
+		// of a leased execution's EXECUTION_STARTED with its first checkpoint's notification.
+		if err := e.cfg.Exec.Notify(ctx, topics); err != nil {
 			e.cfg.Logger.Warn("waking the execution pollers and outbox relays failed; they will poll", "error", err)
 		}
-	case pending:
-		e.Wake(ctx)
-	}
-	if !pending && started != nil && len(executions[0].Outbox) > 0 && e.cfg.Signal != nil {
-		// The relay of this instance publishes a leased execution's EXECUTION_STARTED now; the
-		// other instances hear of it with the notification of its first checkpoint.
-		e.cfg.Signal(OutboxTopic)
 	}
 	return leases, nil
 }
