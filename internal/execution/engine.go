@@ -19,8 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"slices"
+	"sort"
 	"sync"
 	"time"
 
