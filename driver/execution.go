@@ -205,7 +205,8 @@ type ExecutionCheckpoint struct {
 	Outbox []*OutboxInsertParams
 	// SuspendOutbox messages (the SUSPENDED lifecycle event) are written with the checkpoint
 	// only when its release stores SUSPENDED for a pending suspend request (see
-	// SuspendRequested), after Outbox.
+	// SuspendRequested), after Outbox; a JSON object payload gets the request's "actor" and
+	// "reason".
 	SuspendOutbox []*OutboxInsertParams
 	// Attributes sets custom search attributes atomically with the checkpoint: each key is
 	// inserted or overwritten, and a key with an empty value is removed. Keys not named keep

@@ -126,3 +126,45 @@ func TestLifecycleEventsOfAnExecutionThatNeverRan(t *testing.T) {
 		require.NotEqual(t, evs[1].ID, evs[2].ID)
 	})
 }
+
+// A suspend requested while a step runs is honoured when the runner lets go: the release stores
+// SUSPENDED and writes its event, naming the operator, in the same transaction.
+func TestLifecycleSuspendHonouredOnRelease(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		client := fastClient(t, drv)
+		rt, err := orchestration.New(client, orchestration.Config{Events: &orchestration.EventSink{Transport: outbox.TransportKafka}})
+		require.NoError(t, err)
+		running, release := make(chan struct{}), make(chan struct{})
+		slow := func(context.Context, *workflow.StepContext) (any, error) {
+			close(running)
+			<-release
+			return "ok", nil
+		}
+		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
+		m, err := workflow.Register(rt, workflow.New("held", 1).Step("slow", slow).Step("after", noop, workflow.DependsOn("slow")))
+		require.NoError(t, err)
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
+
+		id, err := m.Start(ctx, nil)
+		require.NoError(t, err)
+		<-running
+		require.NoError(t, m.Suspend(ctx, id, commandbus.OperatorAction{Actor: "ops:ada", Reason: "hold the batch"}))
+		close(release)
+		waitStatus(t, m, id, driver.ExecutionSuspended)
+		evs := sinkEvents(t, drv, id)
+		got := types(evs)
+		require.Contains(t, got, "SUSPENDED", "events: %v", got)
+		require.NotContains(t, got, "EXECUTION_COMPLETED")
+		last := evs[len(evs)-1]
+		require.Equal(t, "SUSPENDED", string(last.Type), "the suspension comes last: %v", got)
+		require.Equal(t, "ops:ada", last.Actor)
+		require.Equal(t, "hold the batch", last.Reason)
+		require.Equal(t, driver.ExecutionSuspended, last.Status)
+		for i := 1; i < len(evs); i++ {
+			require.Greater(t, evs[i].Position, evs[i-1].Position, "in order: %v", got)
+		}
+	})
+}

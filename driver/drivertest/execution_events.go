@@ -147,6 +147,13 @@ func exerciseExecutionEvents(t *testing.T, setup setupFunc) {
 		require.Len(t, checkpoint(t, b.exec, t1, release(asked.ID), release(free.ID)), 2)
 		require.Equal(t, driver.ExecutionSuspended, getExecution(t, b.exec, asked.ID).Status)
 		require.Equal(t, []string{"STEP_SUCCEEDED", "SUSPENDED"}, eventsOf(t, b.exec, asked.ID))
+		rows, err := b.exec.OutboxList(ctx, &driver.OutboxListParams{Limit: 1000})
+		require.NoError(t, err)
+		for _, row := range rows {
+			if row.Key == asked.ID.String() && row.Type == "SUSPENDED" {
+				require.JSONEq(t, `{"type":"SUSPENDED","actor":"ops","reason":"hold on"}`, string(row.Payload), "the operator who asked")
+			}
+		}
 		require.Equal(t, driver.ExecutionWaitingForAsync, getExecution(t, b.exec, free.ID).Status)
 		require.Equal(t, []string{"STEP_SUCCEEDED"}, eventsOf(t, b.exec, free.ID), "no request, no suspension, no event")
 
