@@ -301,8 +301,12 @@ func (e *Engine) changeOutbox(typ cbtype.LifecycleEventType, actor, reason strin
 	}
 }
 
-// notifyOutbox wakes the outbox relays after a commit that wrote outbox messages.
+// notifyOutbox wakes the outbox relays after a commit that wrote outbox messages: this
+// instance's at once, the others through the database.
 func (e *Engine) notifyOutbox(ctx context.Context) {
+	if e.cfg.Signal != nil {
+		e.cfg.Signal(OutboxTopic)
+	}
 	if err := e.cfg.Exec.Notify(ctx, []string{OutboxTopic}); err != nil {
 		e.cfg.Logger.Warn("waking the outbox relays failed; they will poll", "error", err)
 	}
