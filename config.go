@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"math/rand/v2"
+	"net/url"
 	"regexp"
 	"sort"
 	"strings"
@@ -42,10 +43,24 @@ type Config struct {
 	// says otherwise: "" or "none" (no events) or "kafka". Default: none.
 	Events string `yaml:"events"`
 	// LifecycleEvents is where the lifecycle events of every execution (started, step
-	// succeeded, completed, ...) are published: "" or "none" (none derived) or "kafka" (topic
-	// events.Orchestrations, keyed by execution, through the outbox). Default: none. A runtime's
+	// succeeded, completed, ...) are published through the outbox, keyed by execution: "" or
+	// "none" (none derived), "kafka" (the topic LifecycleEventsTopic; needs kafka.brokers),
+	// "amqp" (RabbitMQ's queue, or exchange, LifecycleEventsTopic; needs amqp.url), "amqp10"
+	// (the AMQP 1.0 queue LifecycleEventsTopic; needs amqp10.url) or "webhook" (POSTed, signed,
+	// to the endpoint of Webhooks named by LifecycleEventsTopic). Default: none. A runtime's
 	// orchestration.Config.Events takes precedence.
 	LifecycleEvents string `yaml:"lifecycle-events"`
+	// LifecycleEventsTopic is the Kafka topic, the AMQP queue or exchange, or the webhook
+	// endpoint's name the lifecycle events go to. Default: events.Orchestrations (webhook: the
+	// only endpoint of Webhooks, when there is one).
+	LifecycleEventsTopic string `yaml:"lifecycle-events-topic"`
+	// LifecycleEventsExchange (amqp only) publishes the lifecycle events to the durable topic
+	// exchange LifecycleEventsTopic, routed by event type (EXECUTION_COMPLETED, ...), instead of
+	// to the queue of that name: bind queues to it to fan the events out. Default: false.
+	LifecycleEventsExchange bool `yaml:"lifecycle-events-exchange"`
+	// Webhooks are the signed HTTP endpoints lifecycle events (lifecycle-events: webhook) and
+	// webhook callbacks are POSTed to, through the outbox.
+	Webhooks WebhooksConfig `yaml:"webhooks"`
 	// Outbox configures the relay that publishes brokered messages.
 	Outbox OutboxConfig `yaml:"outbox"`
 	// WatchdogInterval is how often the watchdog looks for commands of brokered domains whose
@@ -139,11 +154,34 @@ const (
 	TransportAMQP10   = "amqp10"
 )
 
-// The event destinations.
+// The event destinations. Domain events go to none or kafka; lifecycle events to any.
 const (
-	EventsNone  = "none"
-	EventsKafka = "kafka"
+	EventsNone    = "none"
+	EventsKafka   = "kafka"
+	EventsAMQP    = "amqp"
+	EventsAMQP10  = "amqp10"
+	EventsWebhook = "webhook"
 )
+
+// WebhooksConfig are the webhook endpoints of an instance and how their deliveries are retried.
+type WebhooksConfig struct {
+	// Endpoints by name (the name callbacks and lifecycle-events-topic refer to).
+	Endpoints map[string]*WebhookEndpointConfig `yaml:"endpoints"`
+	// MaxAttempts is how many failed deliveries make a message FAILED (a dead letter, listed
+	// and resendable in the console); the outbox relay's backoff spaces the attempts.
+	// Default: 8 (outbox.DefaultWebhookMaxAttempts).
+	MaxAttempts int `yaml:"max-attempts"`
+}
+
+// WebhookEndpointConfig is one webhook endpoint.
+type WebhookEndpointConfig struct {
+	// URL receives the POST (http or https). Required.
+	URL string `yaml:"url"`
+	// Secret keys the HMAC-SHA256 signature of each request (X-Commandbus-Signature). Required.
+	Secret string `yaml:"secret"`
+	// Timeout bounds one delivery; a delivery that times out is retried. Default: 10s.
+	Timeout Duration `yaml:"timeout"`
+}
 
 // AMQPConfig is an AMQP broker: the amqp section is the AMQP 0-9-1 broker (RabbitMQ), the amqp10
 // section the AMQP 1.0 one (IBM MQ through its AMQP channel, Azure Service Bus, Artemis, RabbitMQ).
@@ -618,15 +656,7 @@ func (c *Config) Validate() error {
 	default:
 		add("events: must be none or kafka, got %q", c.Events)
 	}
-	switch c.LifecycleEvents {
-	case "", EventsNone:
-	case EventsKafka:
-		if len(c.Kafka.BrokerList()) == 0 {
-			add("lifecycle-events: kafka needs kafka.brokers")
-		}
-	default:
-		add("lifecycle-events: must be none or kafka, got %q", c.LifecycleEvents)
-	}
+	c.validateLifecycleEvents(add)
 	if c.AMQP.BackoutThreshold < 1 {
 		add("amqp.backout-threshold: must be at least 1, got %d", c.AMQP.BackoutThreshold)
 	}
@@ -746,4 +776,72 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// validateLifecycleEvents checks lifecycle-events, its topic and exchange, and the webhooks.
+func (c *Config) validateLifecycleEvents(add func(format string, args ...any)) {
+	switch c.LifecycleEvents {
+	case "", EventsNone:
+	case EventsKafka:
+		if len(c.Kafka.BrokerList()) == 0 {
+			add("lifecycle-events: kafka needs kafka.brokers")
+		}
+	case EventsAMQP:
+		if c.AMQP.URL == "" {
+			add("lifecycle-events: amqp needs amqp.url")
+		}
+	case EventsAMQP10:
+		if c.AMQP10.URL == "" {
+			add("lifecycle-events: amqp10 needs amqp10.url")
+		}
+	case EventsWebhook:
+		if name := c.LifecycleWebhook(); name == "" {
+			add("lifecycle-events-topic: webhook needs the name of an endpoint of webhooks.endpoints")
+		} else if c.Webhooks.Endpoints[name] == nil {
+			add("lifecycle-events-topic: no webhook endpoint %q in webhooks.endpoints", name)
+		}
+	default:
+		add("lifecycle-events: must be none, kafka, amqp, amqp10 or webhook, got %q", c.LifecycleEvents)
+	}
+	if c.LifecycleEventsExchange && c.LifecycleEvents != EventsAMQP {
+		add("lifecycle-events-exchange: only lifecycle-events: amqp publishes to an exchange")
+	}
+	names := make([]string, 0, len(c.Webhooks.Endpoints))
+	for name := range c.Webhooks.Endpoints {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		ep := c.Webhooks.Endpoints[name]
+		if ep == nil {
+			add("webhooks.endpoints.%s: empty; give it a url and a secret", name)
+			continue
+		}
+		if u, err := url.Parse(ep.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			add("webhooks.endpoints.%s.url: must be an http(s) URL, got %q", name, ep.URL)
+		}
+		if ep.Secret == "" {
+			add("webhooks.endpoints.%s.secret: required to sign the requests", name)
+		}
+		if ep.Timeout < 0 {
+			add("webhooks.endpoints.%s.timeout: must not be negative", name)
+		}
+	}
+	if c.Webhooks.MaxAttempts < 0 {
+		add("webhooks.max-attempts: must not be negative, got %d", c.Webhooks.MaxAttempts)
+	}
+}
+
+// LifecycleWebhook returns the webhook endpoint lifecycle-events: webhook posts to: the
+// lifecycle-events-topic, or the only endpoint when the topic is not set.
+func (c *Config) LifecycleWebhook() string {
+	if c.LifecycleEventsTopic != "" {
+		return c.LifecycleEventsTopic
+	}
+	if len(c.Webhooks.Endpoints) == 1 {
+		for name := range c.Webhooks.Endpoints {
+			return name
+		}
+	}
+	return ""
 }

@@ -18,6 +18,12 @@ func init() {
 	clienthook.Subscribe = func(client any, topic string) (<-chan struct{}, func()) {
 		return client.(*Client).subscribe(topic)
 	}
+	clienthook.SignalLocal = func(client any, topics []string) {
+		n := client.(*Client).getNotifier()
+		for _, topic := range topics {
+			n.Signal(topic)
+		}
+	}
 	clienthook.DriverNow = func(client any) *time.Time { return client.(*Client).now() }
 	clienthook.BuildCommand = func(client any, params any) (*driver.CommandInsertParams, error) {
 		return client.(*Client).buildInsert(params.(SendParams))

@@ -38,7 +38,7 @@ func TestClientHooksAreSet(t *testing.T) {
 		"BuildCommand": clienthook.BuildCommand, "ExecuteDelivered": clienthook.ExecuteDelivered,
 		"DeliverReply": clienthook.DeliverReply, "MessagingMetrics": clienthook.MessagingMetrics,
 		"AMQPDomains": clienthook.AMQPDomains, "AMQP10Domains": clienthook.AMQP10Domains,
-		"CommandTypes": clienthook.CommandTypes,
+		"CommandTypes": clienthook.CommandTypes, "SignalLocal": clienthook.SignalLocal,
 	}
 	for name, hook := range hooks {
 		require.False(t, reflect.ValueOf(hook).IsNil(), "clienthook.%s is not set by the root package's init", name)

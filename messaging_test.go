@@ -177,7 +177,7 @@ func TestDeliveredCommandRepliesToItsReplyTo(t *testing.T) {
 func TestLifecycleEventsConfigValidation(t *testing.T) {
 	t.Parallel()
 	err := (&Config{LifecycleEvents: "smoke-signals"}).WithDefaults().Validate()
-	require.ErrorContains(t, err, `lifecycle-events: must be none or kafka, got "smoke-signals"`)
+	require.ErrorContains(t, err, `lifecycle-events: must be none, kafka, amqp, amqp10 or webhook, got "smoke-signals"`)
 	err = (&Config{LifecycleEvents: EventsKafka}).WithDefaults().Validate()
 	require.ErrorContains(t, err, "lifecycle-events: kafka needs kafka.brokers")
 	cfg := (&Config{}).WithDefaults()

@@ -49,6 +49,25 @@ func wireTransports(client *commandbus.Client, runtime *orchestration.Runtime, l
 			}
 		}
 	}
+	if len(plumbing.AMQPDomains(client)) == 0 && full.LifecycleEvents == commandbus.EventsAMQP {
+		// Only the lifecycle events go to RabbitMQ: a publisher, no command consumer.
+		pub, err := amqp.NewPublisher(amqp.PublisherConfig{URL: full.AMQP.URL, Topology: topology})
+		if err != nil {
+			return nil, err
+		}
+		publishers = append(publishers, pub)
+		closers = append(closers, func() { _ = pub.Close() })
+	}
+	if len(plumbing.AMQP10Domains(client)) == 0 && full.LifecycleEvents == commandbus.EventsAMQP10 {
+		topology10 := amqp10.Topology{Prefix: full.AMQP10.Prefix, BackoutThreshold: full.AMQP10.BackoutThreshold}
+		pub, err := amqp10.NewPublisher(amqp10.PublisherConfig{URL: full.AMQP10.URL, Topology: topology10})
+		if err != nil {
+			closeAll()
+			return nil, err
+		}
+		publishers = append(publishers, pub)
+		closers = append(closers, func() { _ = pub.Close() })
+	}
 	if len(plumbing.AMQP10Domains(client)) > 0 {
 		topology10 := amqp10.Topology{Prefix: full.AMQP10.Prefix, BackoutThreshold: full.AMQP10.BackoutThreshold}
 		pub, err := amqp10.NewPublisher(amqp10.PublisherConfig{URL: full.AMQP10.URL, Topology: topology10})

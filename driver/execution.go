@@ -67,6 +67,10 @@ type ExecutionInsertParams struct {
 	// Attributes are custom search attributes (see ValidateAttribute); one with an empty value
 	// is not stored.
 	Attributes map[string]string
+	// Outbox messages (the execution's EXECUTION_STARTED lifecycle event) are written in the
+	// insert's transaction when this execution is inserted; an insert that finds the id taken
+	// writes none.
+	Outbox []*OutboxInsertParams
 }
 
 // ExecutionInsertManyParams inserts executions in one round trip. Executions whose id exists
@@ -200,6 +204,11 @@ type ExecutionCheckpoint struct {
 	// checkpoint's transaction, and only when the checkpoint applies: a fenced checkpoint writes
 	// none, so a message is published exactly when the state that caused it committed.
 	Outbox []*OutboxInsertParams
+	// SuspendOutbox messages (the SUSPENDED lifecycle event) are written with the checkpoint
+	// only when its release stores SUSPENDED for a pending suspend request (see
+	// SuspendRequested), after Outbox; a JSON object payload gets the request's "actor" and
+	// "reason".
+	SuspendOutbox []*OutboxInsertParams
 	// Attributes sets custom search attributes atomically with the checkpoint: each key is
 	// inserted or overwritten, and a key with an empty value is removed. Keys not named keep
 	// their values.

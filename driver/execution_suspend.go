@@ -26,7 +26,18 @@ type ExecutionSuspendParams struct {
 	Actor  string
 	Reason string
 	Now    *time.Time
+	// Outbox, when set, is called when the execution becomes SUSPENDED (not when only a
+	// request is recorded for its runner); its messages are written in the suspension's
+	// transaction.
+	Outbox OutboxOfChange
 }
+
+// OutboxOfChange returns the outbox messages of a status change an operator made (the
+// lifecycle events of a suspension or a resume). The driver calls it inside the change's
+// transaction with the row as the change leaves it and the sequence number of the LIFECYCLE log
+// entry the change wrote, and writes the messages in that transaction: they exist exactly when
+// the change committed. An error rolls the change back.
+type OutboxOfChange func(after *ExecutionRow, logSeq int) ([]*OutboxInsertParams, error)
 
 // Validate checks that the execution and the actor are named.
 func (p *ExecutionSuspendParams) Validate() error {
@@ -39,6 +50,9 @@ type ExecutionResumeParams struct {
 	Actor  string
 	Reason string
 	Now    *time.Time
+	// Outbox, when set, is called when a SUSPENDED execution is resumed (not when only a
+	// pending request is cancelled); its messages are written in the resume's transaction.
+	Outbox OutboxOfChange
 }
 
 // Validate checks that the execution and the actor are named.

@@ -40,9 +40,13 @@ type EventSink struct {
 	// Transport is outbox.TransportKafka, TransportAMQP, TransportAMQP10 or TransportWebhook.
 	// Required.
 	Transport string
-	// Topic is the Kafka topic, the AMQP queue or the webhook endpoint's name. Default:
-	// DefaultEventTopic.
+	// Topic is the Kafka topic, the AMQP queue (or exchange) or the webhook endpoint's name.
+	// Default: DefaultEventTopic.
 	Topic string
+	// Exchange (TransportAMQP only) publishes to the durable topic exchange named Topic, with
+	// the event type as routing key (EXECUTION_COMPLETED, ...), instead of to the queue of that
+	// name: bind queues to it to fan the events out.
+	Exchange bool
 }
 
 // LifecycleListener receives lifecycle events in this process, after their commit. See
@@ -253,11 +257,14 @@ func (l *lifecycle) outboxMessages(_ *driver.ExecutionRow, events []*cbtype.Life
 			}
 		}
 		if s := l.sink; s != nil {
-			key := exec
+			key, topic := exec, s.Topic
 			if s.Transport == outbox.TransportWebhook {
 				key = "webhook:" + s.Topic + ":" + exec
 			}
-			out = append(out, msg(s.Transport, s.Topic, key, string(ev.Type)))
+			if s.Exchange {
+				topic = outbox.ExchangeTopicPrefix + s.Topic
+			}
+			out = append(out, msg(s.Transport, topic, key, string(ev.Type)))
 		}
 		local := len(l.listeners) > 0
 		for _, cb := range l.callbacks[Key{Model: ev.Model, Type: ev.ExecutionType}] {

@@ -232,9 +232,7 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 	if cfg.ExecutionLease < 0 || cfg.ConcurrentExecutions < 0 {
 		return nil, &commandbus.ValidationError{Field: "orchestration.Config", Message: "ExecutionLease and ConcurrentExecutions must not be negative"}
 	}
-	if cfg.Events == nil && client.Config().LifecycleEvents == commandbus.EventsKafka {
-		cfg.Events = &EventSink{Transport: outbox.TransportKafka}
-	}
+	fromConfig(&cfg, client.Config())
 	if err := validateEvents(&cfg); err != nil {
 		return nil, err
 	}
@@ -298,6 +296,7 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 		CommandOutbox: func(cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error) {
 			return plumbing.CheckpointOutbox(client, cmds)
 		},
+		Signal: func(topics ...string) { plumbing.SignalLocal(client, topics...) },
 		Notify: func(ctx context.Context, topics []string) {
 			if err := drv.Executor().Notify(ctx, topics); err != nil {
 				client.Logger().Warn("notifying command queues failed; they will poll", "error", err)
@@ -322,6 +321,29 @@ func New(client *commandbus.Client, cfg Config) (*Runtime, error) {
 	return rt, nil
 }
 
+// fromConfig fills what cfg leaves unset from the client's configuration: the lifecycle-events
+// sink and the webhooks endpoints.
+func fromConfig(cfg *Config, cc *commandbus.Config) {
+	if cfg.Webhooks == nil && len(cc.Webhooks.Endpoints) > 0 {
+		hooks := &outbox.WebhookConfig{Endpoints: map[string]outbox.WebhookEndpoint{}, MaxAttempts: cc.Webhooks.MaxAttempts}
+		for name, ep := range cc.Webhooks.Endpoints {
+			if ep != nil {
+				hooks.Endpoints[name] = outbox.WebhookEndpoint{URL: ep.URL, Secret: ep.Secret, Timeout: ep.Timeout.Std()}
+			}
+		}
+		cfg.Webhooks = hooks
+	}
+	if cfg.Events != nil {
+		return
+	}
+	switch cc.LifecycleEvents {
+	case commandbus.EventsKafka, commandbus.EventsAMQP, commandbus.EventsAMQP10:
+		cfg.Events = &EventSink{Transport: cc.LifecycleEvents, Topic: cc.LifecycleEventsTopic, Exchange: cc.LifecycleEventsExchange}
+	case commandbus.EventsWebhook:
+		cfg.Events = &EventSink{Transport: outbox.TransportWebhook, Topic: cc.LifecycleWebhook()}
+	}
+}
+
 // validateEvents checks the event sink and the webhooks, filling in the default topic.
 func validateEvents(cfg *Config) error {
 	var errs []error
@@ -344,6 +366,9 @@ func validateEvents(cfg *Config) error {
 		default:
 			errs = append(errs, &commandbus.ValidationError{Field: "orchestration.Config.Events.Transport",
 				Message: fmt.Sprintf("%q is not kafka, amqp, amqp10 or webhook", sink.Transport)})
+		}
+		if sink.Exchange && sink.Transport != outbox.TransportAMQP {
+			errs = append(errs, &commandbus.ValidationError{Field: "orchestration.Config.Events.Exchange", Message: "only the amqp transport publishes to an exchange"})
 		}
 		cfg.Events = &sink
 	}

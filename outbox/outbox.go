@@ -49,6 +49,11 @@ const (
 	HeaderTraceparent   = tracecontext.Header
 )
 
+// ExchangeTopicPrefix starts the topic of an amqp message that goes to an exchange rather than
+// a queue: "exchange:<name>" is published to the durable topic exchange <name>, with the
+// message's type as routing key.
+const ExchangeTopicPrefix = "exchange:"
+
 // Message is one message to publish after the transaction that writes it commits.
 type Message struct {
 	Category driver.OutboxCategory

@@ -24,10 +24,11 @@ func (m *Manager[S]) insertInTx(ctx context.Context, tx any, params []*driver.Ex
 		return fmt.Errorf("process: %w", err)
 	}
 	execution.StampStartTrace(ctx, params)
+	m.engine.PrepareInsert(params) // their EXECUTION_STARTED commits with them
 	if _, err := m.engine.InsertIn(ctx, exec, params); err != nil {
 		return fmt.Errorf("process: creating executions: %w", err)
 	}
-	if err := exec.Notify(ctx, []string{execution.WakeTopic}); err != nil {
+	if err := exec.Notify(ctx, []string{execution.WakeTopic, execution.OutboxTopic}); err != nil {
 		return fmt.Errorf("process: waking the pollers: %w", err)
 	}
 	return nil

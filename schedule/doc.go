@@ -34,6 +34,10 @@
 // lease that expires; the next replica computes the same ticks, hence the same ids, and starts
 // nothing twice. An execution's business key is its schedule's name.
 //
+// The firing loop claims a schedule Config.Lead (500ms) before its tick and starts the tick's
+// execution at the tick by a timer, never before it, so the claim's round trips do not make
+// the tick late.
+//
 // # Misfires
 //
 // A tick more than Config.MisfireThreshold behind the clock (the service was down) is missed;

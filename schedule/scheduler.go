@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,6 +33,11 @@ type Config struct {
 	MisfireThreshold time.Duration
 	// StartConcurrency bounds the executions one replica starts at once. Default: 16.
 	StartConcurrency int
+	// Lead is how long before a tick the firing loop claims its schedule and prepares its
+	// start; a timer then starts the execution at the tick itself, so the claim's round trips
+	// do not make the tick late. The schedule stays leased to this replica meanwhile. 0 takes
+	// the default, a negative value turns it off. Default: 500ms.
+	Lead time.Duration
 	// Passive manages schedules (create, pause, list...) without firing any on this instance,
 	// as on an API-only replica.
 	Passive bool
@@ -94,6 +100,12 @@ func New(rt *orchestration.Runtime, cfg Config) (*Scheduler, error) {
 	if cfg.StartConcurrency == 0 {
 		cfg.StartConcurrency = 16
 	}
+	switch {
+	case cfg.Lead == 0:
+		cfg.Lead = DefaultLead
+	case cfg.Lead < 0:
+		cfg.Lead = 0
+	}
 	if cfg.Now == nil {
 		cfg.Now = client.Now
 	}
@@ -154,14 +166,17 @@ func (s *Scheduler) signal() {
 	}
 }
 
+// DefaultLead is Config.Lead's default.
+const DefaultLead = 500 * time.Millisecond
+
 func (s *Scheduler) loop(ctx context.Context) {
 	for {
-		if _, err := s.RunDue(ctx); err != nil && ctx.Err() == nil {
+		if _, err := s.runDue(ctx, s.cfg.Lead); err != nil && ctx.Err() == nil {
 			s.logger.Warn("schedules: a pass failed; retrying at the next poll", "error", err)
 		}
 		wait := s.cfg.PollInterval
 		if next, err := s.exec.ScheduleNextDue(ctx); err == nil && next != nil {
-			if d := next.Sub(s.cfg.Now()); d < wait {
+			if d := next.Sub(s.cfg.Now()) - s.cfg.Lead; d < wait {
 				wait = max(d, 0)
 			}
 		}
@@ -182,6 +197,12 @@ func (s *Scheduler) loop(ctx context.Context) {
 // It returns how many executions it started (an execution that existed already counts too). The
 // loop calls it; tests with a controlled clock call it directly.
 func (s *Scheduler) RunDue(ctx context.Context) (int, error) {
+	return s.runDue(ctx, 0)
+}
+
+// runDue is RunDue claiming the schedules due up to lead from now: their ticks' executions
+// start at the ticks, by a timer.
+func (s *Scheduler) runDue(ctx context.Context, lead time.Duration) (int, error) {
 	if _, err := s.exec.ScheduleRearm(ctx, &driver.ScheduleRearmParams{Now: s.cfg.Now()}); err != nil {
 		return 0, fmt.Errorf("re-arming fixed-delay schedules: %w", err)
 	}
@@ -196,7 +217,7 @@ func (s *Scheduler) RunDue(ctx context.Context) (int, error) {
 	inFlight := make(chan struct{}, claimsInFlight)
 	for {
 		now := s.cfg.Now()
-		rows, err := s.exec.ScheduleClaimDue(ctx, &driver.ScheduleClaimDueParams{Now: now, Limit: s.cfg.ClaimBatch, Lease: s.cfg.Lease, Holder: s.cfg.Holder})
+		rows, err := s.exec.ScheduleClaimDue(ctx, &driver.ScheduleClaimDueParams{Now: now.Add(lead), Limit: s.cfg.ClaimBatch, Lease: s.cfg.Lease, Holder: s.cfg.Holder})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("claiming due schedules: %w", err))
 			break
@@ -208,7 +229,7 @@ func (s *Scheduler) RunDue(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-inFlight; wg.Done() }()
-			n, err := s.fire(ctx, rows, now)
+			n, err := s.fire(ctx, rows, now, now.Add(lead))
 			mu.Lock()
 			started += n
 			if err != nil {
@@ -241,8 +262,9 @@ type tickStart struct {
 	err  error
 }
 
-// fire starts the executions of the claimed rows' due ticks and records each claim.
-func (s *Scheduler) fire(ctx context.Context, rows []*driver.ScheduleRow, now time.Time) (int, error) {
+// fire starts the executions of the claimed rows' ticks up to horizon and records each claim.
+// A tick after now starts when its time comes.
+func (s *Scheduler) fire(ctx context.Context, rows []*driver.ScheduleRow, now, horizon time.Time) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
 	}
@@ -258,7 +280,7 @@ func (s *Scheduler) fire(ctx context.Context, rows []*driver.ScheduleRow, now ti
 			s.logger.Error("schedules: a stored schedule does not parse; it stays idle until it is updated", "schedule", row.Name, "schedule_id", row.ID, "error", err)
 			continue
 		}
-		ticks, next := plan(trig, row, *row.NextFireAt, now, s.cfg.MisfireThreshold)
+		ticks, next := planAhead(trig, row, *row.NextFireAt, now, horizon, s.cfg.MisfireThreshold)
 		out.NextFireAt = next
 		if skipped := len(ticks) == 0; skipped {
 			s.logger.Info("schedules: missed ticks skipped", "schedule", row.Name, "schedule_id", row.ID, "due", row.NextFireAt)
@@ -267,7 +289,7 @@ func (s *Scheduler) fire(ctx context.Context, rows []*driver.ScheduleRow, now ti
 			starts = append(starts, &tickStart{row: row, out: out, tick: tick, id: TickExecutionID(row.ID, tick)})
 		}
 	}
-	s.startAll(ctx, starts)
+	s.startOnTime(ctx, starts)
 	started := 0
 	for _, st := range starts {
 		out := st.out
@@ -316,6 +338,36 @@ func isPermanent(err error) bool {
 }
 
 var errNoDefinition = errors.New("no definition registered for the schedule's model and type on this replica")
+
+// startOnTime starts the executions of starts, each not before its tick: the ticks already due
+// at once, the others when a timer says their time has come (ticks of one time together).
+func (s *Scheduler) startOnTime(ctx context.Context, starts []*tickStart) {
+	slices.SortStableFunc(starts, func(a, b *tickStart) int { return a.tick.Compare(b.tick) })
+	for from := 0; from < len(starts); {
+		tick := starts[from].tick
+		if now := s.cfg.Now(); tick.Before(now) {
+			tick = now // every tick due already starts at once
+		}
+		to := from + 1
+		for to < len(starts) && !starts[to].tick.After(tick) {
+			to++
+		}
+		if wait := tick.Sub(s.cfg.Now()); wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				for _, st := range starts[from:] {
+					st.err = ctx.Err()
+				}
+				return
+			case <-timer.C:
+			}
+		}
+		s.startAll(ctx, starts[from:to])
+		from = to
+	}
+}
 
 // startBatch is the most ticks one batched start inserts.
 const startBatch = 500

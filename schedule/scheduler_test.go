@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -487,5 +488,62 @@ func TestWorkflowTicksStartInBatches(t *testing.T) {
 		n, err = f.sched.RunDue(ctx)
 		require.NoError(t, err)
 		require.Zero(t, n)
+	})
+}
+
+// With a lead, the loop claims a schedule ahead of its tick and starts the tick's execution by a
+// timer: never before the tick, once per tick.
+func TestLeadStartsTicksNotBeforeTheirTime(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		var mu sync.Mutex
+		committed := map[uuid.UUID]time.Time{}
+		off := false
+		cfg := &commandbus.Config{Logger: slog.New(slog.DiscardHandler), ExecutionObserver: func(c commandbus.ExecutionCommit) {
+			if c.Inserted {
+				at := time.Now()
+				mu.Lock()
+				committed[c.Execution.ID] = at
+				mu.Unlock()
+			}
+		}}
+		cfg.Features.ProcessExecution = &off
+		client, err := commandbus.NewClient(drv, cfg)
+		require.NoError(t, err)
+		rt, err := orchestration.New(client, orchestration.Config{})
+		require.NoError(t, err)
+		_, err = process.NewManager(rt, process.Process[report](reportProcess{}))
+		require.NoError(t, err)
+		sched, err := schedule.New(rt, schedule.Config{PollInterval: time.Second, Lead: 400 * time.Millisecond})
+		require.NoError(t, err)
+		s, err := sched.Create(ctx, schedule.Spec{Name: "ahead", Model: process.Model, Type: "report", Cron: "* * * * * *"}, ops)
+		require.NoError(t, err)
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() {
+			stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_ = client.Stop(stopCtx)
+		})
+		require.Eventually(t, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(committed) >= 3
+		}, 20*time.Second, 20*time.Millisecond)
+		require.NoError(t, sched.Stop(ctx))
+		got, err := sched.Get(ctx, s.ID)
+		require.NoError(t, err)
+		require.Eventually(t, func() bool { // the observer is told after the commit, on its own goroutine
+			mu.Lock()
+			defer mu.Unlock()
+			return len(committed) == int(got.FireCount)
+		}, 10*time.Second, 20*time.Millisecond, "one execution per recorded fire")
+
+		mu.Lock()
+		defer mu.Unlock()
+		for id, at := range committed {
+			tick := tickOf(t, s.ID, id, s.CreatedAt.Add(-time.Second), time.Now().Add(2*time.Second), time.Second)
+			require.False(t, at.Before(tick), "tick %s started at %s, before its time", tick, at)
+		}
 	})
 }

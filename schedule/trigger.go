@@ -157,7 +157,14 @@ const maxOnTimeTicks = 1000
 // The ticks depend only on the stored due time and the clock, so a replica that takes over a
 // claim another replica dropped computes the same ticks, hence the same execution ids.
 func plan(t *trigger, row *driver.ScheduleRow, due, now time.Time, threshold time.Duration) (fires []time.Time, next *time.Time) {
+	return planAhead(t, row, due, now, now, threshold)
+}
+
+// planAhead is plan for a claim made ahead of time: the ticks up to horizon (at or after now)
+// fire, the next fire time follows horizon, and lateness is judged at now.
+func planAhead(t *trigger, row *driver.ScheduleRow, due, now, horizon time.Time, threshold time.Duration) (fires []time.Time, next *time.Time) {
 	cut := now.Add(-threshold)
+	now = horizon
 	missed := due.Before(cut)
 	if t.kind == driver.TriggerFixedDelay {
 		if missed && row.Misfire == driver.MisfireSkip {

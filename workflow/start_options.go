@@ -48,10 +48,11 @@ func (m *Manager) insertInTx(ctx context.Context, tx any, params []*driver.Execu
 		return fmt.Errorf("%s: %w", m.model, err)
 	}
 	execution.StampStartTrace(ctx, params)
-	if _, err := exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: params, Now: m.engine.Config().Now()}); err != nil {
+	m.engine.PrepareInsert(params)                                  // their EXECUTION_STARTED commits with them
+	if _, err := m.engine.InsertIn(ctx, exec, params); err != nil { // capacity-limited types queue
 		return fmt.Errorf("%s: creating executions: %w", m.model, err)
 	}
-	if err := exec.Notify(ctx, []string{execution.WakeTopic}); err != nil {
+	if err := exec.Notify(ctx, []string{execution.WakeTopic, execution.OutboxTopic}); err != nil {
 		return fmt.Errorf("%s: waking the pollers: %w", m.model, err)
 	}
 	return nil

@@ -72,6 +72,7 @@ func Exercise(t *testing.T, newDriver func(t *testing.T) driver.Driver) {
 		{"ExecutionWaits", exerciseExecutionWaits},
 		{"ExecutionSignalsEnded", exerciseExecutionSignalsEnded},
 		{"ExecutionSuspend", exerciseExecutionSuspend},
+		{"ExecutionEvents", exerciseExecutionEvents},
 		{"ExecutionHeartbeat", exerciseExecutionHeartbeat},
 		{"Outbox", exerciseOutbox},
 		{"Inbox", exerciseInbox},

@@ -2,6 +2,7 @@ package pgdriver
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -95,6 +96,8 @@ type insertArrays struct {
 	leases, ownerFences                  []int64
 	log                                  logArrays
 	attrs                                attributeArrays
+	outbox                               []*driver.OutboxInsertParams // written when their execution is inserted
+	outboxOwners                         []pgtype.UUID
 }
 
 // add appends an execution; owner and relation are zero for a top-level insert. It fails on an
@@ -119,26 +122,62 @@ func (a *insertArrays) add(x *driver.ExecutionInsertParams, owner uuid.UUID, own
 	for _, entry := range x.Log {
 		a.log.add(x.ID, 0, entry)
 	}
+	for _, m := range x.Outbox {
+		a.outbox, a.outboxOwners = append(a.outbox, m), append(a.outboxOwners, pgUUID(x.ID))
+	}
 	return nil
 }
 
 func (a *insertArrays) empty() bool { return len(a.ids) == 0 }
 
-// sql is the insert statement: the executions, their log entries and their attributes.
+// sql is the insert statement: the executions, their log entries, their attributes and their
+// outbox messages.
 func (a *insertArrays) sql() string {
-	attrsCTE, _ := a.attrs.insertCTE(executionInsertAttrsParam)
-	return executionInsertSQL + executionInsertLogSQL + attrsCTE + executionInsertSelectSQL
+	attrsCTE, attrsArgs := a.attrs.insertCTE(executionInsertAttrsParam)
+	return executionInsertSQL + executionInsertLogSQL + attrsCTE +
+		a.outboxCTE(executionInsertAttrsParam+len(attrsArgs)) + executionInsertSelectSQL
+}
+
+// outboxCTE writes the outbox messages of the executions the statement inserted (none for an
+// id that existed), from parameter $first on; nothing when there are none.
+func (a *insertArrays) outboxCTE(first int) string {
+	if len(a.outbox) == 0 {
+		return ""
+	}
+	p := make([]any, 11)
+	for i := range p {
+		p[i] = first + i
+	}
+	return fmt.Sprintf(`, inserted_outbox AS (
+		INSERT INTO {schema}.outbox (category, transport, topic, key, type, message_id, payload, headers, next_at, created_at)
+		SELECT t.category, t.transport, t.topic, t.key, t.type, t.message_id, t.payload::jsonb, t.headers::jsonb,
+			coalesce(t.next_at, CASE WHEN t.delay_us > 0 THEN n.now + t.delay_us * interval '1 microsecond' END), n.now
+		FROM unnest($%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[],
+				$%d::text[], $%d::timestamptz[], $%d::bigint[], $%d::uuid[])
+			WITH ORDINALITY AS t(category, transport, topic, key, type, message_id, payload, headers, next_at, delay_us, owner, ord), n
+		WHERE t.owner IN (SELECT id FROM ins)
+		ORDER BY t.ord
+	)`, p...)
 }
 
 // args are the parameters of sql.
-func (a *insertArrays) args(now any) []any {
+func (a *insertArrays) args(now any) ([]any, error) {
 	l := &a.log
 	_, attrsArgs := a.attrs.insertCTE(executionInsertAttrsParam)
-	return append([]any{a.ids, a.models, a.types, a.domains, a.tenants, a.keys, a.batches, a.states,
+	args := append([]any{a.ids, a.models, a.types, a.domains, a.tenants, a.keys, a.batches, a.states,
 		a.deadlines, a.leases, a.workers, a.parents, a.roots, a.traceparents, a.owners, a.ownerFences,
 		a.relations, now, l.executionIDs, l.seqs, l.entryTypes, l.names, l.stepStatuses, l.attempts,
 		l.maxAttempts, l.requests, l.responses, l.errorCodes, l.errorMessages, l.actors, l.reasons,
 		l.fences, l.startedAts}, attrsArgs...)
+	if len(a.outbox) == 0 {
+		return args, nil
+	}
+	outboxArgs, err := outboxInsertArgs(a.outbox, nil)
+	if err != nil {
+		return nil, err
+	}
+	// Without the time (the statement's own, $18).
+	return append(append(append(args, outboxArgs[:9]...), outboxArgs[10:]...), a.outboxOwners), nil
 }
 
 func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.ExecutionInsertManyParams) ([]uuid.UUID, error) {
@@ -155,7 +194,11 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 			}
 		}
 	}
-	rows, err := e.db.Query(ctx, e.d.sql(a.sql()), a.args(params.Now)...)
+	args, err := a.args(params.Now)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.db.Query(ctx, e.d.sql(a.sql()), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -178,6 +221,7 @@ type checkpointFollowUps struct {
 	outbox              []*driver.OutboxInsertParams
 	outboxOwners        []pgtype.UUID
 	outboxFences        []int64
+	outboxSuspended     []bool // written only when the owner's release stored SUSPENDED
 }
 
 func (f *checkpointFollowUps) add(c *driver.ExecutionCheckpoint) error {
@@ -202,6 +246,14 @@ func (f *checkpointFollowUps) add(c *driver.ExecutionCheckpoint) error {
 	for _, m := range c.Outbox {
 		f.outbox = append(f.outbox, m)
 		f.outboxOwners, f.outboxFences = append(f.outboxOwners, pgUUID(c.ID)), append(f.outboxFences, c.Fence)
+		f.outboxSuspended = append(f.outboxSuspended, false)
+	}
+	if c.Release && !c.Status.Terminal() && c.Status != driver.ExecutionSuspended {
+		for _, m := range c.SuspendOutbox {
+			f.outbox = append(f.outbox, m)
+			f.outboxOwners, f.outboxFences = append(f.outboxOwners, pgUUID(c.ID)), append(f.outboxFences, c.Fence)
+			f.outboxSuspended = append(f.outboxSuspended, true)
+		}
 	}
 	return nil
 }
@@ -216,7 +268,11 @@ func (f *checkpointFollowUps) empty() bool {
 // the outbox messages are written.
 func (f *checkpointFollowUps) queue(e *executor, batch *pgx.Batch, now *time.Time) error {
 	if !f.owned.empty() {
-		batch.Queue(e.d.sql(f.owned.sql()), f.owned.args(now)...)
+		args, err := f.owned.args(now)
+		if err != nil {
+			return err
+		}
+		batch.Queue(e.d.sql(f.owned.sql()), args...)
 	}
 	if len(f.continuedIDs) > 0 {
 		batch.Queue(e.d.sql(executionContinueLinkSQL), f.continuedIDs, f.continuedFences, f.successors, now)
@@ -234,7 +290,7 @@ func (f *checkpointFollowUps) queue(e *executor, batch *pgx.Batch, now *time.Tim
 		if err != nil {
 			return err
 		}
-		batch.Queue(e.d.sql(checkpointOutboxSQL), append(args, f.outboxOwners, f.outboxFences)...)
+		batch.Queue(e.d.sql(checkpointOutboxSQL), append(args, f.outboxOwners, f.outboxFences, f.outboxSuspended)...)
 	}
 	return nil
 }

@@ -54,7 +54,11 @@ func (e *executor) ExecutionSuspend(ctx context.Context, params *driver.Executio
 		if out, err = scanExecution(row, false); err != nil {
 			return err
 		}
-		if err := in.logLifecycle(ctx, params.ID, driver.LogSuspended, string(driver.ExecutionSuspended), params.Actor, params.Reason, params.Now, map[string]any{"from": status}); err != nil {
+		seq, err := in.logLifecycle(ctx, params.ID, driver.LogSuspended, string(driver.ExecutionSuspended), params.Actor, params.Reason, params.Now, map[string]any{"from": status})
+		if err != nil {
+			return err
+		}
+		if err := in.writeChangeOutbox(ctx, params.Outbox, out, seq, params.Now); err != nil {
 			return err
 		}
 		return in.auditSuspension(ctx, driver.AuditExecutionSuspend, params.ID, params.Actor, params.Reason, params.Now,
@@ -113,7 +117,11 @@ func (e *executor) ExecutionResume(ctx context.Context, params *driver.Execution
 		if out, err = scanExecution(row, false); err != nil {
 			return err
 		}
-		if err := in.logLifecycle(ctx, params.ID, driver.LogResumed, "", params.Actor, params.Reason, params.Now, map[string]any{"to": out.Status}); err != nil {
+		seq, err := in.logLifecycle(ctx, params.ID, driver.LogResumed, "", params.Actor, params.Reason, params.Now, map[string]any{"to": out.Status})
+		if err != nil {
+			return err
+		}
+		if err := in.writeChangeOutbox(ctx, params.Outbox, out, seq, params.Now); err != nil {
 			return err
 		}
 		return in.auditSuspension(ctx, driver.AuditExecutionResume, params.ID, params.Actor, params.Reason, params.Now,
@@ -138,17 +146,34 @@ func (e *executor) lockForSuspension(ctx context.Context, id uuid.UUID, now *tim
 	return driver.ExecutionStatus(s), leased, requested, err
 }
 
-// logLifecycle appends a LIFECYCLE entry to the log of an execution no runner holds.
-func (e *executor) logLifecycle(ctx context.Context, id uuid.UUID, name, stepStatus, actor, reason string, now *time.Time, request map[string]any) error {
+// logLifecycle appends a LIFECYCLE entry to the log of an execution no runner holds and returns
+// its sequence number.
+func (e *executor) logLifecycle(ctx context.Context, id uuid.UUID, name, stepStatus, actor, reason string, now *time.Time, request map[string]any) (int, error) {
 	body, err := json.Marshal(request)
+	if err != nil {
+		return 0, err
+	}
+	var seq int
+	err = e.db.QueryRow(ctx, e.d.sql(`
+		INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status, actor, reason, request)
+		SELECT $1, coalesce(max(seq), 0) + 1, coalesce($2::timestamptz, now()), 'LIFECYCLE', $3, $4, $5, $6, $7::jsonb
+		FROM {schema}.execution_log WHERE execution_id = $1
+		RETURNING seq`),
+		pgUUID(id), now, name, nullString(stepStatus), nullString(actor), nullString(reason), string(body)).Scan(&seq)
+	return seq, err
+}
+
+// writeChangeOutbox writes the outbox messages of an operator's status change in its
+// transaction (e.db is the transaction).
+func (e *executor) writeChangeOutbox(ctx context.Context, fn driver.OutboxOfChange, after *driver.ExecutionRow, logSeq int, now *time.Time) error {
+	if fn == nil {
+		return nil
+	}
+	msgs, err := fn(after, logSeq)
 	if err != nil {
 		return err
 	}
-	_, err = e.db.Exec(ctx, e.d.sql(`
-		INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status, actor, reason, request)
-		SELECT $1, coalesce(max(seq), 0) + 1, coalesce($2::timestamptz, now()), 'LIFECYCLE', $3, $4, $5, $6, $7::jsonb
-		FROM {schema}.execution_log WHERE execution_id = $1`),
-		pgUUID(id), now, name, nullString(stepStatus), nullString(actor), nullString(reason), string(body))
+	_, err = e.OutboxInsertMany(ctx, &driver.OutboxInsertManyParams{Messages: msgs, Now: now})
 	return err
 }
 

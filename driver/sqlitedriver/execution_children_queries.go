@@ -118,6 +118,9 @@ func (e *executor) insertExecution(ctx context.Context, tx *sql.Tx, x *driver.Ex
 	if err := e.insertExecutionLog(ctx, tx, x.ID, x.Log, nowUS); err != nil {
 		return false, err
 	}
+	if err := insertOutbox(ctx, e.d, tx, x.Outbox, fromMicros(nowUS), nil); err != nil {
+		return false, fmt.Errorf("writing the outbox messages of execution %s: %w", x.ID, err)
+	}
 	return true, e.writeExecutionAttributes(ctx, tx, x.ID, x.Attributes)
 }
 

@@ -389,6 +389,11 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 			if err := insertOutbox(ctx, e.d, tx, c.Outbox, now, nil); err != nil {
 				return fmt.Errorf("writing the outbox messages of execution %s: %w", c.ID, err)
 			}
+			if suspendedNow {
+				if err := insertOutbox(ctx, e.d, tx, withSuspender(c.SuspendOutbox, suspActor, suspReason), now, nil); err != nil {
+					return fmt.Errorf("writing the outbox messages of the suspension of execution %s: %w", c.ID, err)
+				}
+			}
 		}
 		return e.checkpointFollowUps(ctx, tx, appliedCheckpoints, nowUS)
 	})
@@ -690,4 +695,32 @@ func (e *executor) executionLoad(ctx context.Context, id uuid.UUID, afterSeq, lo
 		return nil, err
 	}
 	return &driver.ExecutionLoaded{Log: log, Responses: responses}, nil
+}
+
+// withSuspender returns messages whose JSON object payloads carry the actor and reason of the
+// operator's suspend request (the PostgreSQL driver merges them in SQL).
+func withSuspender(messages []*driver.OutboxInsertParams, actor, reason sql.NullString) []*driver.OutboxInsertParams {
+	out := make([]*driver.OutboxInsertParams, len(messages))
+	for i, m := range messages {
+		var body map[string]any
+		if err := json.Unmarshal(m.Payload, &body); err != nil || body == nil {
+			out[i] = m // not an object: as written
+			continue
+		}
+		if actor.Valid {
+			body["actor"] = actor.String
+		}
+		if reason.Valid {
+			body["reason"] = reason.String
+		}
+		payload, err := json.Marshal(body)
+		if err != nil {
+			out[i] = m
+			continue
+		}
+		copied := *m
+		copied.Payload = payload
+		out[i] = &copied
+	}
+	return out
 }

@@ -52,7 +52,11 @@ func (e *executor) ExecutionSuspend(ctx context.Context, params *driver.Executio
 		if out, err = scanExecution(row); err != nil {
 			return err
 		}
-		if err := e.logLifecycle(ctx, tx, params.ID, driver.LogSuspended, string(driver.ExecutionSuspended), params.Actor, params.Reason, nowUS, map[string]any{"from": status}); err != nil {
+		seq, err := e.logLifecycle(ctx, tx, params.ID, driver.LogSuspended, string(driver.ExecutionSuspended), params.Actor, params.Reason, nowUS, map[string]any{"from": status})
+		if err != nil {
+			return err
+		}
+		if err := e.writeChangeOutbox(ctx, tx, params.Outbox, out, seq, nowUS); err != nil {
 			return err
 		}
 		return e.auditSuspension(ctx, tx, driver.AuditExecutionSuspend, params.ID, params.Actor, params.Reason, nowUS,
@@ -105,7 +109,11 @@ func (e *executor) ExecutionResume(ctx context.Context, params *driver.Execution
 		if out, err = scanExecution(row); err != nil {
 			return err
 		}
-		if err := e.logLifecycle(ctx, tx, params.ID, driver.LogResumed, "", params.Actor, params.Reason, nowUS, map[string]any{"to": out.Status}); err != nil {
+		seq, err := e.logLifecycle(ctx, tx, params.ID, driver.LogResumed, "", params.Actor, params.Reason, nowUS, map[string]any{"to": out.Status})
+		if err != nil {
+			return err
+		}
+		if err := e.writeChangeOutbox(ctx, tx, params.Outbox, out, seq, nowUS); err != nil {
 			return err
 		}
 		return e.auditSuspension(ctx, tx, driver.AuditExecutionResume, params.ID, params.Actor, params.Reason, nowUS,
@@ -130,18 +138,34 @@ func (e *executor) readForSuspension(ctx context.Context, tx *sql.Tx, id uuid.UU
 	return driver.ExecutionStatus(s), leased, requested, err
 }
 
-// logLifecycle appends a LIFECYCLE entry to the log of an execution no runner holds.
-func (e *executor) logLifecycle(ctx context.Context, tx *sql.Tx, id uuid.UUID, name, stepStatus, actor, reason string, nowUS int64, request map[string]any) error {
+// logLifecycle appends a LIFECYCLE entry to the log of an execution no runner holds and returns
+// its sequence number.
+func (e *executor) logLifecycle(ctx context.Context, tx *sql.Tx, id uuid.UUID, name, stepStatus, actor, reason string, nowUS int64, request map[string]any) (int, error) {
 	body, err := json.Marshal(request)
+	if err != nil {
+		return 0, err
+	}
+	var seq int
+	err = tx.QueryRowContext(ctx, e.d.sql(`
+		INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status, actor, reason, request)
+		SELECT ?, coalesce(max(seq), 0) + 1, ?, 'LIFECYCLE', ?, ?, ?, ?, json(?)
+		FROM {schema}.execution_log WHERE execution_id = ?
+		RETURNING seq`),
+		id.String(), nowUS, name, nullText(stepStatus), nullText(actor), nullText(reason), string(body), id.String()).Scan(&seq)
+	return seq, err
+}
+
+// writeChangeOutbox writes the outbox messages of an operator's status change in its
+// transaction.
+func (e *executor) writeChangeOutbox(ctx context.Context, tx *sql.Tx, fn driver.OutboxOfChange, after *driver.ExecutionRow, logSeq int, nowUS int64) error {
+	if fn == nil {
+		return nil
+	}
+	msgs, err := fn(after, logSeq)
 	if err != nil {
 		return err
 	}
-	_, err = tx.ExecContext(ctx, e.d.sql(`
-		INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status, actor, reason, request)
-		SELECT ?, coalesce(max(seq), 0) + 1, ?, 'LIFECYCLE', ?, ?, ?, ?, json(?)
-		FROM {schema}.execution_log WHERE execution_id = ?`),
-		id.String(), nowUS, name, nullText(stepStatus), nullText(actor), nullText(reason), string(body), id.String())
-	return err
+	return insertOutbox(ctx, e.d, tx, msgs, fromMicros(nowUS), nil)
 }
 
 func (e *executor) auditSuspension(ctx context.Context, tx *sql.Tx, action string, id uuid.UUID, actor, reason string, nowUS int64, details map[string]any) error {

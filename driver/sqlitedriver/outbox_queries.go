@@ -37,6 +37,9 @@ func (e *executor) OutboxInsertMany(ctx context.Context, params *driver.OutboxIn
 }
 
 func insertOutbox(ctx context.Context, d *Driver, tx *sql.Tx, messages []*driver.OutboxInsertParams, now time.Time, ids []int64) error {
+	if len(messages) == 0 {
+		return nil
+	}
 	stmt, err := tx.PrepareContext(ctx, d.sql(outboxInsertSQL))
 	if err != nil {
 		return err

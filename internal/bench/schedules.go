@@ -32,10 +32,13 @@ type SchedulesConfig struct {
 	// Default: 2.
 	Replicas int `json:"replicas"`
 	// ClaimBatch and StartConcurrency tune each scheduler (schedule.Config). Defaults: 500, 16.
-	ClaimBatch       int          `json:"claim_batch"`
-	StartConcurrency int          `json:"start_concurrency"`
-	Logger           *slog.Logger `json:"-"`
-	Progress         io.Writer    `json:"-"`
+	ClaimBatch       int `json:"claim_batch"`
+	StartConcurrency int `json:"start_concurrency"`
+	// Lead is schedule.Config.Lead: how far ahead ticks are claimed and prepared (started at
+	// the tick by a timer). Default: schedule.DefaultLead; negative: off.
+	Lead     time.Duration `json:"lead_ns"`
+	Logger   *slog.Logger  `json:"-"`
+	Progress io.Writer     `json:"-"`
 }
 
 // SchedulesResult is what the schedules benchmark prints.
@@ -51,9 +54,11 @@ type SchedulesResult struct {
 	// fired twice counts one. Zero means each tick started once.
 	Duplicates int64 `json:"duplicates"`
 	// Lateness is from the tick to the commit of its execution, as its replica saw it.
-	LatenessP50Ms float64         `json:"lateness_p50_ms"`
-	LatenessP99Ms float64         `json:"lateness_p99_ms"`
-	LatenessMaxMs float64         `json:"lateness_max_ms"`
+	LatenessP50Ms float64 `json:"lateness_p50_ms"`
+	LatenessP99Ms float64 `json:"lateness_p99_ms"`
+	LatenessMaxMs float64 `json:"lateness_max_ms"`
+	// LatenessMinMs is the earliest commit: negative would mean a tick started before its time.
+	LatenessMinMs float64         `json:"lateness_min_ms"`
 	StartsPerS    float64         `json:"starts_per_s"`
 	Config        SchedulesConfig `json:"config"`
 	GoMaxProcs    int             `json:"gomaxprocs"`
@@ -78,6 +83,9 @@ func (c SchedulesConfig) WithDefaults() SchedulesConfig {
 	}
 	if c.StartConcurrency == 0 {
 		c.StartConcurrency = 16
+	}
+	if c.Lead == 0 {
+		c.Lead = schedule.DefaultLead
 	}
 	return c
 }
@@ -124,7 +132,7 @@ func RunSchedules(ctx context.Context, drv driver.Driver, cfg SchedulesConfig) (
 			return nil, err
 		}
 		s, err := schedule.New(rt, schedule.Config{ClaimBatch: cfg.ClaimBatch, StartConcurrency: cfg.StartConcurrency,
-			MisfireThreshold: time.Second})
+			MisfireThreshold: time.Second, Lead: cfg.Lead})
 		if err != nil {
 			return nil, err
 		}
@@ -238,6 +246,7 @@ func RunSchedules(ctx context.Context, drv driver.Driver, cfg SchedulesConfig) (
 		res.LatenessP50Ms = round(float64(percentile(lateness, 0.50))/float64(time.Millisecond), 1)
 		res.LatenessP99Ms = round(float64(percentile(lateness, 0.99))/float64(time.Millisecond), 1)
 		res.LatenessMaxMs = round(float64(lateness[len(lateness)-1])/float64(time.Millisecond), 1)
+		res.LatenessMinMs = round(float64(lateness[0])/float64(time.Millisecond), 1)
 	}
 	return res, nil
 }

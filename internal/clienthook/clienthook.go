@@ -19,6 +19,9 @@ var (
 	Extension func(client any, key any, create func() any) any
 	// Subscribe returns a channel signalled when topic is notified, and a function to unsubscribe.
 	Subscribe func(client any, topic string) (<-chan struct{}, func())
+	// SignalLocal wakes this client's subscribers of topics at once, without a notification
+	// through the database (the other instances hear of it only from Notify).
+	SignalLocal func(client any, topics []string)
 	// DriverNow returns the time to pass to driver params: nil unless a test clock is injected.
 	DriverNow func(client any) *time.Time
 	// BuildCommand validates params (a commandbus.SendParams) and returns the row a driver inserts.

@@ -19,6 +19,8 @@ type checkpointer struct {
 	now    func() *time.Time
 	logger *slog.Logger
 	notify func(ctx context.Context, topics []string)
+	// signal, when set, wakes this instance's subscribers before notify's round trip.
+	signal func(topics ...string)
 	group  *group[*checkpointRequest]
 	// observers, when set, get the observations of applied checkpoints.
 	observers *observers
@@ -94,7 +96,7 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 			if req.wake {
 				topics[WakeTopic] = struct{}{}
 			}
-			if len(req.cp.Outbox) > 0 {
+			if len(req.cp.Outbox) > 0 || req.cp.SuspendRequested && len(req.cp.SuspendOutbox) > 0 {
 				topics[OutboxTopic] = struct{}{}
 			}
 			req.done <- nil
@@ -106,6 +108,12 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 		list := make([]string, 0, len(topics))
 		for t := range topics {
 			list = append(list, t)
+		}
+		if _, events := topics[OutboxTopic]; events && c.signal != nil {
+			// This instance's relay first, without the round trip. (Only the relay: it polls
+			// briefly while messages flow, so the notification arriving later costs it
+			// little, where the pollers would claim twice.)
+			c.signal(OutboxTopic)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c.notify(ctx, list)

@@ -19,12 +19,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/startstop"
 	"github.com/commandbus/commandbus/tracing"
@@ -70,6 +72,10 @@ type Config struct {
 	Wake <-chan struct{}
 	// Notify sends wake-up topics after a checkpoint committed (command queues).
 	Notify func(ctx context.Context, topics []string)
+	// Signal, when set, wakes this instance's subscribers of topics at once, before Notify's
+	// round trip reaches the other instances: the engine signals OutboxTopic, so the relay of
+	// this instance starts publishing a commit's lifecycle events as soon as it committed.
+	Signal func(topics ...string)
 	// CommandOutbox, when set, returns the outbox messages that deliver a checkpoint's commands
 	// through their domains' brokers; they are written in the checkpoint's transaction.
 	CommandOutbox func(cmds []*driver.CommandInsertParams) ([]*driver.OutboxInsertParams, error)
@@ -175,6 +181,7 @@ func New(cfg Config) *Engine {
 		e.observers = newObservers(cfg.Observer, cfg.ObserverQueue, cfg.Logger)
 	}
 	e.checkpointer = newCheckpointer(cfg.Exec, cfg.Now, cfg.Logger, cfg.Notify, e.observers)
+	e.checkpointer.signal = cfg.Signal
 	e.acquirer = newAcquirer(e)
 	e.logs = newLogCache(cfg.LogCache)
 	e.wakeups = newWakeups(cfg.Clock)
@@ -508,10 +515,19 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 	}
 	now := e.cfg.Now()
 	created := e.cfg.Clock()
+	var started []*cbtype.LifecycleEvent
+	if toOutbox, on := e.lifecycleOn(); on {
+		// Each new execution's EXECUTION_STARTED is written in the insert's transaction.
+		started = attachStarted(toOutbox, executions, nil, created)
+	}
 	var observed []*observation
 	if e.observers != nil {
-		for _, x := range executions {
-			observed = append(observed, e.observers.reserve(insertedObservation(x, created)))
+		for i, x := range executions {
+			c := insertedObservation(x, created)
+			if started != nil && e.lifecycleObserved {
+				c.Events = started[i : i+1]
+			}
+			observed = append(observed, e.observers.reserve(c))
 		}
 	}
 	inserted, err := e.insertQueued(ctx, e.cfg.Exec, executions, limited, now)
@@ -557,10 +573,23 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 		}
 		leases[i].nextSeq = len(x.Log) + 1
 		leases[i].logKnown = len(x.Log) == 0 // a new execution's log is empty
-		leases[i].unstarted = onlyLifecycleEntries(x.Log)
+	}
+	var topics []string
+	if pending {
+		topics = append(topics, WakeTopic)
+	}
+	if started != nil && len(inserted) > 0 && len(executions[0].Outbox) > 0 {
+		topics = append(topics, OutboxTopic) // the relays, for the EXECUTION_STARTED events
+	}
+	if e.cfg.Signal != nil && slices.Contains(topics, OutboxTopic) {
+		e.cfg.Signal(OutboxTopic) // this instance's relay at once
 	}
 	if pending {
-		e.Wake(ctx)
+		// The other instances. Without a pending execution there is no round trip: they hear
+		// of a leased execution's EXECUTION_STARTED with its first checkpoint's notification.
+		if err := e.cfg.Exec.Notify(ctx, topics); err != nil {
+			e.cfg.Logger.Warn("waking the execution pollers and outbox relays failed; they will poll", "error", err)
+		}
 	}
 	return leases, nil
 }

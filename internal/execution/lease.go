@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -38,7 +39,7 @@ type Lease struct {
 	// wakeups is the engine's wake-up count when the lease was taken.
 	wakeups uint64
 	// unstarted means the execution's log holds nothing but lifecycle entries: its next
-	// progress is its start (EXECUTION_STARTED).
+	// progress is its first step (counted as started by the metrics).
 	unstarted bool
 }
 
@@ -186,34 +187,40 @@ func (l *Lease) checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	if l.engine.observers != nil {
 		observed = l.observation(cp, now)
 	}
+	// starts: this checkpoint is the execution's first real step (the metrics count it started).
 	starts := l.unstarted && (!onlyLifecycleEntries(cp.Log) || cp.Status.Terminal() || cp.Status == driver.ExecutionWaitingForTSQ)
+	cp.SuspendOutbox = nil
 	if toOutbox, on := l.engine.lifecycleOn(); on {
 		after := observed
 		if after == nil {
 			after = l.observation(cp, now)
 		}
-		events := deriveLifecycle(l.Row, &after.Row, cp, starts, l.nextSeq-1-len(cp.Log), now)
+		lastSeq := l.nextSeq - 1 - len(cp.Log)
+		events := deriveLifecycle(l.Row, &after.Row, cp, lastSeq, now)
+		// The children and the successor this checkpoint inserts start with it.
+		inserted := cp.Children
+		if cp.ContinueAsNew != nil {
+			inserted = append(slices.Clip(inserted), cp.ContinueAsNew)
+		}
+		if len(inserted) > 0 {
+			events = append(events, attachStarted(toOutbox, inserted, l.Row, now)...)
+		}
 		if observed != nil {
 			observed.Events = events
 		}
 		if toOutbox != nil && len(events) > 0 {
 			cp.Outbox = append(cp.Outbox, toOutbox(&after.Row, events)...)
 		}
+		if toOutbox != nil && cp.Release && !cp.Status.Terminal() && cp.Status != driver.ExecutionSuspended {
+			// Should an operator's suspend request be pending, the driver stores SUSPENDED on this
+			// release and writes this event with it.
+			cp.SuspendOutbox = toOutbox(&after.Row, []*cbtype.LifecycleEvent{suspendedOnRelease(&after.Row, cp, lastSeq, now)})
+		}
 	}
 	if err := l.engine.checkpointer.write(ctx, cp, wake, observed); err != nil {
 		l.nextSeq -= len(cp.Log)
 		cp.Outbox = cp.Outbox[:outboxBefore] // a retry derives them again
 		return err
-	}
-	if starts {
-		l.unstarted = false
-	}
-	if cp.SuspendRequested && cp.Release && !cp.Status.Terminal() {
-		// The driver stored SUSPENDED for the operator's pending request.
-		row := *l.Row
-		applyCheckpoint(&row, cp, now)
-		row.Status = driver.ExecutionSuspended
-		l.engine.writeOutsideCheckpoint(ctx, &row, cbtype.EventSuspended, "", "suspend requested while running")
 	}
 	if cp.Lease > 0 {
 		l.renewAt = now.Add(cp.Lease / 2)
@@ -222,6 +229,9 @@ func (l *Lease) checkpoint(ctx context.Context, cp *driver.ExecutionCheckpoint) 
 	l.apply(cp, now)
 	if m := l.engine.cfg.Metrics; m != nil {
 		m.Checkpointed(prev, l.Row, cp.Log, starts, now)
+	}
+	if starts {
+		l.unstarted = false
 	}
 	l.applySuspension(cp)
 	l.rememberLog(cp, now)

@@ -63,9 +63,9 @@ func onlyLifecycleEntries(entries []*driver.ExecutionLogEntry) bool {
 }
 
 // deriveLifecycle returns the events checkpoint cp causes for an execution that was prev and is
-// after once it commits at now; started says this commit is the execution's first progress.
-// Entries of cp carry their sequence numbers already.
-func deriveLifecycle(prev, after *driver.ExecutionRow, cp *driver.ExecutionCheckpoint, started bool, lastSeq int, now time.Time) []*cbtype.LifecycleEvent {
+// after once it commits at now. Entries of cp carry their sequence numbers already. The
+// execution's EXECUTION_STARTED is not among them: it is written with the insert.
+func deriveLifecycle(prev, after *driver.ExecutionRow, cp *driver.ExecutionCheckpoint, lastSeq int, now time.Time) []*cbtype.LifecycleEvent {
 	var events []*cbtype.LifecycleEvent
 	add := func(typ cbtype.LifecycleEventType, position int64, subject string) *cbtype.LifecycleEvent {
 		ev := &cbtype.LifecycleEvent{
@@ -78,13 +78,6 @@ func deriveLifecycle(prev, after *driver.ExecutionRow, cp *driver.ExecutionCheck
 	}
 	if len(cp.Log) > 0 {
 		lastSeq = cp.Log[len(cp.Log)-1].Seq
-	}
-	if started {
-		first := lastSeq
-		if len(cp.Log) > 0 {
-			first = cp.Log[0].Seq
-		}
-		add(cbtype.EventExecutionStarted, int64(first)*16, "")
 	}
 	for _, entry := range cp.Log {
 		rank := int64(1)
@@ -223,31 +216,107 @@ func entryEventTypes(e *driver.ExecutionLogEntry) []cbtype.LifecycleEventType {
 	return one(cbtype.LifecycleEventType(strings.ToUpper(name)))
 }
 
-// writeOutsideCheckpoint writes the event of a change the driver made outside a checkpoint (an
-// operator's suspend or resume) to the outbox, after that change committed: a crash between the
-// two loses the event, the one case where an event is not written with its change. Its id
-// derives from the execution and the change's time, so a retried write dedupes.
-func (e *Engine) writeOutsideCheckpoint(ctx context.Context, row *driver.ExecutionRow, typ cbtype.LifecycleEventType, actor, reason string) {
+// suspendedOnRelease is the SUSPENDED event of a release that the driver stores SUSPENDED for
+// an operator's pending request: placed as the LIFECYCLE entry the driver logs after the
+// checkpoint's own entries.
+func suspendedOnRelease(after *driver.ExecutionRow, cp *driver.ExecutionCheckpoint, lastSeq int, now time.Time) *cbtype.LifecycleEvent {
+	if len(cp.Log) > 0 {
+		lastSeq = cp.Log[len(cp.Log)-1].Seq
+	}
+	position := int64(lastSeq+1)*16 + 1
+	return &cbtype.LifecycleEvent{
+		ID: eventID(after.ID, cp.Fence, position, cbtype.EventSuspended, after.Step), Type: cbtype.EventSuspended,
+		ExecutionID: after.ID, Model: after.Model, ExecutionType: after.Type, TenantID: after.TenantID,
+		BusinessKey: after.BusinessKey, Position: position, Status: driver.ExecutionSuspended, StepID: after.Step,
+		Reason: "suspend requested while running", At: now,
+	}
+}
+
+// startedEvent is the EXECUTION_STARTED event of the execution x creates at now; parent, when
+// set, is the execution whose checkpoint inserts x as a child or successor, whose model, type,
+// tenant and business key x inherits where it names none.
+func startedEvent(x *driver.ExecutionInsertParams, parent *driver.ExecutionRow, now time.Time) *cbtype.LifecycleEvent {
+	model, typ, tenant, key := x.Model, x.Type, x.TenantID, x.BusinessKey
+	if parent != nil {
+		model, typ = orParent(model, parent.Model), orParent(typ, parent.Type)
+		tenant, key = orParent(tenant, parent.TenantID), orParent(key, parent.BusinessKey)
+	}
+	status := driver.ExecutionPending
+	if x.Lease > 0 {
+		status = driver.ExecutionExecuting
+	}
+	return &cbtype.LifecycleEvent{
+		ID: eventID(x.ID, 0, 0, cbtype.EventExecutionStarted, ""), Type: cbtype.EventExecutionStarted, ExecutionID: x.ID,
+		Model: model, ExecutionType: typ, TenantID: tenant, BusinessKey: key, Status: status, At: now,
+	}
+}
+
+func orParent(own, parent string) string {
+	if own == "" {
+		return parent
+	}
+	return own
+}
+
+// attachStarted gives each execution of executions its EXECUTION_STARTED event's outbox
+// messages, written by the driver in the insert's transaction only when the execution is
+// inserted (an idempotent insert of an existing id writes none). It returns the events, for the
+// observers. parent is the inserting execution of a checkpoint's children and successor.
+func attachStarted(toOutbox LifecycleOutbox, executions []*driver.ExecutionInsertParams, parent *driver.ExecutionRow, now time.Time) []*cbtype.LifecycleEvent {
+	events := make([]*cbtype.LifecycleEvent, len(executions))
+	for i, x := range executions {
+		ev := startedEvent(x, parent, now)
+		events[i] = ev
+		if toOutbox == nil {
+			continue
+		}
+		row := driver.ExecutionRow{ID: x.ID, Model: ev.Model, Type: ev.ExecutionType, TenantID: ev.TenantID, BusinessKey: ev.BusinessKey, Status: ev.Status}
+		// Assigned, not appended: a retried insert or checkpoint derives them again.
+		x.Outbox = toOutbox(&row, []*cbtype.LifecycleEvent{ev})
+	}
+	return events
+}
+
+// PrepareInsert attaches to executions the outbox messages of their EXECUTION_STARTED events
+// when lifecycle events are on, for a caller that inserts them through its own transaction
+// (Insert does it itself).
+func (e *Engine) PrepareInsert(executions []*driver.ExecutionInsertParams) {
+	if toOutbox, _ := e.lifecycleOn(); toOutbox != nil {
+		attachStarted(toOutbox, executions, nil, e.cfg.Clock())
+	}
+}
+
+// changeOutbox returns what writes the lifecycle event of an operator's status change (suspend,
+// resume) in the change's transaction, or nil when lifecycle events go to no outbox. The event's
+// position is that of the LIFECYCLE entry the change logs, and its id derives from the execution,
+// the fence the change left and that position, so a change written again yields the same id.
+func (e *Engine) changeOutbox(typ cbtype.LifecycleEventType, actor, reason string, written *bool) driver.OutboxOfChange {
 	toOutbox, _ := e.lifecycleOn()
 	if toOutbox == nil {
-		return
+		return nil
 	}
-	at := row.UpdatedAt
-	if at.IsZero() {
-		at = e.cfg.Clock()
+	return func(after *driver.ExecutionRow, logSeq int) ([]*driver.OutboxInsertParams, error) {
+		at := after.UpdatedAt
+		if at.IsZero() {
+			at = e.cfg.Clock()
+		}
+		position := int64(logSeq)*16 + 1
+		ev := &cbtype.LifecycleEvent{
+			ID: eventID(after.ID, after.Fence, position, typ, after.Step), Type: typ, ExecutionID: after.ID,
+			Model: after.Model, ExecutionType: after.Type, TenantID: after.TenantID, BusinessKey: after.BusinessKey,
+			Position: position, Status: after.Status, StepID: after.Step, Actor: actor, Reason: reason, At: at,
+		}
+		msgs := toOutbox(after, []*cbtype.LifecycleEvent{ev})
+		*written = len(msgs) > 0
+		return msgs, nil
 	}
-	ev := &cbtype.LifecycleEvent{
-		ID:   uuid.NewSHA1(row.ID, fmt.Appendf(nil, "lifecycle:%s:%d", typ, at.UnixNano())),
-		Type: typ, ExecutionID: row.ID, Model: row.Model, ExecutionType: row.Type, TenantID: row.TenantID,
-		BusinessKey: row.BusinessKey, Status: row.Status, StepID: row.Step, Actor: actor, Reason: reason, At: at,
-	}
-	msgs := toOutbox(row, []*cbtype.LifecycleEvent{ev})
-	if len(msgs) == 0 {
-		return
-	}
-	if _, err := e.cfg.Exec.OutboxInsertMany(ctx, &driver.OutboxInsertManyParams{Messages: msgs, Now: e.cfg.Now()}); err != nil {
-		e.cfg.Logger.Error("writing a lifecycle event failed; it is lost", "execution_id", row.ID, "event", typ, "error", err)
-		return
+}
+
+// notifyOutbox wakes the outbox relays after a commit that wrote outbox messages: this
+// instance's at once, the others through the database.
+func (e *Engine) notifyOutbox(ctx context.Context) {
+	if e.cfg.Signal != nil {
+		e.cfg.Signal(OutboxTopic)
 	}
 	if err := e.cfg.Exec.Notify(ctx, []string{OutboxTopic}); err != nil {
 		e.cfg.Logger.Warn("waking the outbox relays failed; they will poll", "error", err)

@@ -59,31 +59,31 @@ func TestDeriveLifecycle(t *testing.T) {
 		Log:            []*driver.ExecutionLogEntry{{Seq: 2, EntryType: "STEP", Name: "a", StepStatus: "COMPLETED", StartedAt: &started, Response: []byte(`{"ok":true}`)}},
 		ConsumeSignals: []string{"sig-1"}, FireTimers: []string{"t-1"},
 		Children: []*driver.ExecutionInsertParams{{ID: child, Type: "sub"}}}
-	events := deriveLifecycle(prev, &after, cp, true, 1, now)
-	require.Equal(t, []string{"EXECUTION_STARTED", "STEP_STARTED", "STEP_SUCCEEDED", "SIGNAL_DELIVERED", "TIMER_FIRED",
+	events := deriveLifecycle(prev, &after, cp, 1, now)
+	require.Equal(t, []string{"STEP_STARTED", "STEP_SUCCEEDED", "SIGNAL_DELIVERED", "TIMER_FIRED",
 		"CHILD_STARTED", "EXECUTION_COMPLETED", "CHILD_COMPLETED"}, eventTypes(events))
 	for i := 1; i < len(events)-1; i++ {
 		require.Greater(t, events[i].Position, events[i-1].Position, "positions grow within the execution")
 	}
-	require.Equal(t, started, events[1].At, "a step's start is when it started")
-	require.Equal(t, int64(10), events[2].LatencyMs)
-	require.JSONEq(t, `{"ok":true}`, string(events[2].Payload))
-	require.Equal(t, child, events[5].RelatedID)
-	require.True(t, events[6].Success)
-	require.Equal(t, int64(1000), events[6].LatencyMs, "the execution's duration")
-	require.Equal(t, parent, events[7].ExecutionID, "a child's end is its parent's event")
+	require.Equal(t, started, events[0].At, "a step's start is when it started")
+	require.Equal(t, int64(10), events[1].LatencyMs)
+	require.JSONEq(t, `{"ok":true}`, string(events[1].Payload))
+	require.Equal(t, child, events[4].RelatedID)
+	require.True(t, events[5].Success)
+	require.Equal(t, int64(1000), events[5].LatencyMs, "the execution's duration")
+	require.Equal(t, parent, events[6].ExecutionID, "a child's end is its parent's event")
 
-	again := deriveLifecycle(prev, &after, cp, true, 1, now)
+	again := deriveLifecycle(prev, &after, cp, 1, now)
 	for i := range events {
 		require.Equal(t, events[i].ID, again[i].ID, "the same commit yields the same ids")
 	}
 	cp.Fence = 4
-	require.NotEqual(t, events[0].ID, deriveLifecycle(prev, &after, cp, true, 1, now)[0].ID, "another commit, other ids")
+	require.NotEqual(t, events[0].ID, deriveLifecycle(prev, &after, cp, 1, now)[0].ID, "another commit, other ids")
 
 	toTSQ := &driver.ExecutionCheckpoint{ID: id, Fence: 5, Status: driver.ExecutionWaitingForTSQ, ErrorCode: "BAD_IBAN"}
 	parked := after
 	parked.Status, parked.ErrorCode, parked.Step = driver.ExecutionWaitingForTSQ, "BAD_IBAN", "b"
-	got := deriveLifecycle(prev, &parked, toTSQ, false, 7, now)
+	got := deriveLifecycle(prev, &parked, toTSQ, 7, now)
 	require.Equal(t, []string{"DEAD_LETTERED"}, eventTypes(got))
 	require.Equal(t, "BAD_IBAN", got[0].ErrorCode)
 	require.Equal(t, "b", got[0].StepID)

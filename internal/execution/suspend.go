@@ -101,14 +101,18 @@ func (l *Lease) KeepAlive(ctx context.Context) (stop func()) {
 // and returns the row after. It is audited and logged by the driver. Errors: driver.ErrNotFound,
 // and driver.ErrConflict when the execution is terminal or already suspended.
 func (e *Engine) Suspend(ctx context.Context, id uuid.UUID, actor, reason string) (*driver.ExecutionRow, error) {
-	row, err := e.cfg.Exec.ExecutionSuspend(ctx, &driver.ExecutionSuspendParams{ID: id, Actor: actor, Reason: reason, Now: e.cfg.Now()})
+	var events bool
+	row, err := e.cfg.Exec.ExecutionSuspend(ctx, &driver.ExecutionSuspendParams{ID: id, Actor: actor, Reason: reason, Now: e.cfg.Now(),
+		Outbox: e.changeOutbox(cbtype.EventSuspended, actor, reason, &events)})
 	if err != nil {
 		return nil, err
+	}
+	if events {
+		e.notifyOutbox(ctx)
 	}
 	if row.Status == driver.ExecutionSuspended {
 		e.logs.forget(id) // the log grew outside a lease
 		e.cfg.Logger.Info("execution suspended", "execution_id", id, "from", row.SuspendedFrom, "actor", actor)
-		e.writeOutsideCheckpoint(ctx, row, cbtype.EventSuspended, actor, reason)
 	} else {
 		e.cfg.Logger.Info("execution suspend requested; its runner stops after the running step", "execution_id", id, "actor", actor)
 	}
@@ -122,9 +126,14 @@ func (e *Engine) Suspend(ctx context.Context, id uuid.UUID, actor, reason string
 // cancels the request. Errors: driver.ErrNotFound, and driver.ErrConflict when there is nothing
 // to resume.
 func (e *Engine) Resume(ctx context.Context, id uuid.UUID, actor, reason string) (*driver.ExecutionRow, error) {
-	row, err := e.cfg.Exec.ExecutionResume(ctx, &driver.ExecutionResumeParams{ID: id, Actor: actor, Reason: reason, Now: e.cfg.Now()})
+	var events bool
+	row, err := e.cfg.Exec.ExecutionResume(ctx, &driver.ExecutionResumeParams{ID: id, Actor: actor, Reason: reason, Now: e.cfg.Now(),
+		Outbox: e.changeOutbox(cbtype.EventResumed, actor, reason, &events)})
 	if err != nil {
 		return nil, err
+	}
+	if events {
+		e.notifyOutbox(ctx)
 	}
 	if row.LeaseUntil != nil {
 		e.cfg.Logger.Info("execution suspend request cancelled", "execution_id", id, "actor", actor)
@@ -132,7 +141,6 @@ func (e *Engine) Resume(ctx context.Context, id uuid.UUID, actor, reason string)
 	}
 	e.logs.forget(id)
 	e.cfg.Logger.Info("execution resumed", "execution_id", id, "status", row.Status, "actor", actor)
-	e.writeOutsideCheckpoint(ctx, row, cbtype.EventResumed, actor, reason)
 	now := e.cfg.Clock()
 	deadlineDue := row.DeadlineAt != nil && !now.Before(*row.DeadlineAt) && !driver.DeadlineHandled(row)
 	timeoutDue := row.Status == driver.ExecutionWaitingForAsync && row.NextWaitTimeoutAt != nil &&

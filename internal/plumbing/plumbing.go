@@ -32,6 +32,12 @@ func Subscriber(client *commandbus.Client) func(topic string) (<-chan struct{}, 
 	return func(topic string) (<-chan struct{}, func()) { return clienthook.Subscribe(client, topic) }
 }
 
+// SignalLocal wakes client's own subscribers of topics at once, as a notification would, without
+// a round trip to the database; other instances hear only of what is notified (Client.Notify).
+func SignalLocal(client *commandbus.Client, topics ...string) {
+	clienthook.SignalLocal(client, topics)
+}
+
 // DriverNow returns the time to pass to driver params: nil (the database clock) unless a test
 // clock is injected in client's Config, so one clock governs everything built on the client.
 func DriverNow(client *commandbus.Client) *time.Time { return clienthook.DriverNow(client) }

@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -212,14 +213,26 @@ func (p *Publisher) Publish(ctx context.Context, msgs []*driver.OutboxRow) []err
 	}
 	confirms := make([]*amqp.DeferredConfirmation, len(msgs))
 	for i, m := range msgs {
+		exchange, routingKey := "", m.Topic
+		name, toExchange := strings.CutPrefix(m.Topic, outbox.ExchangeTopicPrefix)
+		if toExchange {
+			// A durable topic exchange, routed by the message's type: the bound queues decide.
+			exchange, routingKey = name, m.Type
+		}
 		if !p.declared[m.Topic] {
-			if err := p.cfg.Topology.DeclareWorkQueue(ch, m.Topic); err != nil {
+			var err error
+			if toExchange {
+				err = ch.ExchangeDeclare(name, amqp.ExchangeTopic, true, false, false, false, nil)
+			} else {
+				err = p.cfg.Topology.DeclareWorkQueue(ch, m.Topic)
+			}
+			if err != nil {
 				p.reset()
 				return fail(err)
 			}
 			p.declared[m.Topic] = true
 		}
-		confirms[i], err = ch.PublishWithDeferredConfirmWithContext(ctx, "", m.Topic, false, false, Publishing(m))
+		confirms[i], err = ch.PublishWithDeferredConfirmWithContext(ctx, exchange, routingKey, false, false, Publishing(m))
 		if err != nil {
 			p.reset()
 			return fail(fmt.Errorf("amqp: publishing: %w", err))
