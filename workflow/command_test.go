@@ -84,3 +84,39 @@ func TestCommandSteps(t *testing.T) {
 		require.Equal(t, "PENDING", steps(inst)["done"].Status)
 	})
 }
+
+// A command step's reply runs the waiting workflow at once: it is stored under the lease its
+// delivery took and applied by the run that follows, not left to the pending poller (here polling
+// once an hour, so a reply left to it would stall the workflow).
+func TestCommandReplyRunsTheWorkflowAtOnce(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		handlers := commandbus.NewHandlers()
+		commandbus.AddHandler(handlers, "risk", commandbus.HandlerFunc[bookRisk](func(ctx context.Context, cmd *commandbus.Command[bookRisk]) (any, error) {
+			return map[string]string{"booking": "RISK-" + cmd.Args.Payment}, nil
+		}))
+		ms := func(n int) commandbus.Duration { return commandbus.Duration(time.Duration(n) * time.Millisecond) }
+		hour := commandbus.Duration(time.Hour)
+		client, err := commandbus.NewClient(drv, &commandbus.Config{
+			Logger: slog.New(slog.DiscardHandler), Handlers: handlers, FetchPollInterval: ms(20),
+			Process: commandbus.ProcessConfig{PendingPollInterval: hour, RetryPollInterval: hour, TimeoutCheckInterval: hour},
+			Domains: map[string]*commandbus.DomainConfig{"risk": {ConcurrentMessages: 2, MaxAttempts: 1}, "payments-wf": {ConcurrentMessages: 2}},
+		})
+		require.NoError(t, err)
+		rt, err := orchestration.New(client, orchestration.Config{})
+		require.NoError(t, err)
+		m, err := workflow.Register(rt, workflow.New("risk-once", 1).Domain("payments-wf").
+			Command("risk", "risk", "BookRisk", func(sc *workflow.StepContext) (any, error) { return bookRisk{Payment: "p-1"}, nil }).
+			Step("done", noop, workflow.DependsOn("risk")))
+		require.NoError(t, err)
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() { _ = client.Stop(context.Background()) })
+
+		id, err := m.Start(ctx, nil, workflow.Immediate())
+		require.NoError(t, err)
+		inst := waitStatus(t, m, id, driver.ExecutionCompleted)
+		require.JSONEq(t, `{"booking":"RISK-p-1"}`, string(steps(inst)["risk"].Result))
+		require.Equal(t, "COMPLETED", steps(inst)["done"].Status)
+	})
+}
