@@ -8,4 +8,6 @@ func SetAfterAccountsLocked(p *Platform, fn func(ctx context.Context)) { p.after
 
 // SetBeforeFxBooking makes bookFx call fn with the booking's step key before it asks the FX
 // provider; an error fn returns ends the booking. Set it before the client starts.
-func SetBeforeFxBooking(p *Platform, fn func(ctx context.Context, key string) error) { p.beforeFxBooking = fn }
+func SetBeforeFxBooking(p *Platform, fn func(ctx context.Context, key string) error) {
+	p.beforeFxBooking = fn
+}
