@@ -11,3 +11,7 @@ func SetAfterAccountsLocked(p *Platform, fn func(ctx context.Context)) { p.after
 func SetBeforeFxBooking(p *Platform, fn func(ctx context.Context, key string) error) {
 	p.beforeFxBooking = fn
 }
+
+// SetBeforeFxCancel makes cancelFx call fn before it cancels anything. Set it before the client
+// starts.
+func SetBeforeFxCancel(p *Platform, fn func(ctx context.Context)) { p.beforeFxCancel = fn }

@@ -254,6 +254,9 @@ func (p *Platform) handleBookFxContract(ctx context.Context, cmd *commandbus.Com
 // cancels a contract booked under the key, and a booking still in flight is refused, so once
 // the payment is unwound nothing stays booked.
 func (p *Platform) cancelFx(ctx context.Context, key string, args CancelFx) (any, error) {
+	if p.beforeFxCancel != nil {
+		p.beforeFxCancel(ctx)
+	}
 	if args.BookingKey != "" {
 		return p.voidFx(ctx, args)
 	}
