@@ -483,3 +483,26 @@ func TestStepEntriesCarryStartAndEnd(t *testing.T) {
 		require.NotEmpty(t, decoded["startedAt"])
 	})
 }
+
+// An operator cancels with compensations while a command step's command is unanswered: the step
+// did not complete, but its command may still take effect, so its compensation runs too.
+func TestCancelCompensatesAnUnansweredCommandStep(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		fake := clock.NewFake(testStart)
+		_, m, calls := fxFixture(t, drv, fake, func(ctx context.Context, cmd *commandbus.Command[bookFxArgs]) (any, error) {
+			return bookFxResult{Contract: "FX-" + cmd.Args.PaymentID}, nil
+		})
+		ctx := context.Background()
+		// The client does not start: the command stays unanswered.
+		id, err := m.Start(ctx, fxState{PaymentID: "P1", Amount: "100.00"})
+		require.NoError(t, err)
+		inst, err := m.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, "bookFx", inst.CurrentWait)
+		require.NoError(t, m.CancelOverride(ctx, id, true, operator))
+		inst = waitStatus(t, m, id, driver.ExecutionCancelled)
+		require.Equal(t, 1, calls.get("cancelFx"), "the unanswered booking is compensated")
+		require.Equal(t, 1, calls.get("unreserve"))
+	})
+}
