@@ -102,7 +102,11 @@ func (l *Lease) Responses(ctx context.Context) ([]*driver.ExecutionResponseRow, 
 		l.respUsed = true
 		// The preloaded responses serve unless one was stored since (a response recorded under
 		// this lease before its run): then they are read again, with it.
-		if n := len(l.loaded.Responses); n == 0 || l.loaded.Responses[n-1].Seq >= l.Row.ResponsesReceived {
+		covered := l.Row.ResponsesApplied
+		if n := len(l.loaded.Responses); n > 0 {
+			covered = l.loaded.Responses[n-1].Seq
+		}
+		if covered >= l.Row.ResponsesReceived {
 			return l.loaded.Responses, nil
 		}
 	}
