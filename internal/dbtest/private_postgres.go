@@ -19,9 +19,29 @@ import (
 	"github.com/commandbus/commandbus/migrate"
 )
 
-// PostgresBinDir is where PrivatePostgres looks for initdb and pg_ctl unless
-// COMMANDBUS_TEST_POSTGRES_BIN names another directory.
+// PostgresBinDir is where PrivatePostgres looks for initdb and pg_ctl first, unless
+// COMMANDBUS_TEST_POSTGRES_BIN names another directory; then in the newest
+// /usr/lib/postgresql/*/bin.
 const PostgresBinDir = "/usr/lib/postgresql/15/bin"
+
+// postgresBin returns the directory of the PostgreSQL server programs.
+func postgresBin() string {
+	if env := os.Getenv("COMMANDBUS_TEST_POSTGRES_BIN"); env != "" {
+		return env
+	}
+	if _, err := os.Stat(filepath.Join(PostgresBinDir, "pg_ctl")); err == nil {
+		return PostgresBinDir
+	}
+	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	best, bestVersion := PostgresBinDir, -1
+	for _, dir := range dirs {
+		version, err := strconv.Atoi(filepath.Base(filepath.Dir(dir)))
+		if err == nil && version > bestVersion {
+			best, bestVersion = dir, version
+		}
+	}
+	return best
+}
 
 // Cluster is a private PostgreSQL server a test owns: its own data directory, port and socket
 // directory, so the test can stop it the hard way and start it again without touching the
@@ -44,10 +64,7 @@ type Cluster struct {
 // user. It skips the test when the binaries are missing, unless COMMANDBUS_REQUIRE_POSTGRES=1.
 func PrivatePostgres(tb testing.TB) *Cluster {
 	tb.Helper()
-	bin := PostgresBinDir
-	if env := os.Getenv("COMMANDBUS_TEST_POSTGRES_BIN"); env != "" {
-		bin = env
-	}
+	bin := postgresBin()
 	if _, err := os.Stat(filepath.Join(bin, "pg_ctl")); err != nil {
 		if os.Getenv("COMMANDBUS_REQUIRE_POSTGRES") == "1" {
 			tb.Fatalf("PostgreSQL binaries not found in %s (COMMANDBUS_TEST_POSTGRES_BIN): %v", bin, err)
