@@ -223,17 +223,7 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 				r.attempts++
 			case statusWaiting:
 				r.status = statusWaiting
-				var sent struct {
-					CommandID uuid.UUID `json:"commandId"`
-				}
-				if json.Unmarshal(e.Request, &sent) == nil {
-					r.commandID = sent.CommandID
-				}
-				if r.commandID != uuid.Nil && !r.sent {
-					// Ordered as if it completed now: unwound before the steps completed earlier.
-					r.sent, r.order = true, f.next
-					f.next++
-				}
+				f.waiting(r, e.Request)
 			case statusFailed:
 				r.status, r.errCode, r.errMsg = statusFailed, e.ErrorCode, e.ErrorMessage
 				r.attempts++
@@ -292,6 +282,22 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 		}
 	}
 	return f
+}
+
+// waiting records a step that waits; request names the command a command step sent. Such a step
+// is compensable from then on, ordered as if it completed now: unwound before the steps that
+// completed earlier.
+func (f *folded) waiting(r *stepRecord, request json.RawMessage) {
+	var sent struct {
+		CommandID uuid.UUID `json:"commandId"`
+	}
+	if json.Unmarshal(request, &sent) == nil {
+		r.commandID = sent.CommandID
+	}
+	if r.commandID != uuid.Nil && !r.sent {
+		r.sent, r.order = true, f.next
+		f.next++
+	}
 }
 
 func (f *folded) results() map[string]json.RawMessage {
