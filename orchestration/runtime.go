@@ -506,7 +506,7 @@ func (rt *Runtime) deliver(ctx context.Context, id uuid.UUID, name string, paylo
 	lease, err := rt.engine.AcquireLoad(ctx, id)
 	switch {
 	case errors.Is(err, execution.ErrBusy):
-		if _, err := rt.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
+		if _, err := rt.engine.RecordResponse(ctx, &driver.ExecutionResponseInsertParams{
 			ExecutionID: id, Name: name, Payload: payload, Now: rt.engine.Config().Now(),
 		}); err != nil {
 			return fmt.Errorf("recording response for execution %s: %w", id, err)

@@ -28,7 +28,14 @@ const (
 // replies are business failures, TIMED_OUT replies transient, CANCELLED permanent.
 //
 // domain, commandType and the reply timeout default to the configuration's command-steps.<name>
-// entry when empty or zero. Each attempt sends a new command (command idempotency key
+// entry when empty or zero.
+//
+// Its compensation (Compensate) is registered once its command was sent, not only once it
+// completed: a step whose reply was a failure, whose command was parked, or whose command is
+// still unanswered when the process unwinds (an operator's cancel, a deadline) may have taken
+// effect all the same, so its compensation runs too. A command step's compensation must
+// therefore be idempotent and cope with a step that took no effect (the step's result is then
+// unknown: key the undo on the step key, StepKey(name), not on the result). Each attempt sends a new command (command idempotency key
 // "<execution>:<step>:<n>" for its n-th send, counted across operator retries, so a resubmitted
 // step is a new command); the step key header stays "<execution>:<step>". The command carries the
 // traceparent of the request that started the execution.
@@ -49,6 +56,13 @@ func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType st
 		return resp, x.register(name, o)
 	}
 	if x.collectOnly {
+		// Collecting compensations (an operator's cancel, a deadline) with the step's command
+		// sent and unanswered: it may still take effect, so its compensation is registered.
+		if x.sends[name] > 0 {
+			if err := x.register(name, o); err != nil {
+				return zero, err
+			}
+		}
 		return zero, errStopReplay
 	}
 	timeout := o.timeout
@@ -71,9 +85,18 @@ func CommandStep[S, Req, Resp any](x *Execution[S], name, domain, commandType st
 	case statusCommandParked:
 		// The command waits in the command troubleshooting queue: so does the execution, until
 		// the operator's action on the command answers it.
+		if err := x.register(name, o); err != nil {
+			return zero, err
+		}
 		return zero, parkedCommand(name, h.lastError)
 	case statusReplyFailed:
-		// A failure reply arrived: decide now, as for any step error.
+		// A failure reply arrived: decide now, as for any step error. A failure reply does not
+		// prove that nothing took effect (an earlier attempt of the same step key may land
+		// after it, a provider may have booked while the handler timed out), so when the
+		// process unwinds the step's compensation runs too.
+		if err := x.register(name, o); err != nil {
+			return zero, err
+		}
 		return zero, x.stepFailed(name, h.attempt, o, replyError(h.lastError))
 	case statusWaitingRetry:
 		if !x.retryDue() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,7 +59,11 @@ func (p fxProcess) Execute(x *process.Execution[fxState]) error {
 	x.State.Reserved = true
 	fx, err := process.CommandStep[fxState, bookFxRequest, bookFxResult](x, "bookFx", "fx", "BookFx",
 		bookFxRequest{PaymentID: x.State.PaymentID, Amount: x.State.Amount},
-		process.MaxAttempts(2), process.RetryDelay(time.Second), process.Timeout(time.Minute))
+		process.MaxAttempts(2), process.RetryDelay(time.Second), process.Timeout(time.Minute),
+		process.Compensate(func(x *process.Execution[fxState]) error {
+			p.calls.inc("cancelFx") // keyed on x.StepKey("bookFx"): the contract may be unknown
+			return nil
+		}))
 	if err != nil {
 		return err
 	}
@@ -143,13 +148,23 @@ func TestCommandStepFailureReplyIsClassified(t *testing.T) {
 		start(t, client)
 		ctx := context.Background()
 
-		// A FAILED reply is a business failure: the reserve step is compensated.
+		// A FAILED reply is a business failure: the reserve step is compensated, and so is the
+		// booking itself, first: a failure reply does not prove that nothing was booked under
+		// the step key (an earlier attempt may land late).
 		id, err := m.Start(ctx, fxState{PaymentID: "REJECT", Amount: "1.00"})
 		require.NoError(t, err)
 		inst := waitStatus(t, m, id, driver.ExecutionCompensated)
 		require.Equal(t, "RATE_EXPIRED", inst.ErrorCode)
 		require.False(t, inst.State.Reserved, "the compensation ran")
 		require.Equal(t, 1, calls.get("unreserve"))
+		require.Equal(t, 1, calls.get("cancelFx"), "the failed command step's compensation ran")
+		var compensations []string
+		for _, line := range logLines(inst.Log) {
+			if strings.HasPrefix(line, "COMPENSATION ") {
+				compensations = append(compensations, line)
+			}
+		}
+		require.Equal(t, []string{"COMPENSATION bookFx COMPENSATION_SUCCESS", "COMPENSATION reserve COMPENSATION_SUCCESS"}, compensations)
 		require.Contains(t, logLines(inst.Log), "STEP bookFx REPLY_FAILED")
 	})
 }
@@ -466,5 +481,28 @@ func TestStepEntriesCarryStartAndEnd(t *testing.T) {
 		require.NoError(t, json.Unmarshal(b, &decoded))
 		require.Equal(t, 3000.0, decoded["latencyMs"])
 		require.NotEmpty(t, decoded["startedAt"])
+	})
+}
+
+// An operator cancels with compensations while a command step's command is unanswered: the step
+// did not complete, but its command may still take effect, so its compensation runs too.
+func TestCancelCompensatesAnUnansweredCommandStep(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		fake := clock.NewFake(testStart)
+		_, m, calls := fxFixture(t, drv, fake, func(ctx context.Context, cmd *commandbus.Command[bookFxArgs]) (any, error) {
+			return bookFxResult{Contract: "FX-" + cmd.Args.PaymentID}, nil
+		})
+		ctx := context.Background()
+		// The client does not start: the command stays unanswered.
+		id, err := m.Start(ctx, fxState{PaymentID: "P1", Amount: "100.00"})
+		require.NoError(t, err)
+		inst, err := m.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, "bookFx", inst.CurrentWait)
+		require.NoError(t, m.CancelOverride(ctx, id, true, operator))
+		inst = waitStatus(t, m, id, driver.ExecutionCancelled)
+		require.Equal(t, 1, calls.get("cancelFx"), "the unanswered booking is compensated")
+		require.Equal(t, 1, calls.get("unreserve"))
 	})
 }

@@ -47,7 +47,9 @@
 //   - CommandStep sends a command to another domain and waits for its reply on the process
 //     domain's reply queue: the target domain's concurrency is the rate limit, so a process never
 //     calls a rate-limited external itself.
-//   - Business failures run the compensations of completed steps in reverse order; permanent
+//   - Business failures run the compensations of completed steps in reverse order (and of
+//     command steps whose command was sent without the step completing: a failure reply does
+//     not prove that nothing took effect); permanent
 //     failures, exhausted retries, timed-out waits and deadlines (by the configured action) go
 //     to the troubleshooting queue, where Retry, CancelOverride, CompleteOverride and Skip act,
 //     each audited with actor and reason.

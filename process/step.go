@@ -43,7 +43,8 @@ func Timeout(d time.Duration) StepOption { return func(o *stepOptions) { o.timeo
 
 // Compensate registers the step's compensation: after a business failure later in the process
 // (or a cancel or deadline with compensation), completed steps' compensations run in reverse
-// order. fn must have the type func(*Execution[S]) error for the process's S.
+// order; a command step's also when its command was sent but the step did not complete (see
+// CommandStep). fn must have the type func(*Execution[S]) error for the process's S.
 func Compensate[S any](fn func(x *Execution[S]) error) StepOption {
 	return func(o *stepOptions) { o.compensate = fn }
 }

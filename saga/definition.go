@@ -96,7 +96,11 @@ func When(cond func(sc *StepContext) bool) StepOption {
 	return func(c *stepConfig) { c.wf = append(c.wf, workflow.When(cond)) }
 }
 
-// Compensate sets the step's compensation, run when the saga unwinds after the step completed.
+// Compensate sets the step's compensation, run when the saga unwinds after the step completed,
+// and, for a command step, also after it sent its command without completing: its failure reply
+// does not prove that nothing took effect (an earlier attempt under the same step key may land
+// late). Such a compensation finds no result (StepContext.Result fails): it undoes by the step
+// key, StepContext.Key, which the command carried.
 func Compensate(fn CompensateFunc) StepOption {
 	return func(c *stepConfig) { c.wf = append(c.wf, workflow.Compensate(fn)) }
 }

@@ -24,7 +24,8 @@ func (bookRisk) Kind() string { return "BookRisk" }
 
 // Command steps of one layer go out together; each completes with its reply's result. A FAILED
 // reply is a business failure that runs the compensations, once the commands still in flight have
-// answered (their effects are unwound too); the step's key reaches the handler.
+// answered (their effects are unwound too), the refused step's own included; the step's key reaches the
+// handler.
 func TestCommandSteps(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
@@ -50,7 +51,7 @@ func TestCommandSteps(t *testing.T) {
 		require.NoError(t, err)
 		rt, err := orchestration.New(client, orchestration.Config{})
 		require.NoError(t, err)
-		var unwound atomic.Int32
+		var unwound, refusedUnwound atomic.Int32
 		request := func(sc *workflow.StepContext) (any, error) {
 			var in map[string]string
 			if err := sc.DecodeInput(&in); err != nil {
@@ -62,7 +63,8 @@ func TestCommandSteps(t *testing.T) {
 			Step("start", noop).
 			Command("debtorRisk", "risk", "BookRisk", request, workflow.DependsOn("start"),
 				workflow.Compensate(func(context.Context, *workflow.StepContext) error { unwound.Add(1); return nil })).
-			Command("creditorRisk", "risk", "BookRisk", request, workflow.DependsOn("start")).
+			Command("creditorRisk", "risk", "BookRisk", request, workflow.DependsOn("start"),
+				workflow.Compensate(func(context.Context, *workflow.StepContext) error { refusedUnwound.Add(1); return nil })).
 			Step("done", noop, workflow.DependsOn("debtorRisk", "creditorRisk")))
 		require.NoError(t, err)
 		require.NoError(t, client.Start(ctx))
@@ -81,6 +83,44 @@ func TestCommandSteps(t *testing.T) {
 		inst = waitStatus(t, m, refused, driver.ExecutionCompensated)
 		require.Equal(t, "LIMIT_EXCEEDED", inst.ErrorCode)
 		require.EqualValues(t, 1, unwound.Load(), "the debtor risk booked after the refusal was awaited and unwound")
+		require.EqualValues(t, 1, refusedUnwound.Load(),
+			"the refused step's compensation ran too: a FAILED reply does not prove that nothing was booked under its key")
 		require.Equal(t, "PENDING", steps(inst)["done"].Status)
+	})
+}
+
+// A command step's reply runs the waiting workflow at once: it is stored under the lease its
+// delivery took and applied by the run that follows, not left to the pending poller (here polling
+// once an hour, so a reply left to it would stall the workflow).
+func TestCommandReplyRunsTheWorkflowAtOnce(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		handlers := commandbus.NewHandlers()
+		commandbus.AddHandler(handlers, "risk", commandbus.HandlerFunc[bookRisk](func(ctx context.Context, cmd *commandbus.Command[bookRisk]) (any, error) {
+			return map[string]string{"booking": "RISK-" + cmd.Args.Payment}, nil
+		}))
+		ms := func(n int) commandbus.Duration { return commandbus.Duration(time.Duration(n) * time.Millisecond) }
+		hour := commandbus.Duration(time.Hour)
+		client, err := commandbus.NewClient(drv, &commandbus.Config{
+			Logger: slog.New(slog.DiscardHandler), Handlers: handlers, FetchPollInterval: ms(20),
+			Process: commandbus.ProcessConfig{PendingPollInterval: hour, RetryPollInterval: hour, TimeoutCheckInterval: hour},
+			Domains: map[string]*commandbus.DomainConfig{"risk": {ConcurrentMessages: 2, MaxAttempts: 1}, "payments-wf": {ConcurrentMessages: 2}},
+		})
+		require.NoError(t, err)
+		rt, err := orchestration.New(client, orchestration.Config{})
+		require.NoError(t, err)
+		m, err := workflow.Register(rt, workflow.New("risk-once", 1).Domain("payments-wf").
+			Command("risk", "risk", "BookRisk", func(sc *workflow.StepContext) (any, error) { return bookRisk{Payment: "p-1"}, nil }).
+			Step("done", noop, workflow.DependsOn("risk")))
+		require.NoError(t, err)
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() { _ = client.Stop(context.Background()) })
+
+		id, err := m.Start(ctx, nil, workflow.Immediate())
+		require.NoError(t, err)
+		inst := waitStatus(t, m, id, driver.ExecutionCompleted)
+		require.JSONEq(t, `{"booking":"RISK-p-1"}`, string(steps(inst)["risk"].Result))
+		require.Equal(t, "COMPLETED", steps(inst)["done"].Status)
 	})
 }

@@ -14,7 +14,8 @@ import (
 	"github.com/commandbus/commandbus/internal/flowmodel"
 )
 
-// compensate runs the compensation phase: the compensations of the completed steps, in the
+// compensate runs the compensation phase: the compensations of the completed steps (and of the
+// command steps that sent a command without completing), in the
 // order and with the parallelism of the definition's policy (reverse completion order, one at a
 // time, by default). Every attempt is recorded before the next compensation starts, so a runner
 // that takes the execution over runs no recorded attempt again. A compensation whose retry policy
@@ -114,7 +115,7 @@ func (m *Manager) compensate(ctx context.Context, lease *execution.Lease, f *fol
 	_, wakeAt, notRun := m.compensationsReady(f, p, m.engine.Config().Clock())
 	var failed []string
 	for _, s := range p.order {
-		if r := f.steps[s.id]; r != nil && r.status == statusCompleted && r.compStat == statusFailed {
+		if r := f.steps[s.id]; r != nil && r.compensable() && r.compStat == statusFailed {
 			failed = append(failed, s.id)
 		}
 	}
@@ -146,7 +147,7 @@ func (m *Manager) compensationsReady(f *folded, p *plan, now time.Time) (ready [
 	open := false
 	for _, s := range p.order {
 		r := f.steps[s.id]
-		if r == nil || r.status != statusCompleted || s.compensate == nil {
+		if r == nil || !r.compensable() || s.compensate == nil {
 			continue
 		}
 		switch r.compStat {

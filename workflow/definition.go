@@ -48,7 +48,9 @@ func Timeout(d time.Duration) StepOption { return func(s *stepDef) { s.timeout =
 func When(cond func(sc *StepContext) bool) StepOption { return func(s *stepDef) { s.cond = cond } }
 
 // Compensate registers the step's compensation, run when a later business failure unwinds the
-// workflow.
+// workflow. A command step's compensation also runs when the step sent its command but did not
+// complete (a failure reply does not prove that nothing took effect): it must be idempotent and
+// cope with a step that took no effect and has no result, keyed on StepContext.Key.
 func Compensate(fn CompensateFunc) StepOption { return func(s *stepDef) { s.compensate = fn } }
 
 // stepKind is what a step does when it is ready.

@@ -26,7 +26,8 @@
 //     optional jitter) while other branches go on; no goroutine sleeps. A permanent failure or
 //     exhausted retries park the execution in the troubleshooting queue once the running steps
 //     finish; a business failure (commandbus.BusinessRuleError) runs the compensations of the
-//     completed steps in reverse completion order and ends COMPENSATED. A compensation that fails
+//     completed steps (and of command steps that sent their command without completing) in
+//     reverse completion order and ends COMPENSATED. A compensation that fails
 //     parks the execution with COMPENSATION_FAILED.
 //   - Besides local steps: Command sends a command to a domain and completes with its reply;
 //     WaitSignal waits for a named signal (buffered if it came first); Sleep is a durable timer;

@@ -447,16 +447,21 @@ func (r engineRunner) Deadline(ctx context.Context, lease *execution.Lease) erro
 	return r.m.deadline(ctx, lease)
 }
 
-// RunWithResponse runs an execution; workflows have no in-memory responses yet, so the response
-// is recorded first and applied by the run.
+// RunWithResponse records a response (a command step's reply, a child's end) and runs the
+// execution, which applies it. The response is stored while this runner holds the lease, before
+// the run: releasing first left it to the pending poller (a whole poll interval later, and
+// never with a long interval and no notification), and a run that fails now leaves it stored
+// for the next one.
 func (r engineRunner) RunWithResponse(ctx context.Context, lease *execution.Lease, resp *driver.ExecutionResponseRow) error {
-	_ = lease.Release(ctx)
-	if _, err := r.m.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
+	seq, err := r.m.engine.Exec().ExecutionResponseInsert(ctx, &driver.ExecutionResponseInsertParams{
 		ExecutionID: resp.ExecutionID, Name: resp.Name, Payload: resp.Payload, Now: r.m.engine.Config().Now(),
-	}); err != nil {
+	})
+	if err != nil {
+		_ = lease.Release(ctx)
 		return err
 	}
-	return nil
+	lease.Row.ResponsesReceived = max(lease.Row.ResponsesReceived, seq)
+	return r.m.run(ctx, lease, nil)
 }
 
 func (m *Manager) jitter() float64 {

@@ -332,6 +332,7 @@ func (w *walk) record(o *outcome) {
 	case o.waiting:
 		entry.StepStatus, entry.StartedAt, entry.Request = statusWaiting, nil, o.request
 		r.status = statusWaiting
+		w.f.waiting(r, o.request)
 	case o.skipped:
 		entry.StepStatus, entry.StartedAt, entry.Reason = statusSkipped, nil, "condition false"
 		r.status, r.order = statusSkipped, w.f.next

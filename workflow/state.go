@@ -144,9 +144,19 @@ type stepRecord struct {
 	compErr      string
 	compOrder    int       // the order in which compensations ended, from 1
 	commandID    uuid.UUID // the command a waiting command step's current attempt sent
+	// sent says a command step sent a command: whatever its replies said, it may have taken
+	// effect (an earlier attempt under the same step key landing late).
+	sent bool
 }
 
 func (r *stepRecord) done() bool { return r.status == statusCompleted || r.status == statusSkipped }
+
+// compensable says the step's compensation runs when the execution unwinds: it completed, or it
+// is a command step that sent a command and did not complete (its failure reply does not prove
+// that nothing took effect).
+func (r *stepRecord) compensable() bool {
+	return r.status == statusCompleted || r.sent && r.status != statusSkipped
+}
 
 // folded is an execution's log folded by step id.
 type folded struct {
@@ -213,12 +223,7 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 				r.attempts++
 			case statusWaiting:
 				r.status = statusWaiting
-				var sent struct {
-					CommandID uuid.UUID `json:"commandId"`
-				}
-				if json.Unmarshal(e.Request, &sent) == nil {
-					r.commandID = sent.CommandID
-				}
+				f.waiting(r, e.Request)
 			case statusFailed:
 				r.status, r.errCode, r.errMsg = statusFailed, e.ErrorCode, e.ErrorMessage
 				r.attempts++
@@ -268,7 +273,7 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 			f.cancelled = true
 		case entryTSQSkip:
 			r := rec(e.Name)
-			if r.status == statusCompleted && r.compStat == statusFailed {
+			if r.compensable() && r.compStat == statusFailed {
 				r.compStat = statusSkipped // a failed compensation skipped by an operator
 				continue
 			}
@@ -277,6 +282,22 @@ func fold(entries []*driver.ExecutionLogEntry) *folded {
 		}
 	}
 	return f
+}
+
+// waiting records a step that waits; request names the command a command step sent. Such a step
+// is compensable from then on, ordered as if it completed now: unwound before the steps that
+// completed earlier.
+func (f *folded) waiting(r *stepRecord, request json.RawMessage) {
+	var sent struct {
+		CommandID uuid.UUID `json:"commandId"`
+	}
+	if json.Unmarshal(request, &sent) == nil {
+		r.commandID = sent.CommandID
+	}
+	if r.commandID != uuid.Nil && !r.sent {
+		r.sent, r.order = true, f.next
+		f.next++
+	}
 }
 
 func (f *folded) results() map[string]json.RawMessage {

@@ -32,7 +32,8 @@ func newSimulateFXCommand() *cobra.Command {
 		Use:   "fx",
 		Short: "Serve the simulated FX provider's HTTP API",
 		Long: "fx serves the simulated FX provider (POST /v1/contracts, POST /v1/contracts/{id}/cancel,\n" +
-			"GET /v1/contracts/{id}) on --addr until interrupted: one provider for every replica, as a real\n" +
+			"POST /v1/contracts/void, GET /v1/contracts/{id}) on --addr until interrupted: one provider for\n" +
+			"every replica, as a real\n" +
 			"one is. Point the instances at it with fx.url (or COMMANDBUS_FX_URL). With --database its\n" +
 			"contracts are kept in that database (the payments migration line must be applied), so they\n" +
 			"survive a restart and any number of these processes are one provider; without, in memory.",

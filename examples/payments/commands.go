@@ -145,12 +145,18 @@ type FxResult struct {
 	Rate        decimal.Decimal `json:"rate"`
 	BuyAmount   decimal.Decimal `json:"buyAmount"`
 	BuyCurrency string          `json:"buyCurrency"`
+
+	status string // the local record's status, when read back from it
 }
 
-// CancelFx cancels a contract (compensation; idempotent).
+// CancelFx cancels a contract (compensation; idempotent). With BookingKey, the step key the
+// booking was made under, it voids that key (the contract booked under it is cancelled, a
+// booking still in flight is refused), so it also undoes a booking whose outcome the process
+// does not know; ContractID, when known, is informative then.
 type CancelFx struct {
 	PaymentID  uuid.UUID `json:"paymentId"`
 	ContractID string    `json:"contractId"`
+	BookingKey string    `json:"bookingKey,omitempty"`
 }
 
 // Kind is the stable command type.

@@ -156,15 +156,36 @@ func (g *fxGateway) cancel(ctx context.Context, key, contractID string) error {
 	return err
 }
 
-// bookFx is the handler of BookFx and BookFxContract.
+// void closes a booking key at the provider: its contract is cancelled, or a booking under it
+// still in flight is refused (idempotent).
+func (g *fxGateway) void(ctx context.Context, bookingKey, reference string) error {
+	_, err := g.call(ctx, http.MethodPost, "/v1/contracts/void", bookingKey, fxapi.VoidRequest{Reference: reference}, Simulation{})
+	return err
+}
+
+// errFxVoided refuses a booking whose key a compensation voided: the payment is unwinding.
+func errFxVoided(key string) error {
+	return commandbus.BusinessRule("FX_CONTRACT_VOIDED", "the FX booking "+key+" was cancelled by the payment's compensation")
+}
+
+// bookFx is the handler of BookFx and BookFxContract. It books at most one contract per step key,
+// and none once the key is voided (cancelFx), even when this booking was in flight then.
 func (p *Platform) bookFx(ctx context.Context, key string, args BookFx) (*FxResult, error) {
 	if res, err := p.contractByKey(ctx, p.store.db, key); err == nil {
+		if res.status != fxapi.StatusBooked {
+			return nil, errFxVoided(key)
+		}
 		return res, nil
 	} else if !notFound(err) {
 		return nil, err
 	}
 	if fault, ok := p.faults.take(StepBookFx, false); ok {
 		if err := outcomeError(StepBookFx, Outcome(fault)); err != nil {
+			return nil, err
+		}
+	}
+	if p.beforeFxBooking != nil {
+		if err := p.beforeFxBooking(ctx, key); err != nil {
 			return nil, err
 		}
 	}
@@ -185,7 +206,16 @@ func (p *Platform) bookFx(ctx context.Context, key string, args BookFx) (*FxResu
 		return nil, err
 	}
 	if n, _ := res.RowsAffected(); n == 0 {
-		return p.contractByKey(ctx, p.store.db, key)
+		// Another delivery recorded it, or cancelFx voided the key meanwhile (it also voids the
+		// key at the provider, which cancels the contract booked here).
+		prior, err := p.contractByKey(ctx, p.store.db, key)
+		if err != nil {
+			return nil, err
+		}
+		if prior.status != fxapi.StatusBooked {
+			return nil, errFxVoided(key)
+		}
+		return prior, nil
 	}
 	if err := p.afterEffect(StepBookFx); err != nil {
 		return nil, err
@@ -196,8 +226,8 @@ func (p *Platform) bookFx(ctx context.Context, key string, args BookFx) (*FxResu
 func (p *Platform) contractByKey(ctx context.Context, q queryer, key string) (*FxResult, error) {
 	var res FxResult
 	var rate, buy string
-	if err := q.QueryRowContext(ctx, p.store.q(`SELECT id, rate, buy_amount, buy_currency FROM {t}fx_contract WHERE idempotency_key = $1`), key).
-		Scan(&res.ContractID, &rate, &buy, &res.BuyCurrency); err != nil {
+	if err := q.QueryRowContext(ctx, p.store.q(`SELECT id, rate, buy_amount, buy_currency, status FROM {t}fx_contract WHERE idempotency_key = $1`), key).
+		Scan(&res.ContractID, &rate, &buy, &res.BuyCurrency, &res.status); err != nil {
 		return nil, err
 	}
 	var err error
@@ -218,8 +248,18 @@ func (p *Platform) handleBookFxContract(ctx context.Context, cmd *commandbus.Com
 	return p.bookFx(ctx, stepKey(cmd), BookFx(cmd.Args))
 }
 
-// cancelFx cancels the payment's contract with the provider, then records it (idempotent).
+// cancelFx cancels the payment's contract with the provider, then records it (idempotent). Given
+// the booking's step key, it voids that key, here and at the provider, before anything else: the
+// compensation of a booking whose outcome is unknown (its reply was a failure, or never came)
+// cancels a contract booked under the key, and a booking still in flight is refused, so once
+// the payment is unwound nothing stays booked.
 func (p *Platform) cancelFx(ctx context.Context, key string, args CancelFx) (any, error) {
+	if p.beforeFxCancel != nil {
+		p.beforeFxCancel(ctx)
+	}
+	if args.BookingKey != "" {
+		return p.voidFx(ctx, args)
+	}
 	var status string
 	err := p.store.db.QueryRowContext(ctx, p.store.q(`SELECT status FROM {t}fx_contract WHERE id = $1`), args.ContractID).Scan(&status)
 	if notFound(err) {
@@ -239,6 +279,34 @@ func (p *Platform) cancelFx(ctx context.Context, key string, args CancelFx) (any
 		return nil, err
 	}
 	return map[string]string{"status": "CANCELLED"}, nil
+}
+
+// voidFx voids the booking key of args. The placeholder goes in first: once it or the booked
+// contract holds the key, bookFx can record no new contract under it.
+func (p *Platform) voidFx(ctx context.Context, args CancelFx) (any, error) {
+	key := args.BookingKey
+	now := micros(p.now())
+	if _, err := p.store.db.ExecContext(ctx, p.store.q(`INSERT INTO {t}fx_contract
+		(id, idempotency_key, payment_id, sell_currency, buy_currency, sell_amount, buy_amount, rate, status, created_at, updated_at)
+		VALUES ($1, $2, $3, '', '', '0', '0', '0', $4, $5, $5) ON CONFLICT DO NOTHING`),
+		fxapi.VoidedID(key), key, args.PaymentID.String(), fxapi.StatusVoided, now); err != nil {
+		return nil, err
+	}
+	if err := p.fx.void(ctx, key, args.PaymentID.String()); err != nil {
+		return nil, err
+	}
+	if _, err := p.store.db.ExecContext(ctx, p.store.q(`UPDATE {t}fx_contract SET status = $2, updated_at = $3
+		WHERE idempotency_key = $1 AND status = $4`), key, fxapi.StatusCancelled, now, fxapi.StatusBooked); err != nil {
+		return nil, err
+	}
+	var status string
+	if err := p.store.db.QueryRowContext(ctx, p.store.q(`SELECT status FROM {t}fx_contract WHERE idempotency_key = $1`), key).Scan(&status); err != nil {
+		return nil, err
+	}
+	if status == fxapi.StatusVoided {
+		status = "NOT_BOOKED"
+	}
+	return map[string]string{"status": status}, nil
 }
 
 func (p *Platform) handleCancelFx(ctx context.Context, cmd *commandbus.Command[CancelFx]) (any, error) {

@@ -81,6 +81,22 @@ func (f fxStore) Cancel(ctx context.Context, id string) (*fxapi.Contract, error)
 	return f.Get(ctx, id)
 }
 
+// Void implements fxapi.Store. The placeholder goes in first: once it or a contract holds the
+// key, a booking under it can no longer be inserted, and the update then cancels whatever the
+// key holds if it was booked.
+func (f fxStore) Void(ctx context.Context, key, reference string) (*fxapi.Contract, error) {
+	if _, err := f.s.db.ExecContext(ctx, f.s.q(`INSERT INTO {t}fxsim_contract (idempotency_key, `+fxContractColumns+`)
+		VALUES ($1, $2, '', '', '0', '0', '0', '', $3, $4) ON CONFLICT DO NOTHING`),
+		key, fxapi.VoidedID(key), reference, fxapi.StatusVoided); err != nil {
+		return nil, err
+	}
+	if _, err := f.s.db.ExecContext(ctx, f.s.q(`UPDATE {t}fxsim_contract SET status = $2 WHERE idempotency_key = $1 AND status = $3`),
+		key, fxapi.StatusCancelled, fxapi.StatusBooked); err != nil {
+		return nil, err
+	}
+	return f.ByKey(ctx, key)
+}
+
 // roleLease is a role that one instance plays at a time: the holder renews it, and another
 // instance takes it over once it expired (its holder died or froze).
 type roleLease struct {

@@ -41,6 +41,13 @@ type fixture struct {
 // the network simulator polling every 20ms.
 func setup(t *testing.T, drv driver.Driver, opts payments.Options) *fixture {
 	t.Helper()
+	return setupWith(t, drv, opts, nil)
+}
+
+// setupWith is setup with a function that sees the platform before the client starts (to set
+// test hooks).
+func setupWith(t *testing.T, drv driver.Driver, opts payments.Options, beforeStart func(p *payments.Platform)) *fixture {
+	t.Helper()
 	fake := clock.NewFake(testStart)
 	noJitter := 0.0
 	ms := func(n int) commandbus.Duration { return commandbus.Duration(time.Duration(n) * time.Millisecond) }
@@ -71,6 +78,9 @@ func setup(t *testing.T, drv driver.Driver, opts payments.Options) *fixture {
 	// to park them (TestBatchRun).
 	p, err := payments.New(client, opts)
 	require.NoError(t, err)
+	if beforeStart != nil {
+		beforeStart(p)
+	}
 	require.NoError(t, client.Start(context.Background()))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -107,7 +107,8 @@ func (mp managerProcess) execute(x *process.Execution[ManagerState]) error {
 			BookFxContract{PaymentID: s.PaymentID, SellCurrency: s.Currency, BuyCurrency: s.CreditCurrency, SellAmount: s.Amount,
 				ValueDate: s.ValueDate, Simulation: s.simulation(StepBookFx)},
 			opts(fxStep, func(x *process.Execution[ManagerState]) error {
-				return sendCompensation(x, "cancelFxContract", DomainFx, CancelFxContract{PaymentID: x.State.PaymentID, ContractID: x.State.FxContractID})
+				return sendCompensation(x, "cancelFxContract", DomainFx, CancelFxContract{PaymentID: x.State.PaymentID, ContractID: x.State.FxContractID,
+					BookingKey: x.StepKey(StepNameBookFx)})
 			})...)
 		if err != nil {
 			return err

@@ -151,6 +151,11 @@ type Platform struct {
 	// afterAccountsLocked, set only by tests, runs inside SubmitPayment's transaction once the
 	// accounts' rows are locked.
 	afterAccountsLocked func(ctx context.Context)
+	// beforeFxBooking, set only by tests, runs in bookFx before it asks the provider; an error
+	// it returns ends the booking with that error.
+	beforeFxBooking func(ctx context.Context, key string) error
+	// beforeFxCancel, set only by tests, runs in cancelFx before anything else.
+	beforeFxCancel func(ctx context.Context)
 }
 
 // New builds the platform on a client that is not started yet: it checks that the platform's

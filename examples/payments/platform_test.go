@@ -278,8 +278,10 @@ func TestCrossCurrencyCompensation(t *testing.T) {
 		}
 		switch typ {
 		case payments.TypePaymentStep:
-			// The first step's compensation stores the outcome as the payment's status.
-			require.Equal(t, []string{payments.StepBookFx, payments.StepBookRisk, "updateStatusProcessing"}, compensations)
+			// The rejected submission is recalled too (a failure reply does not prove that
+			// nothing was submitted; the recall finds nothing); the first step's compensation
+			// stores the outcome as the payment's status.
+			require.Equal(t, []string{payments.StepSubmitPayment, payments.StepBookFx, payments.StepBookRisk, "updateStatusProcessing"}, compensations)
 		case payments.TypePaymentSaga:
 			// As the process manager's, then the first step's, which stores the outcome.
 			require.Equal(t, []string{payments.StepNameBookFx, payments.StepNameCheckLimit, payments.StepNameCheckBalance, "updateStatusProcessing"}, compensations)

@@ -31,10 +31,14 @@ type Progress struct {
 	Moving int `json:"moving"`
 	// Scheduled counts the answers this instance's simulator has scheduled and not given yet.
 	Scheduled int `json:"scheduled"`
+	// Unwinding counts the terminal payments (counted in Terminal too) with a command they sent
+	// still to run: a compensation sent as the process unwound (CancelFx, ReleaseHold). Their
+	// effects are undone once it ran.
+	Unwinding int `json:"unwinding"`
 }
 
 // Settled reports whether nothing will move any more without an operator or a wait timeout.
-func (p *Progress) Settled() bool { return p.Moving == 0 && p.Scheduled == 0 }
+func (p *Progress) Settled() bool { return p.Moving == 0 && p.Scheduled == 0 && p.Unwinding == 0 }
 
 // BatchProgress classifies the payments of a batch (every payment when batchID is uuid.Nil).
 func (p *Platform) BatchProgress(ctx context.Context, batchID uuid.UUID) (*Progress, error) {
@@ -57,13 +61,22 @@ func (p *Platform) BatchProgress(ctx context.Context, batchID uuid.UUID) (*Progr
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	parked, err := p.parkedCommandOwners(ctx)
+	parked, err := p.commandOwners(ctx, driver.CommandStatusInTSQ)
+	if err != nil {
+		return nil, err
+	}
+	live, err := p.commandOwners(ctx, driver.CommandStatusPending, driver.CommandStatusRunning)
 	if err != nil {
 		return nil, err
 	}
 	err = p.eachExecution(ctx, batchID, func(row *driver.ExecutionRow) error {
 		out.Total++
 		switch {
+		case row.Status.Terminal() && live[row.ID]:
+			// Ended, but a command it sent still runs: a compensation (CancelFx, ReleaseHold)
+			// sent as the process unwound. Its effects settle only once that command ran.
+			out.Terminal++
+			out.Unwinding++
 		case row.Status.Terminal():
 			out.Terminal++
 		case row.Status == driver.ExecutionWaitingForTSQ:
@@ -95,21 +108,21 @@ func (p *Platform) BatchProgress(ctx context.Context, batchID uuid.UUID) (*Progr
 	return out, nil
 }
 
-// parkedCommandOwners returns the executions with a command parked in the command
-// troubleshooting queue that wait for an operator without being told: a command that asked for a
-// PARKED reply (HeaderNotifyParked, as command steps do) moves its execution to the process
-// troubleshooting queue once that reply is applied, so until then the execution still moves.
-func (p *Platform) parkedCommandOwners(ctx context.Context) (map[uuid.UUID]bool, error) {
+// commandOwners returns the executions with a command in one of statuses. For IN_TSQ these are
+// the executions with a command parked in the command troubleshooting queue that wait for an
+// operator without being told: a command that asked for a PARKED reply (HeaderNotifyParked, as
+// command steps do) moves its execution to the process troubleshooting queue once that reply is
+// applied, so until then the execution still moves.
+func (p *Platform) commandOwners(ctx context.Context, statuses ...driver.CommandStatus) (map[uuid.UUID]bool, error) {
 	out := map[uuid.UUID]bool{}
 	before := uuid.Nil
 	for {
-		rows, err := p.exec.CommandList(ctx, &driver.CommandListParams{Statuses: []driver.CommandStatus{driver.CommandStatusInTSQ},
-			BeforeID: before, Limit: driver.MaxListLimit})
+		rows, err := p.exec.CommandList(ctx, &driver.CommandListParams{Statuses: statuses, BeforeID: before, Limit: driver.MaxListLimit})
 		if err != nil {
 			return nil, err
 		}
 		for _, r := range rows {
-			if r.CorrelationID != uuid.Nil && r.Headers[commandbus.HeaderNotifyParked] != "true" {
+			if r.CorrelationID != uuid.Nil && (r.Status != driver.CommandStatusInTSQ || r.Headers[commandbus.HeaderNotifyParked] != "true") {
 				out[r.CorrelationID] = true
 			}
 		}

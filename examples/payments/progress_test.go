@@ -80,3 +80,43 @@ func TestTransientApprovalIsDecided(t *testing.T) {
 		require.True(t, progress.Settled(), "%+v", progress)
 	})
 }
+
+// A compensated payment has settled only once the compensations it sent have run: the demo read
+// the leftover effects of a batch whose CancelFx was still to run, and reported a booked contract
+// under a COMPENSATED payment.
+func TestBatchProgressWaitsForCompensations(t *testing.T) {
+	t.Parallel()
+	eachDriver(t, func(t *testing.T, drv driver.Driver) {
+		release := make(chan struct{})
+		f := setupWith(t, drv, payments.Options{}, func(p *payments.Platform) {
+			payments.SetBeforeFxCancel(p, func(ctx context.Context) {
+				select {
+				case <-release:
+				case <-ctx.Done():
+				}
+			})
+		})
+		ctx := context.Background()
+		require.NoError(t, f.p.InjectFault(payments.Fault{Step: payments.StepSubmitPayment, Class: payments.FaultBusiness, Times: 1}))
+		id := f.submit(crossCurrency(payments.TypePaymentStep)).PaymentID
+		f.waitStatus(id, "COMPENSATED")
+		progress, err := f.p.BatchProgress(ctx, uuid.Nil)
+		require.NoError(t, err)
+		require.False(t, progress.Settled(), "settled with its FX contract still to cancel: %+v", progress)
+		require.Equal(t, 1, progress.Unwinding)
+		leftovers, err := f.p.LeftoverEffects(ctx)
+		require.NoError(t, err)
+		require.Positive(t, leftovers, "the contract is booked until CancelFx runs")
+
+		close(release)
+		eventually(t, 20*time.Second, "the batch to settle", func() bool {
+			progress, err = f.p.BatchProgress(ctx, uuid.Nil)
+			require.NoError(t, err)
+			return progress.Settled()
+		})
+		require.Zero(t, progress.Unwinding)
+		leftovers, err = f.p.LeftoverEffects(ctx)
+		require.NoError(t, err)
+		require.Zero(t, leftovers, "settled: nothing left booked")
+	})
+}

@@ -84,9 +84,11 @@ func (p *Platform) sagaDefinition() *saga.Definition {
 				Simulation: s.simulation(StepCheckBalance)}, err
 		}, saga.DependsOn(sagaStepProcessing), retry,
 			compensation(DomainAccounts, func(s ManagerState, sc *saga.StepContext) (commandbus.CommandArgs, error) {
+				// Without a result (the step's reply was a failure) every active hold of the
+				// payment is released.
 				var hold CheckBalanceResult
-				err := sc.Result(StepNameCheckBalance, &hold)
-				return ReleaseHold{PaymentID: s.PaymentID, HoldID: hold.HoldID}, err
+				_ = sc.Result(StepNameCheckBalance, &hold)
+				return ReleaseHold{PaymentID: s.PaymentID, HoldID: hold.HoldID}, nil
 			})).
 		Command(StepNameCheckLimit, DomainLimits, CheckDailyLimit{}.Kind(), func(sc *saga.StepContext) (any, error) {
 			s, err := input(sc)
@@ -95,8 +97,8 @@ func (p *Platform) sagaDefinition() *saga.Definition {
 		}, saga.DependsOn(StepNameCheckBalance), retry,
 			compensation(DomainLimits, func(s ManagerState, sc *saga.StepContext) (commandbus.CommandArgs, error) {
 				var limit CheckDailyLimitResult
-				err := sc.Result(StepNameCheckLimit, &limit)
-				return ReleaseDailyLimit{PaymentID: s.PaymentID, ReservationID: limit.ReservationID}, err
+				_ = sc.Result(StepNameCheckLimit, &limit) // without one, every active reservation
+				return ReleaseDailyLimit{PaymentID: s.PaymentID, ReservationID: limit.ReservationID}, nil
 			})).
 		Command(StepNameBookFx, DomainFx, BookFxContract{}.Kind(), func(sc *saga.StepContext) (any, error) {
 			s, err := input(sc)
@@ -106,9 +108,11 @@ func (p *Platform) sagaDefinition() *saga.Definition {
 			s, err := input(sc)
 			return err == nil && s.PaymentDetails.FxRequired()
 		}), compensation(DomainFx, func(s ManagerState, sc *saga.StepContext) (commandbus.CommandArgs, error) {
+			// Voids the booking's step key, so a booking whose reply was a failure, or one
+			// still in flight, is undone too.
 			var fx FxResult
-			err := sc.Result(StepNameBookFx, &fx)
-			return CancelFxContract{PaymentID: s.PaymentID, ContractID: fx.ContractID}, err
+			_ = sc.Result(StepNameBookFx, &fx)
+			return CancelFxContract{PaymentID: s.PaymentID, ContractID: fx.ContractID, BookingKey: sc.Key()}, nil
 		})).
 		Command(StepNameSubmitPayment, DomainPayments, SubmitPayment{}.Kind(), func(sc *saga.StepContext) (any, error) {
 			s, err := input(sc)

@@ -83,7 +83,10 @@ func (sp stepProcess) Execute(x *process.Execution[StepState]) error {
 				ValueDate: s.ValueDate, Simulation: s.simulation(StepBookFx)},
 			process.MaxAttempts(2), process.RetryDelay(3*time.Second), process.Timeout(fxStep.Timeout.Std()),
 			process.Compensate(func(x *process.Execution[StepState]) error {
-				return sendCompensation(x, "cancelFx", DomainFx, CancelFx{PaymentID: x.State.PaymentID, ContractID: x.State.FxContractID})
+				// Voids the booking's step key: it also runs when the booking's reply was a
+				// failure or never came (process.CommandStep), and a late booking is refused.
+				return sendCompensation(x, "cancelFx", DomainFx, CancelFx{PaymentID: x.State.PaymentID, ContractID: x.State.FxContractID,
+					BookingKey: x.StepKey(StepBookFx)})
 			}))
 		if err != nil {
 			return err

@@ -594,6 +594,21 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 	return leases, nil
 }
 
+// RecordResponse stores a response for an execution that another runner holds. That runner
+// applies it before it lets go; one that lets go before the response is counted, or sees it only
+// as it does, leaves the execution to a pending poller, so the pollers are woken now (and this
+// instance's again when a lease it holds is released, see Lease.Checkpoint) rather than at their
+// next poll.
+func (e *Engine) RecordResponse(ctx context.Context, params *driver.ExecutionResponseInsertParams) (int64, error) {
+	seq, err := e.cfg.Exec.ExecutionResponseInsert(ctx, params)
+	if err != nil {
+		return 0, err
+	}
+	e.wakeups.poke()
+	e.Wake(ctx)
+	return seq, nil
+}
+
 // Wake notifies the pending pollers of every instance.
 func (e *Engine) Wake(ctx context.Context) {
 	if err := e.cfg.Exec.Notify(ctx, []string{WakeTopic}); err != nil {

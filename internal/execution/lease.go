@@ -102,7 +102,15 @@ func (l *Lease) Log(ctx context.Context) ([]*driver.ExecutionLogEntry, error) {
 func (l *Lease) Responses(ctx context.Context) ([]*driver.ExecutionResponseRow, error) {
 	if l.loaded != nil && !l.respUsed && l.loaded.Responses != nil {
 		l.respUsed = true
-		return l.loaded.Responses, nil
+		// The preloaded responses serve unless one was stored since (a response recorded under
+		// this lease before its run): then they are read again, with it.
+		covered := l.Row.ResponsesApplied
+		if n := len(l.loaded.Responses); n > 0 {
+			covered = l.loaded.Responses[n-1].Seq
+		}
+		if covered >= l.Row.ResponsesReceived {
+			return l.loaded.Responses, nil
+		}
 	}
 	if l.Row.ResponsesReceived <= l.Row.ResponsesApplied {
 		return nil, nil

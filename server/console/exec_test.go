@@ -399,12 +399,17 @@ func browserSuspendResume(t *testing.T, f *execFixture, browser context.Context)
 	tb.confirmAction("customer asked us to pause")
 	tb.waitText(".flash-success", "suspended")
 	f.waitExecution(gate, driver.ExecutionSuspended)
+	// The page shown after the action was rendered as the action returned: a runner that held
+	// the execution then left it "suspend requested", and SUSPENDED only once it let go. Read
+	// the settled state from a fresh page.
+	tb.visit("/executions/" + gate.String())
 	require.Contains(t, tb.text("#execution-state"), "SUSPENDED")
 
 	tb.submit("#action-resume")
 	tb.confirmAction("customer is ready again")
 	tb.waitText(".flash-success", "resumed")
 	f.waitExecution(gate, driver.ExecutionWaitingForAsync)
+	tb.visit("/executions/" + gate.String()) // the settled state, as above
 	require.Equal(t, 1, tb.count("#action-suspend"))
 	actions := map[string]bool{}
 	for _, e := range f.audit("execution", gate) {

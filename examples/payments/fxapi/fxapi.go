@@ -1,5 +1,5 @@
 // Package fxapi is the simulated external FX provider of the reference payments platform: a REST
-// API on a real localhost port that books and cancels FX contracts. It honours the
+// API on a real localhost port that books, cancels and voids FX contracts. It honours the
 // Idempotency-Key header (the same key returns the same contract, a key reused with a different
 // request is rejected), and misbehaves as the X-Simulate header asks: permanent errors (400),
 // business rejections (409), unavailability (503), hangs (timeouts) and latency.
@@ -93,7 +93,23 @@ type Store interface {
 	Get(ctx context.Context, id string) (*Contract, error)
 	// Cancel marks a contract CANCELLED and returns it, or nil when there is none.
 	Cancel(ctx context.Context, id string) (*Contract, error)
+	// Void closes an idempotency key: the contract booked under it is CANCELLED, and a key with
+	// no contract yet gets a VOIDED placeholder, so that Insert under it (a booking still in
+	// flight) returns the placeholder instead of booking. It returns the key's contract or
+	// placeholder.
+	Void(ctx context.Context, key, reference string) (*Contract, error)
 }
+
+// The statuses of a contract: booked, cancelled, or a placeholder that voided its key before
+// anything was booked under it.
+const (
+	StatusBooked    = "BOOKED"
+	StatusCancelled = "CANCELLED"
+	StatusVoided    = "VOIDED"
+)
+
+// VoidedID is the id of the placeholder that voids key.
+func VoidedID(key string) string { return "VOID-" + key }
 
 // MemoryStore keeps contracts in memory: they are lost with the process and unknown to others.
 type MemoryStore struct {
@@ -145,6 +161,20 @@ func (m *MemoryStore) Cancel(_ context.Context, id string) (*Contract, error) {
 	return copyContract(c), nil
 }
 
+// Void implements Store.
+func (m *MemoryStore) Void(_ context.Context, key, reference string) (*Contract, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, ok := m.byKey[key]
+	if !ok {
+		c = &Contract{ID: VoidedID(key), Status: StatusVoided, Reference: reference}
+		m.byKey[key], m.byID[c.ID] = c, c
+	} else if c.Status == StatusBooked {
+		c.Status = StatusCancelled
+	}
+	return copyContract(c), nil
+}
+
 func copyContract(c *Contract) *Contract {
 	if c == nil {
 		return nil
@@ -184,6 +214,7 @@ func ListenStore(addr string, seed uint64, store Store) (*Server, error) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/contracts", s.book)
 	mux.HandleFunc("POST /v1/contracts/{id}/cancel", s.cancel)
+	mux.HandleFunc("POST /v1/contracts/void", s.void)
 	mux.HandleFunc("GET /v1/contracts/{id}", s.get)
 	s.server = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return s, nil
@@ -308,6 +339,10 @@ func (s *Server) book(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if prior != nil {
+		if prior.Status != StatusBooked {
+			writeError(w, http.StatusConflict, "CONTRACT_VOIDED", "the booking under this key was cancelled or voided")
+			return
+		}
 		if !sameRequest(prior, req) {
 			writeError(w, http.StatusUnprocessableEntity, "IDEMPOTENCY_KEY_REUSED", "the key was used for a different request")
 			return
@@ -330,7 +365,11 @@ func (s *Server) book(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "STORE_UNAVAILABLE", err.Error())
 		return
 	}
-	if !created { // a concurrent request with the same key won
+	if !created { // a concurrent request with the same key won, or a void closed the key
+		if stored.Status != StatusBooked {
+			writeError(w, http.StatusConflict, "CONTRACT_VOIDED", "the booking under this key was cancelled or voided")
+			return
+		}
 		writeJSON(w, http.StatusOK, stored)
 		return
 	}
@@ -364,6 +403,37 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if contract, err = s.store.Cancel(r.Context(), id); err != nil {
+		writeError(w, http.StatusInternalServerError, "STORE_UNAVAILABLE", err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, contract)
+}
+
+// VoidRequest is the body of POST /v1/contracts/void.
+type VoidRequest struct {
+	Reference string `json:"reference,omitempty"`
+}
+
+// void closes the booking key in the Idempotency-Key header: the contract booked under it is
+// cancelled, and when none is booked yet, a booking under the key that arrives later (a request
+// still in flight, a retry) is refused with 409 CONTRACT_VOIDED. The client voids a booking
+// whose outcome it does not know, where it cannot cancel by contract id. Idempotent.
+func (s *Server) void(w http.ResponseWriter, r *http.Request) {
+	s.served.Add(1)
+	key := r.Header.Get(HeaderIdempotencyKey)
+	if key == "" {
+		writeError(w, http.StatusBadRequest, "IDEMPOTENCY_KEY_REQUIRED", "send the booking's Idempotency-Key header")
+		return
+	}
+	var req VoidRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeError(w, http.StatusBadRequest, "INVALID_REQUEST", err.Error())
+		return
+	}
+	contract, err := s.store.Void(r.Context(), key, req.Reference)
+	if err != nil {
 		writeError(w, http.StatusInternalServerError, "STORE_UNAVAILABLE", err.Error())
 		return
 	}
