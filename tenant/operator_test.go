@@ -2,7 +2,9 @@ package tenant_test
 
 import (
 	"context"
+	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -118,5 +120,81 @@ func TestOperatorCancelsQueuedProcess(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, 1, got.Active)
 		require.Equal(t, 1, got.Queued)
+	})
+}
+
+// Lowering a limit pre-empts nothing: the executions already admitted keep their slots until
+// they end, and nothing more is admitted until the tenant holds fewer than the new limit.
+func TestLoweredLimitPreemptsNothing(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		b := newBundle(t, drv, options{})
+		b.create(t, "acme", tenant.TierPro)
+		ids := b.start(t, "acme", 3)
+		for _, id := range ids {
+			waitStatus(t, drv, id, driver.ExecutionWaitingForAsync)
+		}
+		one := 1
+		_, _, err := b.tenants.Update(ctx, "acme", tenant.UpdateRequest{MaxActiveOverride: &one, Actor: "test", Reason: "downgrade"})
+		require.NoError(t, err)
+		got, err := b.tenants.Get(ctx, "acme")
+		require.NoError(t, err)
+		require.Equal(t, 1, got.MaxActive)
+		require.Equal(t, 3, got.Active, "the running executions keep their slots")
+		for _, id := range ids {
+			require.Equal(t, driver.ExecutionWaitingForAsync, row(t, drv, id).Status)
+		}
+		next := b.start(t, "acme", 1)[0]
+		require.Equal(t, driver.ExecutionQueued, row(t, drv, next).Status)
+
+		for i, id := range ids {
+			_, err := b.jobs.Signal(ctx, id, "go", nil, "")
+			require.NoError(t, err)
+			waitStatus(t, drv, id, driver.ExecutionCompleted)
+			if i < len(ids)-1 {
+				require.Equal(t, driver.ExecutionQueued, row(t, drv, next).Status, "still %d held against a limit of 1", len(ids)-1-i)
+			}
+		}
+		waitStatus(t, drv, next, driver.ExecutionWaitingForAsync)
+	})
+}
+
+// A cancel of a queued execution racing the release that admits it: whichever commits first
+// wins, the execution ends CANCELLED either way, and the tenant's slots end free.
+func TestCancelQueuedRacesAdmission(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		b := newBundle(t, drv, options{})
+		b.create(t, "free", tenant.TierFree)
+		const rounds = 5
+		for range rounds {
+			ids := b.start(t, "free", 2)
+			waitStatus(t, drv, ids[0], driver.ExecutionWaitingForAsync)
+			require.Equal(t, driver.ExecutionQueued, row(t, drv, ids[1]).Status)
+			ops := b.rt.OperationsFor(row(t, drv, ids[1]))
+			done := make(chan error, 1)
+			go func() {
+				_, err := b.jobs.Signal(ctx, ids[0], "go", nil, "")
+				done <- err
+			}()
+			deadline := time.Now().Add(10 * time.Second)
+			for {
+				err := ops.CancelOverride(ctx, ids[1], false, operator())
+				if !errors.Is(err, workflow.ErrBusy) || time.Now().After(deadline) {
+					require.NoError(t, err)
+					break
+				}
+				time.Sleep(5 * time.Millisecond) // a runner holds it: retry, with a deadline
+			}
+			require.NoError(t, <-done)
+			waitStatus(t, drv, ids[0], driver.ExecutionCompleted)
+			require.Equal(t, driver.ExecutionCancelled, row(t, drv, ids[1]).Status)
+			got, err := b.tenants.Get(ctx, "free")
+			require.NoError(t, err)
+			require.Equal(t, 0, got.Active, "no slot is left held")
+			require.Equal(t, 0, got.Queued)
+		}
 	})
 }
