@@ -63,6 +63,7 @@ func TestOperatorCancelsQueuedExecution(t *testing.T) {
 		require.Equal(t, "TSQ_CANCEL", audit[0].Action)
 		require.Equal(t, "ops@example.com", audit[0].Actor)
 
+		require.Equal(t, 1.0, gathered(t, b.reg, "commandbus_executions_ended_total"), "counted as ended")
 		got, err := b.tenants.Get(ctx, "free")
 		require.NoError(t, err)
 		require.Equal(t, 1, got.Active, "the cancelled one never took a slot")

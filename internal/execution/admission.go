@@ -298,6 +298,9 @@ func (e *Engine) CancelQueued(ctx context.Context, id uuid.UUID, model, typ, act
 		e.notifyOutbox(ctx)
 	}
 	e.logs.forget(id) // the log grew outside a lease
+	if m := e.cfg.Metrics; m != nil {
+		m.Checkpointed(driver.ExecutionQueued, row, nil, false, e.cfg.Clock()) // counted as ended
+	}
 	e.cfg.Logger.Info("queued execution cancelled; it never held a slot", "execution_id", id, "tenant_id", row.TenantID,
 		"type", typ, "actor", actor)
 	return row, nil
