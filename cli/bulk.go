@@ -332,7 +332,7 @@ func readPagesAfter[T, K any](cmd *cobra.Command, l *listFlags, key func(T) K, r
 			return out, nil
 		}
 		if !l.all {
-			fmt.Fprintf(cmd.ErrOrStderr(), "more than %d rows match: showing the newest %d (--all for every one)\n", len(out), len(out))
+			fmt.Fprintf(cmd.ErrOrStderr(), "more than %d rows match: showing the first %d in the listing's order (--all for every one)\n", len(out), len(out))
 			return out, nil
 		}
 		after = key(rows[len(rows)-1])
