@@ -61,7 +61,9 @@ func newSchedulesListCommand(cfg Config) *cobra.Command {
 			}
 			defer closeDB()
 			rows, err := readPagesAfter(cmd, &list, func(v *schedule.Schedule) string { return v.Name },
-				func(after string, limit int) ([]*schedule.Schedule, error) { return s.ListAfter(cmd.Context(), after, limit) })
+				func(after string, limit int) ([]*schedule.Schedule, error) {
+					return s.ListAfter(cmd.Context(), after, limit)
+				})
 			if err != nil {
 				return err
 			}

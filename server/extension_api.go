@@ -96,7 +96,9 @@ type ListPage[T any] = page[T]
 // PageOf cuts rows, read with a limit one larger than limit, to a page: a row beyond limit says
 // there is a next page, which resumes after the last row kept; key gives a row's cursor key (the
 // value Query.Cursor returns for the next request), unique in the list's order.
-func PageOf[T any](rows []T, limit int, key func(T) string) ListPage[T] { return pageOf(rows, limit, key) }
+func PageOf[T any](rows []T, limit int, key func(T) string) ListPage[T] {
+	return pageOf(rows, limit, key)
+}
 
 // CursorParam documents the cursor query parameter of a paged list.
 func CursorParam() map[string]any { return cursorParam() }
