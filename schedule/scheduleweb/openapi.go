@@ -78,6 +78,7 @@ func operations() []server.Operation {
 			Description: "One execution with the schedule's input, paused or not; the schedule's own ticks do not move.",
 			Params:      []map[string]any{id}, Responses: object{"200": server.JSONResponse("The execution started.", server.Ref("ScheduleTriggered")), "404": notFound}},
 		{ID: "listJobLeases", Method: "get", Path: "/api/job-leases", Summary: "Periodic jobs that run once across replicas: holder and next run", Tag: "schedules",
-			Responses: object{"200": server.JSONResponse("The jobs' leased rows, by name.", server.ItemsOf(server.Ref("JobLease")))}},
+			Description: "Not paged: one row per periodic job the binaries register (cleanups, the watchdog), answered whole.",
+			Responses:   object{"200": server.JSONResponse("The jobs' leased rows, by name.", server.ItemsOf(server.Ref("JobLease")))}},
 	}
 }
