@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -58,6 +59,15 @@ func TestTracingSignalLinksTheSender(t *testing.T) {
 			return len(linked) > 0
 		})
 		require.Len(t, linked, 1, "only the run that took the signal links its sender")
+		for _, l := range linked[0].Links {
+			if l.SpanContext.SpanID() == sender.SpanContext().SpanID() {
+				attrs := attribute.NewSet(l.Attributes...)
+				name, _ := attrs.Value("commandbus.signal.name")
+				id, _ := attrs.Value("commandbus.signal.id")
+				require.Equal(t, "approved", name.AsString())
+				require.Equal(t, "sig-1", id.AsString())
+			}
+		}
 		require.Equal(t, starter.SpanContext().TraceID(), linked[0].SpanContext.TraceID(), "the resumed run stays in the execution's trace")
 		require.Equal(t, 1, calls.get("book"))
 	})

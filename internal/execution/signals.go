@@ -82,7 +82,7 @@ func (l *Lease) TraceSignal(s *driver.ExecutionSignalRow) {
 		l.linked = map[string]bool{}
 	}
 	l.linked[s.SignalID] = true
-	tracing.AddLink(l.runSpan, s.Traceparent)
+	tracing.AddLink(l.runSpan, s.Traceparent, tracing.String("commandbus.signal.id", s.SignalID), tracing.String("commandbus.signal.name", s.Name))
 }
 
 // DueTimers returns the execution's pending timers that are due, earliest first. The runner marks
