@@ -573,6 +573,7 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 		}
 		leases[i].nextSeq = len(x.Log) + 1
 		leases[i].logKnown = len(x.Log) == 0 // a new execution's log is empty
+		leases[i].unstarted = onlyLifecycleEntries(x.Log)
 	}
 	var topics []string
 	if pending {

@@ -69,6 +69,20 @@ func (n *Notifier) Signal(topic string) {
 	}
 }
 
+// signalAll wakes the subscribers of every topic.
+func (n *Notifier) signalAll() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, subs := range n.subs {
+		for ch := range subs {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
 // Start listens in the background until Stop, reconnecting with backoff after errors. Starting a
 // running notifier does nothing; a stopped one can start again.
 func (n *Notifier) Start() {
@@ -131,6 +145,10 @@ func (n *Notifier) listenOnce(ctx context.Context) error {
 	if err := n.listener.Listen(ctx); err != nil {
 		return err
 	}
+	// A notification sent before this LISTEN took effect (at start, or while reconnecting after
+	// an outage) was lost: wake every subscriber once, so each looks for what it may have missed
+	// instead of waiting for its next poll.
+	n.signalAll()
 	n.once.Do(func() { close(n.listening) })
 	for {
 		topic, err := n.listener.WaitForNotification(ctx)

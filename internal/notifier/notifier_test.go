@@ -151,6 +151,14 @@ func notify(t *testing.T, n *Notifier, l *fakeListener, topics ...string) {
 	waitFor(t, sentinel, "the sentinel notification")
 }
 
+// drain empties the subscriptions' pending wake-ups.
+func drain(chs ...<-chan struct{}) {
+	for _, ch := range chs {
+		for pending(ch) {
+		}
+	}
+}
+
 func TestSubscribeReceivesOnlyItsTopic(t *testing.T) {
 	t.Parallel()
 	n, l := setup(t)
@@ -159,6 +167,7 @@ func TestSubscribeReceivesOnlyItsTopic(t *testing.T) {
 	b, _ := n.Subscribe("queue:b")
 	run(t, n)
 	waitFor(t, n.Listening(), "Listening")
+	drain(a, a2, b) // the catch-up wake-up after LISTEN
 
 	notify(t, n, l, "queue:a")
 	require.True(t, pending(a), "subscriber of queue:a is signalled")
@@ -176,6 +185,7 @@ func TestDuplicateSignalsCoalesce(t *testing.T) {
 	a, _ := n.Subscribe("queue:a")
 	run(t, n)
 	waitFor(t, n.Listening(), "Listening")
+	drain(a)
 
 	notify(t, n, l, "queue:a", "queue:a", "queue:a")
 	n.Signal("queue:a") // a local signal coalesces with notifications too
@@ -189,10 +199,26 @@ func TestUnsubscribeStopsSignals(t *testing.T) {
 	a, unsubscribe := n.Subscribe("queue:a")
 	run(t, n)
 	waitFor(t, n.Listening(), "Listening")
+	drain(a)
 
 	unsubscribe()
 	notify(t, n, l, "queue:a")
 	require.False(t, pending(a))
+}
+
+// A notification sent before LISTEN took effect never arrives: once listening, every subscriber
+// is woken once so it looks for what it may have missed (an execution inserted while the
+// instance started would otherwise wait for the next poll).
+func TestListenWakesEverySubscriberOnce(t *testing.T) {
+	t.Parallel()
+	n, _ := setup(t)
+	a, _ := n.Subscribe("queue:a")
+	b, _ := n.Subscribe("queue:b")
+	run(t, n)
+	waitFor(t, n.Listening(), "Listening")
+	require.True(t, pending(a), "queue:a woken after LISTEN")
+	require.True(t, pending(b), "queue:b woken after LISTEN")
+	require.False(t, pending(a), "once")
 }
 
 func TestSignalWithoutListener(t *testing.T) {
@@ -217,6 +243,8 @@ func TestReconnectsAfterWaitError(t *testing.T) {
 	waitFor(t, l.listening, "LISTEN again after reconnecting")
 	require.Equal(t, int64(2), l.connects.Load())
 	require.Equal(t, int64(1), l.closedOpen.Load(), "the broken connection was closed before reconnecting")
+	require.Eventually(t, func() bool { return pending(a) }, 5*time.Second, time.Millisecond,
+		"after reconnecting, subscribers are woken once: notifications sent meanwhile were lost")
 
 	notify(t, n, l, "queue:a")
 	require.True(t, pending(a), "notifications flow again after reconnecting")
