@@ -42,10 +42,25 @@ type Config struct {
 
 // register builds the runtime through cfg.Register, or an empty one when it is nil.
 func (cfg Config) register(client *commandbus.Client) (*orchestration.Runtime, error) {
+	return cfg.registerWith(client, config.TenantsConfig{})
+}
+
+// registerWith builds the runtime as register does, with the configuration file's admission
+// keys: all of them for the runtime built here; for one Register builds, the capacity-limited
+// types (Register passes the other keys to orchestration.New itself, from
+// config.TenantsConfig.Admission).
+func (cfg Config) registerWith(client *commandbus.Client, tenants config.TenantsConfig) (*orchestration.Runtime, error) {
 	if cfg.Register == nil {
-		return orchestration.New(client, orchestration.Config{})
+		return orchestration.New(client, orchestration.Config{Admission: tenants.Admission()})
 	}
-	return cfg.Register(client)
+	rt, err := cfg.Register(client)
+	if err != nil {
+		return nil, err
+	}
+	if err := rt.LimitCapacity(tenants.CapacityLimited...); err != nil {
+		return nil, err
+	}
+	return rt, nil
 }
 
 // Commands returns the operational commands, ready to add to an application's root command:

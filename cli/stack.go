@@ -161,13 +161,13 @@ func StartStack(ctx context.Context, cfg Config, opts StackOptions) (*Stack, err
 	s.Client = client
 	app := &App{File: file, Client: client, Logger: logger, Serving: opts.ServeAddr != ""}
 	if cfg.Setup != nil {
-		if app.Runtime, err = orchestration.New(client, orchestration.Config{}); err != nil {
+		if app.Runtime, err = orchestration.New(client, orchestration.Config{Admission: file.Tenants.Admission()}); err != nil {
 			return nil, err
 		}
 		if err := cfg.Setup(ctx, app); err != nil {
 			return nil, err
 		}
-	} else if app.Runtime, err = cfg.register(client); err != nil {
+	} else if app.Runtime, err = cfg.registerWith(client, file.Tenants); err != nil {
 		return nil, err
 	}
 	s.Runtime = app.Runtime

@@ -298,7 +298,7 @@ func TestParseConfigFileProblems(t *testing.T) {
 		{
 			name:    "unknown top-level key",
 			yaml:    "featurez:\n  command-handlers: true\n",
-			wantErr: `line 1: unknown key "featurez" (known keys: features, domains, command-steps, process, amqp, amqp10, kafka, events, lifecycle-events, lifecycle-events-topic, lifecycle-events-exchange, webhooks, outbox, watchdog-interval, fetch-cooldown, fetch-poll-interval, shutdown-timeout, database, server, simulator, payments, fx, tracing)`,
+			wantErr: `line 1: unknown key "featurez" (known keys: features, domains, command-steps, process, amqp, amqp10, kafka, events, lifecycle-events, lifecycle-events-topic, lifecycle-events-exchange, webhooks, outbox, watchdog-interval, fetch-cooldown, fetch-poll-interval, shutdown-timeout, database, server, simulator, payments, fx, tracing, tenants)`,
 		},
 		{
 			name:    "unknown nested key",

@@ -46,6 +46,9 @@ type File struct {
 	FX FXConfig `yaml:"fx"`
 	// Tracing exports OpenTelemetry traces over OTLP (off by default).
 	Tracing TracingConfig `yaml:"tracing"`
+	// Tenants configures capacity-limited admission: the capacity-limited types, the tiers'
+	// limits and the admission dispatcher.
+	Tenants TenantsConfig `yaml:"tenants"`
 }
 
 // DatabaseConfig says where state lives.
@@ -233,6 +236,7 @@ func (f *File) Validate() error {
 		}
 	}
 	errs = append(errs, f.Tracing.validate()...)
+	errs = append(errs, f.Tenants.validate()...)
 	for i, p := range f.Server.TrustedProxies {
 		if _, err := ParseTrustedProxy(p); err != nil {
 			add("server.trusted-proxies[%d]: %v", i, err)

@@ -177,4 +177,43 @@ type TenantExecutor interface {
 	TenantAdmitNext(ctx context.Context, params *TenantAdmitNextParams) ([]*TenantAdmission, error)
 	// ExecutionFailUnknown returns the ids it failed.
 	ExecutionFailUnknown(ctx context.Context, params *ExecutionFailUnknownParams) ([]uuid.UUID, error)
+	// ExecutionCancelQueued ends a QUEUED execution CANCELLED (error code CANCELLED), with its
+	// log entry, outbox messages and audit row in the same transaction, and returns the row
+	// after. The change is conditioned on the status being QUEUED, so it and an admission of
+	// the execution cannot both apply: a cancelled queued execution never held a slot.
+	// ErrNotFound; ErrConflict when the execution is not QUEUED (any more) or is not of
+	// params' model and type: nothing is written then.
+	ExecutionCancelQueued(ctx context.Context, params *ExecutionCancelQueuedParams) (*ExecutionRow, error)
+}
+
+// ExecutionCancelQueuedParams cancels an execution still QUEUED (waiting for a tenant slot) at an
+// operator's request. Model and Type must match the execution's: the caller acts on its own
+// type only. Actor is required; the audit log (Action, with Details) and the execution's log (an
+// entry of type Action named "cancel", with Details as request) record it with Reason.
+type ExecutionCancelQueuedParams struct {
+	ID      uuid.UUID
+	Model   string
+	Type    string
+	Action  string
+	Actor   string
+	Reason  string
+	Details []byte
+	Now     *time.Time
+	// Outbox, when set, is called with the cancelled row; its messages (the lifecycle event)
+	// are written in the cancellation's transaction.
+	Outbox OutboxOfChange
+}
+
+// Validate checks that the execution, the action and the actor are named.
+func (p *ExecutionCancelQueuedParams) Validate() error {
+	if p.Action == "" {
+		return errors.New("ExecutionCancelQueued: an action is required")
+	}
+	return validateOperator("ExecutionCancelQueued", p.ID, p.Actor)
+}
+
+// QueuedCancelMessage is the error message of an execution an operator cancelled while it was
+// queued.
+func QueuedCancelMessage(actor, reason string) string {
+	return "cancelled by " + actor + " while queued for a tenant slot: " + reason
 }

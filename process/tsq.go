@@ -13,6 +13,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/execution"
+	"github.com/commandbus/commandbus/internal/orchestrate"
 )
 
 // ErrBusy is returned by an operator action on an execution a runner holds right now; try again
@@ -28,7 +29,7 @@ func (m *Manager[S]) acquireFor(ctx context.Context, id uuid.UUID, action comman
 	}
 	lease, err := m.engine.Acquire(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, orchestrate.Queued(ctx, m.engine, id, Model, m.typ, err)
 	}
 	row := lease.Row
 	if row.Type != m.typ || !allowed(row.Status) {
@@ -189,6 +190,10 @@ func (m *Manager[S]) skipCompensations(ctx context.Context, lease *execution.Lea
 // cannot be found because its replay fails, and returns ErrCompensationFailed when a compensation
 // failed: the execution then waits in the troubleshooting queue with COMPENSATION_FAILED.
 func (m *Manager[S]) CancelOverride(ctx context.Context, id uuid.UUID, runCompensations bool, action commandbus.OperatorAction) error {
+	if done, err := orchestrate.CancelQueued(ctx, m.engine, id, Model, m.typ, action, entryTSQCancel,
+		map[string]bool{"runCompensations": runCompensations}); done {
+		return err
+	}
 	lease, err := m.acquireFor(ctx, id, action, func(s driver.ExecutionStatus) bool { return !s.Terminal() && s != driver.ExecutionCompensating })
 	if err != nil {
 		return err

@@ -52,6 +52,10 @@ func (m *Manager) Retry(ctx context.Context, id uuid.UUID, action commandbus.Ope
 // troubleshooting queue with CANCEL_FAILED if a cancel failed. Without, it ends CANCELLED at
 // once and no cancel runs.
 func (m *Manager) CancelOverride(ctx context.Context, id uuid.UUID, runCompensations bool, action commandbus.OperatorAction) error {
+	if done, err := orchestrate.CancelQueued(ctx, m.engine, id, Model, m.def.id, action, entryTSQCancel,
+		map[string]bool{"runCompensations": runCompensations}); done {
+		return err
+	}
 	lease, err := m.acquireFor(ctx, id, action, func(s driver.ExecutionStatus) bool { return !s.Terminal() && s != driver.ExecutionCompensating })
 	if err != nil {
 		return err

@@ -56,8 +56,21 @@
 //
 // An execution that continues as new ends, so its slot is handed on; its successor starts
 // QUEUED and waits for a slot like any other execution of its tenant. Children started by a
-// checkpoint are not capacity-limited (they run within their parent's slot). A QUEUED execution
-// is never acquired: responses and signals sent to it are recorded and applied once it is
-// admitted, and an operator action on it (cancel, complete, skip) answers busy; to stop queued
-// executions, suspend or delete the tenant.
+// parent's checkpoint are never queued, even when their type is capacity-limited: they run
+// inside their parent's slot, which the parent holds until it is terminal.
+//
+// A QUEUED execution is never acquired: responses and signals sent to it are recorded and
+// applied once it is admitted. An operator cancels it like any other execution (REST, CLI,
+// console): a status update conditioned on QUEUED ends it CANCELLED, with its log entry,
+// lifecycle event and audit row in the same transaction, so it and an admission cannot both
+// apply and a cancelled queued execution never holds a slot. Other operator actions on a queued
+// execution (complete, skip, retry) are refused as an invalid state. To stop all of a tenant's
+// queued executions, suspend or delete the tenant.
+//
+// # Changing limits
+//
+// A raised limit, or a tenant made active again, is picked up by the admission dispatcher at
+// once. A lowered limit pre-empts nothing: executions already admitted keep their slots until
+// they end, so a tenant may hold more slots than its new limit for a while, and nothing more is
+// admitted until it holds fewer than the limit.
 package tenant

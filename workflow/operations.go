@@ -58,6 +58,10 @@ func (m *Manager) Retry(ctx context.Context, id uuid.UUID, action commandbus.Ope
 // compensations of its completed steps run first (in reverse completion order); it ends
 // CANCELLED, or waits in the troubleshooting queue with COMPENSATION_FAILED if one failed.
 func (m *Manager) CancelOverride(ctx context.Context, id uuid.UUID, runCompensations bool, action commandbus.OperatorAction) error {
+	if done, err := orchestrate.CancelQueued(ctx, m.engine, id, m.model, m.def.id, action, entryTSQCancel,
+		map[string]bool{"runCompensations": runCompensations}); done {
+		return err
+	}
 	lease, err := m.acquireFor(ctx, id, action, func(s driver.ExecutionStatus) bool { return !s.Terminal() && s != driver.ExecutionCompensating })
 	if err != nil {
 		return err

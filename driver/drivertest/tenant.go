@@ -250,6 +250,52 @@ func exerciseTenants(t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.Equal(t, 0, tenant.Active, "the failed slot holder gave its slot back")
 	})
+
+	t.Run("CancelQueued", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		_, err := b.exec.TenantInsert(ctx, &driver.TenantInsertParams{ID: "free", Tier: "FREE", Now: &t0})
+		require.NoError(t, err)
+		ids, _ := enqueue(t, b.exec, t0, "free", 3)
+		cancel := func(id uuid.UUID, typ string) (*driver.ExecutionRow, error) {
+			return b.exec.ExecutionCancelQueued(ctx, &driver.ExecutionCancelQueuedParams{ID: id, Model: "process", Type: typ,
+				Action: "TSQ_CANCEL", Actor: "op", Reason: "withdrawn", Details: []byte(`{"runCompensations":false}`), Now: &t0})
+		}
+		_, err = b.exec.ExecutionCancelQueued(ctx, &driver.ExecutionCancelQueuedParams{ID: ids[1], Model: "process", Type: "limited", Action: "TSQ_CANCEL"})
+		require.ErrorContains(t, err, "the actor is required")
+		_, err = cancel(uuid.Must(uuid.NewV7()), "limited")
+		require.ErrorIs(t, err, driver.ErrNotFound)
+		_, err = cancel(ids[0], "limited")
+		require.ErrorIs(t, err, driver.ErrConflict, "the admitted one is not queued")
+		_, err = cancel(ids[1], "other")
+		require.ErrorIs(t, err, driver.ErrConflict, "another type's execution")
+		require.Equal(t, []driver.ExecutionStatus{pending, queued, queued}, statuses(t, b.exec, ids), "a refusal changes nothing")
+
+		row, err := cancel(ids[1], "limited")
+		require.NoError(t, err)
+		require.Equal(t, driver.ExecutionCancelled, row.Status)
+		require.Equal(t, "CANCELLED", row.ErrorCode)
+		require.Equal(t, driver.QueuedCancelMessage("op", "withdrawn"), row.ErrorMessage)
+		require.Equal(t, row, getExecution(t, b.exec, ids[1]))
+		entries, err := b.exec.ExecutionLogList(ctx, ids[1])
+		require.NoError(t, err)
+		last := entries[len(entries)-1]
+		require.Equal(t, "TSQ_CANCEL", last.EntryType)
+		require.Equal(t, "cancel", last.Name)
+		require.Equal(t, "op", last.Actor)
+		require.JSONEq(t, `{"runCompensations":false}`, string(last.Request))
+		audit, err := b.exec.AuditLogList(ctx, &driver.AuditLogListParams{EntityType: "execution", EntityID: ids[1].String()})
+		require.NoError(t, err)
+		require.Len(t, audit, 1)
+		require.Equal(t, "TSQ_CANCEL", audit[0].Action)
+		_, err = cancel(ids[1], "limited")
+		require.ErrorIs(t, err, driver.ErrConflict, "cancelled already")
+
+		tenant, err := b.exec.TenantGet(ctx, "free")
+		require.NoError(t, err)
+		require.Equal(t, 1, tenant.Active, "no slot taken or freed")
+		require.Equal(t, 1, tenant.Queued)
+	})
 }
 
 func exerciseStaleClaims(t *testing.T, setup setupFunc) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 
 	"github.com/google/uuid"
@@ -259,4 +260,58 @@ func (e *executor) ExecutionFailUnknown(ctx context.Context, params *driver.Exec
 		return nil, err
 	}
 	return collectUUIDs(rows)
+}
+
+// ExecutionCancelQueued cancels a QUEUED execution; the status condition in the UPDATE orders it
+// against an admission (tenant_admit locks the queued rows it admits): whichever commits first
+// wins, and the other finds the row changed.
+func (e *executor) ExecutionCancelQueued(ctx context.Context, params *driver.ExecutionCancelQueuedParams) (*driver.ExecutionRow, error) {
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	var out *driver.ExecutionRow
+	err := pgx.BeginFunc(ctx, e.db, func(tx pgx.Tx) error {
+		in := &executor{d: e.d, db: tx}
+		x, err := scanExecution(tx.QueryRow(ctx, e.d.sql(`
+			UPDATE {schema}.execution SET status = 'CANCELLED', error_code = 'CANCELLED', error_message = $5,
+				fence = fence + 1, lease_until = NULL, wake_at = NULL, next_retry_at = NULL,
+				updated_at = coalesce($4::timestamptz, now()), completed_at = coalesce($4::timestamptz, now())
+			WHERE id = $1 AND model = $2 AND type = $3 AND status = 'QUEUED'
+			RETURNING `+executionCols), pgUUID(params.ID), params.Model, params.Type, params.Now,
+			driver.QueuedCancelMessage(params.Actor, params.Reason)), false)
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, err := in.ExecutionGet(ctx, params.ID); err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: execution %s is not a queued %s %q", driver.ErrConflict, params.ID, params.Model, params.Type)
+		}
+		if err != nil {
+			return err
+		}
+		out = x
+		var details any
+		if len(params.Details) > 0 {
+			details = string(params.Details)
+		}
+		var seq int
+		if err := tx.QueryRow(ctx, e.d.sql(`
+			INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status, actor, reason, request)
+			SELECT $1, coalesce(max(seq), 0) + 1, coalesce($2::timestamptz, now()), $3, 'cancel', 'CANCELLED', $4, $5, $6::jsonb
+			FROM {schema}.execution_log WHERE execution_id = $1
+			RETURNING seq`),
+			pgUUID(params.ID), params.Now, params.Action, params.Actor, nullString(params.Reason), details).Scan(&seq); err != nil {
+			return err
+		}
+		if err := in.writeChangeOutbox(ctx, params.Outbox, out, seq, params.Now); err != nil {
+			return err
+		}
+		return in.AuditLogInsert(ctx, &driver.AuditLogInsertParams{
+			EntityType: "execution", EntityID: params.ID.String(), Action: params.Action, Actor: params.Actor,
+			Reason: params.Reason, Details: params.Details, Now: params.Now,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sort"
 	"strings"
 
@@ -428,4 +429,63 @@ func (e *executor) ExecutionFailUnknown(ctx context.Context, params *driver.Exec
 		_ = e.Notify(ctx, []string{driver.TopicExecutions}) // a failed slot holder's slot was handed on
 	}
 	return ids, nil
+}
+
+// ExecutionCancelQueued cancels a QUEUED execution; the writer's transaction serializes it with
+// every admission, and the status condition decides which applied.
+func (e *executor) ExecutionCancelQueued(ctx context.Context, params *driver.ExecutionCancelQueuedParams) (*driver.ExecutionRow, error) {
+	if err := params.Validate(); err != nil {
+		return nil, err
+	}
+	nowUS := micros(now(params.Now))
+	var out *driver.ExecutionRow
+	err := e.inTx(ctx, func(tx *sql.Tx) error {
+		x, err := scanExecution(tx.QueryRowContext(ctx, e.d.sql(`
+			UPDATE {schema}.execution SET status = 'CANCELLED', error_code = 'CANCELLED', error_message = ?,
+				fence = fence + 1, lease_until = NULL, wake_at = NULL, next_retry_at = NULL,
+				updated_at = ?, completed_at = ?
+			WHERE id = ? AND model = ? AND type = ? AND status = 'QUEUED'
+			RETURNING `+executionCols), driver.QueuedCancelMessage(params.Actor, params.Reason), nowUS, nowUS,
+			params.ID.String(), params.Model, params.Type))
+		if errors.Is(err, sql.ErrNoRows) {
+			var one int
+			err := tx.QueryRowContext(ctx, e.d.sql(`SELECT 1 FROM {schema}.execution WHERE id = ?`), params.ID.String()).Scan(&one)
+			if errors.Is(err, sql.ErrNoRows) {
+				return driver.ErrNotFound
+			}
+			if err != nil {
+				return err
+			}
+			return fmt.Errorf("%w: execution %s is not a queued %s %q", driver.ErrConflict, params.ID, params.Model, params.Type)
+		}
+		if err != nil {
+			return err
+		}
+		out = x
+		var details any
+		if len(params.Details) > 0 {
+			details = string(params.Details)
+		}
+		var seq int
+		if err := tx.QueryRowContext(ctx, e.d.sql(`
+			INSERT INTO {schema}.execution_log (execution_id, seq, at, entry_type, name, step_status, actor, reason, request)
+			SELECT ?, coalesce(max(seq), 0) + 1, ?, ?, 'cancel', 'CANCELLED', ?, ?, json(?)
+			FROM {schema}.execution_log WHERE execution_id = ?
+			RETURNING seq`),
+			params.ID.String(), nowUS, params.Action, params.Actor, nullText(params.Reason), details, params.ID.String()).Scan(&seq); err != nil {
+			return err
+		}
+		if err := e.writeChangeOutbox(ctx, tx, params.Outbox, out, seq, nowUS); err != nil {
+			return err
+		}
+		in := &executor{d: e.d, read: tx, write: tx, tx: tx, notify: e.notify}
+		return in.AuditLogInsert(ctx, &driver.AuditLogInsertParams{
+			EntityType: "execution", EntityID: params.ID.String(), Action: params.Action, Actor: params.Actor,
+			Reason: params.Reason, Details: params.Details, Now: params.Now,
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }

@@ -4,13 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/commandbus/commandbus/tracing"
 	"sort"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/tracing"
 )
 
 // ErrTenantRequired means an execution of a capacity-limited type was started without a tenant.
@@ -274,4 +275,33 @@ func (e *Engine) recordStale(rows []*driver.ExecutionRow) {
 		}
 	}
 	e.cfg.Logger.Info("recovered stale executions (their runner's lease expired)", "recovered", n, "execution_ids", ids)
+}
+
+// CancelQueued cancels an execution of model and typ that is still QUEUED (waiting for a slot of
+// its tenant) for an operator: no runner can hold it, so no lease is taken. In one transaction
+// it ends CANCELLED with an action entry in its log (named "cancel", details as request), its
+// EXECUTION_COMPLETED lifecycle event and the audit row. The update is conditioned on QUEUED,
+// so an admission racing it either comes first (CancelQueued then returns driver.ErrConflict and
+// the caller takes the running path) or finds the execution gone: a cancelled queued execution
+// never held a slot. Errors: driver.ErrNotFound, driver.ErrConflict when it is not a queued
+// execution of model and typ.
+func (e *Engine) CancelQueued(ctx context.Context, id uuid.UUID, model, typ, action, actor, reason string, details []byte) (*driver.ExecutionRow, error) {
+	var events bool
+	row, err := e.cfg.Exec.ExecutionCancelQueued(ctx, &driver.ExecutionCancelQueuedParams{
+		ID: id, Model: model, Type: typ, Action: action, Actor: actor, Reason: reason, Details: details, Now: e.cfg.Now(),
+		Outbox: e.changeOutbox(cbtype.EventExecutionCompleted, actor, reason, &events),
+	})
+	if err != nil {
+		return nil, err
+	}
+	if events {
+		e.notifyOutbox(ctx)
+	}
+	e.logs.forget(id) // the log grew outside a lease
+	if m := e.cfg.Metrics; m != nil {
+		m.Checkpointed(driver.ExecutionQueued, row, nil, false, e.cfg.Clock()) // counted as ended
+	}
+	e.cfg.Logger.Info("queued execution cancelled; it never held a slot", "execution_id", id, "tenant_id", row.TenantID,
+		"type", typ, "actor", actor)
+	return row, nil
 }

@@ -154,7 +154,7 @@ func parseExecutionFilter(q url.Values) (executionFilter, *driver.ExecutionListP
 			st := driver.ExecutionStatus(strings.ToUpper(strings.TrimSpace(s)))
 			if !st.Valid() {
 				errs = append(errs, &commandbus.ValidationError{Field: "status", Message: fmt.Sprintf(
-					"%q is not an execution status; use one of PENDING, EXECUTING, WAITING_FOR_ASYNC, WAITING_FOR_RETRY, WAITING_FOR_TSQ, COMPENSATING, COMPENSATED, COMPLETED, CANCELLED, FAILED, SUSPENDED", s)})
+					"%q is not an execution status; use one of QUEUED, PENDING, EXECUTING, WAITING_FOR_ASYNC, WAITING_FOR_RETRY, WAITING_FOR_TSQ, COMPENSATING, COMPENSATED, COMPLETED, CANCELLED, FAILED, SUSPENDED", s)})
 				continue
 			}
 			params.Statuses = append(params.Statuses, st)
@@ -215,7 +215,7 @@ type executionsData struct {
 	First    string
 }
 
-var allStatuses = []driver.ExecutionStatus{driver.ExecutionPending, driver.ExecutionExecuting, driver.ExecutionWaitingForAsync,
+var allStatuses = []driver.ExecutionStatus{driver.ExecutionQueued, driver.ExecutionPending, driver.ExecutionExecuting, driver.ExecutionWaitingForAsync,
 	driver.ExecutionWaitingForRetry, driver.ExecutionWaitingForTSQ, driver.ExecutionSuspended, driver.ExecutionCompensating,
 	driver.ExecutionCompleted, driver.ExecutionCompensated, driver.ExecutionCancelled, driver.ExecutionFailed}
 

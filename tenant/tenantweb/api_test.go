@@ -36,7 +36,9 @@ type fixture struct {
 	router routers.Router
 }
 
-func setup(t *testing.T, drv driver.Driver) *fixture {
+// setup serves the tenants extension; register, when given, adds models to the runtime (no
+// runner runs them: process execution is off).
+func setup(t *testing.T, drv driver.Driver, register ...func(rt *orchestration.Runtime) error) *fixture {
 	t.Helper()
 	off := false
 	cfg := &commandbus.Config{Logger: slog.New(slog.DiscardHandler)}
@@ -45,6 +47,9 @@ func setup(t *testing.T, drv driver.Driver) *fixture {
 	require.NoError(t, err)
 	rt, err := orchestration.New(client, orchestration.Config{})
 	require.NoError(t, err)
+	for _, r := range register {
+		require.NoError(t, r(rt))
+	}
 	srv, err := server.New(server.Config{Client: client, Runtime: rt, Extensions: []server.Extension{tenantweb.New(tenant.New(client))},
 		Tokens: []server.Token{{Subject: "alice@ops", Token: operatorToken, Role: server.RoleOperator},
 			{Subject: "victor@audit", Token: viewerToken, Role: server.RoleViewer}}})
