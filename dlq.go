@@ -31,12 +31,23 @@ type DLQFilter struct {
 	Domain   string
 	Type     string
 	TenantID string
-	Limit    int
+	// After resumes a listing past the entry it names (the last one of the previous page); nil:
+	// the first page. DLQEntryCursor makes it from an entry.
+	After *DLQCursor
+	Limit int
+}
+
+// DLQCursor is the position of a dead-letter entry in listing order.
+type DLQCursor = driver.DLQCursor
+
+// DLQEntryCursor returns the cursor that resumes a listing after e.
+func DLQEntryCursor(e *DLQEntry) *DLQCursor {
+	return &DLQCursor{ParkedAt: e.ParkedAt, CommandID: e.CommandID}
 }
 
 // List returns parked commands, most recently parked first.
 func (d *DLQ) List(ctx context.Context, filter DLQFilter) ([]*DLQEntry, error) {
-	return d.c.exec.DLQList(ctx, &driver.DLQListParams{Domain: filter.Domain, Type: filter.Type, TenantID: filter.TenantID, Limit: filter.Limit})
+	return d.c.exec.DLQList(ctx, &driver.DLQListParams{Domain: filter.Domain, Type: filter.Type, TenantID: filter.TenantID, After: filter.After, Limit: filter.Limit})
 }
 
 // Get returns one parked command, or ErrNotFound when it is not parked.

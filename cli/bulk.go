@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
@@ -253,35 +252,36 @@ func selectExecutions(ctx context.Context, exec driver.Executor, b *bulkFlags, m
 	}
 }
 
-// errDLQTooLarge is returned when the dead-letter queue holds more matching entries than one
-// query reads; narrow the filters and run again.
-var errDLQTooLarge = errors.New("more parked commands match than one run handles; narrow the filters (--domain, --type, --older-than) and run again")
-
-// selectDLQ lists the parked commands that match b.
-func selectDLQ(ctx context.Context, exec driver.Executor, b *bulkFlags, now time.Time) ([]*bulkItem, error) {
-	rows, err := exec.DLQList(ctx, &driver.DLQListParams{Domain: b.domain, Type: b.typ, TenantID: b.tenant, Limit: driver.MaxListLimit})
-	if err != nil {
-		return nil, err
-	}
-	if len(rows) >= driver.MaxListLimit {
-		return nil, errDLQTooLarge
-	}
+// selectDLQ lists the parked commands that match b, reading every page of the dead-letter queue
+// (pageSize entries a query).
+func selectDLQ(ctx context.Context, exec driver.Executor, b *bulkFlags, now time.Time, pageSize int) ([]*bulkItem, error) {
+	params := &driver.DLQListParams{Domain: b.domain, Type: b.typ, TenantID: b.tenant, Limit: pageSize}
 	var items []*bulkItem
-	for _, r := range rows {
-		it := &bulkItem{ID: r.CommandID, Since: r.ParkedAt}
-		if c := r.Command; c != nil {
-			if b.batchID != uuid.Nil && c.BatchID != b.batchID {
+	for {
+		rows, err := exec.DLQList(ctx, params)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			it := &bulkItem{ID: r.CommandID, Since: r.ParkedAt}
+			if c := r.Command; c != nil {
+				if b.batchID != uuid.Nil && c.BatchID != b.batchID {
+					continue
+				}
+				it.Domain, it.Type, it.ErrorCode = c.Domain, c.Type, c.ErrorCode
+			} else if b.batchID != uuid.Nil {
 				continue
 			}
-			it.Domain, it.Type, it.ErrorCode = c.Domain, c.Type, c.ErrorCode
-		} else if b.batchID != uuid.Nil {
-			continue
+			if b.keep(it.ErrorCode, it.Since, now) {
+				items = append(items, it)
+			}
 		}
-		if b.keep(it.ErrorCode, it.Since, now) {
-			items = append(items, it)
+		if len(rows) < params.Limit {
+			return items, nil
 		}
+		last := rows[len(rows)-1]
+		params.After = &driver.DLQCursor{ParkedAt: last.ParkedAt, CommandID: last.CommandID}
 	}
-	return items, nil
 }
 
 // listFlags are --limit and --all of a listing.
@@ -306,14 +306,20 @@ func (l *listFlags) check() error {
 // size), newest first: every row with --all, else at most --limit, warning on stderr when more
 // match.
 func readPages[T any](cmd *cobra.Command, l *listFlags, id func(T) uuid.UUID, read func(before uuid.UUID, limit int) ([]T, error)) ([]T, error) {
+	return readPagesAfter(cmd, l, id, read)
+}
+
+// readPagesAfter is readPages for a list whose position is any key: read gets the key of the
+// last row of the previous page (K's zero value for the first page).
+func readPagesAfter[T, K any](cmd *cobra.Command, l *listFlags, key func(T) K, read func(after K, limit int) ([]T, error)) ([]T, error) {
 	var out []T
-	before := uuid.Nil
+	var after K
 	for {
 		size := l.limit
 		if !l.all {
 			size = l.limit - len(out)
 		}
-		rows, err := read(before, size+1)
+		rows, err := read(after, size+1)
 		if err != nil {
 			return nil, err
 		}
@@ -326,9 +332,9 @@ func readPages[T any](cmd *cobra.Command, l *listFlags, id func(T) uuid.UUID, re
 			return out, nil
 		}
 		if !l.all {
-			fmt.Fprintf(cmd.ErrOrStderr(), "more than %d rows match: showing the newest %d (--all for every one)\n", len(out), len(out))
+			fmt.Fprintf(cmd.ErrOrStderr(), "more than %d rows match: showing the first %d in the listing's order (--all for every one)\n", len(out), len(out))
 			return out, nil
 		}
-		before = id(rows[len(rows)-1])
+		after = key(rows[len(rows)-1])
 	}
 }

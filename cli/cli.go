@@ -74,6 +74,7 @@ func (cfg Config) registerWith(client *commandbus.Client, tenants config.Tenants
 //	serve        the workers with the REST API and operator console (Setup, Configure)
 //	worker       the workers of the domains a configuration file enables (Setup, Configure)
 //	version      the binary's version, commit, Go version and platform (-o json)
+//	token        generate a bearer token, or hash one for server.tokens[].token-sha256
 //
 // Every command takes --log-level and --log-format (text or json). Listings and shows take -o table|json|jsonl (and --json, the same as -o json); an empty
 // listing in JSON is [], never null.
@@ -90,6 +91,7 @@ func Commands(cfg Config) []*cobra.Command {
 		newServeCommand(cfg),
 		newWorkerCommand(cfg),
 		newVersionCommand(),
+		newTokenCommand(),
 	}
 	for _, c := range cmds {
 		addLogFlags(c)

@@ -29,20 +29,29 @@ func newDLQListCommand() *cobra.Command {
 	var filter commandbus.DLQFilter
 	var output outputFlag
 	var broker brokerFlags
+	var list listFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List parked commands, most recently parked first (--broker: the broker's dead letters)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := list.check(); err != nil {
+				return err
+			}
 			if broker.enabled {
-				return listBrokerDeadLetters(cmd, &broker, &output, filter.Limit)
+				return listBrokerDeadLetters(cmd, &broker, &output, list.limit)
 			}
 			client, closeDB, err := openClient(cmd, &db)
 			if err != nil {
 				return err
 			}
 			defer closeDB()
-			rows, err := client.DLQ().List(cmd.Context(), filter)
+			rows, err := readPagesAfter(cmd, &list, commandbus.DLQEntryCursor,
+				func(after *commandbus.DLQCursor, limit int) ([]*commandbus.DLQEntry, error) {
+					f := filter
+					f.After, f.Limit = after, limit
+					return client.DLQ().List(cmd.Context(), f)
+				})
 			if err != nil {
 				return err
 			}
@@ -57,7 +66,7 @@ func newDLQListCommand() *cobra.Command {
 	cmd.Flags().StringVar(&filter.Domain, "domain", "", "only this domain")
 	cmd.Flags().StringVar(&filter.Type, "type", "", "only this command type")
 	cmd.Flags().StringVar(&filter.TenantID, "tenant", "", "only this tenant")
-	cmd.Flags().IntVar(&filter.Limit, "limit", 100, "most rows to show")
+	list.register(cmd, 100)
 	output.register(cmd)
 	broker.register(cmd, true)
 	return cmd
@@ -94,7 +103,7 @@ func newDLQResubmitCommand() *cobra.Command {
 			defer closeDB()
 			dlq := client.DLQ()
 			if len(args) == 0 {
-				items, err := selectDLQ(cmd.Context(), client.Driver().Executor(), &bulk, time.Now())
+				items, err := selectDLQ(cmd.Context(), client.Driver().Executor(), &bulk, time.Now(), bulkPage)
 				if err != nil {
 					return err
 				}

@@ -46,25 +46,28 @@ func openScheduler(cmd *cobra.Command, db *DatabaseFlags, cfg Config) (*schedule
 func newSchedulesListCommand(cfg Config) *cobra.Command {
 	var db DatabaseFlags
 	var output outputFlag
-	var limit int
+	var list listFlags
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List schedules with their next fire time and last result",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if limit < 1 || limit > 1000 {
-				return usageErrorf("--limit must be between 1 and 1000")
+			if err := list.check(); err != nil {
+				return err
 			}
 			s, closeDB, err := openScheduler(cmd, &db, cfg)
 			if err != nil {
 				return err
 			}
 			defer closeDB()
-			list, err := s.List(cmd.Context(), limit)
+			rows, err := readPagesAfter(cmd, &list, func(v *schedule.Schedule) string { return v.Name },
+				func(after string, limit int) ([]*schedule.Schedule, error) {
+					return s.ListAfter(cmd.Context(), after, limit)
+				})
 			if err != nil {
 				return err
 			}
-			return writeList(cmd.OutOrStdout(), &output, list, "no schedule",
+			return writeList(cmd.OutOrStdout(), &output, rows, "no schedule",
 				"ID\tNAME\tTARGET\tTRIGGER\tENABLED\tNEXT FIRE\tLAST FIRE\tLAST STATUS", func(v *schedule.Schedule) string {
 					return fmt.Sprintf("%s\t%s\t%s %s\t%s\t%t\t%s\t%s\t%s", v.ID, v.Name, v.Model, v.Type, describeTrigger(v), v.Enabled,
 						formatTimePtr(v.NextFireAt), formatTimePtr(v.LastFireAt), joinNonEmpty(": ", v.LastStatus, truncate(v.LastError, 40)))
@@ -72,7 +75,7 @@ func newSchedulesListCommand(cfg Config) *cobra.Command {
 		},
 	}
 	db.Register(cmd, "")
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	list.register(cmd, 100)
 	output.register(cmd)
 	return cmd
 }

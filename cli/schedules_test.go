@@ -46,6 +46,19 @@ func TestSchedulesCommands(t *testing.T) {
 	require.Len(t, list, 1, "refused schedules are not stored")
 	require.True(t, list[0].Enabled)
 
+	// --limit cuts the listing and says so; --all follows the pages, by name.
+	run("schedules", "create", "a-daily", "--model", "process", "--type", "Greeting", "--fixed-rate", "24h")
+	cut := run("schedules", "list", "--limit", "1")
+	require.Contains(t, cut, "more than 1 rows match")
+	require.Contains(t, cut, "a-daily")
+	require.NotContains(t, cut, "hello-hourly")
+	require.NoError(t, json.Unmarshal([]byte(run("schedules", "list", "--limit", "1", "--all", "--json")), &list))
+	require.Len(t, list, 2)
+	require.Equal(t, "a-daily", list[0].Name)
+	require.Equal(t, "hello-hourly", list[1].Name)
+	require.Contains(t, run("schedules", "delete", "a-daily"), "deleted")
+	list = list[1:]
+
 	require.Contains(t, run("schedules", "pause", "hello-hourly"), "schedule hello-hourly is paused")
 	require.Contains(t, run("schedules", "list"), "false")
 	out = run("schedules", "trigger", list[0].ID)

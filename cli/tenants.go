@@ -44,30 +44,33 @@ const tenantHeader = "ID\tTIER\tSTATUS\tACTIVE/LIMIT\tQUEUED\tOLDEST QUEUED"
 func newTenantsListCommand() *cobra.Command {
 	var db DatabaseFlags
 	var output outputFlag
-	var limit int
+	var list listFlags
 	var status string
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List tenants with their limit, active executions and queue",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if limit < 1 || limit > 1000 {
-				return fmt.Errorf("--limit must be between 1 and 1000")
+			if err := list.check(); err != nil {
+				return err
 			}
 			s, closeDB, err := openTenants(cmd, &db)
 			if err != nil {
 				return err
 			}
 			defer closeDB()
-			list, err := s.List(cmd.Context(), tenant.ListRequest{Status: tenant.Status(status), Limit: limit})
+			rows, err := readPagesAfter(cmd, &list, func(t *tenant.Tenant) string { return t.ID },
+				func(after string, limit int) ([]*tenant.Tenant, error) {
+					return s.List(cmd.Context(), tenant.ListRequest{Status: tenant.Status(status), AfterID: after, Limit: limit})
+				})
 			if err != nil {
 				return err
 			}
-			return writeList(cmd.OutOrStdout(), &output, list, "no tenant", tenantHeader, tenantLine)
+			return writeList(cmd.OutOrStdout(), &output, rows, "no tenant", tenantHeader, tenantLine)
 		},
 	}
 	db.Register(cmd, "")
-	cmd.Flags().IntVar(&limit, "limit", 100, "at most this many")
+	list.register(cmd, 100)
 	cmd.Flags().StringVar(&status, "status", "", "only tenants in this status (active, suspended, deleted)")
 	output.register(cmd)
 	return cmd

@@ -47,6 +47,22 @@ func TestTenantsCommands(t *testing.T) {
 	require.Len(t, list, 1, "refused tenants are not stored")
 	require.Equal(t, "ENTERPRISE", list[0].Tier)
 	require.Contains(t, run("tenants", "show", "acme"), "0/20")
+
+	// --limit cuts the listing and says so; --all follows the pages, by id.
+	run("tenants", "create", "beta", "--tier", "FREE")
+	run("tenants", "create", "gamma", "--tier", "FREE")
+	cut := run("tenants", "list", "--limit", "1")
+	require.Contains(t, cut, "more than 1 rows match")
+	require.Contains(t, cut, "acme")
+	require.NotContains(t, cut, "beta")
+	require.NoError(t, json.Unmarshal([]byte(run("tenants", "list", "--limit", "1", "--all", "--json")), &list))
+	ids := make([]string, len(list))
+	for i, x := range list {
+		ids[i] = x.ID
+	}
+	require.Equal(t, []string{"acme", "beta", "gamma"}, ids)
+	_, err = runCLI(cfg, "tenants", "list", "--limit", "0", "--database", db)
+	require.Equal(t, cli.ExitUsage, cli.ExitCode(err))
 	_, err = runCLI(cfg, "tenants", "show", "nobody", "--database", db)
 	require.ErrorContains(t, err, "not found")
 }

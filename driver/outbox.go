@@ -211,7 +211,18 @@ type DLQListParams struct {
 	Domain   string
 	Type     string
 	TenantID string
-	Limit    int
+	// After pages backwards: entries are listed most recently parked first (parked_at, then
+	// command id, descending), and the next page starts after the last entry seen. Nil: the
+	// first page.
+	After *DLQCursor
+	Limit int
+}
+
+// DLQCursor is the key of a dead-letter entry in listing order: when it was parked and its
+// command id (which breaks ties between entries parked at the same instant).
+type DLQCursor struct {
+	ParkedAt  time.Time
+	CommandID uuid.UUID
 }
 
 // DLQDepth counts the parked commands of one domain.

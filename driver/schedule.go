@@ -98,6 +98,9 @@ func (p *ScheduleInsertParams) Validate() error {
 
 // ScheduleListParams lists schedules.
 type ScheduleListParams struct {
+	// AfterName pages through the schedules, listed by name: the next page starts after the last
+	// name seen. "": the first page.
+	AfterName string
 	// Limit bounds the result; zero means DefaultListLimit-like 500.
 	Limit int
 }

@@ -100,7 +100,13 @@ func (s *Scheduler) lastStatus(ctx context.Context, v *Schedule) {
 // List returns the schedules ordered by name (at most limit; zero is 500), each with the status
 // of its last execution.
 func (s *Scheduler) List(ctx context.Context, limit int) ([]*Schedule, error) {
-	rows, err := s.exec.ScheduleList(ctx, &driver.ScheduleListParams{Limit: limit})
+	return s.ListAfter(ctx, "", limit)
+}
+
+// ListAfter returns up to limit schedules by name, starting after the schedule named after (""
+// for the first page): pass the last name of a page to read the next.
+func (s *Scheduler) ListAfter(ctx context.Context, after string, limit int) ([]*Schedule, error) {
+	rows, err := s.exec.ScheduleList(ctx, &driver.ScheduleListParams{AfterName: after, Limit: limit})
 	if err != nil {
 		return nil, err
 	}

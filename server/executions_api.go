@@ -449,7 +449,8 @@ func executionOperations() []Operation {
 	conflict := problem("Not in a state the action applies to, or a runner holds it right now.")
 	ops := []Operation{
 		{ID: "listDefinitions", Method: "get", Path: "/api/definitions", Summary: "Every registered definition, of every model", Tag: "definitions",
-			Responses: object{"200": jsonResponse("The definitions, with a workflow's topology.", itemsOf(ref("Definition")))}},
+			Description: "Not paged: the definitions are registered in code, so the list is bounded by the binary and answered whole.",
+			Responses:   object{"200": jsonResponse("The definitions, with a workflow's topology.", itemsOf(ref("Definition")))}},
 		{ID: "getDefinition", Method: "get", Path: "/api/definitions/{model}/{type}", Summary: "A definition with its topology", Tag: "definitions",
 			Params:    []object{model, typ},
 			Responses: object{"200": jsonResponse("The definition.", ref("Definition")), "404": problem("No such definition.")}},
@@ -494,7 +495,8 @@ func executionOperations() []Operation {
 			Body: "Signal", Example: object{"payload": object{"approvedBy": "ops:ada"}, "signalId": "approval-7"},
 			Responses: object{"202": jsonResponse("The signal is recorded.", ref("SignalSent")), "404": notFound, "409": problem("The execution has ended.")}},
 		Operation{ID: "listExecutionTimers", Method: "get", Path: "/api/executions/{id}/timers", Summary: "The execution's pending durable timers", Tag: "executions",
-			Params: []object{id}, Responses: object{"200": jsonResponse("Pending timers, earliest first.", itemsOf(ref("Timer"))), "404": notFound}},
+			Description: "Not paged: the pending timers of one execution are few (its definition's waits), answered whole.",
+			Params:      []object{id}, Responses: object{"200": jsonResponse("Pending timers, earliest first.", itemsOf(ref("Timer"))), "404": notFound}},
 		Operation{ID: "cancelExecutionTimer", Method: "delete", Path: "/api/executions/{id}/timers/{timer}", Summary: "Cancel a pending timer (audited)", Tag: "executions",
 			Description: "The timer never fires; the execution runs at once and its model decides what that means (a workflow's sleep step ends).",
 			Operator:    true, Params: []object{id, {"name": "timer", "in": "path", "required": true, "description": "the timer id", "schema": object{"type": "string", "maxLength": 200}}},

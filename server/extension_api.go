@@ -37,6 +37,10 @@ func (q *Query) UUID(name string) uuid.UUID { return q.q.uuid(name) }
 // Limit returns the limit parameter: an integer from 1 to most, def when absent.
 func (q *Query) Limit(def, most int) int { return q.q.limit(def, most) }
 
+// Cursor returns the key the cursor parameter resumes after: the key PageOf gave the last item
+// of the previous page ("" when absent; a cursor the server did not make is a problem).
+func (q *Query) Cursor() string { return q.q.cursorText() }
+
 // Err returns every problem found, or nil.
 func (q *Query) Err() error { return q.q.err() }
 
@@ -84,3 +88,20 @@ func Annotate(schema map[string]any, properties map[string]map[string]any) map[s
 
 // ReasonSchema documents the reason every operator action carries.
 func ReasonSchema() map[string]any { return maps.Clone(reasonAnnotation) }
+
+// ListPage is one page of a list route: the items, the opaque cursor of the next page (absent
+// on the last) and whether there is one. Every paged route answers this shape.
+type ListPage[T any] = page[T]
+
+// PageOf cuts rows, read with a limit one larger than limit, to a page: a row beyond limit says
+// there is a next page, which resumes after the last row kept; key gives a row's cursor key (the
+// value Query.Cursor returns for the next request), unique in the list's order.
+func PageOf[T any](rows []T, limit int, key func(T) string) ListPage[T] {
+	return pageOf(rows, limit, key)
+}
+
+// CursorParam documents the cursor query parameter of a paged list.
+func CursorParam() map[string]any { return cursorParam() }
+
+// PageSchema is the schema of a page of items: {"items": [...], "next": "...", "hasMore": bool}.
+func PageSchema(items map[string]any) map[string]any { return pageSchema(items) }

@@ -174,7 +174,7 @@ func openAPIDocument(extra []Operation, extraSchemas map[string]any) object {
 		"paths": paths,
 		"components": object{
 			"securitySchemes": object{"bearer": object{"type": "http", "scheme": "bearer", "description": "Tokens are configured in server.tokens with the role viewer or operator."}},
-			"schemas":         withSchemas(withSchemas(withSchemas(withSchemas(schemas(), executionSchemas()), eventSchemas()), outboxSchemas()), extraSchemas),
+			"schemas":         withSchemas(withSchemas(withSchemas(withSchemas(withSchemas(schemas(), executionSchemas()), eventSchemas()), outboxSchemas()), dlqSchemas()), extraSchemas),
 		},
 	}
 }
@@ -225,6 +225,7 @@ func builtinOperations() []Operation {
 		{ID: "getOpenAPI", Method: "get", Path: "/api/openapi.json", Summary: "This document", Tag: "operations", Public: true,
 			Responses: object{"200": jsonResponse("OpenAPI 3 document.", anyObject)}},
 		{ID: "listQueueDepths", Method: "get", Path: "/api/queues", Summary: "Queue depths", Tag: "commands",
+			Description: "Not paged: one entry per configured queue with unfinished commands, bounded by the configuration.",
 			Responses: object{"200": jsonResponse("Depth per queue with unfinished commands.", object{"type": "object", "required": []string{"queues"},
 				"properties": object{"queues": object{"type": "array", "items": schemaOf[commandbus.QueueDepth]()}}})}},
 		{ID: "getCommand", Method: "get", Path: "/api/commands/{id}", Summary: "A command with its audit trail", Tag: "commands", Params: []object{id},
@@ -276,5 +277,5 @@ func builtinOperations() []Operation {
 			Responses: object{"200": jsonResponse("The execution after the action.", ref("Execution")), "404": problem("No such execution."),
 				"409": problem("Not in a state the action applies to, or a runner holds it right now.")}})
 	}
-	return append(append(append(ops, executionOperations()...), eventOperations()...), outboxOperations()...)
+	return append(append(append(append(ops, executionOperations()...), eventOperations()...), outboxOperations()...), dlqOperations()...)
 }

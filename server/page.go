@@ -73,6 +73,20 @@ func (q *query) cursorInt() int64 {
 	return id
 }
 
+// cursorText returns the text key the cursor parameter resumes after ("" when absent).
+func (q *query) cursorText() string {
+	v := q.first("cursor")
+	if v == "" {
+		return ""
+	}
+	key, err := decodeCursor(v)
+	if err != nil || key == "" {
+		q.badCursor(v)
+		return ""
+	}
+	return key
+}
+
 // uuidKey is the cursor key of a row with a UUID id.
 func uuidKey(id uuid.UUID) string { return id.String() }
 

@@ -206,6 +206,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /api/tsq/executions", s.viewer(s.listExecutionTSQ))
 	s.mux.HandleFunc("GET /api/queues", s.viewer(s.queueDepths))
 	s.mux.HandleFunc("GET /api/outbox", s.viewer(s.listOutbox))
+	s.mux.HandleFunc("GET /api/dlq", s.viewer(s.listDLQ))
 	s.mux.HandleFunc("POST /api/outbox/{id}/resend", s.operator(s.resendOutbox))
 	s.mux.HandleFunc("POST /api/events", s.operator(s.receiveEvent))
 	s.console.Register(s.mux)

@@ -233,5 +233,24 @@ func TestListingsFollowPages(t *testing.T) {
 		require.Empty(t, res.stderr)
 		_, code := runExit(t, with("tsq", "list", "--limit", "0")...)
 		require.Equal(t, cli.ExitUsage, code)
+
+		// The dead-letter queue pages the same way, by when each command was parked.
+		var parked []*commandbus.DLQEntry
+		res = execute(context.Background(), with("dlq", "list", "--limit", "2", "-o", "json")...)
+		require.NoError(t, res.err)
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &parked))
+		require.Len(t, parked, 2)
+		require.Contains(t, res.stderr, "more than 2 rows match")
+		res = execute(context.Background(), with("dlq", "list", "--limit", "2", "--all", "-o", "json")...)
+		require.NoError(t, res.err)
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &parked))
+		got = got[:0]
+		for _, p := range parked {
+			got = append(got, p.CommandID)
+		}
+		require.ElementsMatch(t, ids["A"], got, "every parked command once")
+		require.Empty(t, res.stderr)
+		_, code = runExit(t, with("dlq", "list", "--limit", "1001")...)
+		require.Equal(t, cli.ExitUsage, code)
 	})
 }

@@ -84,6 +84,18 @@ func exerciseSchedules(t *testing.T, setup setupFunc) {
 		require.Equal(t, time.Second, list[0].InitialDelay)
 		require.JSONEq(t, `{}`, string(list[0].Input), "no input stores {}")
 		require.Nil(t, list[0].NextFireAt)
+		// Paging by name: AfterName resumes past the last name seen.
+		list, err = b.exec.ScheduleList(ctx, &driver.ScheduleListParams{Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		require.Equal(t, "a-first", list[0].Name)
+		list, err = b.exec.ScheduleList(ctx, &driver.ScheduleListParams{AfterName: "a-first", Limit: 1})
+		require.NoError(t, err)
+		require.Len(t, list, 1)
+		require.Equal(t, "nightly", list[0].Name)
+		list, err = b.exec.ScheduleList(ctx, &driver.ScheduleListParams{AfterName: "nightly"})
+		require.NoError(t, err)
+		require.Empty(t, list)
 
 		upd, err := b.exec.ScheduleUpdate(ctx, &driver.ScheduleUpdateParams{ID: p.ID, Enabled: false, Now: t0.Add(time.Minute),
 			ScheduleDefinition: driver.ScheduleDefinition{Model: "saga", Type: "Cleanup", Trigger: driver.TriggerFixedDelay,

@@ -368,6 +368,9 @@ func (e *executor) DLQList(ctx context.Context, params *driver.DLQListParams) ([
 	if params.TenantID != "" {
 		where = append(where, "c.tenant_id = "+arg(params.TenantID))
 	}
+	if a := params.After; a != nil {
+		where = append(where, "(d.parked_at, d.command_id) < ("+arg(a.ParkedAt)+", "+arg(a.CommandID)+")")
+	}
 	query := fmt.Sprintf(dlqSelect, commandColsC)
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")

@@ -124,7 +124,11 @@ func (e *executor) ScheduleList(ctx context.Context, params *driver.ScheduleList
 	if params != nil && params.Limit > 0 {
 		limit = params.Limit
 	}
-	return e.querySchedules(ctx, `SELECT `+scheduleCols+` FROM {schema}.schedule ORDER BY name LIMIT $1`, limit)
+	after := ""
+	if params != nil {
+		after = params.AfterName
+	}
+	return e.querySchedules(ctx, `SELECT `+scheduleCols+` FROM {schema}.schedule WHERE name > $1 ORDER BY name LIMIT $2`, after, limit)
 }
 
 func (e *executor) querySchedules(ctx context.Context, query string, args ...any) ([]*driver.ScheduleRow, error) {

@@ -336,6 +336,9 @@ func (e *executor) DLQList(ctx context.Context, params *driver.DLQListParams) ([
 	if params.TenantID != "" {
 		where, args = append(where, "c.tenant_id = ?"), append(args, params.TenantID)
 	}
+	if a := params.After; a != nil {
+		where, args = append(where, "(d.parked_at, d.command_id) < (?, ?)"), append(args, micros(a.ParkedAt), a.CommandID.String())
+	}
 	query := dlqSelect
 	if len(where) > 0 {
 		query += " WHERE " + strings.Join(where, " AND ")

@@ -129,7 +129,11 @@ func (e *executor) ScheduleList(ctx context.Context, params *driver.ScheduleList
 	if params != nil && params.Limit > 0 {
 		limit = params.Limit
 	}
-	return e.querySchedules(ctx, e.read, `SELECT `+scheduleCols+` FROM {schema}.schedule ORDER BY name LIMIT ?`, limit)
+	after := ""
+	if params != nil {
+		after = params.AfterName
+	}
+	return e.querySchedules(ctx, e.read, `SELECT `+scheduleCols+` FROM {schema}.schedule WHERE name > ? ORDER BY name LIMIT ?`, after, limit)
 }
 
 func (e *executor) querySchedules(ctx context.Context, q querier, query string, args ...any) ([]*driver.ScheduleRow, error) {

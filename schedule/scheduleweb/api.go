@@ -52,18 +52,19 @@ func (e *Extension) Mount(m *server.Mount) error {
 }
 
 func (e *Extension) list(w http.ResponseWriter, r *http.Request) {
-	q := server.ParseQuery(r, "limit")
+	q := server.ParseQuery(r, "limit", "cursor")
 	limit := q.Limit(server.DefaultListLimit, server.MaxListLimit)
+	after := q.Cursor()
 	if err := q.Err(); err != nil {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	list, err := e.scheduler.List(r.Context(), limit)
+	list, err := e.scheduler.ListAfter(r.Context(), after, limit+1) // one more tells whether there is a next page
 	if err != nil {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	server.WriteJSON(w, http.StatusOK, server.Items(list))
+	server.WriteJSON(w, http.StatusOK, server.PageOf(list, limit, func(s *schedule.Schedule) string { return s.Name }))
 }
 
 func (e *Extension) create(w http.ResponseWriter, r *http.Request) {

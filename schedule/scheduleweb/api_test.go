@@ -250,3 +250,44 @@ func TestSchedulesAPIRefusesBadInput(t *testing.T) {
 		require.Empty(t, decode[struct{ Items []scheduleJSON }](t, data).Items, "bad input stores nothing")
 	})
 }
+
+// The schedules list pages by name with an opaque cursor: every schedule once, hasMore until
+// the last page; a cursor the server did not make is a 400 naming it.
+func TestSchedulesAPIPages(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		f := setup(t, drv)
+		names := []string{"a-first", "b-second", "c-third", "d-fourth", "e-fifth"}
+		for _, name := range names {
+			status, body := f.call(t, "POST", "/api/schedules", map[string]any{"name": name, "model": "process", "type": "report", "fixedRate": "1h"}, operatorToken)
+			require.Equal(t, http.StatusCreated, status, string(body))
+		}
+		type page struct {
+			Items   []scheduleJSON `json:"items"`
+			Next    string         `json:"next"`
+			HasMore bool           `json:"hasMore"`
+		}
+		var got []string
+		path := "/api/schedules?limit=2"
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 3, "five schedules take three pages of two")
+			status, body := f.call(t, "GET", path, nil, viewerToken)
+			require.Equal(t, http.StatusOK, status, string(body))
+			p := decode[page](t, body)
+			for _, s := range p.Items {
+				got = append(got, s.Name)
+			}
+			if !p.HasMore {
+				require.Empty(t, p.Next, "no cursor on the last page")
+				break
+			}
+			require.NotEmpty(t, p.Next)
+			path = "/api/schedules?limit=2&cursor=" + p.Next
+		}
+		require.Equal(t, names, got, "every schedule once, by name")
+
+		status, body := f.call(t, "GET", "/api/schedules?cursor=not-ours", nil, viewerToken)
+		require.Equal(t, http.StatusBadRequest, status, string(body))
+		require.Contains(t, string(body), "cursor")
+	})
+}

@@ -53,8 +53,8 @@ func operations() []server.Operation {
 	one := func(description string) object { return server.JSONResponse(description, server.Ref("Schedule")) }
 	return []server.Operation{
 		{ID: "listSchedules", Method: "get", Path: "/api/schedules", Summary: "List schedules with their next fire time and last result", Tag: "schedules",
-			Params:    []map[string]any{server.LimitParam(server.DefaultListLimit, server.MaxListLimit)},
-			Responses: object{"200": server.JSONResponse("Schedules, by name.", server.ItemsOf(server.Ref("Schedule")))}},
+			Params:    []map[string]any{server.LimitParam(server.DefaultListLimit, server.MaxListLimit), server.CursorParam()},
+			Responses: object{"200": server.JSONResponse("A page of schedules, by name; next is the cursor of the following page.", server.PageSchema(server.Ref("Schedule")))}},
 		{ID: "createSchedule", Method: "post", Path: "/api/schedules", Summary: "Create a schedule", Tag: "schedules", Operator: true, Body: "ScheduleRequest",
 			Description: "Starts executions of a registered definition on a cron expression with seconds and a time zone, at a fixed rate, or with a fixed delay after the previous execution ended; each tick starts one execution across every replica. Bad input (an invalid cron, an unknown zone, a negative interval, an unknown definition) answers 400 naming the field and stores nothing.",
 			Example: object{"name": "eod-review", "model": "workflow", "type": "ReviewFlow", "cron": "0 0 18 * * MON-FRI", "zone": "Europe/London",
@@ -78,6 +78,7 @@ func operations() []server.Operation {
 			Description: "One execution with the schedule's input, paused or not; the schedule's own ticks do not move.",
 			Params:      []map[string]any{id}, Responses: object{"200": server.JSONResponse("The execution started.", server.Ref("ScheduleTriggered")), "404": notFound}},
 		{ID: "listJobLeases", Method: "get", Path: "/api/job-leases", Summary: "Periodic jobs that run once across replicas: holder and next run", Tag: "schedules",
-			Responses: object{"200": server.JSONResponse("The jobs' leased rows, by name.", server.ItemsOf(server.Ref("JobLease")))}},
+			Description: "Not paged: one row per periodic job the binaries register (cleanups, the watchdog), answered whole.",
+			Responses:   object{"200": server.JSONResponse("The jobs' leased rows, by name.", server.ItemsOf(server.Ref("JobLease")))}},
 	}
 }

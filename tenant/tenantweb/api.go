@@ -39,20 +39,24 @@ func (e *Extension) Mount(m *server.Mount) error {
 }
 
 func (e *Extension) list(w http.ResponseWriter, r *http.Request) {
-	q := server.ParseQuery(r, "limit", "status", "after")
+	q := server.ParseQuery(r, "limit", "status", "cursor", "after")
 	limit := q.Limit(server.DefaultListLimit, server.MaxListLimit)
 	status := q.OneOf("status", []string{"active", "suspended", "deleted"})
-	after := q.Text("after")
+	after := q.Cursor()
+	if after == "" {
+		after = q.Text("after") // the plain id of the last tenant seen, as before cursors
+	}
 	if err := q.Err(); err != nil {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	list, err := e.tenants.List(r.Context(), tenant.ListRequest{Status: tenant.Status(status), AfterID: after, Limit: limit})
+	// One more than the limit tells whether there is a next page.
+	list, err := e.tenants.List(r.Context(), tenant.ListRequest{Status: tenant.Status(status), AfterID: after, Limit: limit + 1})
 	if err != nil {
 		e.m.WriteError(w, r, err)
 		return
 	}
-	server.WriteJSON(w, http.StatusOK, server.Items(list))
+	server.WriteJSON(w, http.StatusOK, server.PageOf(list, limit, func(t *tenant.Tenant) string { return t.ID }))
 }
 
 func (e *Extension) create(w http.ResponseWriter, r *http.Request) {
