@@ -116,6 +116,10 @@ func (c *Client) Config() *Config { return c.config }
 // Logger returns the client's logger.
 func (c *Client) Logger() *slog.Logger { return c.logger }
 
+// Tracer is the tracer of the client's spans (Config.TracerProvider, else the global provider),
+// for the parts built on the client that add their own (the HTTP server's request spans).
+func (c *Client) Tracer() *tracing.Tracer { return c.tracer }
+
 // AddService registers a component to start and stop with the client. Call it before Start.
 // Services start after the client's workers, in the order added, and stop before them, in
 // reverse order. It is public, unlike the client's other plumbing, because programs outside this

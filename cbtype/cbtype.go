@@ -197,6 +197,8 @@ type ExecutionSignalRow struct {
 	Payload     json.RawMessage `json:"payload,omitempty"`
 	ReceivedAt  time.Time       `json:"receivedAt"`
 	ConsumedAt  *time.Time      `json:"consumedAt,omitempty"`
+	// Traceparent is the W3C traceparent of the sender, or empty.
+	Traceparent string `json:"traceparent,omitempty"`
 }
 
 // TimerStatus is where a durable timer is: pending until its runner marks it fired or cancels it.

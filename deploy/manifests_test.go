@@ -26,15 +26,15 @@ import (
 var overlays = map[string]map[string]int{
 	"split": {
 		"Deployment": 3, "Service": 3, "HorizontalPodAutoscaler": 2, "PodDisruptionBudget": 3,
-		"NetworkPolicy": 5, "Secret": 2, "ConfigMap": 1, "Job": 1, "ServiceAccount": 1,
+		"NetworkPolicy": 5, "Secret": 2, "ConfigMap": 2, "Job": 1, "ServiceAccount": 1,
 	},
 	"multipurpose": {
 		"Deployment": 2, "Service": 2, "HorizontalPodAutoscaler": 2, "PodDisruptionBudget": 2,
-		"NetworkPolicy": 5, "Secret": 2, "ConfigMap": 1, "Job": 1, "ServiceAccount": 1,
+		"NetworkPolicy": 5, "Secret": 2, "ConfigMap": 2, "Job": 1, "ServiceAccount": 1,
 	},
 	"openshift": {
 		"Deployment": 3, "Service": 3, "HorizontalPodAutoscaler": 2, "PodDisruptionBudget": 3,
-		"NetworkPolicy": 5, "Secret": 2, "ConfigMap": 1, "Job": 1, "ServiceAccount": 1, "Route": 1,
+		"NetworkPolicy": 5, "Secret": 2, "ConfigMap": 2, "Job": 1, "ServiceAccount": 1, "Route": 1,
 	},
 }
 
@@ -186,7 +186,9 @@ func TestWorkerProfilesMatchExamples(t *testing.T) {
 			case "ConfigMap":
 				var cm corev1.ConfigMap
 				require.NoError(t, yaml.Unmarshal(r.yaml, &cm))
-				configYAML = cm.Data["commandbus.yml"]
+				if data, ok := cm.Data["commandbus.yml"]; ok {
+					configYAML = data
+				}
 			case "Deployment":
 				var d appsv1.Deployment
 				require.NoError(t, yaml.Unmarshal(r.yaml, &d))
@@ -217,23 +219,76 @@ func TestWorkerProfilesMatchExamples(t *testing.T) {
 	require.Equal(t, map[string]bool{"ratelimited-worker": true, "payments-worker": true, "multipurpose-worker": true}, seen)
 }
 
-// TestServeConfigIsValid checks that serve's configuration file in its Secret passes the
-// loader's validation, placeholder tokens included.
+// TestServeConfigIsValid checks that serve's configuration file (its ConfigMap) holds no secret
+// and, with the Deployment's environment and the tokens file of its Secret mounted where the
+// environment names it, passes the loader's validation, placeholder tokens included.
 func TestServeConfigIsValid(t *testing.T) {
 	t.Parallel()
+	var (
+		cm     corev1.ConfigMap
+		tokens corev1.Secret
+		deploy appsv1.Deployment
+	)
 	for _, r := range render(t, "split") {
-		if r.kind != "Secret" || r.name != "commandbus-serve" {
-			continue
+		switch {
+		case r.kind == "ConfigMap" && r.name == "commandbus-serve":
+			require.NoError(t, yaml.Unmarshal(r.yaml, &cm))
+		case r.kind == "Secret" && r.name == "commandbus-serve-tokens":
+			require.NoError(t, yaml.Unmarshal(r.yaml, &tokens))
+		case r.kind == "Deployment" && r.name == "commandbus-serve":
+			require.NoError(t, yaml.Unmarshal(r.yaml, &deploy))
 		}
-		var s corev1.Secret
-		require.NoError(t, yaml.Unmarshal(r.yaml, &s))
-		file, err := config.Parse([]byte(s.StringData["serve.yml"]), []string{"COMMANDBUS_DATABASE_URL=postgres://db/payments"})
-		require.NoError(t, err)
-		require.Equal(t, ":8080", file.Server.Addr)
-		require.NotEmpty(t, file.Server.Tokens)
-		return
 	}
-	t.Fatal("no commandbus-serve Secret")
+	require.NotEmpty(t, cm.Data["serve.yml"], "the commandbus-serve ConfigMap")
+	require.NotEmpty(t, tokens.StringData["tokens.yml"], "the commandbus-serve-tokens Secret")
+	require.NotEmpty(t, deploy.Name, "the commandbus-serve Deployment")
+
+	bare, err := config.Parse([]byte(cm.Data["serve.yml"]), []string{"COMMANDBUS_DATABASE_URL=postgres://db/payments"})
+	require.NoError(t, err)
+	require.Empty(t, bare.Server.Tokens, "no token in the ConfigMap")
+	for _, secret := range []string{"CHANGE-ME", "token:"} {
+		require.NotContains(t, cm.Data["serve.yml"], secret)
+	}
+
+	// The Secret is mounted where COMMANDBUS_SERVER_TOKENS_FILE points.
+	c := deploy.Spec.Template.Spec.Containers[0]
+	var tokensFile string
+	for _, e := range c.Env {
+		if e.Name == "COMMANDBUS_SERVER_TOKENS_FILE" {
+			tokensFile = e.Value
+		}
+	}
+	require.NotEmpty(t, tokensFile, "serve's environment names its tokens file")
+	var mountPath string
+	for _, m := range c.VolumeMounts {
+		for _, v := range deploy.Spec.Template.Spec.Volumes {
+			if v.Name == m.Name && v.Secret != nil && v.Secret.SecretName == tokens.Name {
+				require.True(t, m.ReadOnly)
+				mountPath = m.MountPath
+			}
+		}
+	}
+	require.Equal(t, mountPath, filepath.Dir(tokensFile), "the tokens Secret is mounted where the environment points")
+	_, key := filepath.Split(tokensFile)
+	require.Contains(t, tokens.StringData, key)
+
+	local := filepath.Join(t.TempDir(), key)
+	require.NoError(t, os.WriteFile(local, []byte(tokens.StringData[key]), 0o600))
+	env := []string{"COMMANDBUS_DATABASE_URL=postgres://db/payments", "COMMANDBUS_SERVER_TOKENS_FILE=" + local}
+	for _, e := range envOf(c) {
+		if !strings.HasPrefix(e, "COMMANDBUS_SERVER_TOKENS_FILE=") {
+			env = append(env, e)
+		}
+	}
+	file, err := config.Parse([]byte(cm.Data["serve.yml"]), env)
+	require.NoError(t, err)
+	require.Equal(t, ":8080", file.Server.Addr)
+	require.Len(t, file.Server.Tokens, 2)
+	roles := map[string]string{}
+	for _, tok := range file.Server.Tokens {
+		roles[tok.Subject] = tok.Role
+	}
+	require.Equal(t, map[string]string{"operations": "operator", "dashboards": "viewer"}, roles)
 }
 
 // TestPodsRunRestricted checks what OpenShift's restricted-v2 SCC and a read-only root

@@ -25,10 +25,10 @@ import (
 )
 
 // TestManifestsRunTheBinary runs the binary as the split overlay's pods would, against a real
-// PostgreSQL on a fresh schema: the migration Job's command, then serve with its Secret's
-// configuration file and its environment, answering /readyz on its port and stopping within its
-// terminationGracePeriodSeconds on SIGTERM; then each worker Deployment with its ConfigMap and
-// COMMANDBUS_* environment, probed on its metrics port.
+// PostgreSQL on a fresh schema: the migration Job's command, then serve with its ConfigMap's
+// configuration file, its environment and its Secret's tokens file, answering /readyz on its
+// port and stopping within its terminationGracePeriodSeconds on SIGTERM; then each worker
+// Deployment with its ConfigMap and COMMANDBUS_* environment, probed on its metrics port.
 func TestManifestsRunTheBinary(t *testing.T) {
 	t.Parallel()
 	pool := dbtest.Pool(t)
@@ -72,6 +72,16 @@ func TestManifestsRunTheBinary(t *testing.T) {
 	for name, content := range files {
 		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600))
 	}
+	// mounted maps a path in one of the container's mounted ConfigMaps or Secrets (a tokens file
+	// named by the environment) to the file written for it in dir.
+	mounted := func(c corev1.Container, value string) string {
+		for _, m := range c.VolumeMounts {
+			if m.MountPath != "/tmp" && strings.HasPrefix(value, m.MountPath+"/") {
+				return filepath.Join(dir, strings.TrimPrefix(value, m.MountPath+"/"))
+			}
+		}
+		return value
+	}
 	// environ is the container's environment as the kubelet would set it, with the database
 	// Secret's URL pointing at the test server and the schema at this test's.
 	environ := func(c corev1.Container) []string {
@@ -87,7 +97,7 @@ func TestManifestsRunTheBinary(t *testing.T) {
 				require.Equal(t, "limits.memory", e.ValueFrom.ResourceFieldRef.Resource)
 				env = append(env, fmt.Sprintf("%s=%d", e.Name, c.Resources.Limits.Memory().Value()))
 			default:
-				env = append(env, e.Name+"="+e.Value)
+				env = append(env, e.Name+"="+mounted(c, e.Value))
 			}
 		}
 		return env
@@ -167,6 +177,23 @@ func TestManifestsRunTheBinary(t *testing.T) {
 			case err := <-done:
 				t.Fatalf("%s exited: %v\n%s", name, err, logs.String())
 			default:
+			}
+			if name == "commandbus-serve" {
+				// The tokens of the Secret's file open the API; nothing else does.
+				var tokens []struct {
+					Token string `json:"token"`
+				}
+				require.NoError(t, yaml.Unmarshal([]byte(files["tokens.yml"]), &tokens))
+				require.NotEmpty(t, tokens)
+				for token, want := range map[string]int{tokens[0].Token: http.StatusOK, "not-a-token-of-the-secret": http.StatusUnauthorized} {
+					req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:"+port+"/api/executions", nil)
+					require.NoError(t, err)
+					req.Header.Set("Authorization", "Bearer "+token)
+					resp, err := http.DefaultClient.Do(req)
+					require.NoError(t, err)
+					resp.Body.Close()
+					require.Equal(t, want, resp.StatusCode, "GET /api/executions with token %q", token)
+				}
 			}
 			if probed {
 				resp, err := http.Get("http://127.0.0.1:" + port + c.LivenessProbe.HTTPGet.Path)

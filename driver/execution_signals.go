@@ -19,6 +19,9 @@ type ExecutionSignalSendParams struct {
 	SignalID    string
 	Name        string
 	Payload     json.RawMessage // valid JSON, or empty for none
+	// Traceparent is the W3C traceparent of the sender (empty for none), stored with the signal
+	// so the run it resumes links to the sender's trace.
+	Traceparent string
 	Now         *time.Time
 }
 

@@ -112,8 +112,8 @@ func quietRoute(route string) bool {
 
 // observe runs next for r with a request id (the client's X-Request-Id when usable, else a new
 // one; answered in X-Request-Id and carried in the context for error logs), then logs the
-// request and records its metrics under its route pattern.
-func (s *Server) observe(w http.ResponseWriter, r *http.Request, pattern string, next func(http.ResponseWriter, *http.Request)) {
+// request and records its metrics under its route pattern. It returns the status answered.
+func (s *Server) observe(w http.ResponseWriter, r *http.Request, pattern string, next func(http.ResponseWriter, *http.Request)) int {
 	start := time.Now()
 	id := httpx.IncomingRequestID(r)
 	w.Header().Set(httpx.RequestIDHeader, id)
@@ -133,4 +133,5 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request, pattern string,
 	s.cfg.Logger.LogAttrs(r.Context(), level, "http request", slog.String("request_id", id), slog.String("method", r.Method),
 		slog.String("route", route), slog.String("path", r.URL.Path), slog.Int("status", rec.status),
 		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000), slog.Int64("bytes", rec.bytes))
+	return rec.status
 }

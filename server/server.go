@@ -145,7 +145,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if isCatchAll(pattern) && strings.HasPrefix(r.URL.Path, "/api/") {
 		label = "" // an unknown API route, not a console page
 	}
-	s.observe(w, r, label, func(w http.ResponseWriter, r *http.Request) { s.route(w, r, pattern) })
+	serve := func(w http.ResponseWriter, r *http.Request) { s.route(w, r, pattern) }
+	if quietRoute(routeLabel(label)) {
+		s.observe(w, r, label, serve) // probes, scrapes, static files, live refreshes: no span
+		return
+	}
+	r, span := startRequestSpan(s.cfg.Client.Tracer(), r, label)
+	status := s.observe(w, r, label, serve)
+	endRequestSpan(span, status)
 }
 
 // route serves r, whose mux pattern is pattern.

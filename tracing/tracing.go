@@ -161,13 +161,14 @@ func (t *Tracer) StartRoot(ctx context.Context, name string, start time.Time, op
 	return t.start(ctx, name, opts)
 }
 
-// AddLink links span to the span traceparent names, when span records and traceparent is valid.
-func AddLink(span trace.Span, traceparent string) {
+// AddLink links span to the span traceparent names, when span records and traceparent is valid;
+// attrs describe the link (which signal, which command).
+func AddLink(span trace.Span, traceparent string, attrs ...attribute.KeyValue) {
 	if traceparent == "" || !span.IsRecording() {
 		return
 	}
 	if sc, err := tracecontext.ParseTraceparent(traceparent); err == nil {
-		span.AddLink(trace.Link{SpanContext: remote(sc)})
+		span.AddLink(trace.Link{SpanContext: remote(sc), Attributes: attrs})
 	}
 }
 

@@ -181,6 +181,7 @@ func (w *walk) takeSignal(name string) (*driver.ExecutionSignalRow, error) {
 	for i, sig := range w.signals {
 		if sig.Name == name {
 			w.signals = slices.Delete(w.signals, i, i+1)
+			w.lease.TraceSignal(sig)
 			return sig, nil
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
@@ -31,10 +32,17 @@ func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(p)); return le
 
 func newRuntime(t *testing.T, drv driver.Driver, fake *clock.Fake) (*commandbus.Client, *orchestration.Runtime) {
 	t.Helper()
+	return newRuntimeWith(t, drv, fake, nil)
+}
+
+// newRuntimeWith is newRuntime with spans created by tp (nil: the global provider).
+func newRuntimeWith(t *testing.T, drv driver.Driver, fake *clock.Fake, tp trace.TracerProvider) (*commandbus.Client, *orchestration.Runtime) {
+	t.Helper()
 	ms := func(n int) commandbus.Duration { return commandbus.Duration(time.Duration(n) * time.Millisecond) }
 	client, err := commandbus.NewClient(drv, &commandbus.Config{
-		Logger: slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Clock:  fake,
+		Logger:         slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Clock:          fake,
+		TracerProvider: tp,
 		Process: commandbus.ProcessConfig{
 			PendingPollInterval: ms(20), RetryPollInterval: ms(20), TimeoutCheckInterval: ms(20),
 			DeadlineCheckInterval: ms(20), ExecutionLease: commandbus.Duration(30 * time.Second),

@@ -101,6 +101,24 @@ func exerciseExecutionSignals(t *testing.T, setup setupFunc) {
 		requireTimePtr(t, t1, getExecution(t, b.exec, p.ID).WakeAt, "a signal wakes the execution")
 	})
 
+	t.Run("KeepsTheSendersTraceparent", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		p := newExecution("Flow")
+		insertExecutions(t, b.exec, &t0, p)
+		const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+		_, err := b.exec.ExecutionSignalSend(ctx, &driver.ExecutionSignalSendParams{ExecutionID: p.ID, SignalID: "traced",
+			Name: "approve", Traceparent: tp, Now: &t0})
+		require.NoError(t, err)
+		sendSignal(t, b.exec, p.ID, "untraced", "approve", t0.Add(time.Second))
+		rows, err := b.exec.ExecutionSignalListPending(ctx, p.ID)
+		require.NoError(t, err)
+		require.Len(t, rows, 2)
+		require.Equal(t, "traced", rows[0].SignalID)
+		require.Equal(t, tp, rows[0].Traceparent, "the sender's traceparent is stored with the signal")
+		require.Empty(t, rows[1].Traceparent, "a signal sent outside a trace has none")
+	})
+
 	t.Run("Validation", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -24,8 +24,8 @@ const executionSignalSendSQL = `
 		SELECT id, status IN ('COMPLETED', 'COMPENSATED', 'CANCELLED', 'FAILED') AS ended, status
 		FROM {schema}.execution WHERE id = $1 FOR UPDATE
 	), ins AS (
-		INSERT INTO {schema}.execution_signal (execution_id, signal_id, name, payload, received_at)
-		SELECT x.id, $2, $3, $4::jsonb, n.now FROM x, n WHERE NOT x.ended
+		INSERT INTO {schema}.execution_signal (execution_id, signal_id, name, payload, received_at, traceparent)
+		SELECT x.id, $2, $3, $4::jsonb, n.now, $6 FROM x, n WHERE NOT x.ended
 		ON CONFLICT (execution_id, signal_id) DO NOTHING
 		RETURNING execution_id
 	), woken AS (
@@ -47,7 +47,7 @@ func (e *executor) ExecutionSignalSend(ctx context.Context, params *driver.Execu
 		status          string
 	)
 	err := e.db.QueryRow(ctx, e.d.sql(executionSignalSendSQL), pgUUID(params.ExecutionID), params.SignalID,
-		params.Name, nullJSONText(params.Payload), params.Now).Scan(&ended, &status, &inserted)
+		params.Name, nullJSONText(params.Payload), params.Now, nullString(params.Traceparent)).Scan(&ended, &status, &inserted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, driver.ErrNotFound
 	}
@@ -62,7 +62,7 @@ func (e *executor) ExecutionSignalSend(ctx context.Context, params *driver.Execu
 
 func (e *executor) ExecutionSignalListPending(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionSignalRow, error) {
 	rows, err := e.db.Query(ctx, e.d.sql(`
-		SELECT execution_id, signal_id, name, payload, received_at, consumed_at
+		SELECT execution_id, signal_id, name, payload, received_at, consumed_at, traceparent
 		FROM {schema}.execution_signal
 		WHERE execution_id = $1 AND consumed_at IS NULL
 		ORDER BY received_at, signal_id`), pgUUID(id))
@@ -74,9 +74,10 @@ func (e *executor) ExecutionSignalListPending(ctx context.Context, id uuid.UUID)
 			s       driver.ExecutionSignalRow
 			execID  pgtype.UUID
 			payload []byte
+			tp      *string
 		)
-		err := row.Scan(&execID, &s.SignalID, &s.Name, &payload, &s.ReceivedAt, &s.ConsumedAt)
-		s.ExecutionID, s.Payload = fromPgUUID(execID), payload
+		err := row.Scan(&execID, &s.SignalID, &s.Name, &payload, &s.ReceivedAt, &s.ConsumedAt, &tp)
+		s.ExecutionID, s.Payload, s.Traceparent = fromPgUUID(execID), payload, derefString(tp)
 		return &s, err
 	})
 }

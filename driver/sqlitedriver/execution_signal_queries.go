@@ -33,10 +33,10 @@ func (e *executor) ExecutionSignalSend(ctx context.Context, params *driver.Execu
 			return fmt.Errorf("signal %q: execution %s has ended (%s): %w", params.Name, params.ExecutionID, status, driver.ErrConflict)
 		}
 		res, err := tx.ExecContext(ctx, e.d.sql(`
-			INSERT INTO {schema}.execution_signal (execution_id, signal_id, name, payload, received_at)
-			VALUES (?, ?, ?, json(?), ?)
+			INSERT INTO {schema}.execution_signal (execution_id, signal_id, name, payload, received_at, traceparent)
+			VALUES (?, ?, ?, json(?), ?, ?)
 			ON CONFLICT (execution_id, signal_id) DO NOTHING`),
-			id, params.SignalID, params.Name, nullJSON(params.Payload), nowUS)
+			id, params.SignalID, params.Name, nullJSON(params.Payload), nowUS, nullText(params.Traceparent))
 		if err != nil {
 			return err
 		}
@@ -65,7 +65,7 @@ func (e *executor) ExecutionSignalSend(ctx context.Context, params *driver.Execu
 
 func (e *executor) ExecutionSignalListPending(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionSignalRow, error) {
 	rows, err := e.read.QueryContext(ctx, e.d.sql(`
-		SELECT signal_id, name, payload, received_at, consumed_at FROM {schema}.execution_signal
+		SELECT signal_id, name, payload, received_at, consumed_at, traceparent FROM {schema}.execution_signal
 		WHERE execution_id = ? AND consumed_at IS NULL
 		ORDER BY received_at, signal_id`), id.String())
 	if err != nil {
@@ -79,14 +79,15 @@ func (e *executor) ExecutionSignalListPending(ctx context.Context, id uuid.UUID)
 			payload    sql.NullString
 			receivedAt int64
 			consumedAt sql.NullInt64
+			tp         sql.NullString
 		)
-		if err := rows.Scan(&s.SignalID, &s.Name, &payload, &receivedAt, &consumedAt); err != nil {
+		if err := rows.Scan(&s.SignalID, &s.Name, &payload, &receivedAt, &consumedAt, &tp); err != nil {
 			return nil, err
 		}
 		if payload.Valid {
 			s.Payload = json.RawMessage(payload.String)
 		}
-		s.ReceivedAt, s.ConsumedAt = fromMicros(receivedAt), fromNullMicros(consumedAt)
+		s.ReceivedAt, s.ConsumedAt, s.Traceparent = fromMicros(receivedAt), fromNullMicros(consumedAt), tp.String
 		out = append(out, s)
 	}
 	return out, rows.Err()

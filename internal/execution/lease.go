@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/commandbus/commandbus/cbtype"
 	"github.com/commandbus/commandbus/driver"
@@ -41,6 +43,11 @@ type Lease struct {
 	// unstarted means the execution's log holds nothing but lifecycle entries: its next
 	// progress is its first step (counted as started by the metrics).
 	unstarted bool
+	// runSpan is the span of the run holding this lease, while it records (StartRun); TraceSignal
+	// links it to the traces of the signals' senders, each once (linked, under linkMu).
+	runSpan trace.Span
+	linkMu  sync.Mutex
+	linked  map[string]bool
 }
 
 func (e *Engine) newLease(row *driver.ExecutionRow) *Lease {

@@ -9,15 +9,22 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/tracing"
 )
 
 // SendSignal records a named signal for an execution and wakes it: a runner waiting for the
 // signal resumes, and one that does not wait for it yet finds it buffered when it does. A signal
 // id sent before is a no-op, reported as Duplicate. It returns driver.ErrNotFound for an unknown
 // execution and an error wrapping driver.ErrConflict for one that has ended.
+//
+// The signal keeps the traceparent of the sender (params.Traceparent, else the span or trace
+// context ctx carries), and the run that reads it links to the sender's trace.
 func (e *Engine) SendSignal(ctx context.Context, params *driver.ExecutionSignalSendParams) (*driver.ExecutionSignalSendResult, error) {
 	if params.Now == nil {
 		params.Now = e.cfg.Now()
+	}
+	if params.Traceparent == "" {
+		params.Traceparent = tracing.Traceparent(ctx)
 	}
 	res, err := e.cfg.Exec.ExecutionSignalSend(ctx, params)
 	if err != nil {
@@ -57,6 +64,25 @@ func (e *Engine) OpenWaits(ctx context.Context, id uuid.UUID) ([]*driver.Executi
 // consumes those it applies with the checkpoint's ConsumeSignals; the others stay buffered.
 func (l *Lease) Signals(ctx context.Context) ([]*driver.ExecutionSignalRow, error) {
 	return l.engine.cfg.Exec.ExecutionSignalListPending(ctx, l.Row.ID)
+}
+
+// TraceSignal marks that the run applies signal s: while the run's span records (StartRun), it
+// gets a link to the trace of the signal's sender, once per signal, so a run resumed by a signal
+// reads as part of the sender's trace too. A signal sent outside any trace adds nothing.
+func (l *Lease) TraceSignal(s *driver.ExecutionSignalRow) {
+	if l.runSpan == nil || s == nil || s.Traceparent == "" {
+		return
+	}
+	l.linkMu.Lock()
+	defer l.linkMu.Unlock()
+	if l.linked[s.SignalID] {
+		return
+	}
+	if l.linked == nil {
+		l.linked = map[string]bool{}
+	}
+	l.linked[s.SignalID] = true
+	tracing.AddLink(l.runSpan, s.Traceparent, tracing.String("commandbus.signal.id", s.SignalID), tracing.String("commandbus.signal.name", s.Name))
 }
 
 // DueTimers returns the execution's pending timers that are due, earliest first. The runner marks

@@ -48,6 +48,7 @@ func (e *Engine) StartRun(ctx context.Context, lease *Lease) (context.Context, t
 		span.SetAttributes(attribute.String(tracing.AttrTenantID, row.TenantID))
 	}
 	ctx = tracing.WithTracer(ctx, t)
+	lease.runSpan = span
 	if from == driver.ExecutionWaitingForAsync {
 		_, resumed := t.Start(ctx, tracing.SpanWaitResumed)
 		resumed.SetAttributes(attribute.String("commandbus.wait", row.CurrentWait),

@@ -19,6 +19,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
@@ -54,6 +55,8 @@ type Options struct {
 	ReviewTrigger string
 	// Schedules adds a passive scheduler (Fixture.Sched) and its web extension.
 	Schedules bool
+	// TracerProvider, if set, is the client's (and so the server's) tracer provider.
+	TracerProvider trace.TracerProvider
 }
 
 // Fixture is a payments platform on a fake clock with fast pollers, served with its console by a
@@ -93,6 +96,7 @@ func Setup(t *testing.T, drv driver.Driver, opts Options) *Fixture {
 		FetchPollInterval: ms(100), // notifications wake the workers; polling is the fallback
 		Domains:           domains,
 		MetricsRegisterer: reg,
+		TracerProvider:    opts.TracerProvider,
 		Process: commandbus.ProcessConfig{
 			PendingPollInterval: ms(50), RetryPollInterval: ms(50), TimeoutCheckInterval: ms(50),
 			DeadlineCheckInterval: ms(100), ExecutionLease: commandbus.Duration(30 * time.Second),

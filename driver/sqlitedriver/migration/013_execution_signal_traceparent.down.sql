@@ -1,0 +1,1 @@
+ALTER TABLE {schema}.execution_signal DROP COLUMN traceparent;
