@@ -31,8 +31,8 @@ func rabbitURL(t testing.TB) string {
 	}, "start it with rabbitmq-server -detached")
 }
 
-// uniquePrefix isolates a test's queues.
-func uniquePrefix() string { return brokertest.UniquePrefix("T") }
+// uniquePrefix isolates a test's queues; they are deleted from the broker at url when t ends.
+func uniquePrefix(t testing.TB, url string) string { return brokertest.Prefix(t, url, "T") }
 
 // readQueue takes up to n messages from queue, waiting up to the deadline for them (the queue
 // may not be declared yet: a failed get closes the channel, and the next try opens another).

@@ -33,8 +33,8 @@ func brokerURL(t testing.TB) string {
 	}, "start RabbitMQ (rabbitmq-server -detached) and, on 3.x, run rabbitmq-plugins enable rabbitmq_amqp1_0")
 }
 
-// uniquePrefix isolates a test's queues.
-func uniquePrefix() string { return brokertest.UniquePrefix("T10") }
+// uniquePrefix isolates a test's queues; they are deleted from the broker at url when t ends.
+func uniquePrefix(t testing.TB, url string) string { return brokertest.Prefix(t, url, "T10") }
 
 func dial(rawURL string) (*amqp.Conn, error) {
 	u, err := neturl.Parse(rawURL)

@@ -1,0 +1,120 @@
+// Package brokerclean lets the tests that use the shared test RabbitMQ delete every queue and
+// exchange they made it declare, including those the transports declare implicitly (the
+// dead-letter, parking and backout queues): queues left behind pile up across runs until the
+// broker stops answering. The transports report each name they declare with Declared; that costs
+// nothing until a test calls Track, which turns the recording on.
+package brokerclean
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+)
+
+var (
+	enabled atomic.Bool
+	mu      sync.Mutex
+	queues  = map[string]bool{}
+	exchs   = map[string]bool{}
+)
+
+// Declared records that queue was declared on the broker (a transport calls it before declaring).
+func Declared(queue string) { record(queues, queue) }
+
+// DeclaredExchange records that exchange was declared on the broker.
+func DeclaredExchange(exchange string) { record(exchs, exchange) }
+
+func record(set map[string]bool, name string) {
+	if !enabled.Load() || name == "" {
+		return
+	}
+	mu.Lock()
+	set[name] = true
+	mu.Unlock()
+}
+
+// TB is the part of testing.TB that Track uses (the package does not import testing: the
+// transports, which record into it, are linked into production binaries).
+type TB interface {
+	Helper()
+	Cleanup(func())
+	Fatal(args ...any)
+	Logf(format string, args ...any)
+}
+
+// Track starts recording declarations and, when tb ends, deletes from the broker at url every
+// queue and exchange declared in this process whose name starts with prefix, and the extra
+// queues named. Call it as soon as the prefix is chosen and before anything that declares with
+// it starts: cleanups run last-registered first, so the deletion runs after the test's
+// consumers and relays have stopped and cannot redeclare.
+func Track(tb TB, url, prefix string, extra ...string) {
+	tb.Helper()
+	if prefix == "" {
+		tb.Fatal("brokerclean.Track: empty prefix would match every queue")
+	}
+	enabled.Store(true)
+	tb.Cleanup(func() {
+		qs, xs := take(queues, prefix), take(exchs, prefix)
+		if err := Delete(url, append(qs, extra...), xs); err != nil {
+			tb.Logf("brokerclean: deleting the queues of prefix %s: %v", prefix, err)
+		}
+	})
+}
+
+// take removes from set and returns the names starting with prefix.
+func take(set map[string]bool, prefix string) []string {
+	mu.Lock()
+	defer mu.Unlock()
+	var out []string
+	for name := range set {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, name)
+			delete(set, name)
+		}
+	}
+	return out
+}
+
+// Delete deletes queues and exchanges over AMQP 0-9-1, whatever they hold; one that does not
+// exist is not an error.
+func Delete(url string, queues, exchanges []string) error {
+	if len(queues) == 0 && len(exchanges) == 0 {
+		return nil
+	}
+	conn, err := amqp091.DialConfig(url, amqp091.Config{Dial: amqp091.DefaultDial(5 * time.Second)})
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	del := func(f func(ch *amqp091.Channel) error) error {
+		ch, err := conn.Channel()
+		if err != nil {
+			return err
+		}
+		defer ch.Close()
+		return f(ch)
+	}
+	var first error
+	for _, q := range queues {
+		// A queue that does not exist closes the channel with 404 on older brokers: a channel
+		// per queue keeps that from stopping the rest.
+		if err := del(func(ch *amqp091.Channel) error { _, err := ch.QueueDelete(q, false, false, false); return err }); err != nil && first == nil && !notFound(err) {
+			first = err
+		}
+	}
+	for _, x := range exchanges {
+		if err := del(func(ch *amqp091.Channel) error { return ch.ExchangeDelete(x, false, false) }); err != nil && first == nil && !notFound(err) {
+			first = err
+		}
+	}
+	return first
+}
+
+func notFound(err error) bool {
+	var e *amqp091.Error
+	return errors.As(err, &e) && e.Code == amqp091.NotFound
+}
