@@ -7,6 +7,8 @@ package brokerclean
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,13 +22,17 @@ var (
 	mu      sync.Mutex
 	queues  = map[string]bool{}
 	exchs   = map[string]bool{}
+	// every name ever recorded and every tracked prefix's broker, for Sweep
+	allQueues = map[string]bool{}
+	allExchs  = map[string]bool{}
+	prefixes  = map[string]string{}
 )
 
 // Declared records that queue was declared on the broker (a transport calls it before declaring).
-func Declared(queue string) { record(queues, queue) }
+func Declared(queue string) { record(queues, queue); record(allQueues, queue) }
 
 // DeclaredExchange records that exchange was declared on the broker.
-func DeclaredExchange(exchange string) { record(exchs, exchange) }
+func DeclaredExchange(exchange string) { record(exchs, exchange); record(allExchs, exchange) }
 
 func record(set map[string]bool, name string) {
 	if !enabled.Load() || name == "" {
@@ -57,6 +63,9 @@ func Track(tb TB, url, prefix string, extra ...string) {
 		tb.Fatal("brokerclean.Track: empty prefix would match every queue")
 	}
 	enabled.Store(true)
+	mu.Lock()
+	prefixes[prefix] = url
+	mu.Unlock()
 	tb.Cleanup(func() {
 		qs, xs := take(queues, prefix), take(exchs, prefix)
 		if err := Delete(url, append(qs, extra...), xs); err != nil {
@@ -64,6 +73,55 @@ func Track(tb TB, url, prefix string, extra ...string) {
 		}
 	})
 }
+
+// Sweep deletes again every queue and exchange recorded in this process under a tracked prefix:
+// the safety net for one a goroutine redeclared after its test's cleanup. TestMain runs it
+// through Main, once every test has ended.
+func Sweep() error {
+	mu.Lock()
+	byURL := map[string][2][]string{}
+	for prefix, url := range prefixes {
+		qs, xs := byURL[url][0], byURL[url][1]
+		for name := range allQueues {
+			if strings.HasPrefix(name, prefix) {
+				qs = append(qs, name)
+			}
+		}
+		for name := range allExchs {
+			if strings.HasPrefix(name, prefix) {
+				xs = append(xs, name)
+			}
+		}
+		byURL[url] = [2][]string{qs, xs}
+	}
+	mu.Unlock()
+	var first error
+	for url, names := range byURL {
+		if err := Delete(url, names[0], names[1]); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// M is what TestMain runs: testing.M, or goleak's TestingM.
+type M interface{ Run() int }
+
+type sweepingM struct{ m M }
+
+// Run runs the tests, then Sweep.
+func (s sweepingM) Run() int {
+	code := s.m.Run()
+	if err := Sweep(); err != nil {
+		fmt.Fprintf(os.Stderr, "brokerclean: deleting the tests' queues: %v\n", err)
+	}
+	return code
+}
+
+// Main wraps a package's testing.M so that Sweep runs after its tests:
+//
+//	func TestMain(m *testing.M) { os.Exit(brokerclean.Main(m).Run()) }
+func Main(m M) M { return sweepingM{m} }
 
 // take removes from set and returns the names starting with prefix.
 func take(set map[string]bool, prefix string) []string {

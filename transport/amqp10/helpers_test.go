@@ -10,13 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/brokerlock"
 	"github.com/commandbus/commandbus/transport/amqp10"
 	"github.com/commandbus/commandbus/transport/internal/brokertest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, brokertest.LeakOptions()...)
+	goleak.VerifyTestMain(brokerclean.Main(m), brokertest.LeakOptions()...)
 }
 
 // brokerURL returns the test broker's URL once it accepts an AMQP 1.0 connection, or skips
