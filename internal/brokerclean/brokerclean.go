@@ -138,17 +138,37 @@ func take(set map[string]bool, prefix string) []string {
 }
 
 // Delete deletes queues and exchanges over AMQP 0-9-1, whatever they hold; one that does not
-// exist is not an error.
+// exist is not an error. It then checks that the queues are gone, and deletes again one that a
+// stopping client redeclared meanwhile, for up to 10 seconds.
 func Delete(url string, queues, exchanges []string) error {
 	if len(queues) == 0 && len(exchanges) == 0 {
 		return nil
 	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left, err := deleteOnce(url, queues, exchanges)
+		if err == nil && len(left) == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			if err == nil {
+				err = fmt.Errorf("queues still declared: %s", strings.Join(left, ", "))
+			}
+			return err
+		}
+		time.Sleep(100 * time.Millisecond) // polling the broker until the queues stay gone
+	}
+}
+
+// deleteOnce deletes, then returns the queues that exist again.
+func deleteOnce(url string, queues, exchanges []string) ([]string, error) {
 	conn, err := amqp091.DialConfig(url, amqp091.Config{Dial: amqp091.DefaultDial(5 * time.Second)})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer conn.Close()
-	del := func(f func(ch *amqp091.Channel) error) error {
+	// A channel per operation: a failed one (404 on an older broker) closes its channel.
+	on := func(f func(ch *amqp091.Channel) error) error {
 		ch, err := conn.Channel()
 		if err != nil {
 			return err
@@ -156,20 +176,30 @@ func Delete(url string, queues, exchanges []string) error {
 		defer ch.Close()
 		return f(ch)
 	}
-	var first error
 	for _, q := range queues {
-		// A queue that does not exist closes the channel with 404 on older brokers: a channel
-		// per queue keeps that from stopping the rest.
-		if err := del(func(ch *amqp091.Channel) error { _, err := ch.QueueDelete(q, false, false, false); return err }); err != nil && first == nil && !notFound(err) {
-			first = err
+		if err := on(func(ch *amqp091.Channel) error { _, err := ch.QueueDelete(q, false, false, false); return err }); err != nil && !notFound(err) {
+			return nil, fmt.Errorf("deleting queue %s: %w", q, err)
 		}
 	}
 	for _, x := range exchanges {
-		if err := del(func(ch *amqp091.Channel) error { return ch.ExchangeDelete(x, false, false) }); err != nil && first == nil && !notFound(err) {
-			first = err
+		if err := on(func(ch *amqp091.Channel) error { return ch.ExchangeDelete(x, false, false) }); err != nil && !notFound(err) {
+			return nil, fmt.Errorf("deleting exchange %s: %w", x, err)
 		}
 	}
-	return first
+	var left []string
+	for _, q := range queues {
+		err := on(func(ch *amqp091.Channel) error {
+			_, err := ch.QueueDeclarePassive(q, true, false, false, false, nil)
+			return err
+		})
+		switch {
+		case err == nil:
+			left = append(left, q)
+		case !notFound(err):
+			return nil, fmt.Errorf("checking queue %s: %w", q, err)
+		}
+	}
+	return left, nil
 }
 
 func notFound(err error) bool {
