@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus/cli"
+	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
 )
@@ -39,9 +40,7 @@ func TestDLQBrokerListAndRedrive(t *testing.T) {
 	prefix := "CLI" + strings.ToUpper(hex.EncodeToString(b))
 	topology := amqp.Topology{Prefix: prefix}
 	work := outbox.CommandQueueName(prefix, "fx", "BookFx")
-	t.Cleanup(func() {
-		amqp.DeleteQueues(url, topology.DeadLetterQueue(), topology.ParkingQueue(), work, outbox.BackoutQueueName(work))
-	})
+	brokerclean.Track(t, url, prefix)
 	flags := []string{"--amqp-url", url, "--amqp-prefix", prefix}
 
 	out, err := runCLI(cli.Config{}, append([]string{"dlq", "list", "--broker"}, flags...)...)

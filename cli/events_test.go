@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/brokerlock"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/orchestration"
@@ -43,6 +44,7 @@ func TestWireEventSources(t *testing.T) {
 	_, _ = rand.Read(b)
 	prefix := "TE" + hex.EncodeToString(b)
 	queue := prefix + ".EVENTS.Q"
+	brokerclean.Track(t, url, prefix)
 
 	ctx := context.Background()
 	drv := dbtest.SQLite(t)

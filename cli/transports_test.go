@@ -15,11 +15,11 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/brokerlock"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/server/console"
-	"github.com/commandbus/commandbus/transport/amqp"
 )
 
 type wiredBookFx struct {
@@ -46,6 +46,7 @@ func TestWireTransportsAMQP10(t *testing.T) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	prefix := "TW" + hex.EncodeToString(b)
+	brokerclean.Track(t, url, prefix)
 
 	handlers := commandbus.NewHandlers()
 	commandbus.AddHandler(handlers, "fx", commandbus.HandlerFunc[wiredBookFx](func(_ context.Context, cmd *commandbus.Command[wiredBookFx]) (any, error) {
@@ -115,7 +116,7 @@ func TestWireTransportsAMQPDeadLetters(t *testing.T) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	prefix := "TD" + hex.EncodeToString(b)
-	t.Cleanup(func() { amqp.DeleteQueues(url, outbox.DeadLetterQueueName(prefix), outbox.ParkingQueueName(prefix)) })
+	brokerclean.Track(t, url, prefix)
 
 	plain, err := commandbus.NewClient(dbtest.SQLite(t), &commandbus.Config{Domains: map[string]*commandbus.DomainConfig{"fx": {}}})
 	require.NoError(t, err)

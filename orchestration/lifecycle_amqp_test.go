@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/outbox"
@@ -44,9 +45,9 @@ func TestLifecycleEventsToRabbitMQ(t *testing.T) {
 	url := rabbitURL(t)
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		ctx := context.Background()
-		queue := "T" + uuid.NewString()[:8] + ".events.Orchestrations"
 		topology := amqp.Topology{Prefix: "T" + uuid.NewString()[:8]}
-		t.Cleanup(func() { amqp.DeleteQueues(url, queue, topology.BackoutQueue(queue)) })
+		queue := topology.Prefix + ".events.Orchestrations"
+		brokerclean.Track(t, url, topology.Prefix)
 
 		client := fastClient(t, drv)
 		rt, err := orchestration.New(client, orchestration.Config{Events: &orchestration.EventSink{Transport: outbox.TransportAMQP, Topic: queue}})

@@ -17,6 +17,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/outbox"
@@ -105,7 +106,9 @@ func TestLifecycleAMQPExchangeSinkFromConfig(t *testing.T) {
 	url := rabbitURL(t)
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		ctx := context.Background()
-		exchange := "T" + uuid.NewString()[:8] + ".executions"
+		prefix := "T" + uuid.NewString()[:8]
+		brokerclean.Track(t, url, prefix)
+		exchange := prefix + ".executions"
 		all, completions := exchange+".all", exchange+".completed"
 		conn, err := amqp091.Dial(url)
 		require.NoError(t, err)
@@ -135,7 +138,7 @@ func TestLifecycleAMQPExchangeSinkFromConfig(t *testing.T) {
 		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
 		m, err := workflow.Register(rt, workflow.New("fanned", 1).Step("a", noop))
 		require.NoError(t, err)
-		pub, err := amqp.NewPublisher(amqp.PublisherConfig{URL: url, Topology: amqp.Topology{Prefix: "T" + uuid.NewString()[:8]}})
+		pub, err := amqp.NewPublisher(amqp.PublisherConfig{URL: url, Topology: amqp.Topology{Prefix: prefix}})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = pub.Close() })
 		relay, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, PollInterval: 20 * time.Millisecond})

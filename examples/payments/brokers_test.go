@@ -17,6 +17,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
+	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/brokerlock"
 	"github.com/commandbus/commandbus/internal/clock"
 	"github.com/commandbus/commandbus/internal/dbtest"
@@ -72,6 +73,7 @@ func setupBrokers(t *testing.T, drv driver.Driver, transport string) *brokerFixt
 		_ = conn.Close()
 	}
 	prefix := "PAY" + uuid.NewString()[:8]
+	brokerclean.Track(t, url, prefix)
 	var topics []string
 	for _, d := range payments.Domains {
 		topics = append(topics, outbox.EventTopicName("events.", d))

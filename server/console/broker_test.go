@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus"
+	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/internal/servertest"
 	"github.com/commandbus/commandbus/server/console"
@@ -63,7 +64,7 @@ func TestConsoleBrokerDeadLetters(t *testing.T) {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	topology := amqp.Topology{Prefix: "CON" + strings.ToUpper(hex.EncodeToString(b))}
-	t.Cleanup(func() { amqp.DeleteQueues(url, topology.DeadLetterQueue(), topology.ParkingQueue()) })
+	brokerclean.Track(t, url, topology.Prefix)
 	_, err = amqp.ListDeadLetters(context.Background(), url, topology, 0) // declares the queues
 	require.NoError(t, err)
 	ch, err := conn.Channel()

@@ -39,6 +39,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/internal/broker"
 )
@@ -73,6 +74,7 @@ func (t Topology) ReplyQueue() string { return outbox.ReplyQueueName(t.withDefau
 // DeclareDeadEnds declares the dead-letter and parking queues.
 func (t Topology) DeclareDeadEnds(ch *amqp.Channel) error {
 	for _, name := range []string{t.DeadLetterQueue(), t.ParkingQueue()} {
+		brokerclean.Declared(name)
 		if _, err := ch.QueueDeclare(name, true, false, false, false, amqp.Table{"x-queue-type": "quorum"}); err != nil {
 			return fmt.Errorf("declaring queue %s: %w", name, err)
 		}
@@ -89,6 +91,8 @@ func (t Topology) BackoutQueue(queue string) string { return outbox.BackoutQueue
 func (t Topology) DeclareWorkQueue(ch *amqp.Channel, name string) error {
 	t = t.withDefaults()
 	backout := t.BackoutQueue(name)
+	brokerclean.Declared(backout)
+	brokerclean.Declared(name)
 	if _, err := ch.QueueDeclare(backout, true, false, false, false, amqp.Table{"x-queue-type": "classic"}); err != nil {
 		return fmt.Errorf("declaring queue %s: %w", backout, err)
 	}
@@ -222,6 +226,7 @@ func (p *Publisher) Publish(ctx context.Context, msgs []*driver.OutboxRow) []err
 		if !p.declared[m.Topic] {
 			var err error
 			if toExchange {
+				brokerclean.DeclaredExchange(name)
 				err = ch.ExchangeDeclare(name, amqp.ExchangeTopic, true, false, false, false, nil)
 			} else {
 				err = p.cfg.Topology.DeclareWorkQueue(ch, m.Topic)

@@ -23,7 +23,7 @@ import (
 func TestBackoutCount(t *testing.T) {
 	t.Parallel()
 	url := rabbitURL(t)
-	topology := amqp.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
+	topology := amqp.Topology{Prefix: uniquePrefix(t, url), BackoutThreshold: 3}
 	queue := brokertest.CommandQueue(t, url, topology.Prefix)
 	pub, err := amqp.NewPublisher(amqp.PublisherConfig{URL: url, Topology: topology})
 	require.NoError(t, err)

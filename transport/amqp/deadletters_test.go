@@ -68,7 +68,7 @@ func TestDeadLettersListedAndRedriven(t *testing.T) {
 func TestDeadLetterCollector(t *testing.T) {
 	t.Parallel()
 	url := rabbitURL(t)
-	prefix := uniquePrefix()
+	prefix := uniquePrefix(t, url)
 	topology := amqp.Topology{Prefix: prefix}
 	t.Cleanup(func() { brokertest.DeleteQueues(t, url, topology.DeadLetterQueue(), topology.ParkingQueue()) })
 	reg := prometheus.NewPedanticRegistry()

@@ -70,7 +70,7 @@ func newPlatform(t *testing.T, opts platformOpts) *platform {
 	if drv == nil {
 		drv = dbtest.Postgres(t)
 	}
-	p := &platform{t: t, url: url, prefix: uniquePrefix(), drv: drv}
+	p := &platform{t: t, url: url, prefix: uniquePrefix(t, url), drv: drv}
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "events.Fx"))
 	require.NoError(t, err)
 	t.Cleanup(cluster.Close)

@@ -60,7 +60,7 @@ func TestEventConsumer(t *testing.T) {
 		_, err = workflow.Register(rt, workflow.New("fulfil-order", 1).TriggeredBy("OrderPlaced").Step("ship", noop))
 		require.NoError(t, err)
 
-		topology := amqp.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
+		topology := amqp.Topology{Prefix: uniquePrefix(t, url), BackoutThreshold: 3}
 		queue := topology.Prefix + ".EVENTS.ORDERS.Q"
 		consumer, err := amqp.NewEventConsumer(amqp.EventConsumerConfig{URL: url, Queues: []string{queue}, Receiver: rt, Topology: topology,
 			RequeueDelay: 20 * time.Millisecond})
@@ -165,7 +165,7 @@ func TestEventConsumerDatabaseFailure(t *testing.T) {
 	require.NoError(t, err)
 
 	run := func(failures int) (amqp.Topology, string, *failingReceiver) {
-		topology := amqp.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
+		topology := amqp.Topology{Prefix: uniquePrefix(t, url), BackoutThreshold: 3}
 		queue := topology.Prefix + ".EVENTS.Q"
 		receiver := &failingReceiver{EventReceiver: rt, failures: failures}
 		consumer, err := amqp.NewEventConsumer(amqp.EventConsumerConfig{URL: url, Queues: []string{queue}, Receiver: receiver,

@@ -10,12 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/brokerlock"
 	"github.com/commandbus/commandbus/transport/internal/brokertest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, brokertest.LeakOptions()...)
+	goleak.VerifyTestMain(brokerclean.Main(m), brokertest.LeakOptions()...)
 }
 
 // rabbitURL returns the test broker's URL, or skips (fails under COMMANDBUS_REQUIRE_RABBITMQ=1)
@@ -31,8 +32,8 @@ func rabbitURL(t testing.TB) string {
 	}, "start it with rabbitmq-server -detached")
 }
 
-// uniquePrefix isolates a test's queues.
-func uniquePrefix() string { return brokertest.UniquePrefix("T") }
+// uniquePrefix isolates a test's queues; they are deleted from the broker at url when t ends.
+func uniquePrefix(t testing.TB, url string) string { return brokertest.Prefix(t, url, "T") }
 
 // readQueue takes up to n messages from queue, waiting up to the deadline for them (the queue
 // may not be declared yet: a failed get closes the channel, and the next try opens another).

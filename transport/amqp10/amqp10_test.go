@@ -40,7 +40,7 @@ func TestDetectAddressStyle(t *testing.T) {
 func TestPublishConsumeRoundTrip(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
-	topology := amqp10.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
+	topology := amqp10.Topology{Prefix: uniquePrefix(t, url), BackoutThreshold: 3}
 	queue := brokertest.CommandQueue(t, url, topology.Prefix)
 	commandID, correlation, causation := uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7()), uuid.Must(uuid.NewV7())
 	sc := tracecontext.SpanContext{TraceID: tracecontext.TraceID{9}, SpanID: tracecontext.SpanID{8}, Sampled: true}
@@ -85,7 +85,7 @@ func TestPublishConsumeRoundTrip(t *testing.T) {
 func TestBackoutQueueAfterThreshold(t *testing.T) {
 	t.Parallel()
 	url := brokerURL(t)
-	topology := amqp10.Topology{Prefix: uniquePrefix(), BackoutThreshold: 3}
+	topology := amqp10.Topology{Prefix: uniquePrefix(t, url), BackoutThreshold: 3}
 	queue := brokertest.CommandQueue(t, url, topology.Prefix)
 	pub, err := amqp10.NewPublisher(amqp10.PublisherConfig{URL: url, Topology: topology})
 	require.NoError(t, err)
@@ -136,7 +136,7 @@ func newPlatform(t *testing.T, replies bool) *platform {
 func newPlatformOn(t *testing.T, replies bool, drv driver.Driver, setup func(*commandbus.Client), foreignFx bool) *platform {
 	t.Helper()
 	url := brokerURL(t)
-	p := &platform{t: t, url: url, prefix: uniquePrefix(), drv: drv}
+	p := &platform{t: t, url: url, prefix: uniquePrefix(t, url), drv: drv}
 	p.Fx = brokertest.NewFx(t, 10, func(_ context.Context, cmd *commandbus.Command[BookFx]) (any, error) {
 		return map[string]string{"contract": "FX-" + cmd.Args.PaymentID}, nil
 	})

@@ -10,13 +10,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/brokerlock"
 	"github.com/commandbus/commandbus/transport/amqp10"
 	"github.com/commandbus/commandbus/transport/internal/brokertest"
 )
 
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m, brokertest.LeakOptions()...)
+	goleak.VerifyTestMain(brokerclean.Main(m), brokertest.LeakOptions()...)
 }
 
 // brokerURL returns the test broker's URL once it accepts an AMQP 1.0 connection, or skips
@@ -33,8 +34,8 @@ func brokerURL(t testing.TB) string {
 	}, "start RabbitMQ (rabbitmq-server -detached) and, on 3.x, run rabbitmq-plugins enable rabbitmq_amqp1_0")
 }
 
-// uniquePrefix isolates a test's queues.
-func uniquePrefix() string { return brokertest.UniquePrefix("T10") }
+// uniquePrefix isolates a test's queues; they are deleted from the broker at url when t ends.
+func uniquePrefix(t testing.TB, url string) string { return brokertest.Prefix(t, url, "T10") }
 
 func dial(rawURL string) (*amqp.Conn, error) {
 	u, err := neturl.Parse(rawURL)

@@ -25,6 +25,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/driver/pgdriver"
+	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
 )
@@ -70,6 +71,16 @@ func UniquePrefix(start string) string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return start + strings.ToUpper(hex.EncodeToString(b))
+}
+
+// Prefix is a unique queue-name prefix (see UniquePrefix) whose queues and exchanges, every one
+// the transports declare under it in this process, are deleted from the broker at url when t
+// ends. Call it before starting anything that declares with the prefix.
+func Prefix(t testing.TB, url, start string) string {
+	t.Helper()
+	prefix := UniquePrefix(start)
+	brokerclean.Track(t, url, prefix)
+	return prefix
 }
 
 // DeleteQueues removes a test's queues (over AMQP 0-9-1, which AMQP 1.0 cannot do).
