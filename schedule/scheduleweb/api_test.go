@@ -1,26 +1,21 @@
 package scheduleweb_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
-	"github.com/getkin/kin-openapi/openapi3"
-	"github.com/getkin/kin-openapi/openapi3filter"
-	"github.com/getkin/kin-openapi/routers"
-	"github.com/getkin/kin-openapi/routers/gorillamux"
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/clock"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/servertest"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/process"
 	"github.com/commandbus/commandbus/schedule"
@@ -47,10 +42,10 @@ func (reportProcess) Execute(x *process.Execution[report]) error {
 }
 
 type fixture struct {
-	url    string
-	exec   driver.Executor
-	router routers.Router
-	clock  *clock.Fake
+	url   string
+	exec  driver.Executor
+	api   *servertest.Documented
+	clock *clock.Fake
 }
 
 func setup(t *testing.T, drv driver.Driver) *fixture {
@@ -75,56 +70,13 @@ func setup(t *testing.T, drv driver.Driver) *fixture {
 	hs := httptest.NewServer(srv)
 	t.Cleanup(hs.Close)
 
-	resp, err := http.Get(hs.URL + "/api/openapi.json")
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	doc, err := openapi3.NewLoader().LoadFromData(data)
-	require.NoError(t, err)
-	require.NoError(t, doc.Validate(context.Background()), "the document is valid OpenAPI 3")
-	router, err := gorillamux.NewRouter(doc)
-	require.NoError(t, err)
-	return &fixture{url: hs.URL, exec: drv.Executor(), router: router, clock: fake}
+	return &fixture{url: hs.URL, exec: drv.Executor(), api: servertest.NewDocumented(t, hs.URL), clock: fake}
 }
 
 // call sends a request and checks both it and the answer against the OpenAPI document.
 func (f *fixture) call(t *testing.T, method, path string, body any, token string) (int, []byte) {
 	t.Helper()
-	var reqBody []byte
-	if body != nil {
-		if raw, ok := body.(string); ok {
-			reqBody = []byte(raw)
-		} else {
-			var err error
-			reqBody, err = json.Marshal(body)
-			require.NoError(t, err)
-		}
-	}
-	req, err := http.NewRequest(method, f.url+path, bytes.NewReader(reqBody))
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-
-	check, err := http.NewRequest(method, f.url+path, bytes.NewReader(reqBody))
-	require.NoError(t, err)
-	check.Header = req.Header.Clone()
-	route, params, err := f.router.FindRoute(check)
-	require.NoError(t, err, "%s %s is documented", method, path)
-	input := &openapi3filter.RequestValidationInput{Request: check, PathParams: params, Route: route,
-		Options: &openapi3filter.Options{AuthenticationFunc: openapi3filter.NoopAuthenticationFunc}}
-	out := &openapi3filter.ResponseValidationInput{RequestValidationInput: input, Status: resp.StatusCode, Header: resp.Header,
-		Options: &openapi3filter.Options{IncludeResponseStatus: true}}
-	out.SetBodyBytes(data)
-	require.NoError(t, openapi3filter.ValidateResponse(context.Background(), out), "%s %s answered %d: %s", method, path, resp.StatusCode, data)
-	return resp.StatusCode, data
+	return f.api.Call(t, method, path, body, token)
 }
 
 func decode[T any](t *testing.T, data []byte) T {
