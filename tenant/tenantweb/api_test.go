@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -141,10 +142,20 @@ func TestTenantsAPIRefusesBadInput(t *testing.T) {
 			{"DuplicateID", map[string]any{"id": "acme", "tier": "FREE"}, "id"},
 			{"BadStatus", map[string]any{"id": "b", "tier": "FREE", "status": "gone"}, "status"},
 			{"EmptyID", map[string]any{"id": "", "tier": "FREE"}, "id"},
+			{"NULInID", map[string]any{"id": "b\x00c", "tier": "FREE"}, "id"},
+			{"HugeID", map[string]any{"id": strings.Repeat("b", 129), "tier": "FREE"}, "id"},
 		} {
 			status, data := f.call(t, "POST", "/api/tenants", c.body, operatorToken)
 			require.Equal(t, http.StatusBadRequest, status, "%s: %s", c.name, data)
 			require.Contains(t, fieldsOf(data), c.field, "%s: %s", c.name, data)
+		}
+		for name, raw := range map[string]string{
+			"TrailingJSON": `{"id": "b", "tier": "FREE"}{"id": "c"}`,
+			"UnknownField": `{"id": "b", "tier": "FREE", "plan": "gold"}`,
+			"HugeLimit":    `{"id": "b", "tier": "FREE", "maxActiveOverride": 1e40}`,
+		} {
+			status, data := f.call(t, "POST", "/api/tenants", raw, operatorToken)
+			require.Equal(t, http.StatusBadRequest, status, "%s: %s", name, data)
 		}
 		status, data := f.call(t, "PATCH", "/api/tenants/acme", map[string]any{"tier": "GOLD", "maxActiveOverride": -3}, operatorToken)
 		require.Equal(t, http.StatusBadRequest, status, string(data))
