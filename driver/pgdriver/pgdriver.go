@@ -141,9 +141,17 @@ type executor struct {
 	db dbtx
 }
 
+// executorTx is a transaction. One the driver began (owned) holds its notifications until it
+// commits and sends them after, outside it: a NOTIFY inside a transaction takes a database-wide
+// lock held through the commit's WAL flush, which serialises every notifying commit and defeats
+// group commit. A transaction the caller began (UnwrapTx) notifies inside it, since its commit is
+// not ours to follow.
 type executorTx struct {
 	executor
-	tx pgx.Tx
+	tx      pgx.Tx
+	owned   bool
+	parent  *executorTx // the enclosing transaction of a savepoint
+	pending []string    // owned: topics to notify once committed
 }
 
 func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
@@ -151,11 +159,65 @@ func (e *executor) Begin(ctx context.Context) (driver.ExecutorTx, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &executorTx{executor: executor{d: e.d, db: tx}, tx: tx}, nil
+	return &executorTx{executor: executor{d: e.d, db: tx}, tx: tx, owned: true}, nil
 }
 
-func (e *executorTx) Commit(ctx context.Context) error   { return e.tx.Commit(ctx) }
-func (e *executorTx) Rollback(ctx context.Context) error { return e.tx.Rollback(ctx) }
+// Begin starts a savepoint; its notifications join the enclosing transaction's when it commits.
+func (e *executorTx) Begin(ctx context.Context) (driver.ExecutorTx, error) {
+	tx, err := e.tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &executorTx{executor: executor{d: e.d, db: tx}, tx: tx, owned: e.owned, parent: e}, nil
+}
+
+// Commit commits, then sends the transaction's notifications. A notification that fails to go
+// out is not an error of the commit: listeners also poll, so it only delays a wake-up.
+func (e *executorTx) Commit(ctx context.Context) error {
+	if err := e.tx.Commit(ctx); err != nil {
+		return err
+	}
+	if len(e.pending) == 0 {
+		return nil
+	}
+	if e.parent != nil {
+		e.parent.pending = append(e.parent.pending, e.pending...)
+		return nil
+	}
+	notifyCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_ = e.d.notify(notifyCtx, e.d.pool, dedupeTopics(e.pending))
+	return nil
+}
+
+// Rollback rolls back and drops the transaction's notifications.
+func (e *executorTx) Rollback(ctx context.Context) error {
+	e.pending = nil
+	return e.tx.Rollback(ctx)
+}
+
+// Notify queues the topics until an owned transaction commits; in a caller's transaction it
+// notifies inside it.
+func (e *executorTx) Notify(ctx context.Context, topics []string) error {
+	if !e.owned {
+		return e.notifyInTx(ctx, topics) // not asynchronous: the caller's data commits with it
+	}
+	e.pending = append(e.pending, topics...)
+	return nil
+}
+
+// dedupeTopics drops repeated topics, keeping the first occurrence's order.
+func dedupeTopics(topics []string) []string {
+	seen := make(map[string]struct{}, len(topics))
+	out := topics[:0:0]
+	for _, t := range topics {
+		if _, ok := seen[t]; !ok {
+			seen[t] = struct{}{}
+			out = append(out, t)
+		}
+	}
+	return out
+}
 
 func (e *executor) Exec(ctx context.Context, sql string) error {
 	_, err := e.db.Exec(ctx, e.d.sql(sql))
@@ -168,10 +230,27 @@ func (e *executor) Ping(ctx context.Context) error {
 }
 
 func (e *executor) Notify(ctx context.Context, topics []string) error {
+	return e.d.notify(ctx, e.d.pool, topics)
+}
+
+// notifyInTx sends the topics inside a caller's transaction: they go out when it commits.
+func (e *executorTx) notifyInTx(ctx context.Context, topics []string) error {
 	if len(topics) == 0 {
 		return nil
 	}
 	_, err := e.db.Exec(ctx, `SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t`, e.d.channel, topics)
+	return err
+}
+
+// notify sends the topics on the schema's channel from the pool (never inside a transaction: the
+// statement is its own transaction, committed without waiting for the WAL flush). A notification
+// is a wake-up, not data, and the NOTIFY lock is then held only for a moment.
+func (d *Driver) notify(ctx context.Context, db dbtx, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	_, err := db.Exec(ctx, `SELECT pg_notify($1, t) FROM (SELECT set_config('synchronous_commit', 'off', true)) AS s, unnest($2::text[]) AS t`,
+		d.channel, topics)
 	return err
 }
 
