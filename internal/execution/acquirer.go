@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/batching"
 )
 
 // acquirer groups immediate acquires (a reply or response arriving for an execution) into one
@@ -15,7 +16,7 @@ import (
 // costs the database far less than one each.
 type acquirer struct {
 	engine *Engine
-	group  *group[*acquireRequest]
+	group  *batching.Group[*acquireRequest]
 }
 
 type acquireRequest struct {
@@ -35,7 +36,7 @@ const (
 
 func newAcquirer(e *Engine) *acquirer {
 	a := &acquirer{engine: e}
-	a.group = newGroup(maxAcquireBatch, maxConcurrentAcquire, a.flush)
+	a.group = batching.New(maxAcquireBatch, maxConcurrentAcquire, a.flush)
 	return a
 }
 
@@ -44,7 +45,7 @@ func newAcquirer(e *Engine) *acquirer {
 // lease holds the execution and driver.ErrNotFound when it does not exist.
 func (a *acquirer) acquire(ctx context.Context, id uuid.UUID) (*Lease, error) {
 	req := &acquireRequest{id: id, done: make(chan acquireResult, 1)}
-	a.group.submit(req)
+	a.group.Submit(req)
 	select {
 	case res := <-req.done:
 		return res.lease, res.err

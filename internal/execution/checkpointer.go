@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/batching"
 )
 
 // checkpointer group-commits checkpoints: each runner waits for its own checkpoint to be durable
@@ -21,7 +22,7 @@ type checkpointer struct {
 	notify func(ctx context.Context, topics []string)
 	// signal, when set, wakes this instance's subscribers before notify's round trip.
 	signal func(topics ...string)
-	group  *group[*checkpointRequest]
+	group  *batching.Group[*checkpointRequest]
 	// observers, when set, get the observations of applied checkpoints.
 	observers *observers
 }
@@ -46,7 +47,7 @@ const (
 
 func newCheckpointer(exec driver.Executor, now func() *time.Time, logger *slog.Logger, notify func(context.Context, []string), obs *observers) *checkpointer {
 	c := &checkpointer{exec: exec, now: now, logger: logger, notify: notify, observers: obs}
-	c.group = newGroup(maxCheckpointBatch, maxConcurrentCheckpoint, c.flush)
+	c.group = batching.New(maxCheckpointBatch, maxConcurrentCheckpoint, c.flush)
 	return c
 }
 
@@ -58,7 +59,7 @@ func (c *checkpointer) write(ctx context.Context, cp *driver.ExecutionCheckpoint
 	if observed != nil && c.observers != nil {
 		req.observed = c.observers.reserve(observed)
 	}
-	c.group.submit(req)
+	c.group.Submit(req)
 	select {
 	case err := <-req.done:
 		return err

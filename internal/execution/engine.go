@@ -298,9 +298,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 	}
 	cancel()
 	e.wakeups.stop()
-	e.acquirer.group.wait()
-	e.dueTimers.group.wait()
-	e.checkpointer.group.wait()
+	e.acquirer.group.Wait()
+	e.dueTimers.group.Wait()
+	e.checkpointer.group.Wait()
 	if e.observers != nil {
 		e.observers.wait(ctx)
 	}

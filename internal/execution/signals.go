@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/batching"
 	"github.com/commandbus/commandbus/tracing"
 )
 
@@ -98,7 +99,7 @@ func (l *Lease) DueTimers(ctx context.Context) ([]*driver.ExecutionTimerRow, err
 type dueTimerReader struct {
 	exec  driver.Executor
 	now   func() *time.Time
-	group *group[*dueTimerRequest]
+	group *batching.Group[*dueTimerRequest]
 }
 
 type dueTimerRequest struct {
@@ -115,13 +116,13 @@ const (
 
 func newDueTimerReader(exec driver.Executor, now func() *time.Time) *dueTimerReader {
 	r := &dueTimerReader{exec: exec, now: now}
-	r.group = newGroup(maxDueTimerBatch, maxConcurrentDueTimer, r.flush)
+	r.group = batching.New(maxDueTimerBatch, maxConcurrentDueTimer, r.flush)
 	return r
 }
 
 func (r *dueTimerReader) read(ctx context.Context, id uuid.UUID) ([]*driver.ExecutionTimerRow, error) {
 	req := &dueTimerRequest{id: id, done: make(chan struct{})}
-	r.group.submit(req)
+	r.group.Submit(req)
 	select {
 	case <-req.done:
 		return req.rows, req.error

@@ -1,16 +1,19 @@
-package execution
+// Package batching gathers concurrent requests into batches without a timer: while flushes are in
+// flight, new requests queue, and the next flush takes them all. The execution engine's
+// checkpoints, acquires and due timers and the client's brokered deliveries group-commit with it.
+package batching
 
 import (
 	"sync"
 )
 
-// group gathers requests and hands them to flush in batches. Batches form on their own: while
+// Group gathers requests and hands them to flush in batches. Batches form on their own: while
 // concurrent flushes are in flight, new requests wait in a queue, and the next flush takes all of
 // them (up to max); there is no timer. When a flush slot is free, the request is flushed at once
 // in the caller's goroutine, so an idle system pays no hand-off between goroutines. A flush that
 // finds requests queued behind it continues on a new goroutine, so its caller returns as soon as
 // its own batch is written.
-type group[R any] struct {
+type Group[R any] struct {
 	flush      func(batch []R)
 	max        int
 	concurrent int
@@ -21,15 +24,17 @@ type group[R any] struct {
 	idle     *sync.Cond // signalled when inflight drops to zero
 }
 
-func newGroup[R any](max, concurrent int, flush func(batch []R)) *group[R] {
-	g := &group[R]{flush: flush, max: max, concurrent: concurrent}
+// New returns a group that flushes at most max requests at once, with at most concurrent flushes
+// in flight; flush must not keep the batch.
+func New[R any](max, concurrent int, flush func(batch []R)) *Group[R] {
+	g := &Group[R]{flush: flush, max: max, concurrent: concurrent}
 	g.idle = sync.NewCond(&g.mu)
 	return g
 }
 
-// submit queues req, and flushes it (with whatever else is queued) in the caller's goroutine when
+// Submit queues req, and flushes it (with whatever else is queued) in the caller's goroutine when
 // a flush slot is free. Otherwise a flush in flight takes it when it finishes.
-func (g *group[R]) submit(req R) {
+func (g *Group[R]) Submit(req R) {
 	g.mu.Lock()
 	g.pending = append(g.pending, req)
 	if g.inflight >= g.concurrent {
@@ -43,7 +48,7 @@ func (g *group[R]) submit(req R) {
 }
 
 // take removes up to max queued requests; g.mu is held.
-func (g *group[R]) take() []R {
+func (g *Group[R]) take() []R {
 	n := min(len(g.pending), g.max)
 	batch := make([]R, n)
 	copy(batch, g.pending)
@@ -55,7 +60,7 @@ func (g *group[R]) take() []R {
 
 // run flushes batch, then hands what queued up meanwhile to a new goroutine, or gives the flush
 // slot back.
-func (g *group[R]) run(batch []R) {
+func (g *Group[R]) run(batch []R) {
 	g.flush(batch)
 	g.mu.Lock()
 	if len(g.pending) == 0 {
@@ -71,8 +76,8 @@ func (g *group[R]) run(batch []R) {
 	go g.run(next)
 }
 
-// wait returns when no flush is in flight and nothing is queued.
-func (g *group[R]) wait() {
+// Wait returns when no flush is in flight and nothing is queued.
+func (g *Group[R]) Wait() {
 	g.mu.Lock()
 	for g.inflight > 0 {
 		g.idle.Wait()

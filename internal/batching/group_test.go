@@ -1,4 +1,4 @@
-package execution
+package batching
 
 import (
 	"sync"
@@ -15,7 +15,7 @@ func TestGroupBatchesBehindAFlushInFlight(t *testing.T) {
 	entered := make(chan struct{}, 1)
 	var mu sync.Mutex
 	var batches [][]int
-	g := newGroup(100, 1, func(batch []int) {
+	g := New(100, 1, func(batch []int) {
 		mu.Lock()
 		batches = append(batches, batch)
 		first := len(batches) == 1
@@ -27,13 +27,13 @@ func TestGroupBatchesBehindAFlushInFlight(t *testing.T) {
 	})
 
 	firstDone := make(chan struct{})
-	go func() { g.submit(0); close(firstDone) }()
+	go func() { g.Submit(0); close(firstDone) }()
 	<-entered // the first flush is in flight and holds the only slot
 	const queued = 50
 	var wg sync.WaitGroup
 	for i := 1; i <= queued; i++ {
 		wg.Add(1)
-		go func() { defer wg.Done(); g.submit(i) }()
+		go func() { defer wg.Done(); g.Submit(i) }()
 	}
 	wg.Wait() // every later submit returned at once: queued, not flushed
 	mu.Lock()
@@ -42,7 +42,7 @@ func TestGroupBatchesBehindAFlushInFlight(t *testing.T) {
 
 	close(release)
 	<-firstDone
-	g.wait()
+	g.Wait()
 	require.Len(t, batches, 2, "the queued requests are flushed as one batch")
 	require.Equal(t, []int{0}, batches[0])
 	require.ElementsMatch(t, seq(1, queued), batches[1])
@@ -55,7 +55,7 @@ func TestGroupRespectsMax(t *testing.T) {
 	var mu sync.Mutex
 	var sizes []int
 	var seen []int
-	g := newGroup(4, 1, func(batch []int) {
+	g := New(4, 1, func(batch []int) {
 		mu.Lock()
 		sizes = append(sizes, len(batch))
 		seen = append(seen, batch...)
@@ -66,13 +66,13 @@ func TestGroupRespectsMax(t *testing.T) {
 			<-release
 		}
 	})
-	go g.submit(0)
+	go g.Submit(0)
 	<-entered
 	for i := 1; i <= 10; i++ {
-		g.submit(i)
+		g.Submit(i)
 	}
 	close(release)
-	g.wait()
+	g.Wait()
 	require.Equal(t, []int{1, 4, 4, 2}, sizes)
 	require.ElementsMatch(t, seq(0, 10), seen)
 }
