@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/batching"
 	"github.com/commandbus/commandbus/internal/clock"
 	"github.com/commandbus/commandbus/internal/completer"
 	"github.com/commandbus/commandbus/internal/maintenance"
@@ -41,6 +42,9 @@ type Client struct {
 	messaging *outbox.Metrics
 	inbox     *outbox.Inbox
 	routing   brokerRouting
+	// delivered group-commits the outcomes of brokered deliveries (see writeDelivered).
+	delivered     *batching.Group[*deliveredOutcome]
+	deliveredOnce sync.Once
 
 	randMu sync.Mutex
 

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/batching"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/tracecontext"
 )
@@ -352,19 +353,76 @@ func (c *Client) executeDelivered(ctx context.Context, d Delivery) (DeliveryOutc
 		}
 	}
 	comp.Inbox = &driver.InboxInsertParams{MessageID: d.MessageID, Handler: d.Consumer}
-	writeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	applied, err := c.exec.CommandCompleteMany(writeCtx, &driver.CommandCompleteManyParams{Completions: []*driver.CommandCompletion{comp}, Now: c.now()})
+	applied, err := c.writeDelivered(ctx, comp)
 	if err != nil {
 		return "", fmt.Errorf("writing the outcome of command %s: %w", row.ID, err)
 	}
-	if len(applied) == 0 {
+	if !applied {
 		c.metrics.fenceRejected()
 		c.logger.Warn("outcome discarded: the command moved on (watchdog or operator)", "command_id", row.ID)
-		return DeliveryProcessed, nil
 	}
-	c.notifyOutbox(writeCtx, len(comp.Outbox) > 0)
 	return DeliveryProcessed, nil
+}
+
+// deliveredOutcome is the outcome of a delivered command waiting to be written with others.
+type deliveredOutcome struct {
+	comp *driver.CommandCompletion
+	done chan deliveredWritten
+}
+
+// deliveredWritten says whether an outcome's fence matched, or why its batch failed.
+type deliveredWritten struct {
+	applied bool
+	err     error
+}
+
+// Delivered outcomes are group-committed: one statement and one commit for the outcomes that
+// arrive while others are being written, as the workers' completer does for claimed commands.
+// Unlike the completer's, each caller waits until its outcome is durable, because the broker's
+// message is only acknowledged then.
+const (
+	maxDeliveredBatch   = 200
+	maxDeliveredFlushes = 2
+)
+
+// writeDelivered writes a delivered command's outcome (with its inbox record and outbox
+// messages) in the next batch and reports whether its fence matched. An error means the batch
+// did not commit; the broker redelivers and the inbox deduplicates if it did after all.
+func (c *Client) writeDelivered(ctx context.Context, comp *driver.CommandCompletion) (bool, error) {
+	c.deliveredOnce.Do(func() {
+		c.delivered = batching.New(maxDeliveredBatch, maxDeliveredFlushes, c.flushDelivered)
+	})
+	req := &deliveredOutcome{comp: comp, done: make(chan deliveredWritten, 1)}
+	c.delivered.Submit(req)
+	select {
+	case w := <-req.done:
+		return w.applied, w.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// flushDelivered writes a batch of delivered outcomes in one statement and tells each caller.
+func (c *Client) flushDelivered(batch []*deliveredOutcome) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	comps := make([]*driver.CommandCompletion, len(batch))
+	wroteOutbox := false
+	for i, req := range batch {
+		comps[i] = req.comp
+		wroteOutbox = wroteOutbox || len(req.comp.Outbox) > 0
+	}
+	ids, err := c.exec.CommandCompleteMany(ctx, &driver.CommandCompleteManyParams{Completions: comps, Now: c.now()})
+	applied := make(map[uuid.UUID]bool, len(ids))
+	for _, id := range ids {
+		applied[id] = true
+	}
+	if err == nil {
+		c.notifyOutbox(ctx, wroteOutbox)
+	}
+	for _, req := range batch {
+		req.done <- deliveredWritten{applied: applied[req.comp.ID], err: err}
+	}
 }
 
 // unclaimable decides what a delivery of a command that cannot be claimed means.

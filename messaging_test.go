@@ -3,6 +3,8 @@ package commandbus
 import (
 	"context"
 	"errors"
+	"github.com/google/uuid"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -170,6 +172,71 @@ func TestDeliveredCommandRepliesToItsReplyTo(t *testing.T) {
 				found = found || env.CommandID == res.ID && r.Category == driver.OutboxCategoryReply
 			}
 			require.Truef(t, found, "the reply of %s is on %s", res.ID, tc.want)
+		}
+	})
+}
+
+// TestConcurrentDeliveriesAreGroupCommitted: deliveries whose handlers finish together are
+// written in shared batches, and each still ends exactly as alone: its command COMPLETED, its
+// inbox record and its reply written, and a redelivery of its message recognised as a duplicate.
+func TestConcurrentDeliveriesAreGroupCommitted(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		const n = 24
+		var arrived sync.WaitGroup
+		arrived.Add(n)
+		release := make(chan struct{})
+		handlers := NewHandlers()
+		AddHandler(handlers, "fx", HandlerFunc[testArgs](func(ctx context.Context, cmd *Command[testArgs]) (any, error) {
+			arrived.Done()
+			<-release // every handler finishes at once, so their outcomes queue behind each other
+			return map[string]string{"ok": "yes"}, nil
+		}))
+		client := newTestClient(t, drv, &Config{Handlers: handlers, Domains: map[string]*DomainConfig{
+			"fx": {Transport: TransportAMQP}, "payments": {}}, AMQP: AMQPConfig{URL: "amqp://127.0.0.1:1/", Prefix: "GC"}})
+		ctx := context.Background()
+		ids := make([]uuid.UUID, n)
+		for i := range ids {
+			res, err := client.Send(ctx, "fx", testArgs{}, &SendOpts{ReplyTo: "payments"})
+			require.NoError(t, err)
+			ids[i] = res.ID
+		}
+		outcomes := make([]DeliveryOutcome, n)
+		errs := make([]error, n)
+		var done sync.WaitGroup
+		for i, id := range ids {
+			done.Add(1)
+			go func() {
+				defer done.Done()
+				outcomes[i], errs[i] = client.executeDelivered(ctx, Delivery{MessageID: "m-" + id.String(), Consumer: "gc", CommandID: id, Domain: "fx"})
+			}()
+		}
+		arrived.Wait()
+		close(release)
+		done.Wait()
+		for i, id := range ids {
+			require.NoError(t, errs[i])
+			require.Equal(t, DeliveryProcessed, outcomes[i])
+			row, err := drv.Executor().CommandGetByID(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, driver.CommandStatusCompleted, row.Status, "command %s", id)
+			seen, err := drv.Executor().InboxExists(ctx, "m-"+id.String(), "gc")
+			require.NoError(t, err)
+			require.True(t, seen, "the inbox record of %s committed with its outcome", id)
+			again, err := client.executeDelivered(ctx, Delivery{MessageID: "m-" + id.String(), Consumer: "gc", CommandID: id, Domain: "fx"})
+			require.NoError(t, err)
+			require.Equal(t, DeliveryDuplicate, again)
+		}
+		replies, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Topic: outbox.ReplyQueueName("GC")})
+		require.NoError(t, err)
+		replied := map[uuid.UUID]bool{}
+		for _, r := range replies {
+			env, err := outbox.Decode(r.Payload)
+			require.NoError(t, err)
+			replied[env.CommandID] = true
+		}
+		for _, id := range ids {
+			require.True(t, replied[id], "the reply of %s is in the outbox", id)
 		}
 	})
 }

@@ -160,8 +160,9 @@ type MigrationInsertParams struct {
 	Name    string
 }
 
-// NotifyExecutor sends wake-up notifications. On PostgreSQL they are delivered when the enclosing
-// transaction commits.
+// NotifyExecutor sends wake-up notifications. In a transaction they are delivered only if it
+// commits, after it commits. They are wake-ups, not data: Notify may return before they are
+// delivered (pgdriver coalesces them), and a lost one only delays a listener until it polls.
 type NotifyExecutor interface {
 	Notify(ctx context.Context, topics []string) error
 }

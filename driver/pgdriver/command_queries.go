@@ -475,25 +475,33 @@ func hasCompletionExtras(completions []*driver.CommandCompletion) bool {
 }
 
 // writeCompletionExtras writes the outbox and inbox rows of the applied completions.
-func writeCompletionExtras(ctx context.Context, exec driver.Executor, completions []*driver.CommandCompletion, applied []uuid.UUID, now *time.Time) error {
+func writeCompletionExtras(ctx context.Context, exec *executorTx, completions []*driver.CommandCompletion, applied []uuid.UUID, now *time.Time) error {
 	done := make(map[uuid.UUID]bool, len(applied))
 	for _, id := range applied {
 		done[id] = true
 	}
 	var messages []*driver.OutboxInsertParams
+	var inboxIDs, inboxHandlers []string
+	var inboxAt []*time.Time
 	for _, c := range completions {
 		if !done[c.ID] {
 			continue
 		}
 		messages = append(messages, c.Outbox...)
 		if c.Inbox != nil {
-			inbox := *c.Inbox
-			if inbox.Now == nil {
-				inbox.Now = now
+			at := c.Inbox.Now
+			if at == nil {
+				at = now
 			}
-			if _, err := exec.InboxInsert(ctx, &inbox); err != nil {
-				return fmt.Errorf("recording inbox message %s: %w", inbox.MessageID, err)
-			}
+			inboxIDs, inboxHandlers, inboxAt = append(inboxIDs, c.Inbox.MessageID), append(inboxHandlers, c.Inbox.Handler), append(inboxAt, at)
+		}
+	}
+	if len(inboxIDs) > 0 {
+		// One statement for the batch's inbox records.
+		if _, err := exec.db.Exec(ctx, exec.d.sql(`INSERT INTO {schema}.inbox (message_id, handler, processed_at)
+			SELECT m, h, coalesce(a, now()) FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS t(m, h, a)
+			ON CONFLICT DO NOTHING`), inboxIDs, inboxHandlers, inboxAt); err != nil {
+			return fmt.Errorf("recording %d inbox messages (the first %s): %w", len(inboxIDs), inboxIDs[0], err)
 		}
 	}
 	if len(messages) == 0 {

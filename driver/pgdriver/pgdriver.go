@@ -48,6 +48,7 @@ type Driver struct {
 	channel    string
 	migrations []driver.Migration
 	sqlCache   sync.Map
+	notifier   notifier
 }
 
 var _ driver.Driver = (*Driver)(nil)
@@ -184,9 +185,7 @@ func (e *executorTx) Commit(ctx context.Context) error {
 		e.parent.pending = append(e.parent.pending, e.pending...)
 		return nil
 	}
-	notifyCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	_ = e.d.notify(notifyCtx, e.d.pool, dedupeTopics(e.pending))
+	e.d.notifier.queue(e.d, e.pending)
 	return nil
 }
 
@@ -206,19 +205,6 @@ func (e *executorTx) Notify(ctx context.Context, topics []string) error {
 	return nil
 }
 
-// dedupeTopics drops repeated topics, keeping the first occurrence's order.
-func dedupeTopics(topics []string) []string {
-	seen := make(map[string]struct{}, len(topics))
-	out := topics[:0:0]
-	for _, t := range topics {
-		if _, ok := seen[t]; !ok {
-			seen[t] = struct{}{}
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
 func (e *executor) Exec(ctx context.Context, sql string) error {
 	_, err := e.db.Exec(ctx, e.d.sql(sql))
 	return err
@@ -229,8 +215,11 @@ func (e *executor) Ping(ctx context.Context) error {
 	return e.db.QueryRow(ctx, `SELECT 1`).Scan(&one)
 }
 
-func (e *executor) Notify(ctx context.Context, topics []string) error {
-	return e.d.notify(ctx, e.d.pool, topics)
+// Notify queues the topics: they go out from the pool, coalesced with other notifications, and
+// Notify does not wait for them (see notifier).
+func (e *executor) Notify(_ context.Context, topics []string) error {
+	e.d.notifier.queue(e.d, topics)
+	return nil
 }
 
 // notifyInTx sends the topics inside a caller's transaction: they go out when it commits.
