@@ -38,7 +38,7 @@ func TestConsoleQueueRowsSayWhatTheyAreAbout(t *testing.T) {
 		require.NoError(t, err)
 		var pending []*payments.PendingNetworkResponse
 		servertest.Eventually(t, 30*time.Second, "both L2s to be pending", func() bool {
-			pending, err = f.Platform.ListPendingNetworkResponses(ctx, 0)
+			pending, err = f.Platform.ListPendingNetworkResponses(ctx, payments.ListParams{})
 			require.NoError(t, err)
 			return len(pending) == 2
 		})
