@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -26,31 +27,72 @@ type dlqRow struct {
 }
 
 type dlqData struct {
-	Filter    tsqFilter
-	Rows      []*dlqRow
-	Counts    tsqCounts
-	Truncated bool
+	Filter tsqFilter
+	Rows   []*dlqRow
+	Counts tsqCounts
+	// Next is the link to the older records (empty on the last page); First, to the newest
+	// (empty on the first page). BadCursor says the page marker was not one this page makes.
+	Next, First string
+	BadCursor   bool
 	// Broker is the broker's dead-letter queues (nil when the console has no reader).
 	Broker *brokerSection
+}
+
+// dlqPageMarker is the "before" parameter of the dead-letter page: the record the page resumes
+// after, by the list's order (parked at, in Unix microseconds, then command id).
+func dlqPageMarker(e *commandbus.DLQEntry) string {
+	return strconv.FormatInt(e.ParkedAt.UnixMicro(), 10) + "_" + e.CommandID.String()
+}
+
+// parseDLQPageMarker reads a marker made by dlqPageMarker.
+func parseDLQPageMarker(v string) (*commandbus.DLQCursor, bool) {
+	at, id, ok := strings.Cut(v, "_")
+	micros, err := strconv.ParseInt(at, 10, 64)
+	commandID, idErr := uuid.Parse(id)
+	if !ok || err != nil || idErr != nil {
+		return nil, false
+	}
+	return &commandbus.DLQCursor{ParkedAt: time.UnixMicro(micros).UTC(), CommandID: commandID}, true
 }
 
 func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := filterOf(r)
-	list, err := c.client.DLQ().List(ctx, commandbus.DLQFilter{Domain: f.Domain, Type: f.Type, Limit: tsqScan})
-	if err != nil {
-		c.failed(w, r, err)
-		return
-	}
 	d := dlqData{Filter: f}
+	status := http.StatusOK
+	var after *commandbus.DLQCursor
+	if v := strings.TrimSpace(r.URL.Query().Get("before")); v != "" {
+		var ok bool
+		if after, ok = parseDLQPageMarker(v); !ok {
+			d.BadCursor, status = true, http.StatusBadRequest
+		}
+		d.First = "/dlq"
+		if q := f.Query().Encode(); q != "" {
+			d.First += "?" + q
+		}
+	}
+	var list []*commandbus.DLQEntry
+	if !d.BadCursor {
+		var err error
+		list, err = c.client.DLQ().List(ctx, commandbus.DLQFilter{Domain: f.Domain, Type: f.Type, After: after, Limit: tsqScan})
+		if err != nil {
+			c.failed(w, r, err)
+			return
+		}
+	}
+	// The error filter applies here, so a page scans at most tsqScan records for tsqLimit rows;
+	// the next page resumes after the last record scanned.
 	var execIDs []uuid.UUID
+	var last *commandbus.DLQEntry
+	more := len(list) == tsqScan
 	for _, e := range list {
+		if len(d.Rows) == tsqLimit {
+			more = true
+			break
+		}
+		last = e
 		if f.Error != "" && (e.Command == nil || e.Command.ErrorCode != f.Error) {
 			continue
-		}
-		if len(d.Rows) == tsqLimit {
-			d.Truncated = true
-			break
 		}
 		row := &dlqRow{DLQEntry: e}
 		row.ErrorCode, row.ErrorMessage, _ = strings.Cut(e.Error, ": ")
@@ -59,7 +101,11 @@ func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 			execIDs = append(execIDs, e.Command.CorrelationID)
 		}
 	}
-	d.Truncated = d.Truncated || len(list) == tsqScan
+	if more && last != nil {
+		q := f.Query()
+		q.Set("before", dlqPageMarker(last))
+		d.Next = "/dlq?" + q.Encode()
+	}
 	contexts, err := c.contextsOfExecutions(ctx, execIDs, nil)
 	if err != nil {
 		c.failed(w, r, err)
@@ -77,7 +123,7 @@ func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 	d.Broker = c.brokerDeadLetters(ctx)
 	p := c.newPage(w, r, "Dead-letter queue", "tsq")
 	p.Data = d
-	c.render(w, r, http.StatusOK, "dlq.html", p)
+	c.render(w, r, status, "dlq.html", p)
 }
 
 // dlqResubmit is the confirmation flow of resubmitting one dead-lettered command.
