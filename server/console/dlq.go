@@ -31,9 +31,10 @@ type dlqData struct {
 	Rows   []*dlqRow
 	Counts tsqCounts
 	// Next is the link to the older records (empty on the last page); First, to the newest
-	// (empty on the first page). BadCursor says the page marker was not one this page makes.
+	// (empty on the first page).
 	Next, First string
-	BadCursor   bool
+	// Problem says why the page's parameters (its marker or size) cannot be read.
+	Problem string
 	// Broker is the broker's dead-letter queues (nil when the console has no reader).
 	Broker *brokerSection
 }
@@ -55,24 +56,38 @@ func parseDLQPageMarker(v string) (*commandbus.DLQCursor, bool) {
 	return &commandbus.DLQCursor{ParkedAt: time.UnixMicro(micros).UTC(), CommandID: commandID}, true
 }
 
+// dlq lists the dead-letter records, most recently parked first, a page at a time: ?limit=N
+// records (1 to tsqLimit, default tsqLimit), ?before=MARKER the records after the last one of the
+// previous page.
 func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := filterOf(r)
 	d := dlqData{Filter: f}
 	status := http.StatusOK
+	query := r.URL.Query()
+	pageSize := tsqLimit
+	if v := strings.TrimSpace(query.Get("limit")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > tsqLimit {
+			d.Problem = "The page size (limit) must be a whole number from 1 to " + strconv.Itoa(tsqLimit) + "."
+		}
+		pageSize = n
+	}
 	var after *commandbus.DLQCursor
-	if v := strings.TrimSpace(r.URL.Query().Get("before")); v != "" {
+	if v := strings.TrimSpace(query.Get("before")); v != "" {
 		var ok bool
 		if after, ok = parseDLQPageMarker(v); !ok {
-			d.BadCursor, status = true, http.StatusBadRequest
+			d.Problem = "The page marker is not one this page makes."
 		}
 		d.First = "/dlq"
-		if q := f.Query().Encode(); q != "" {
-			d.First += "?" + q
+		if q := f.Query(); len(q) > 0 {
+			d.First += "?" + q.Encode()
 		}
 	}
 	var list []*commandbus.DLQEntry
-	if !d.BadCursor {
+	if d.Problem != "" {
+		status, d.First = http.StatusBadRequest, "/dlq"
+	} else {
 		var err error
 		list, err = c.client.DLQ().List(ctx, commandbus.DLQFilter{Domain: f.Domain, Type: f.Type, After: after, Limit: tsqScan})
 		if err != nil {
@@ -86,7 +101,7 @@ func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 	var last *commandbus.DLQEntry
 	more := len(list) == tsqScan
 	for _, e := range list {
-		if len(d.Rows) == tsqLimit {
+		if len(d.Rows) == pageSize {
 			more = true
 			break
 		}
@@ -103,6 +118,9 @@ func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 	}
 	if more && last != nil {
 		q := f.Query()
+		if pageSize != tsqLimit {
+			q.Set("limit", strconv.Itoa(pageSize))
+		}
 		q.Set("before", dlqPageMarker(last))
 		d.Next = "/dlq?" + q.Encode()
 	}
