@@ -95,7 +95,7 @@ func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	// The error filter applies here, so a page scans at most tsqScan records for tsqLimit rows;
+	// The error filter applies here, so a page scans at most tsqScan records for its rows;
 	// the next page resumes after the last record scanned.
 	var execIDs []uuid.UUID
 	var last *commandbus.DLQEntry
