@@ -17,6 +17,7 @@ import (
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/internal/servertest"
 	. "github.com/commandbus/commandbus/server"
@@ -108,7 +109,7 @@ func TestAPIRefusesBadInput(t *testing.T) {
 		pendingPayment := f.Submit(servertest.PendingL2Payment())
 		var network uuid.UUID
 		servertest.Eventually(t, 30*time.Second, "a pending L2 confirmation", func() bool {
-			list, err := f.Platform.ListPendingNetworkResponses(ctx, 0)
+			list, err := f.Platform.ListPendingNetworkResponses(ctx, payments.ListParams{})
 			require.NoError(t, err)
 			for _, p := range list {
 				if p.PaymentID == pendingPayment.PaymentID {

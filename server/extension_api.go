@@ -41,6 +41,10 @@ func (q *Query) Limit(def, most int) int { return q.q.limit(def, most) }
 // of the previous page ("" when absent; a cursor the server did not make is a problem).
 func (q *Query) Cursor() string { return q.q.cursorText() }
 
+// BadCursor records the cursor parameter as a problem: the server made it, but its key is not
+// one the route resumes from (a cursor of another list).
+func (q *Query) BadCursor() { q.q.badCursor(q.q.first("cursor")) }
+
 // Err returns every problem found, or nil.
 func (q *Query) Err() error { return q.q.err() }
 

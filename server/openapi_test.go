@@ -153,7 +153,7 @@ func TestOpenAPIDocumentMatchesServer(t *testing.T) {
 		pendingPayment := f.Submit(servertest.PendingL2Payment())
 		var pendingID uuid.UUID
 		servertest.Eventually(t, 30*time.Second, "a pending L2 confirmation", func() bool {
-			list, err := f.Platform.ListPendingNetworkResponses(ctx, 0)
+			list, err := f.Platform.ListPendingNetworkResponses(ctx, payments.ListParams{})
 			require.NoError(t, err)
 			for _, p := range list {
 				if p.PaymentID == pendingPayment.PaymentID {

@@ -187,7 +187,7 @@ func runDemo(ctx context.Context, out, errOut io.Writer, f demoFlags) error {
 
 	var batchID uuid.UUID
 	if f.resume {
-		batches, err := s.platform.ListBatches(ctx, 1)
+		batches, err := s.platform.ListBatches(ctx, payments.ListParams{Limit: 1})
 		if err != nil {
 			return err
 		}
@@ -450,11 +450,11 @@ func printDemoSummary(ctx context.Context, out io.Writer, s *stack, r demoSummar
 		}
 		fmt.Fprintf(out, "\nAct on one from a terminal:\n  go run ./cmd/commandbus executions retry %s --database %s --reason \"cause fixed\"\n", tsq[0].ID, redact(url))
 	}
-	approvals, err := s.platform.ListApprovals(ctx, "PENDING", 1000)
+	approvals, err := s.platform.ListApprovals(ctx, payments.ApprovalFilter{Status: "PENDING", Limit: 1000})
 	if err == nil && len(approvals) > 0 {
 		fmt.Fprintf(out, "\n%d risk approval(s) wait for an operator (console: Approvals).\n", len(approvals))
 	}
-	pending, err := s.platform.ListPendingNetworkResponses(ctx, 1000)
+	pending, err := s.platform.ListPendingNetworkResponses(ctx, payments.ListParams{Limit: 1000})
 	if err == nil && len(pending) > 0 {
 		fmt.Fprintf(out, "%d network response(s) wait for an operator (console: Pending network responses).\n", len(pending))
 	}

@@ -344,13 +344,15 @@ func (p *Platform) GetBatch(ctx context.Context, id uuid.UUID) (*BatchView, erro
 	return b, p.countBatch(ctx, b)
 }
 
-// ListBatches returns batch runs newest first, with current counts.
-func (p *Platform) ListBatches(ctx context.Context, limit int) ([]*BatchView, error) {
-	if limit <= 0 || limit > 200 {
-		limit = 20
+// ListBatches returns batch runs newest first (by creation, then id), after params.After, with
+// current counts. Counting reads every execution of a batch, so keep pages short (default 50).
+func (p *Platform) ListBatches(ctx context.Context, params ListParams) ([]*BatchView, error) {
+	cond, args := keysetAfter(params.After, "created_at", true, 1)
+	if cond != "" {
+		cond = "WHERE " + cond
 	}
 	rows, err := p.store.db.QueryContext(ctx, p.store.q(`SELECT id, scheduled_for, process_type, behavior, total, created_at
-		FROM {t}batch_run ORDER BY created_at DESC, id DESC LIMIT `+fmt.Sprint(limit)))
+		FROM {t}batch_run `+cond+` ORDER BY created_at DESC, id DESC LIMIT `+fmt.Sprint(listLimit(params.Limit, 50))), args...)
 	if err != nil {
 		return nil, err
 	}

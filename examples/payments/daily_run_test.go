@@ -58,7 +58,7 @@ func TestDailyRunOnItsSchedule(t *testing.T) {
 
 		fake.Set(time.Date(2026, 11, 24, 6, 0, 0, 200_000_000, time.UTC))
 		eventually(t, 30*time.Second, "the daily run's batch", func() bool {
-			batches, err := p.ListBatches(ctx, 0)
+			batches, err := p.ListBatches(ctx, payments.ListParams{})
 			require.NoError(t, err)
 			return len(batches) == 1 && batches[0].Total == 2 && batches[0].ScheduledFor == "2026-11-24"
 		})

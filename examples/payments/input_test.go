@@ -208,7 +208,7 @@ func TestBatchRequestValidation(t *testing.T) {
 				afterPayments, afterExecutions := rowCounts(t, drv)
 				require.Equal(t, beforePayments, afterPayments)
 				require.Equal(t, beforeExecutions, afterExecutions)
-				batches, err := f.p.ListBatches(ctx, 0)
+				batches, err := f.p.ListBatches(ctx, payments.ListParams{})
 				require.NoError(t, err)
 				require.Empty(t, batches)
 			})
@@ -232,7 +232,7 @@ func TestOperatorReasonsAreCapped(t *testing.T) {
 		res := f.submit(req)
 		var approval *payments.Approval
 		eventually(t, 20*time.Second, "an approval", func() bool {
-			list, err := f.p.ListApprovals(ctx, payments.ApprovalPending, 0)
+			list, err := f.p.ListApprovals(ctx, payments.ApprovalFilter{Status: payments.ApprovalPending})
 			require.NoError(t, err)
 			for _, a := range list {
 				if a.PaymentID == res.PaymentID {

@@ -51,20 +51,23 @@ type Approval struct {
 // ApprovalStatuses lists the statuses an approval can have.
 var ApprovalStatuses = []string{ApprovalPending, ApprovalApproved, ApprovalRejected, ApprovalWithdrawn}
 
-// ListApprovals returns approval requests in a status (default PENDING), oldest first. An
-// unknown status is a validation error on status.
-func (p *Platform) ListApprovals(ctx context.Context, status string, limit int) ([]*Approval, error) {
+// ListApprovals returns approval requests in a status (default PENDING), oldest first (by
+// request, then id), after f.After, at most f.Limit (default 100). An unknown status is a validation error on status.
+func (p *Platform) ListApprovals(ctx context.Context, f ApprovalFilter) ([]*Approval, error) {
+	status := f.Status
 	if status == "" {
 		status = ApprovalPending
 	}
 	if !slices.Contains(ApprovalStatuses, status) {
 		return nil, &commandbus.ValidationError{Field: "status", Message: fmt.Sprintf("must be one of %s, got %s", strings.Join(ApprovalStatuses, ", "), input.Quote(status))}
 	}
-	if limit <= 0 || limit > 1000 {
-		limit = 100
+	where := "status = $1"
+	args := []any{status}
+	if cond, more := keysetAfter(f.After, "requested_at", false, 2); cond != "" {
+		where, args = where+" AND "+cond, append(args, more...)
 	}
 	rows, err := p.store.db.QueryContext(ctx, p.store.q(`SELECT id, payment_id, execution_id, risk_reference, amount, currency, status,
-		actor, reason, requested_at, decided_at FROM {t}approval WHERE status = $1 ORDER BY requested_at, id LIMIT `+fmt.Sprint(limit)), status)
+		actor, reason, requested_at, decided_at FROM {t}approval WHERE `+where+` ORDER BY requested_at, id LIMIT `+fmt.Sprint(listLimit(f.Limit, 100))), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -250,13 +253,16 @@ type PendingNetworkResponse struct {
 	AnsweredAt  *time.Time `json:"answeredAt,omitempty"`
 }
 
-// ListPendingNetworkResponses returns the confirmations waiting for an operator, oldest first.
-func (p *Platform) ListPendingNetworkResponses(ctx context.Context, limit int) ([]*PendingNetworkResponse, error) {
-	if limit <= 0 || limit > 1000 {
-		limit = 100
+// ListPendingNetworkResponses returns the confirmations waiting for an operator, oldest first (by
+// creation, then id), after params.After.
+func (p *Platform) ListPendingNetworkResponses(ctx context.Context, params ListParams) ([]*PendingNetworkResponse, error) {
+	where := "status = 'PENDING'"
+	cond, args := keysetAfter(params.After, "created_at", false, 1)
+	if cond != "" {
+		where += " AND " + cond
 	}
 	rows, err := p.store.db.QueryContext(ctx, p.store.q(`SELECT id, payment_id, execution_id, level, status, answer, actor, reason, created_at, answered_at
-		FROM {t}network_pending WHERE status = 'PENDING' ORDER BY created_at, id LIMIT `+fmt.Sprint(limit)))
+		FROM {t}network_pending WHERE `+where+` ORDER BY created_at, id LIMIT `+fmt.Sprint(listLimit(params.Limit, 100))), args...)
 	if err != nil {
 		return nil, err
 	}

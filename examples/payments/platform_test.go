@@ -407,7 +407,7 @@ func TestManualRiskApproval(t *testing.T) {
 		rejected := f.submit(big)
 		f.waitWaiting(approved.PaymentID, payments.StepAwaitRiskApproval)
 		f.waitWaiting(rejected.PaymentID, payments.StepAwaitRiskApproval)
-		list, err := f.p.ListApprovals(ctx, "", 0)
+		list, err := f.p.ListApprovals(ctx, payments.ApprovalFilter{})
 		require.NoError(t, err)
 		require.Len(t, list, 2)
 		byPayment := map[uuid.UUID]*payments.Approval{}
@@ -425,7 +425,7 @@ func TestManualRiskApproval(t *testing.T) {
 		audit, err := f.client.AuditLog(ctx, &driver.AuditLogListParams{EntityType: "approval"})
 		require.NoError(t, err)
 		require.Len(t, audit, 2)
-		list, err = f.p.ListApprovals(ctx, "", 0)
+		list, err = f.p.ListApprovals(ctx, payments.ApprovalFilter{})
 		require.NoError(t, err)
 		require.Empty(t, list)
 		f.checkInvariants()
@@ -444,7 +444,7 @@ func TestPendingNetworkResponse(t *testing.T) {
 		var pending []*payments.PendingNetworkResponse
 		eventually(t, 20*time.Second, "L2 to be pending", func() bool {
 			var err error
-			pending, err = f.p.ListPendingNetworkResponses(ctx, 0)
+			pending, err = f.p.ListPendingNetworkResponses(ctx, payments.ListParams{})
 			require.NoError(t, err)
 			return len(pending) == 1
 		})
@@ -453,7 +453,7 @@ func TestPendingNetworkResponse(t *testing.T) {
 		require.Error(t, f.p.RespondNetwork(ctx, pending[0].ID, "MAYBE", operator.actor, operator.reason))
 		require.NoError(t, f.p.RespondNetwork(ctx, pending[0].ID, payments.AnswerAccept, operator.actor, operator.reason))
 		f.waitStatus(res.PaymentID, "COMPLETED")
-		pending, err := f.p.ListPendingNetworkResponses(ctx, 0)
+		pending, err := f.p.ListPendingNetworkResponses(ctx, payments.ListParams{})
 		require.NoError(t, err)
 		require.Empty(t, pending)
 		f.checkInvariants()
@@ -560,7 +560,7 @@ func TestBatchRun(t *testing.T) {
 		completed, err := f.p.ListPayments(ctx, payments.PaymentFilter{Status: "COMPLETED", Limit: 100})
 		require.NoError(t, err)
 		require.Len(t, completed, 27)
-		batches, err := f.p.ListBatches(ctx, 0)
+		batches, err := f.p.ListBatches(ctx, payments.ListParams{})
 		require.NoError(t, err)
 		require.Len(t, batches, 2)
 		f.checkInvariants()

@@ -130,9 +130,9 @@ func TestNetworkSimulatedByOneReplica(t *testing.T) {
 	// every answer is given once, by whichever replica held the role at the time.
 	firstAnswers, secondAnswers := first.SimulatorAnswers(), second.SimulatorAnswers()
 	decided := func() int64 {
-		approved, err := second.ListApprovals(ctx, "APPROVED", 1000)
+		approved, err := second.ListApprovals(ctx, payments.ApprovalFilter{Status: "APPROVED", Limit: 1000})
 		require.NoError(t, err)
-		rejected, err := second.ListApprovals(ctx, "REJECTED", 1000)
+		rejected, err := second.ListApprovals(ctx, payments.ApprovalFilter{Status: "REJECTED", Limit: 1000})
 		require.NoError(t, err)
 		return int64(len(approved) + len(rejected))
 	}

@@ -194,8 +194,11 @@ type PaymentFilter struct {
 	Status      string    `json:"status,omitempty"`
 	BatchID     uuid.UUID `json:"batchId,omitzero"`
 	ProcessType string    `json:"processType,omitempty"`
-	// Limit bounds the list; default 50, at most 1000.
+	// Limit bounds the list; default 50, at most MaxListRows.
 	Limit int `json:"limit,omitempty"`
+	// After resumes the list after this payment, the last of the previous page (nil: from the
+	// newest). A list filtered by a process status needs the cursor's ExecutionID.
+	After *PaymentCursor `json:"-"`
 }
 
 // PaymentStatuses lists the statuses ListPayments filters on: where a payment's process is, as
@@ -213,8 +216,9 @@ func PaymentStatuses() []string {
 	return out
 }
 
-// ListPayments returns payments newest first. An unknown status or process type is a validation
-// error naming the field.
+// ListPayments returns payments newest first (by creation, then id; filtered by a process status,
+// by process, newest first), from f.After on. An unknown status or process type, or a cursor the
+// list cannot resume from, is a validation error naming the field.
 func (p *Platform) ListPayments(ctx context.Context, f PaymentFilter) ([]*PaymentView, error) {
 	var errs []error
 	if f.Status != "" && !slices.Contains(PaymentStatuses(), f.Status) {
@@ -227,12 +231,11 @@ func (p *Platform) ListPayments(ctx context.Context, f PaymentFilter) ([]*Paymen
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	limit := f.Limit
-	if limit <= 0 {
-		limit = 50
-	}
-	limit = min(limit, 1000)
+	limit := listLimit(f.Limit, 50)
 	if statuses, ok := executionStatuses(f.Status); ok {
+		if f.After != nil && f.After.ExecutionID == uuid.Nil {
+			return nil, &commandbus.ValidationError{Field: "cursor", Message: "does not come from a list of this status: it names no process"}
+		}
 		return p.listByExecution(ctx, f, statuses, limit)
 	}
 	var where []string
@@ -248,6 +251,10 @@ func (p *Platform) ListPayments(ctx context.Context, f PaymentFilter) ([]*Paymen
 	if f.ProcessType != "" {
 		args = append(args, f.ProcessType)
 		where = append(where, fmt.Sprintf("process_type = $%d", len(args)))
+	}
+	if f.After != nil {
+		cond, more := keysetAfter(&PageCursor{At: f.After.CreatedAt, ID: f.After.ID}, "created_at", true, len(args)+1)
+		where, args = append(where, cond), append(args, more...)
 	}
 	clause := ""
 	if len(where) > 0 {
@@ -332,35 +339,51 @@ func (p *Platform) PaymentFacts(ctx context.Context, ids []uuid.UUID) (map[uuid.
 	return out, nil
 }
 
-// listByExecution lists payments whose process is in one of statuses.
+// listByExecution lists payments whose process is in one of statuses, newest process first,
+// after f.After's process. It reads on past processes that are no payment's (the daily run
+// shares the domain), so it returns limit payments whenever that many remain.
 func (p *Platform) listByExecution(ctx context.Context, f PaymentFilter, statuses []driver.ExecutionStatus, limit int) ([]*PaymentView, error) {
-	rows, err := p.exec.ExecutionList(ctx, &driver.ExecutionListParams{Statuses: statuses, Domain: DomainPayments,
-		Type: f.ProcessType, BatchID: f.BatchID, Limit: limit})
-	if err != nil {
-		return nil, err
+	before := uuid.Nil
+	if f.After != nil {
+		before = f.After.ExecutionID
 	}
-	byExecution := map[uuid.UUID]*driver.ExecutionRow{}
-	ids := make([]string, 0, len(rows))
-	for _, r := range rows {
-		if !IsPaymentProcess(r.Type) {
-			continue
-		}
-		byExecution[r.ID] = r
-		ids = append(ids, r.ID.String())
-	}
-	payments, err := p.paymentsByExecution(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]*PaymentView, 0, len(payments))
-	for _, pay := range payments {
-		v, err := view(pay, byExecution[pay.executionID])
+	out := make([]*PaymentView, 0, limit)
+	for len(out) < limit {
+		want := limit - len(out)
+		rows, err := p.exec.ExecutionList(ctx, &driver.ExecutionListParams{Statuses: statuses, Domain: DomainPayments,
+			Type: f.ProcessType, BatchID: f.BatchID, BeforeID: before, Limit: want})
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, v)
+		byExecution := map[uuid.UUID]*driver.ExecutionRow{}
+		ids := make([]string, 0, len(rows))
+		for _, r := range rows {
+			if !IsPaymentProcess(r.Type) {
+				continue
+			}
+			byExecution[r.ID] = r
+			ids = append(ids, r.ID.String())
+		}
+		payments, err := p.paymentsByExecution(ctx, ids)
+		if err != nil {
+			return nil, err
+		}
+		found := make([]*PaymentView, 0, len(payments))
+		for _, pay := range payments {
+			v, err := view(pay, byExecution[pay.executionID])
+			if err != nil {
+				return nil, err
+			}
+			found = append(found, v)
+		}
+		// The driver's order: execution ids descending, as their text compares.
+		sort.Slice(found, func(i, j int) bool { return found[i].ExecutionID.String() > found[j].ExecutionID.String() })
+		out = append(out, found...)
+		if len(rows) < want {
+			break
+		}
+		before = rows[len(rows)-1].ID
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ExecutionID.String() > out[j].ExecutionID.String() })
 	return out, nil
 }
 

@@ -187,7 +187,7 @@ func (f *Fixture) WaitApproval(paymentID uuid.UUID) *payments.Approval {
 	f.T.Helper()
 	var found *payments.Approval
 	Eventually(f.T, 30*time.Second, "a pending approval for payment "+paymentID.String(), func() bool {
-		list, err := f.Platform.ListApprovals(context.Background(), payments.ApprovalPending, 0)
+		list, err := f.Platform.ListApprovals(context.Background(), payments.ApprovalFilter{Status: payments.ApprovalPending})
 		require.NoError(f.T, err)
 		for _, a := range list {
 			if a.PaymentID == paymentID {

@@ -546,7 +546,7 @@ func browserNetwork(t *testing.T, f *consoleFixture, browser context.Context) {
 	res := f.Submit(servertest.PendingL2Payment())
 	var pending *payments.PendingNetworkResponse
 	servertest.Eventually(t, 30*time.Second, "L2 to be pending", func() bool {
-		list, err := f.Platform.ListPendingNetworkResponses(context.Background(), 0)
+		list, err := f.Platform.ListPendingNetworkResponses(context.Background(), payments.ListParams{})
 		require.NoError(t, err)
 		for _, n := range list {
 			if n.PaymentID == res.PaymentID {
@@ -605,7 +605,7 @@ func browserScreenshots(t *testing.T, f *consoleFixture, browser context.Context
 	f.WaitApproval(big.PaymentID)
 	pending := f.Submit(servertest.PendingL2Payment())
 	servertest.Eventually(t, 30*time.Second, "L2 to be pending", func() bool {
-		list, err := f.Platform.ListPendingNetworkResponses(ctx, 0)
+		list, err := f.Platform.ListPendingNetworkResponses(ctx, payments.ListParams{})
 		require.NoError(t, err)
 		return len(list) > 0
 	})
@@ -714,7 +714,7 @@ func (tb *tab) checkAccessibility(Page string) {
 }
 
 func firstApproval(t *testing.T, f *consoleFixture) uuid.UUID {
-	list, err := f.Platform.ListApprovals(context.Background(), payments.ApprovalPending, 1)
+	list, err := f.Platform.ListApprovals(context.Background(), payments.ApprovalFilter{Status: payments.ApprovalPending, Limit: 1})
 	require.NoError(t, err)
 	require.NotEmpty(t, list)
 	return list[0].ID

@@ -142,7 +142,7 @@ func TestConsolePages(t *testing.T) {
 		f.WaitApproval(big.PaymentID)
 		pending := f.Submit(servertest.PendingL2Payment())
 		servertest.Eventually(t, 30*time.Second, "L2 to be pending", func() bool {
-			list, err := f.Platform.ListPendingNetworkResponses(ctx, 0)
+			list, err := f.Platform.ListPendingNetworkResponses(ctx, payments.ListParams{})
 			require.NoError(t, err)
 			return len(list) == 1
 		})
@@ -255,7 +255,7 @@ func TestConsoleNewBatchForm(t *testing.T) {
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
 		location := resp.Header.Get("Location")
 		require.True(t, strings.HasPrefix(location, "/batches/"), location)
-		batches, err := f.Platform.ListBatches(context.Background(), 0)
+		batches, err := f.Platform.ListBatches(context.Background(), payments.ListParams{})
 		require.NoError(t, err)
 		require.Len(t, batches, 1)
 		require.Equal(t, 3, batches[0].Total)
@@ -318,7 +318,7 @@ func TestConsoleMoreActions(t *testing.T) {
 		pending := f.Submit(servertest.PendingL2Payment())
 		var answer string
 		servertest.Eventually(t, 30*time.Second, "L2 to be pending", func() bool {
-			list, err := f.Platform.ListPendingNetworkResponses(ctx, 0)
+			list, err := f.Platform.ListPendingNetworkResponses(ctx, payments.ListParams{})
 			require.NoError(t, err)
 			if len(list) == 1 {
 				answer = "/network/" + list[0].ID.String() + "/reject"

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -26,31 +27,87 @@ type dlqRow struct {
 }
 
 type dlqData struct {
-	Filter    tsqFilter
-	Rows      []*dlqRow
-	Counts    tsqCounts
-	Truncated bool
+	Filter tsqFilter
+	Rows   []*dlqRow
+	Counts tsqCounts
+	// Next is the link to the older records (empty on the last page); First, to the newest
+	// (empty on the first page).
+	Next, First string
+	// Problem says why the page's parameters (its marker or size) cannot be read.
+	Problem string
 	// Broker is the broker's dead-letter queues (nil when the console has no reader).
 	Broker *brokerSection
 }
 
+// dlqPageMarker is the "before" parameter of the dead-letter page: the record the page resumes
+// after, by the list's order (parked at, in Unix microseconds, then command id).
+func dlqPageMarker(e *commandbus.DLQEntry) string {
+	return strconv.FormatInt(e.ParkedAt.UnixMicro(), 10) + "_" + e.CommandID.String()
+}
+
+// parseDLQPageMarker reads a marker made by dlqPageMarker.
+func parseDLQPageMarker(v string) (*commandbus.DLQCursor, bool) {
+	at, id, ok := strings.Cut(v, "_")
+	micros, err := strconv.ParseInt(at, 10, 64)
+	commandID, idErr := uuid.Parse(id)
+	if !ok || err != nil || idErr != nil {
+		return nil, false
+	}
+	return &commandbus.DLQCursor{ParkedAt: time.UnixMicro(micros).UTC(), CommandID: commandID}, true
+}
+
+// dlq lists the dead-letter records, most recently parked first, a page at a time: ?limit=N
+// records (1 to tsqLimit, default tsqLimit), ?before=MARKER the records after the last one of the
+// previous page.
 func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	f := filterOf(r)
-	list, err := c.client.DLQ().List(ctx, commandbus.DLQFilter{Domain: f.Domain, Type: f.Type, Limit: tsqScan})
-	if err != nil {
-		c.failed(w, r, err)
-		return
-	}
 	d := dlqData{Filter: f}
+	status := http.StatusOK
+	query := r.URL.Query()
+	pageSize := tsqLimit
+	if v := strings.TrimSpace(query.Get("limit")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > tsqLimit {
+			d.Problem = "The page size (limit) must be a whole number from 1 to " + strconv.Itoa(tsqLimit) + "."
+		}
+		pageSize = n
+	}
+	var after *commandbus.DLQCursor
+	if v := strings.TrimSpace(query.Get("before")); v != "" {
+		var ok bool
+		if after, ok = parseDLQPageMarker(v); !ok {
+			d.Problem = "The page marker is not one this page makes."
+		}
+		d.First = "/dlq"
+		if q := f.Query(); len(q) > 0 {
+			d.First += "?" + q.Encode()
+		}
+	}
+	var list []*commandbus.DLQEntry
+	if d.Problem != "" {
+		status, d.First = http.StatusBadRequest, "/dlq"
+	} else {
+		var err error
+		list, err = c.client.DLQ().List(ctx, commandbus.DLQFilter{Domain: f.Domain, Type: f.Type, After: after, Limit: tsqScan})
+		if err != nil {
+			c.failed(w, r, err)
+			return
+		}
+	}
+	// The error filter applies here, so a page scans at most tsqScan records for its rows;
+	// the next page resumes after the last record scanned.
 	var execIDs []uuid.UUID
+	var last *commandbus.DLQEntry
+	more := len(list) == tsqScan
 	for _, e := range list {
+		if len(d.Rows) == pageSize {
+			more = true
+			break
+		}
+		last = e
 		if f.Error != "" && (e.Command == nil || e.Command.ErrorCode != f.Error) {
 			continue
-		}
-		if len(d.Rows) == tsqLimit {
-			d.Truncated = true
-			break
 		}
 		row := &dlqRow{DLQEntry: e}
 		row.ErrorCode, row.ErrorMessage, _ = strings.Cut(e.Error, ": ")
@@ -59,7 +116,14 @@ func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 			execIDs = append(execIDs, e.Command.CorrelationID)
 		}
 	}
-	d.Truncated = d.Truncated || len(list) == tsqScan
+	if more && last != nil {
+		q := f.Query()
+		if pageSize != tsqLimit {
+			q.Set("limit", strconv.Itoa(pageSize))
+		}
+		q.Set("before", dlqPageMarker(last))
+		d.Next = "/dlq?" + q.Encode()
+	}
 	contexts, err := c.contextsOfExecutions(ctx, execIDs, nil)
 	if err != nil {
 		c.failed(w, r, err)
@@ -77,7 +141,7 @@ func (c *Console) dlq(w http.ResponseWriter, r *http.Request) {
 	d.Broker = c.brokerDeadLetters(ctx)
 	p := c.newPage(w, r, "Dead-letter queue", "tsq")
 	p.Data = d
-	c.render(w, r, http.StatusOK, "dlq.html", p)
+	c.render(w, r, status, "dlq.html", p)
 }
 
 // dlqResubmit is the confirmation flow of resubmitting one dead-lettered command.

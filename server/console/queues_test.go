@@ -2,8 +2,10 @@ package console_test
 
 import (
 	"context"
+	"html"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +40,7 @@ func TestConsoleQueueRowsSayWhatTheyAreAbout(t *testing.T) {
 		require.NoError(t, err)
 		var pending []*payments.PendingNetworkResponse
 		servertest.Eventually(t, 30*time.Second, "both L2s to be pending", func() bool {
-			pending, err = f.Platform.ListPendingNetworkResponses(ctx, 0)
+			pending, err = f.Platform.ListPendingNetworkResponses(ctx, payments.ListParams{})
 			require.NoError(t, err)
 			return len(pending) == 2
 		})
@@ -355,5 +357,68 @@ func TestConsoleDLQPage(t *testing.T) {
 		requireHTML(t, body, "no dead-letter record any more")
 		_, body = op.Get("/dlq")
 		requireHTML(t, body, `id="dlq-empty"`)
+	})
+}
+
+var (
+	dlqRowRE    = regexp.MustCompile(`<tr data-id="([^"]+)" id="dlq-`)
+	firstPageRE = regexp.MustCompile(`<a href="([^"]+)" id="first-page"`)
+)
+
+// The dead-letter page shows a page of records with a link to the older ones: following the
+// links shows every record once, most recently parked first; a marker it did not make is a 400.
+func TestConsoleDLQPagesThroughOlderRecords(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		f := setupConsole(t, drv)
+		ctx := context.Background()
+		var parked []string
+		for range 3 {
+			_, cmd := f.ParkRiskCommand()
+			parked = append(parked, cmd.ID.String())
+		}
+		entries, err := f.Client.DLQ().List(ctx, commandbus.DLQFilter{})
+		require.NoError(t, err)
+		var newestFirst []string
+		for _, e := range entries {
+			newestFirst = append(newestFirst, e.CommandID.String())
+		}
+		require.ElementsMatch(t, parked, newestFirst)
+
+		op := f.HTTPClient()
+		op.Login(viewerToken)
+		var seen []string
+		path := "/dlq?limit=2"
+		for pages := 0; ; pages++ {
+			require.Less(t, pages, 5, "the pages end")
+			resp, body := op.Get(path)
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			rows := dlqRowRE.FindAllStringSubmatch(body, -1)
+			require.NotEmpty(t, rows)
+			for _, m := range rows {
+				seen = append(seen, m[1])
+			}
+			if pages > 0 {
+				first := firstPageRE.FindStringSubmatch(body)
+				require.NotNil(t, first, "a later page links to the newest records")
+				require.Equal(t, "/dlq", html.UnescapeString(first[1]))
+			}
+			next := nextPageRE.FindStringSubmatch(body)
+			if next == nil {
+				require.Equal(t, 1, pages, "three records at two a page: two pages")
+				break
+			}
+			require.Len(t, rows, 2, "a page before the last is full")
+			path = html.UnescapeString(next[1])
+			require.Contains(t, path, "before=")
+			require.Contains(t, path, "limit=2", "the next page keeps the page size")
+		}
+		require.Equal(t, newestFirst, seen, "every record once, most recently parked first")
+
+		for _, bad := range []string{"/dlq?before=nope", "/dlq?before=1_" + uuid.NewString() + "x", "/dlq?limit=0", "/dlq?limit=201"} {
+			resp, body := op.Get(bad)
+			require.Equal(t, http.StatusBadRequest, resp.StatusCode, bad)
+			requireHTML(t, body, `id="dlq-bad-page"`, bad)
+		}
 	})
 }

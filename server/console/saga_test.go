@@ -173,7 +173,7 @@ func TestConsoleBatchFormRunsPaymentSagas(t *testing.T) {
 			"preset": {payments.PresetHappy}, "confirmed": {"1"}, "reason": {"saga run"}}
 		resp, _ := op.Post("/batches/new", form)
 		require.Equal(t, http.StatusSeeOther, resp.StatusCode)
-		batches, err := f.Platform.ListBatches(context.Background(), 0)
+		batches, err := f.Platform.ListBatches(context.Background(), payments.ListParams{})
 		require.NoError(t, err)
 		require.Len(t, batches, 1)
 		require.Equal(t, payments.TypePaymentSaga, batches[0].ProcessType)

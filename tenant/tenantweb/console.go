@@ -43,7 +43,13 @@ type tenantRow struct {
 type tenantsData struct {
 	Items []*tenantRow
 	Tiers []*tenant.Tier
+	// Next is the link to the following tenants by id (empty on the last page); First, to the
+	// first page (empty on it).
+	Next, First string
 }
+
+// tenantsPageSize is how many tenants the page shows at once.
+const tenantsPageSize = server.DefaultListLimit
 
 // age words a duration for the page: seconds, minutes or hours.
 func age(d time.Duration) string {
@@ -57,13 +63,22 @@ func age(d time.Duration) string {
 	}
 }
 
+// tenantsPage lists the tenants by id, a page at a time: ?after=ID shows the tenants after ID.
 func (e *Extension) tenantsPage(w http.ResponseWriter, r *http.Request) {
-	list, err := e.tenants.List(r.Context(), tenant.ListRequest{Limit: server.MaxListLimit})
+	after := strings.TrimSpace(r.URL.Query().Get("after"))
+	list, err := e.tenants.List(r.Context(), tenant.ListRequest{AfterID: after, Limit: tenantsPageSize + 1})
 	if err != nil {
 		e.m.Failed(w, r, err)
 		return
 	}
 	d := tenantsData{Items: make([]*tenantRow, 0, len(list))}
+	if len(list) > tenantsPageSize {
+		list = list[:tenantsPageSize]
+		d.Next = "/tenants?" + url.Values{"after": {list[len(list)-1].ID}}.Encode()
+	}
+	if after != "" {
+		d.First = "/tenants"
+	}
 	now := time.Now()
 	for _, t := range list {
 		row := &tenantRow{Tenant: t}

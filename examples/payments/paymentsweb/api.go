@@ -5,7 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -15,8 +17,74 @@ import (
 	"github.com/commandbus/commandbus/server"
 )
 
-// maxBatchListLimit is the most batches one listing returns (each is counted when read).
+// maxBatchListLimit is the most batches one page returns (each is counted when read).
 const maxBatchListLimit = 200
+
+// defaultPaymentListLimit is the payments and batches a page returns when the limit is not given.
+const defaultPaymentListLimit = 50
+
+// The lists are paged by keyset with the server's cursors: a cursor's key names the last row of
+// the previous page by the list's order, its time (Unix microseconds) and its id.
+
+// timeKey is the cursor key of a row listed by time and id.
+func timeKey(at time.Time, id uuid.UUID) string {
+	return strconv.FormatInt(at.UnixMicro(), 10) + "/" + id.String()
+}
+
+// parseTimeKey reads a key made by timeKey.
+func parseTimeKey(key string) (*payments.PageCursor, bool) {
+	at, id, ok := strings.Cut(key, "/")
+	micros, err := strconv.ParseInt(at, 10, 64)
+	rowID, idErr := uuid.Parse(id)
+	if !ok || err != nil || idErr != nil {
+		return nil, false
+	}
+	return &payments.PageCursor{At: time.UnixMicro(micros).UTC(), ID: rowID}, true
+}
+
+// pageCursor reads the cursor parameter of a list ordered by time and id (nil when absent; a key
+// of another list is a problem naming cursor).
+func pageCursor(q *server.Query) *payments.PageCursor {
+	key := q.Cursor()
+	if key == "" {
+		return nil
+	}
+	cursor, ok := parseTimeKey(key)
+	if !ok {
+		q.BadCursor()
+	}
+	return cursor
+}
+
+// paymentKey is the cursor key of a listed payment: its creation time and id, and its process id,
+// which orders the lists filtered by a process status ("" before the payment has a process).
+func paymentKey(v *payments.PaymentView) string {
+	key := timeKey(v.CreatedAt, v.ID) + "/"
+	if v.ExecutionID != uuid.Nil {
+		key += v.ExecutionID.String()
+	}
+	return key
+}
+
+// paymentCursor reads the cursor parameter of the payments list (nil when absent).
+func paymentCursor(q *server.Query) *payments.PaymentCursor {
+	key := q.Cursor()
+	if key == "" {
+		return nil
+	}
+	i := strings.LastIndexByte(key, '/')
+	at, ok := parseTimeKey(key[:max(i, 0)])
+	var execID uuid.UUID
+	var err error
+	if rest := key[i+1:]; ok && rest != "" {
+		execID, err = uuid.Parse(rest)
+	}
+	if !ok || err != nil {
+		q.BadCursor()
+		return nil
+	}
+	return &payments.PaymentCursor{CreatedAt: at.At, ID: at.ID, ExecutionID: execID}
+}
 
 // reply writes v as JSON with status, or err as a problem.
 func (c *Extension) reply(w http.ResponseWriter, r *http.Request, status int, v any, err error) {
@@ -158,15 +226,17 @@ func (c *Extension) getPaymentStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Extension) listPayments(w http.ResponseWriter, r *http.Request) {
-	q := server.ParseQuery(r, "status", "processType", "batch", "limit")
+	q := server.ParseQuery(r, "status", "processType", "batch", "cursor", "limit")
 	filter := payments.PaymentFilter{Status: q.OneOf("status", payments.PaymentStatuses()), ProcessType: q.OneOf("processType", payments.ProcessTypes),
-		BatchID: q.UUID("batch"), Limit: q.Limit(50, server.MaxListLimit)}
+		BatchID: q.UUID("batch"), Limit: q.Limit(defaultPaymentListLimit, server.MaxListLimit), After: paymentCursor(q)}
 	if err := q.Err(); err != nil {
 		c.writeError(w, r, err)
 		return
 	}
+	limit := filter.Limit
+	filter.Limit++ // one more tells whether there is a next page
 	list, err := c.platform.ListPayments(r.Context(), filter)
-	c.reply(w, r, http.StatusOK, server.Items(list), err)
+	c.reply(w, r, http.StatusOK, server.PageOf(list, limit, paymentKey), err)
 }
 
 // batchRequest is the body of POST /api/batches.
@@ -222,25 +292,30 @@ func (c *Extension) getBatch(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Extension) listBatches(w http.ResponseWriter, r *http.Request) {
-	q := server.ParseQuery(r, "limit")
-	limit := q.Limit(50, maxBatchListLimit)
+	q := server.ParseQuery(r, "cursor", "limit")
+	params := payments.ListParams{Limit: q.Limit(defaultPaymentListLimit, maxBatchListLimit), After: pageCursor(q)}
 	if err := q.Err(); err != nil {
 		c.writeError(w, r, err)
 		return
 	}
-	list, err := c.platform.ListBatches(r.Context(), limit)
-	c.reply(w, r, http.StatusOK, server.Items(list), err)
+	limit := params.Limit
+	params.Limit++
+	list, err := c.platform.ListBatches(r.Context(), params)
+	c.reply(w, r, http.StatusOK, server.PageOf(list, limit, func(b *payments.BatchView) string { return timeKey(b.CreatedAt, b.ID) }), err)
 }
 
 func (c *Extension) listApprovals(w http.ResponseWriter, r *http.Request) {
-	q := server.ParseQuery(r, "status", "limit")
-	status, limit := q.OneOf("status", payments.ApprovalStatuses), q.Limit(server.DefaultListLimit, server.MaxListLimit)
+	q := server.ParseQuery(r, "status", "cursor", "limit")
+	filter := payments.ApprovalFilter{Status: q.OneOf("status", payments.ApprovalStatuses),
+		Limit: q.Limit(server.DefaultListLimit, server.MaxListLimit), After: pageCursor(q)}
 	if err := q.Err(); err != nil {
 		c.writeError(w, r, err)
 		return
 	}
-	list, err := c.platform.ListApprovals(r.Context(), status, limit)
-	c.reply(w, r, http.StatusOK, server.Items(list), err)
+	limit := filter.Limit
+	filter.Limit++
+	list, err := c.platform.ListApprovals(r.Context(), filter)
+	c.reply(w, r, http.StatusOK, server.PageOf(list, limit, func(a *payments.Approval) string { return timeKey(a.RequestedAt, a.ID) }), err)
 }
 
 // decisionRequest is the body of an approval decision.
@@ -285,14 +360,16 @@ func (c *Extension) decideApproval(w http.ResponseWriter, r *http.Request) {
 }
 
 func (c *Extension) listPendingNetwork(w http.ResponseWriter, r *http.Request) {
-	q := server.ParseQuery(r, "limit")
-	limit := q.Limit(server.DefaultListLimit, server.MaxListLimit)
+	q := server.ParseQuery(r, "cursor", "limit")
+	params := payments.ListParams{Limit: q.Limit(server.DefaultListLimit, server.MaxListLimit), After: pageCursor(q)}
 	if err := q.Err(); err != nil {
 		c.writeError(w, r, err)
 		return
 	}
-	list, err := c.platform.ListPendingNetworkResponses(r.Context(), limit)
-	c.reply(w, r, http.StatusOK, server.Items(list), err)
+	limit := params.Limit
+	params.Limit++
+	list, err := c.platform.ListPendingNetworkResponses(r.Context(), params)
+	c.reply(w, r, http.StatusOK, server.PageOf(list, limit, func(p *payments.PendingNetworkResponse) string { return timeKey(p.CreatedAt, p.ID) }), err)
 }
 
 // respondRequest is the body of an operator's answer to a pending network confirmation.

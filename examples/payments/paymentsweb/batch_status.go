@@ -36,14 +36,14 @@ func (c *Extension) loadOperatorLookups(ctx context.Context, l *operatorLookups)
 		return nil
 	}
 	l.approvals, l.network, l.parked = map[uuid.UUID]bool{}, map[uuid.UUID]bool{}, map[uuid.UUID]bool{}
-	approvals, err := c.platform.ListApprovals(ctx, payments.ApprovalPending, tsqScan)
+	approvals, err := c.platform.ListApprovals(ctx, payments.ApprovalFilter{Status: payments.ApprovalPending, Limit: tsqScan})
 	if err != nil {
 		return err
 	}
 	for _, a := range approvals {
 		l.approvals[a.PaymentID] = true
 	}
-	pending, err := c.platform.ListPendingNetworkResponses(ctx, tsqScan)
+	pending, err := c.platform.ListPendingNetworkResponses(ctx, payments.ListParams{Limit: tsqScan})
 	if err != nil {
 		return err
 	}

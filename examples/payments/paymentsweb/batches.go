@@ -28,7 +28,7 @@ type batchesData struct {
 }
 
 func (c *Extension) batchesPage(w http.ResponseWriter, r *http.Request) (*server.Page, error) {
-	list, err := c.platform.ListBatches(r.Context(), 50)
+	list, err := c.platform.ListBatches(r.Context(), payments.ListParams{Limit: 50})
 	if err != nil {
 		return nil, err
 	}

@@ -181,18 +181,18 @@ func (c *Extension) CompletionRule(processType string) *server.CompletionRule {
 
 // Overview adds the pending approvals and network responses and the latest batches.
 func (c *Extension) Overview(ctx context.Context) (*server.Overview, error) {
-	batches, err := c.platform.ListBatches(ctx, 5)
+	batches, err := c.platform.ListBatches(ctx, payments.ListParams{Limit: 5})
 	if err != nil {
 		return nil, err
 	}
 	if err := c.markOperatorWaits(ctx, batches); err != nil {
 		return nil, err
 	}
-	approvals, err := c.platform.ListApprovals(ctx, payments.ApprovalPending, 1000)
+	approvals, err := c.platform.ListApprovals(ctx, payments.ApprovalFilter{Status: payments.ApprovalPending, Limit: 1000})
 	if err != nil {
 		return nil, err
 	}
-	pending, err := c.platform.ListPendingNetworkResponses(ctx, 1000)
+	pending, err := c.platform.ListPendingNetworkResponses(ctx, payments.ListParams{Limit: 1000})
 	if err != nil {
 		return nil, err
 	}

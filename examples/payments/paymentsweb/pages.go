@@ -190,7 +190,7 @@ func (c *Extension) paymentPage(w http.ResponseWriter, r *http.Request, full boo
 
 // pendingFor lists the network confirmations waiting for an operator on one payment.
 func (c *Extension) pendingFor(ctx context.Context, paymentID uuid.UUID) ([]*payments.PendingNetworkResponse, error) {
-	all, err := c.platform.ListPendingNetworkResponses(ctx, 1000)
+	all, err := c.platform.ListPendingNetworkResponses(ctx, payments.ListParams{Limit: 1000})
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +231,7 @@ type approvalsData struct {
 }
 
 func (c *Extension) approvals(w http.ResponseWriter, r *http.Request) {
-	list, err := c.platform.ListApprovals(r.Context(), payments.ApprovalPending, 500)
+	list, err := c.platform.ListApprovals(r.Context(), payments.ApprovalFilter{Status: payments.ApprovalPending, Limit: 500})
 	if err != nil {
 		c.failed(w, r, err)
 		return
@@ -311,7 +311,7 @@ type networkData struct {
 }
 
 func (c *Extension) network(w http.ResponseWriter, r *http.Request) {
-	list, err := c.platform.ListPendingNetworkResponses(r.Context(), 500)
+	list, err := c.platform.ListPendingNetworkResponses(r.Context(), payments.ListParams{Limit: 500})
 	if err != nil {
 		c.failed(w, r, err)
 		return
@@ -340,7 +340,7 @@ func (c *Extension) networkAction(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not a pending response id.")
 		return
 	}
-	all, err := c.platform.ListPendingNetworkResponses(r.Context(), 1000)
+	all, err := c.platform.ListPendingNetworkResponses(r.Context(), payments.ListParams{Limit: 1000})
 	if err != nil {
 		c.failed(w, r, err)
 		return
