@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -446,23 +448,17 @@ func (e *executor) CommandCompleteMany(ctx context.Context, params *driver.Comma
 		}
 		return collectUUIDs(rows)
 	}
-	// Outbox and inbox rows commit with the outcomes they belong to, and only for those applied.
-	var applied []uuid.UUID
-	err := driver.WithTx(ctx, e, func(tx driver.ExecutorTx) error {
-		inner := tx.(*executorTx)
-		rows, err := inner.db.Query(ctx, e.d.sql(commandCompleteManySQL), args...)
-		if err != nil {
-			return err
-		}
-		if applied, err = collectUUIDs(rows); err != nil {
-			return err
-		}
-		return writeCompletionExtras(ctx, inner, params.Completions, applied, params.Now)
-	})
+	// Outbox and inbox rows commit with the outcomes they belong to, and only for those applied:
+	// one statement writes them all, joined to the rows it updated.
+	extras, err := completionExtrasArgs(params.Completions, params.Now)
 	if err != nil {
 		return nil, err
 	}
-	return applied, nil
+	rows, err := e.db.Query(ctx, e.d.sql(commandCompleteManyExtrasSQL), append(args, extras...)...)
+	if err != nil {
+		return nil, err
+	}
+	return collectUUIDs(rows)
 }
 
 func hasCompletionExtras(completions []*driver.CommandCompletion) bool {
@@ -474,41 +470,61 @@ func hasCompletionExtras(completions []*driver.CommandCompletion) bool {
 	return false
 }
 
-// writeCompletionExtras writes the outbox and inbox rows of the applied completions.
-func writeCompletionExtras(ctx context.Context, exec *executorTx, completions []*driver.CommandCompletion, applied []uuid.UUID, now *time.Time) error {
-	done := make(map[uuid.UUID]bool, len(applied))
-	for _, id := range applied {
-		done[id] = true
-	}
+// commandCompleteManyExtrasSQL is commandCompleteManySQL that also writes the outbox messages
+// ($21..$31, with their command in $32) and inbox records ($33..$36) of the outcomes it applies.
+var commandCompleteManyExtrasSQL = strings.Replace(commandCompleteManySQL, "\n\tSELECT id FROM updated", `, outbox_rows AS (`+
+	renumberParams(fmt.Sprintf(outboxInsertSQL, ", $12::uuid[]", ", command_id", "\n\tJOIN updated u ON u.id = t.command_id"), 20)+`
+	), inbox_rows AS (
+		INSERT INTO {schema}.inbox (message_id, handler, processed_at)
+		SELECT t.message_id, t.handler, coalesce(t.at, now())
+		FROM unnest($33::uuid[], $34::text[], $35::text[], $36::timestamptz[]) AS t(command_id, message_id, handler, at)
+		JOIN updated u ON u.id = t.command_id
+		ON CONFLICT DO NOTHING
+	)
+	SELECT id FROM updated`, 1)
+
+// renumberParams adds by to every $N placeholder of query.
+func renumberParams(query string, by int) string {
+	return paramRE.ReplaceAllStringFunc(query, func(p string) string {
+		n, _ := strconv.Atoi(p[1:])
+		return "$" + strconv.Itoa(n+by)
+	})
+}
+
+var paramRE = regexp.MustCompile(`\$[0-9]+`)
+
+// completionExtrasArgs are the arguments $21..$36 of commandCompleteManyExtrasSQL.
+func completionExtrasArgs(completions []*driver.CommandCompletion, now *time.Time) ([]any, error) {
 	var messages []*driver.OutboxInsertParams
+	var owners []pgtype.UUID
+	var inboxOwners []pgtype.UUID
 	var inboxIDs, inboxHandlers []string
 	var inboxAt []*time.Time
 	for _, c := range completions {
-		if !done[c.ID] {
-			continue
+		for _, m := range c.Outbox {
+			messages = append(messages, m)
+			owners = append(owners, pgUUID(c.ID))
 		}
-		messages = append(messages, c.Outbox...)
 		if c.Inbox != nil {
 			at := c.Inbox.Now
 			if at == nil {
 				at = now
 			}
-			inboxIDs, inboxHandlers, inboxAt = append(inboxIDs, c.Inbox.MessageID), append(inboxHandlers, c.Inbox.Handler), append(inboxAt, at)
+			inboxOwners, inboxIDs, inboxHandlers, inboxAt = append(inboxOwners, pgUUID(c.ID)), append(inboxIDs, c.Inbox.MessageID),
+				append(inboxHandlers, c.Inbox.Handler), append(inboxAt, at)
 		}
 	}
-	if len(inboxIDs) > 0 {
-		// One statement for the batch's inbox records.
-		if _, err := exec.db.Exec(ctx, exec.d.sql(`INSERT INTO {schema}.inbox (message_id, handler, processed_at)
-			SELECT m, h, coalesce(a, now()) FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS t(m, h, a)
-			ON CONFLICT DO NOTHING`), inboxIDs, inboxHandlers, inboxAt); err != nil {
-			return fmt.Errorf("recording %d inbox messages (the first %s): %w", len(inboxIDs), inboxIDs[0], err)
-		}
+	args, err := outboxInsertArgs(messages, now)
+	if err != nil {
+		return nil, err
 	}
-	if len(messages) == 0 {
-		return nil
+	if owners == nil {
+		owners = []pgtype.UUID{}
 	}
-	_, err := exec.OutboxInsertMany(ctx, &driver.OutboxInsertManyParams{Messages: messages, Now: now})
-	return err
+	if inboxOwners == nil {
+		inboxOwners, inboxIDs, inboxHandlers, inboxAt = []pgtype.UUID{}, []string{}, []string{}, []*time.Time{}
+	}
+	return append(args, owners, inboxOwners, inboxIDs, inboxHandlers, inboxAt), nil
 }
 
 func collectUUIDs(rows pgx.Rows) ([]uuid.UUID, error) {
