@@ -468,6 +468,34 @@ func (c *Client) deliverReply(ctx context.Context, env *outbox.Envelope, consume
 	if err != nil {
 		return "", fmt.Errorf("the command %s of the reply: %w", env.CommandID, err)
 	}
+	var replies *driver.CommandInsertManyParams
+	if cmd.ReplyTo != "" {
+		domain := trimReplySuffix(cmd.ReplyTo)
+		reply := &driver.CommandInsertParams{
+			ID: uuid.Must(uuid.NewV7()), Kind: driver.CommandKindReply, Domain: domain, Queue: cmd.ReplyTo,
+			Type: cmd.Type, Data: replyData(env, cmd), CorrelationID: cmd.CorrelationID, CausationID: cmd.ID,
+			MaxAttempts: c.config.Domain(domain).MaxAttempts, TenantID: cmd.TenantID, Actor: consumer,
+		}
+		if sc, ok := env.Headers.Trace(); ok {
+			reply.Headers = map[string]string{tracecontext.Header: sc.Traceparent()}
+		}
+		replies = &driver.CommandInsertManyParams{Commands: []*driver.CommandInsertParams{reply}, Now: c.now()}
+	}
+	wake := func(exec driver.Executor) error {
+		if replies == nil {
+			return nil
+		}
+		return exec.Notify(ctx, []string{queueTopic(cmd.ReplyTo)})
+	}
+	if cmd.Status != driver.CommandStatusPending {
+		// The usual case: this deployment ran the command, so the reply only needs filing. One
+		// statement writes the inbox record and the reply row, or neither for a redelivery.
+		first, err := c.inboxRecordWith(ctx, env.MessageID.String(), consumer, replies)
+		if err != nil || !first {
+			return DeliveryDuplicate, err
+		}
+		return DeliveryProcessed, wake(c.exec)
+	}
 	outcome := DeliveryDuplicate
 	err = driver.WithTx(ctx, c.exec, func(tx driver.ExecutorTx) error {
 		first, err := c.inboxRecord(ctx, tx, env.MessageID.String(), consumer)
@@ -478,22 +506,13 @@ func (c *Client) deliverReply(ctx context.Context, env *outbox.Envelope, consume
 		if err := c.completeByReply(ctx, tx, cmd, env, consumer); err != nil {
 			return err
 		}
-		if cmd.ReplyTo == "" {
+		if replies == nil {
 			return nil
 		}
-		domain := trimReplySuffix(cmd.ReplyTo)
-		reply := &driver.CommandInsertParams{
-			ID: uuid.Must(uuid.NewV7()), Kind: driver.CommandKindReply, Domain: domain, Queue: cmd.ReplyTo,
-			Type: cmd.Type, Data: replyData(env, cmd), CorrelationID: cmd.CorrelationID, CausationID: cmd.ID,
-			MaxAttempts: c.config.Domain(domain).MaxAttempts, TenantID: cmd.TenantID, Actor: consumer,
-		}
-		if sc, ok := env.Headers.Trace(); ok {
-			reply.Headers = map[string]string{tracecontext.Header: sc.Traceparent()}
-		}
-		if _, err := tx.CommandInsertMany(ctx, &driver.CommandInsertManyParams{Commands: []*driver.CommandInsertParams{reply}, Now: c.now()}); err != nil {
+		if _, err := tx.CommandInsertMany(ctx, replies); err != nil {
 			return err
 		}
-		return tx.Notify(ctx, []string{queueTopic(cmd.ReplyTo)})
+		return wake(tx)
 	})
 	if err != nil {
 		return "", err

@@ -135,6 +135,18 @@ func (c *Client) inboxRecord(ctx context.Context, tx driver.Executor, messageID,
 	return first, err
 }
 
+// inboxRecordWith records a delivered reply message in the inbox with the reply rows it files
+// (driver.InboxExecutor.InboxInsertWithCommands), in its span.
+func (c *Client) inboxRecordWith(ctx context.Context, messageID, consumer string, replies *driver.CommandInsertManyParams) (bool, error) {
+	ctx, span := c.tracer.Start(ctx, tracing.SpanInboxDedupe)
+	first, err := c.exec.InboxInsertWithCommands(ctx, &driver.InboxInsertParams{MessageID: messageID, Handler: consumer}, replies)
+	if err == nil && !first {
+		c.inbox.Duplicate(consumer)
+	}
+	endInbox(span, messageID, consumer, !first && err == nil, err)
+	return first, err
+}
+
 func endInbox(span trace.Span, messageID, consumer string, duplicate bool, err error) {
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String(tracing.AttrMessageID, messageID), attribute.String(tracing.AttrConsumer, consumer),

@@ -188,6 +188,11 @@ type InboxExecutor interface {
 	// InboxInsert records the message for the handler and reports whether this was the first
 	// write; false means a duplicate delivery, and nothing was written.
 	InboxInsert(ctx context.Context, params *InboxInsertParams) (bool, error)
+	// InboxInsertWithCommands records the message for the handler and, only when this is the
+	// first time, inserts commands with it, atomically (one statement on PostgreSQL). It reports
+	// whether this was the first time. A broker's reply is filed this way: its reply row exists
+	// exactly when its inbox record does.
+	InboxInsertWithCommands(ctx context.Context, params *InboxInsertParams, commands *CommandInsertManyParams) (bool, error)
 	// InboxExists reports whether the handler already processed the message.
 	InboxExists(ctx context.Context, messageID, handler string) (bool, error)
 	// InboxDeleteBefore deletes up to max entries processed before before.

@@ -304,6 +304,40 @@ func exerciseInbox(t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.True(t, exists)
 	})
+
+	t.Run("WithCommandsOnlyTheFirstTime", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		reply := func() *driver.CommandInsertManyParams {
+			return &driver.CommandInsertManyParams{Now: &t0, Commands: []*driver.CommandInsertParams{{
+				ID: uuid.New(), Kind: driver.CommandKindReply, Domain: "payments", Queue: "payments.reply", Type: "Book",
+				Data: []byte(`{"outcome":"SUCCESS"}`), MaxAttempts: 3}}}
+		}
+		msg := &driver.InboxInsertParams{MessageID: "r1", Handler: "replies", Now: &t0}
+		firstReply := reply()
+		first, err := b.exec.InboxInsertWithCommands(ctx, msg, firstReply)
+		require.NoError(t, err)
+		require.True(t, first)
+		row, err := b.exec.CommandGetByID(ctx, firstReply.Commands[0].ID)
+		require.NoError(t, err, "the reply row is written with the first record")
+		require.Equal(t, driver.CommandStatusPending, row.Status)
+		require.Equal(t, "payments.reply", row.Queue)
+
+		again := reply()
+		first, err = b.exec.InboxInsertWithCommands(ctx, msg, again)
+		require.NoError(t, err)
+		require.False(t, first, "a redelivery")
+		_, err = b.exec.CommandGetByID(ctx, again.Commands[0].ID)
+		require.ErrorIs(t, err, driver.ErrNotFound, "a redelivery inserts nothing")
+
+		// Without commands it records the message alone.
+		first, err = b.exec.InboxInsertWithCommands(ctx, &driver.InboxInsertParams{MessageID: "r2", Handler: "replies"}, nil)
+		require.NoError(t, err)
+		require.True(t, first)
+		exists, err := b.exec.InboxExists(ctx, "r2", "replies")
+		require.NoError(t, err)
+		require.True(t, exists)
+	})
 }
 
 func exerciseDLQ(t *testing.T, setup setupFunc) {

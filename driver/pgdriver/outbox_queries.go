@@ -333,6 +333,44 @@ func (e *executor) InboxInsert(ctx context.Context, params *driver.InboxInsertPa
 	return tag.RowsAffected() == 1, nil
 }
 
+// inboxWithCommandsSQL records the inbox message $3/$4 at $5 and inserts the commands of $1 (as
+// commandInsertManySQL does) only when the record is new; it returns whether it was.
+const inboxWithCommandsSQL = `
+	WITH first AS (
+		INSERT INTO {schema}.inbox (message_id, handler, processed_at)
+		VALUES ($3, $4, coalesce($5::timestamptz, now())) ON CONFLICT DO NOTHING
+		RETURNING 1
+	), input AS (
+		SELECT * FROM jsonb_to_recordset($1::jsonb) AS t(` + insertRecordColumns + `)
+		WHERE EXISTS (SELECT 1 FROM first)
+	), n AS (
+		SELECT coalesce($2::timestamptz, now()) AS now
+	), ins AS (` + insertSelect + `
+		FROM input i, n
+		ORDER BY i.ord
+		ON CONFLICT (domain, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+		RETURNING id
+	)
+	SELECT EXISTS (SELECT 1 FROM first), (SELECT count(*) FROM ins)`
+
+func (e *executor) InboxInsertWithCommands(ctx context.Context, params *driver.InboxInsertParams, commands *driver.CommandInsertManyParams) (bool, error) {
+	if commands == nil || len(commands.Commands) == 0 {
+		return e.InboxInsert(ctx, params)
+	}
+	records := make([]insertRecord, len(commands.Commands))
+	for i, c := range commands.Commands {
+		records[i] = newInsertRecord(i, c)
+	}
+	payload, err := json.Marshal(records)
+	if err != nil {
+		return false, err
+	}
+	var first bool
+	var inserted int64
+	err = e.db.QueryRow(ctx, e.d.sql(inboxWithCommandsSQL), payload, commands.Now, params.MessageID, params.Handler, params.Now).Scan(&first, &inserted)
+	return first, err
+}
+
 func (e *executor) InboxExists(ctx context.Context, messageID, handler string) (bool, error) {
 	var exists bool
 	err := e.db.QueryRow(ctx, e.d.sql(`SELECT EXISTS (SELECT 1 FROM {schema}.inbox WHERE message_id = $1 AND handler = $2)`),

@@ -304,6 +304,22 @@ func (e *executor) InboxInsert(ctx context.Context, params *driver.InboxInsertPa
 	return n == 1, err
 }
 
+func (e *executor) InboxInsertWithCommands(ctx context.Context, params *driver.InboxInsertParams, commands *driver.CommandInsertManyParams) (bool, error) {
+	if commands == nil || len(commands.Commands) == 0 {
+		return e.InboxInsert(ctx, params)
+	}
+	var first bool
+	err := driver.WithTx(ctx, e, func(tx driver.ExecutorTx) error {
+		var err error
+		if first, err = tx.InboxInsert(ctx, params); err != nil || !first {
+			return err
+		}
+		_, err = tx.CommandInsertMany(ctx, commands)
+		return err
+	})
+	return first, err
+}
+
 func (e *executor) InboxExists(ctx context.Context, messageID, handler string) (bool, error) {
 	var exists bool
 	err := e.read.QueryRowContext(ctx, e.d.sql(`SELECT EXISTS (SELECT 1 FROM {schema}.inbox WHERE message_id = ? AND handler = ?)`),
