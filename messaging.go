@@ -315,16 +315,13 @@ type Delivery struct {
 // messages of its reply and event. An error means nothing was committed: the consumer should
 // let the broker redeliver. A command that does not exist gives an error matching ErrNotFound.
 func (c *Client) executeDelivered(ctx context.Context, d Delivery) (DeliveryOutcome, error) {
-	seen, err := c.inboxSeen(ctx, d.MessageID, d.Consumer)
-	if err != nil {
-		return "", fmt.Errorf("checking the inbox: %w", err)
-	}
-	if seen {
-		return DeliveryDuplicate, nil
-	}
+	// The inbox check is part of the claim: a message the consumer processed claims nothing.
 	lease := c.config.Domain(d.Domain).VisibilityTimeout.Std()
-	row, err := c.exec.CommandClaimByID(ctx, &driver.CommandClaimByIDParams{ID: d.CommandID, Lease: lease, WorkerID: c.config.WorkerID, Now: c.now()})
+	row, err := c.claimDelivered(ctx, &driver.CommandClaimByIDParams{ID: d.CommandID, Lease: lease, WorkerID: c.config.WorkerID, Now: c.now(),
+		Inbox: &driver.InboxInsertParams{MessageID: d.MessageID, Handler: d.Consumer}})
 	switch {
+	case errors.Is(err, driver.ErrDuplicate):
+		return DeliveryDuplicate, nil
 	case errors.Is(err, driver.ErrNotFound):
 		return "", fmt.Errorf("%w: the delivered command %s does not exist in this database", ErrNotFound, d.CommandID)
 	case errors.Is(err, driver.ErrConflict):

@@ -3,6 +3,7 @@ package commandbus
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -119,12 +120,21 @@ func (c *Client) claimTraced(ctx context.Context, params *driver.CommandClaimPar
 	return rows, err
 }
 
-// inboxSeen is the inbox check of a delivered command message, in its span.
-func (c *Client) inboxSeen(ctx context.Context, messageID, consumer string) (bool, error) {
+// claimDelivered claims a delivered command by id unless the inbox shows its message was
+// processed (ErrDuplicate), in the inbox check's span.
+func (c *Client) claimDelivered(ctx context.Context, params *driver.CommandClaimByIDParams) (*CommandRow, error) {
 	ctx, span := c.tracer.Start(ctx, tracing.SpanInboxDedupe)
-	seen, err := c.inbox.Seen(ctx, c.exec, messageID, consumer)
-	endInbox(span, messageID, consumer, seen, err)
-	return seen, err
+	row, err := c.exec.CommandClaimByID(ctx, params)
+	duplicate := errors.Is(err, driver.ErrDuplicate)
+	if duplicate {
+		c.inbox.Duplicate(params.Inbox.Handler)
+	}
+	spanErr := err
+	if duplicate || errors.Is(err, driver.ErrConflict) {
+		spanErr = nil // an answer, not a failure of the check
+	}
+	endInbox(span, params.Inbox.MessageID, params.Inbox.Handler, duplicate, spanErr)
+	return row, err
 }
 
 // inboxRecord records a delivered reply message in the inbox, in its span.

@@ -346,6 +346,10 @@ type CommandClaimByIDParams struct {
 	Lease    time.Duration
 	WorkerID string
 	Now      *time.Time
+	// Inbox, when set, names the delivered message and its consumer: the command is not claimed
+	// when the inbox holds that message for that consumer, and the claim fails with ErrDuplicate.
+	// Only MessageID and Handler are read.
+	Inbox *InboxInsertParams
 }
 
 // CommandListExpiredParams lists, in the given queues, RUNNING commands whose lease expired and

@@ -29,6 +29,10 @@ var ErrNotFound = errors.New("commandbus: not found")
 // execution whose fence has moved on.
 var ErrConflict = errors.New("commandbus: state conflict")
 
+// ErrDuplicate is returned by CommandClaimByID when the inbox shows the delivered message was
+// already processed by its consumer.
+var ErrDuplicate = errors.New("commandbus: message already processed")
+
 // ErrWrongTxType is returned by UnwrapTx when the caller passes a transaction the driver does not
 // understand (a *sql.Tx to the PostgreSQL driver, for example).
 var ErrWrongTxType = errors.New("commandbus: transaction type not supported by this driver")

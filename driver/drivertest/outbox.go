@@ -450,6 +450,24 @@ func exerciseCommandDelivery(t *testing.T, setup setupFunc) {
 		_, err = claimByID(uuid.New(), t1)
 		require.ErrorIs(t, err, driver.ErrNotFound)
 
+		// A delivery whose message the consumer already processed claims nothing.
+		dup := newCommand("fx", "fx__commands", "BookFx")
+		insert(t, b.exec, &t0, dup)
+		_, err = b.exec.InboxInsert(ctx, &driver.InboxInsertParams{MessageID: "m-dup", Handler: "amqp"})
+		require.NoError(t, err)
+		withInbox := func(message string) (*driver.CommandRow, error) {
+			return b.exec.CommandClaimByID(ctx, &driver.CommandClaimByIDParams{ID: dup.ID, Lease: time.Minute, WorkerID: "amqp-1", Now: &t1,
+				Inbox: &driver.InboxInsertParams{MessageID: message, Handler: "amqp"}})
+		}
+		_, err = withInbox("m-dup")
+		require.ErrorIs(t, err, driver.ErrDuplicate)
+		row, err = b.exec.CommandGetByID(ctx, dup.ID)
+		require.NoError(t, err)
+		require.Equal(t, driver.CommandStatusPending, row.Status, "a duplicate claims nothing")
+		row, err = withInbox("m-new")
+		require.NoError(t, err, "another message of the same command claims it")
+		require.Equal(t, driver.CommandStatusRunning, row.Status)
+
 		t2 := t1.Add(time.Minute)
 		row, err = claimByID(p.ID, t2)
 		require.NoError(t, err, "the lease expired")

@@ -469,6 +469,7 @@ const commandClaimByIDSQL = `
 		SELECT id FROM {schema}.command, n
 		WHERE id = $1 AND completed_at IS NULL AND parked_at IS NULL AND visible_at <= n.now
 			AND (status = 'PENDING' OR lease_until <= n.now)
+			AND ($5::text IS NULL OR NOT EXISTS (SELECT 1 FROM {schema}.inbox WHERE message_id = $5 AND handler = $6))
 		FOR UPDATE OF command
 	)
 	UPDATE {schema}.command c SET
@@ -490,16 +491,25 @@ const commandClaimByIDSQL = `
 	RETURNING ` + "%s"
 
 func (e *executor) CommandClaimByID(ctx context.Context, params *driver.CommandClaimByIDParams) (*driver.CommandRow, error) {
+	var message, handler *string
+	if params.Inbox != nil {
+		message, handler = &params.Inbox.MessageID, &params.Inbox.Handler
+	}
 	row := e.db.QueryRow(ctx, e.d.sql(fmt.Sprintf(commandClaimByIDSQL, commandColsC)), pgUUID(params.ID),
-		params.Lease.Microseconds(), params.WorkerID, params.Now)
+		params.Lease.Microseconds(), params.WorkerID, params.Now, message, handler)
 	cmd, err := scanCommand(row, nil)
 	if errors.Is(err, pgx.ErrNoRows) {
-		var exists bool
-		if err := e.db.QueryRow(ctx, e.d.sql(`SELECT EXISTS (SELECT 1 FROM {schema}.command WHERE id = $1)`), pgUUID(params.ID)).Scan(&exists); err != nil {
+		var exists, seen bool
+		if err := e.db.QueryRow(ctx, e.d.sql(`SELECT EXISTS (SELECT 1 FROM {schema}.command WHERE id = $1),
+			$2::text IS NOT NULL AND EXISTS (SELECT 1 FROM {schema}.inbox WHERE message_id = $2 AND handler = $3)`),
+			pgUUID(params.ID), message, handler).Scan(&exists, &seen); err != nil {
 			return nil, err
 		}
-		if !exists {
+		switch {
+		case !exists:
 			return nil, driver.ErrNotFound
+		case seen:
+			return nil, driver.ErrDuplicate
 		}
 		return nil, driver.ErrConflict
 	}

@@ -464,20 +464,29 @@ var commandClaimByIDSQL = `
 			ELSE audit END
 	WHERE id = ? AND completed_at IS NULL AND parked_at IS NULL AND visible_at <= ?
 		AND (status = 'PENDING' OR lease_until <= ?)
+		AND (? IS NULL OR NOT EXISTS (SELECT 1 FROM {schema}.inbox WHERE message_id = ? AND handler = ?))
 	RETURNING ` + commandCols
 
 func (e *executor) CommandClaimByID(ctx context.Context, params *driver.CommandClaimByIDParams) (*driver.CommandRow, error) {
 	now := now(params.Now)
+	var message, handler any
+	if params.Inbox != nil {
+		message, handler = params.Inbox.MessageID, params.Inbox.Handler
+	}
 	cmd, err := scanCommand(e.write.QueryRowContext(ctx, e.d.sql(commandClaimByIDSQL), micros(now.Add(params.Lease)),
-		micros(now), micros(now), params.WorkerID, params.ID.String(), micros(now), micros(now)), nil)
+		micros(now), micros(now), params.WorkerID, params.ID.String(), micros(now), micros(now), message, message, handler), nil)
 	if errors.Is(err, sql.ErrNoRows) {
-		var exists bool
-		if err := e.write.QueryRowContext(ctx, e.d.sql(`SELECT EXISTS (SELECT 1 FROM {schema}.command WHERE id = ?)`),
-			params.ID.String()).Scan(&exists); err != nil {
+		var exists, seen bool
+		if err := e.write.QueryRowContext(ctx, e.d.sql(`SELECT EXISTS (SELECT 1 FROM {schema}.command WHERE id = ?),
+			? IS NOT NULL AND EXISTS (SELECT 1 FROM {schema}.inbox WHERE message_id = ? AND handler = ?)`),
+			params.ID.String(), message, message, handler).Scan(&exists, &seen); err != nil {
 			return nil, err
 		}
 		if !exists {
 			return nil, driver.ErrNotFound
+		}
+		if seen {
+			return nil, driver.ErrDuplicate
 		}
 		return nil, driver.ErrConflict
 	}
