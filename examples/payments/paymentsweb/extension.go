@@ -352,14 +352,6 @@ type fieldError struct {
 // tsqScan bounds how many items of an operator queue a page reads.
 const tsqScan = 1000
 
-func queryInt(r *http.Request, name string, def int) int {
-	var v int
-	if _, err := fmt.Sscan(r.URL.Query().Get(name), &v); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
-
 func sortAudit(entries []*commandbus.AuditLogEntry) {
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].At.After(entries[j].At) })
 }
