@@ -221,19 +221,27 @@ func (c *Extension) paymentPage(w http.ResponseWriter, r *http.Request, full boo
 	return p, nil
 }
 
-// pendingFor lists the network confirmations waiting for an operator on one payment.
+// pendingFor lists the network confirmations waiting for an operator on one payment, reading
+// every page of the pending list.
 func (c *Extension) pendingFor(ctx context.Context, paymentID uuid.UUID) ([]*payments.PendingNetworkResponse, error) {
-	all, err := c.platform.ListPendingNetworkResponses(ctx, payments.ListParams{Limit: 1000})
-	if err != nil {
-		return nil, err
-	}
 	var out []*payments.PendingNetworkResponse
-	for _, n := range all {
-		if n.PaymentID == paymentID {
-			out = append(out, n)
+	params := payments.ListParams{Limit: server.MaxListLimit}
+	for {
+		page, err := c.platform.ListPendingNetworkResponses(ctx, params)
+		if err != nil {
+			return nil, err
 		}
+		for _, n := range page {
+			if n.PaymentID == paymentID {
+				out = append(out, n)
+			}
+		}
+		if len(page) < params.Limit {
+			return out, nil
+		}
+		last := page[len(page)-1]
+		params.After = &payments.PageCursor{At: last.CreatedAt, ID: last.ID}
 	}
-	return out, nil
 }
 
 func (c *Extension) payment(w http.ResponseWriter, r *http.Request) {
@@ -404,16 +412,15 @@ func (c *Extension) networkAction(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not a pending response id.")
 		return
 	}
-	all, err := c.platform.ListPendingNetworkResponses(r.Context(), payments.ListParams{Limit: 1000})
-	if err != nil {
+	n, err := c.platform.GetPendingNetworkResponse(r.Context(), id)
+	switch {
+	case server.IsNotFound(err):
+		n = nil
+	case err != nil:
 		c.failed(w, r, err)
 		return
-	}
-	var n *payments.PendingNetworkResponse
-	for _, x := range all {
-		if x.ID == id {
-			n = x
-		}
+	case n.Status != payments.NetworkPending:
+		n = nil
 	}
 	spec := &server.ActionPage{Nav: "network", Return: c.m.ReturnTo(r, "/network")}
 	if n != nil {
