@@ -50,7 +50,8 @@ func addPendingBefore(t *testing.T, drv driver.Driver, at time.Time, n int) {
 }
 
 // A pending network confirmation is found by its id, for its answer and on its payment's page,
-// however many others wait ahead of it in the list.
+// however many others wait ahead of it in the list; the overview does not pass its cap off as
+// the count of pending confirmations.
 func TestPendingResponseFoundBeyondTheFirstThousand(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
@@ -79,5 +80,11 @@ func TestPendingResponseFoundBeyondTheFirstThousand(t *testing.T) {
 		resp, body = op.Get("/payments/" + res.PaymentID.String())
 		require.Equal(t, http.StatusOK, resp.StatusCode)
 		require.Contains(t, body, "/network/"+pending.ID.String()+"/accept", "the payment's page offers the answer")
+
+		// The overview counts a thousand and says there are more, instead of passing a cap off as the count.
+		resp, body = op.Get("/")
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Regexp(t, `id="count-network">1,?000</span>\s*<a class="card-unit" href="/network">or more pending</a>`, body)
+		require.Regexp(t, `id="count-approvals">0</span>\s*<a class="card-unit" href="/approvals">pending</a>`, body)
 	})
 }
