@@ -66,12 +66,8 @@ func paymentKey(v *payments.PaymentView) string {
 	return key
 }
 
-// paymentCursor reads the cursor parameter of the payments list (nil when absent).
-func paymentCursor(q *server.Query) *payments.PaymentCursor {
-	key := q.Cursor()
-	if key == "" {
-		return nil
-	}
+// parsePaymentKey reads a key made by paymentKey.
+func parsePaymentKey(key string) (*payments.PaymentCursor, bool) {
 	i := strings.LastIndexByte(key, '/')
 	at, ok := parseTimeKey(key[:max(i, 0)])
 	var execID uuid.UUID
@@ -80,10 +76,22 @@ func paymentCursor(q *server.Query) *payments.PaymentCursor {
 		execID, err = uuid.Parse(rest)
 	}
 	if !ok || err != nil {
-		q.BadCursor()
+		return nil, false
+	}
+	return &payments.PaymentCursor{CreatedAt: at.At, ID: at.ID, ExecutionID: execID}, true
+}
+
+// paymentCursor reads the cursor parameter of the payments list (nil when absent).
+func paymentCursor(q *server.Query) *payments.PaymentCursor {
+	key := q.Cursor()
+	if key == "" {
 		return nil
 	}
-	return &payments.PaymentCursor{CreatedAt: at.At, ID: at.ID, ExecutionID: execID}
+	cursor, ok := parsePaymentKey(key)
+	if !ok {
+		q.BadCursor()
+	}
+	return cursor
 }
 
 // reply writes v as JSON with status, or err as a problem.

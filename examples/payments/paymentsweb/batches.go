@@ -3,6 +3,7 @@ package paymentsweb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -25,18 +26,37 @@ const maxConsoleBatch = 100_000
 
 type batchesData struct {
 	Batches []*payments.BatchView
+	Page    *paging
 }
 
+// batchesPage lists the batches, newest first, a page at a time: ?limit=N batches (1 to 200,
+// default 50; each is counted when read), ?before=MARKER the batches after the last one of the
+// previous page. A page whose size or marker cannot be read has Page.Problem set and no rows.
 func (c *Extension) batchesPage(w http.ResponseWriter, r *http.Request) (*server.Page, error) {
-	list, err := c.platform.ListBatches(r.Context(), payments.ListParams{Limit: 50})
-	if err != nil {
-		return nil, err
+	page := readPaging(r, "/batches", "before", defaultPaymentListLimit, maxBatchListLimit, nil)
+	params := payments.ListParams{Limit: page.Size + 1}
+	if page.Marker != "" {
+		var ok bool
+		if params.After, ok = parseTimeKey(page.Marker); !ok {
+			page.fail(badMarker)
+		}
 	}
-	if err := c.markOperatorWaits(r.Context(), list); err != nil {
-		return nil, err
+	d := batchesData{Page: page}
+	if page.Problem == "" {
+		list, err := c.platform.ListBatches(r.Context(), params)
+		if err != nil {
+			return nil, err
+		}
+		d.Batches = cut(page, list, func(b *payments.BatchView) string { return timeKey(b.CreatedAt, b.ID) })
+		if err := c.markOperatorWaits(r.Context(), d.Batches); err != nil {
+			return nil, err
+		}
 	}
 	p := c.newPage(w, r, "Batches", "batches")
-	p.Data, p.LiveURL = batchesData{Batches: list}, "/live/batches"
+	p.Data, p.LiveURL = d, "/live/batches"
+	if q := page.query(); len(q) > 0 {
+		p.LiveURL += "?" + q.Encode()
+	}
 	return p, nil
 }
 
@@ -46,13 +66,17 @@ func (c *Extension) batches(w http.ResponseWriter, r *http.Request) {
 		c.failed(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "batches.html", p)
+	c.render(w, r, p.Data.(batchesData).Page.status(), "batches.html", p)
 }
 
 func (c *Extension) batchesLive(w http.ResponseWriter, r *http.Request) {
 	p, err := c.batchesPage(w, r)
 	if err != nil {
 		writeProblem(w, http.StatusInternalServerError, "INTERNAL", "The batches could not be read.", err.Error())
+		return
+	}
+	if page := p.Data.(batchesData).Page; page.Problem != "" {
+		writeProblem(w, http.StatusBadRequest, "BAD_REQUEST", "The page cannot be read.", page.Problem)
 		return
 	}
 	c.renderRegions(w, r, "batches.html", p, "batches-table")
@@ -75,7 +99,8 @@ type batchData struct {
 	Items    []*payments.PaymentView
 	Status   string
 	Statuses []string
-	Limit    int
+	// Page pages the batch's payments.
+	Page *paging
 }
 
 func batchCountRows(b payments.BatchCounts) []countRow {
@@ -88,6 +113,10 @@ func batchCountRows(b payments.BatchCounts) []countRow {
 	}
 }
 
+// batchPage is a batch's progress and its payments, newest first (filtered by a process status:
+// newest process first), a page at a time: ?status filters them, ?limit=N payments (1 to 1000,
+// default 100), ?before=MARKER the payments after the last one of the previous page. A page
+// whose size or marker cannot be read has Page.Problem set and no payments listed.
 func (c *Extension) batchPage(w http.ResponseWriter, r *http.Request) (*server.Page, error) {
 	id, err := uuid.Parse(r.PathValue("id"))
 	if err != nil {
@@ -109,20 +138,37 @@ func (c *Extension) batchPage(w http.ResponseWriter, r *http.Request) (*server.P
 	if waiting != nil {
 		b.Status = batchWaitingForOperators
 	}
-	status := r.URL.Query().Get("status")
-	limit := queryInt(r, "limit", 100)
-	items, err := c.platform.ListPayments(ctx, payments.PaymentFilter{BatchID: id, Status: status, Limit: min(limit, 1000)})
-	if err != nil {
-		return nil, err
-	}
-	q := url.Values{}
+	status := strings.TrimSpace(r.URL.Query().Get("status"))
+	keep := url.Values{}
 	if status != "" {
-		q.Set("status", status)
+		keep.Set("status", status)
+	}
+	page := readPaging(r, "/batches/"+id.String(), "before", server.DefaultListLimit, server.MaxListLimit, keep)
+	filter := payments.PaymentFilter{BatchID: id, Status: status, Limit: page.Size + 1}
+	if page.Marker != "" {
+		var ok bool
+		if filter.After, ok = parsePaymentKey(page.Marker); !ok {
+			page.fail(badMarker)
+		}
+	}
+	var items []*payments.PaymentView
+	if page.Problem == "" {
+		items, err = c.platform.ListPayments(ctx, filter)
+		var invalid *commandbus.ValidationError
+		switch {
+		case errors.As(err, &invalid) && invalid.Field == "cursor":
+			// A marker of the unfiltered list names no process to resume a status's list after.
+			page.fail(badMarker)
+		case err != nil:
+			return nil, err
+		default:
+			items = cut(page, items, paymentKey)
+		}
 	}
 	p := c.newPage(w, r, "Batch "+shortID(id), "batches")
 	p.Data = batchData{Batch: b, Waiting: waiting, Summary: sum, Counts: batchCountRows(b.Counts), Terminal: b.Counts.Terminal(), Items: items,
-		Status: status, Statuses: paymentStatuses, Limit: limit}
-	p.LiveURL = "/live/batches/" + id.String() + "?" + q.Encode()
+		Status: status, Statuses: paymentStatuses, Page: page}
+	p.LiveURL = "/live/batches/" + id.String() + "?" + page.query().Encode()
 	return p, nil
 }
 
@@ -132,13 +178,17 @@ func (c *Extension) batch(w http.ResponseWriter, r *http.Request) {
 		c.failed(w, r, err)
 		return
 	}
-	c.render(w, r, http.StatusOK, "batch.html", p)
+	c.render(w, r, p.Data.(batchData).Page.status(), "batch.html", p)
 }
 
 func (c *Extension) batchLive(w http.ResponseWriter, r *http.Request) {
 	p, err := c.batchPage(w, r)
 	if err != nil {
 		writeProblem(w, http.StatusNotFound, "NOT_FOUND", "The batch could not be read.", err.Error())
+		return
+	}
+	if page := p.Data.(batchData).Page; page.Problem != "" {
+		writeProblem(w, http.StatusBadRequest, "BAD_REQUEST", "The page cannot be read.", page.Problem)
 		return
 	}
 	c.renderRegions(w, r, "batch.html", p, "batch-progress", "batch-items")

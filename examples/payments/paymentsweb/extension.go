@@ -188,22 +188,37 @@ func (c *Extension) Overview(ctx context.Context) (*server.Overview, error) {
 	if err := c.markOperatorWaits(ctx, batches); err != nil {
 		return nil, err
 	}
-	approvals, err := c.platform.ListApprovals(ctx, payments.ApprovalFilter{Status: payments.ApprovalPending, Limit: 1000})
+	// The cards count up to overviewCount rows; one more read says there are more.
+	approvals, err := c.platform.ListApprovals(ctx, payments.ApprovalFilter{Status: payments.ApprovalPending, Limit: overviewCount + 1})
 	if err != nil {
 		return nil, err
 	}
-	pending, err := c.platform.ListPendingNetworkResponses(ctx, payments.ListParams{Limit: 1000})
+	pending, err := c.platform.ListPendingNetworkResponses(ctx, payments.ListParams{Limit: overviewCount + 1})
 	if err != nil {
 		return nil, err
 	}
+	approvalCount, approvalUnit := countCard(len(approvals), "pending")
+	pendingCount, pendingUnit := countCard(len(pending), "pending")
 	return &server.Overview{
 		Cards: []server.Card{
-			{ID: "count-approvals", Label: "Risk approvals", Value: int64(len(approvals)), Unit: "pending", Href: "/approvals"},
-			{ID: "count-network", Label: "Network responses", Value: int64(len(pending)), Unit: "pending", Href: "/network"},
+			{ID: "count-approvals", Label: "Risk approvals", Value: approvalCount, Unit: approvalUnit, Href: "/approvals"},
+			{ID: "count-network", Label: "Network responses", Value: pendingCount, Unit: pendingUnit, Href: "/network"},
 		},
 		Panels: []server.Panel{{ID: "batches", Title: "Batch progress", Template: "ov-batches", Data: batches,
 			LinkHref: "/batches", LinkText: "All batches"}},
 	}, nil
+}
+
+// overviewCount is the most rows an overview card counts.
+const overviewCount = 1000
+
+// countCard is a card's value and unit for n rows read with a limit of overviewCount+1: beyond
+// overviewCount, the card says "or more" instead of passing a cap off as the count.
+func countCard(n int, unit string) (int64, string) {
+	if n > overviewCount {
+		return overviewCount, "or more " + unit
+	}
+	return int64(n), unit
 }
 
 // maxAccountPayments bounds the payments listed for an account.
@@ -351,14 +366,6 @@ type fieldError struct {
 
 // tsqScan bounds how many items of an operator queue a page reads.
 const tsqScan = 1000
-
-func queryInt(r *http.Request, name string, def int) int {
-	var v int
-	if _, err := fmt.Sscan(r.URL.Query().Get(name), &v); err == nil && v > 0 {
-		return v
-	}
-	return def
-}
 
 func sortAudit(entries []*commandbus.AuditLogEntry) {
 	sort.SliceStable(entries, func(i, j int) bool { return entries[i].At.After(entries[j].At) })

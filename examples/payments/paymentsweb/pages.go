@@ -3,9 +3,11 @@ package paymentsweb
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/google/uuid"
@@ -34,14 +36,31 @@ type paymentsData struct {
 	Statuses     []string
 	ProcessTypes []string
 	Limits       []int
+	Page         *paging
 }
 
+// paymentPageSizes are the page sizes the payments filter offers.
+var paymentPageSizes = []int{50, 100, 200, 500}
+
+// payments lists the payments, newest first (filtered by a process status: newest process
+// first), a page at a time: ?limit=N payments (1 to 1000, default 50), ?before=MARKER the
+// payments after the last one of the previous page.
 func (c *Extension) payments(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
+	keep := url.Values{}
+	for _, name := range []string{"status", "processType", "batch"} {
+		if v := strings.TrimSpace(q.Get(name)); v != "" {
+			keep.Set(name, v)
+		}
+	}
+	page := readPaging(r, "/payments", "before", defaultPaymentListLimit, server.MaxListLimit, keep)
 	d := paymentsData{Filter: paymentFilterForm{Status: q.Get("status"), ProcessType: q.Get("processType"),
-		Batch: strings.TrimSpace(q.Get("batch")), Limit: queryInt(r, "limit", 50)},
-		Errors: map[string]string{}, Statuses: paymentStatuses, ProcessTypes: payments.ProcessTypes, Limits: []int{50, 100, 200, 500}}
-	filter := payments.PaymentFilter{Status: d.Filter.Status, ProcessType: d.Filter.ProcessType, Limit: min(d.Filter.Limit, 1000)}
+		Batch: strings.TrimSpace(q.Get("batch")), Limit: page.Size},
+		Errors: map[string]string{}, Statuses: paymentStatuses, ProcessTypes: payments.ProcessTypes, Limits: paymentPageSizes, Page: page}
+	if !slices.Contains(d.Limits, page.Size) {
+		d.Limits = slices.Sorted(slices.Values(append(slices.Clone(d.Limits), page.Size)))
+	}
+	filter := payments.PaymentFilter{Status: d.Filter.Status, ProcessType: d.Filter.ProcessType, Limit: page.Size + 1}
 	if d.Filter.Batch != "" {
 		id, err := uuid.Parse(d.Filter.Batch)
 		if err != nil {
@@ -49,16 +68,30 @@ func (c *Extension) payments(w http.ResponseWriter, r *http.Request) {
 		}
 		filter.BatchID = id
 	}
-	status := http.StatusOK
-	if len(d.Errors) == 0 {
+	if page.Marker != "" {
+		var ok bool
+		if filter.After, ok = parsePaymentKey(page.Marker); !ok {
+			page.fail(badMarker)
+		}
+	}
+	status := page.status()
+	switch {
+	case len(d.Errors) > 0:
+		status = http.StatusUnprocessableEntity
+	case page.Problem == "":
 		items, err := c.platform.ListPayments(r.Context(), filter)
+		var invalid *commandbus.ValidationError
+		if errors.As(err, &invalid) && invalid.Field == "cursor" {
+			// A marker of the unfiltered list names no process to resume a status's list after.
+			page.fail(badMarker)
+			status = page.status()
+			break
+		}
 		if err != nil {
 			c.failed(w, r, err)
 			return
 		}
-		d.Items = items
-	} else {
-		status = http.StatusUnprocessableEntity
+		d.Items = cut(page, items, paymentKey)
 	}
 	p := c.newPage(w, r, "Payments", "payments")
 	p.Data = d
@@ -188,19 +221,27 @@ func (c *Extension) paymentPage(w http.ResponseWriter, r *http.Request, full boo
 	return p, nil
 }
 
-// pendingFor lists the network confirmations waiting for an operator on one payment.
+// pendingFor lists the network confirmations waiting for an operator on one payment, reading
+// every page of the pending list.
 func (c *Extension) pendingFor(ctx context.Context, paymentID uuid.UUID) ([]*payments.PendingNetworkResponse, error) {
-	all, err := c.platform.ListPendingNetworkResponses(ctx, payments.ListParams{Limit: 1000})
-	if err != nil {
-		return nil, err
-	}
 	var out []*payments.PendingNetworkResponse
-	for _, n := range all {
-		if n.PaymentID == paymentID {
-			out = append(out, n)
+	params := payments.ListParams{Limit: server.MaxListLimit}
+	for {
+		page, err := c.platform.ListPendingNetworkResponses(ctx, params)
+		if err != nil {
+			return nil, err
 		}
+		for _, n := range page {
+			if n.PaymentID == paymentID {
+				out = append(out, n)
+			}
+		}
+		if len(page) < params.Limit {
+			return out, nil
+		}
+		last := page[len(page)-1]
+		params.After = &payments.PageCursor{At: last.CreatedAt, ID: last.ID}
 	}
-	return out, nil
 }
 
 func (c *Extension) payment(w http.ResponseWriter, r *http.Request) {
@@ -228,30 +269,45 @@ type approvalRow struct {
 
 type approvalsData struct {
 	Items []*approvalRow
+	Page  *paging
 }
 
+// approvals lists the pending approvals, oldest first, a page at a time: ?limit=N approvals (1
+// to 1000, default 100), ?after=MARKER the approvals after the last one of the previous page.
 func (c *Extension) approvals(w http.ResponseWriter, r *http.Request) {
-	list, err := c.platform.ListApprovals(r.Context(), payments.ApprovalFilter{Status: payments.ApprovalPending, Limit: 500})
-	if err != nil {
-		c.failed(w, r, err)
-		return
+	page := readPaging(r, "/approvals", "after", server.DefaultListLimit, server.MaxListLimit, nil)
+	filter := payments.ApprovalFilter{Status: payments.ApprovalPending, Limit: page.Size + 1}
+	if page.Marker != "" {
+		var ok bool
+		if filter.After, ok = parseTimeKey(page.Marker); !ok {
+			page.fail(badMarker)
+		}
 	}
-	ids := make([]uuid.UUID, 0, len(list))
-	for _, a := range list {
-		ids = append(ids, a.PaymentID)
-	}
-	facts, err := c.paymentFacts(r.Context(), ids)
-	if err != nil {
-		c.failed(w, r, err)
-		return
-	}
-	d := approvalsData{Items: make([]*approvalRow, 0, len(list))}
-	for _, a := range list {
-		d.Items = append(d.Items, &approvalRow{Approval: a, Payment: facts[a.PaymentID]})
+	d := approvalsData{Page: page}
+	if page.Problem == "" {
+		list, err := c.platform.ListApprovals(r.Context(), filter)
+		if err != nil {
+			c.failed(w, r, err)
+			return
+		}
+		list = cut(page, list, func(a *payments.Approval) string { return timeKey(a.RequestedAt, a.ID) })
+		ids := make([]uuid.UUID, 0, len(list))
+		for _, a := range list {
+			ids = append(ids, a.PaymentID)
+		}
+		facts, err := c.paymentFacts(r.Context(), ids)
+		if err != nil {
+			c.failed(w, r, err)
+			return
+		}
+		d.Items = make([]*approvalRow, 0, len(list))
+		for _, a := range list {
+			d.Items = append(d.Items, &approvalRow{Approval: a, Payment: facts[a.PaymentID]})
+		}
 	}
 	p := c.newPage(w, r, "Risk approvals", "approvals")
 	p.Data = d
-	c.render(w, r, http.StatusOK, "approvals.html", p)
+	c.render(w, r, page.status(), "approvals.html", p)
 }
 
 func (c *Extension) approvalAction(w http.ResponseWriter, r *http.Request) {
@@ -308,30 +364,46 @@ type networkRow struct {
 
 type networkData struct {
 	Items []*networkRow
+	Page  *paging
 }
 
+// network lists the network confirmations pending for an operator, oldest first, a page at a
+// time: ?limit=N (1 to 1000, default 100), ?after=MARKER the confirmations after the last one of
+// the previous page.
 func (c *Extension) network(w http.ResponseWriter, r *http.Request) {
-	list, err := c.platform.ListPendingNetworkResponses(r.Context(), payments.ListParams{Limit: 500})
-	if err != nil {
-		c.failed(w, r, err)
-		return
+	page := readPaging(r, "/network", "after", server.DefaultListLimit, server.MaxListLimit, nil)
+	params := payments.ListParams{Limit: page.Size + 1}
+	if page.Marker != "" {
+		var ok bool
+		if params.After, ok = parseTimeKey(page.Marker); !ok {
+			page.fail(badMarker)
+		}
 	}
-	ids := make([]uuid.UUID, 0, len(list))
-	for _, n := range list {
-		ids = append(ids, n.PaymentID)
-	}
-	facts, err := c.paymentFacts(r.Context(), ids)
-	if err != nil {
-		c.failed(w, r, err)
-		return
-	}
-	d := networkData{Items: make([]*networkRow, 0, len(list))}
-	for _, n := range list {
-		d.Items = append(d.Items, &networkRow{PendingNetworkResponse: n, Payment: facts[n.PaymentID]})
+	d := networkData{Page: page}
+	if page.Problem == "" {
+		list, err := c.platform.ListPendingNetworkResponses(r.Context(), params)
+		if err != nil {
+			c.failed(w, r, err)
+			return
+		}
+		list = cut(page, list, func(n *payments.PendingNetworkResponse) string { return timeKey(n.CreatedAt, n.ID) })
+		ids := make([]uuid.UUID, 0, len(list))
+		for _, n := range list {
+			ids = append(ids, n.PaymentID)
+		}
+		facts, err := c.paymentFacts(r.Context(), ids)
+		if err != nil {
+			c.failed(w, r, err)
+			return
+		}
+		d.Items = make([]*networkRow, 0, len(list))
+		for _, n := range list {
+			d.Items = append(d.Items, &networkRow{PendingNetworkResponse: n, Payment: facts[n.PaymentID]})
+		}
 	}
 	p := c.newPage(w, r, "Pending network responses", "network")
 	p.Data = d
-	c.render(w, r, http.StatusOK, "network.html", p)
+	c.render(w, r, page.status(), "network.html", p)
 }
 
 func (c *Extension) networkAction(w http.ResponseWriter, r *http.Request) {
@@ -340,16 +412,15 @@ func (c *Extension) networkAction(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, http.StatusNotFound, "Not found", "That is not a pending response id.")
 		return
 	}
-	all, err := c.platform.ListPendingNetworkResponses(r.Context(), payments.ListParams{Limit: 1000})
-	if err != nil {
+	n, err := c.platform.GetPendingNetworkResponse(r.Context(), id)
+	switch {
+	case server.IsNotFound(err):
+		n = nil
+	case err != nil:
 		c.failed(w, r, err)
 		return
-	}
-	var n *payments.PendingNetworkResponse
-	for _, x := range all {
-		if x.ID == id {
-			n = x
-		}
+	case n.Status != payments.NetworkPending:
+		n = nil
 	}
 	spec := &server.ActionPage{Nav: "network", Return: c.m.ReturnTo(r, "/network")}
 	if n != nil {
