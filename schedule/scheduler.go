@@ -35,8 +35,10 @@ type Config struct {
 	StartConcurrency int
 	// Lead is how long before a tick the firing loop claims its schedule and creates the
 	// tick's execution, runnable from the tick (a definition that cannot start in batches:
-	// started at the tick by a timer), so neither the claim nor the insert makes the tick late. The schedule stays leased to this replica meanwhile. 0 takes
-	// the default, a negative value turns it off. Default: 500ms.
+	// started at the tick by a timer), so neither the claim nor the insert makes the tick late
+	// as long as a tick's starts take less than the lead. The schedule stays leased to this
+	// replica meanwhile, and a pause or deletion within the lead no longer stops that tick. 0
+	// takes the default, a negative value turns it off. Default: 1s.
 	Lead time.Duration
 	// Passive manages schedules (create, pause, list...) without firing any on this instance,
 	// as on an API-only replica.
@@ -167,7 +169,7 @@ func (s *Scheduler) signal() {
 }
 
 // DefaultLead is Config.Lead's default.
-const DefaultLead = 500 * time.Millisecond
+const DefaultLead = time.Second
 
 func (s *Scheduler) loop(ctx context.Context) {
 	for {

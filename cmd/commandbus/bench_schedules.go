@@ -29,7 +29,7 @@ func newBenchSchedulesCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Replicas, "replicas", 2, "clients with a scheduler each")
 	cmd.Flags().IntVar(&cfg.ClaimBatch, "claim-batch", 500, "schedules one claim takes")
 	cmd.Flags().IntVar(&cfg.StartConcurrency, "start-concurrency", 16, "executions one replica starts at once")
-	cmd.Flags().DurationVar(&cfg.Lead, "lead", 0, "claim ticks this long ahead and insert their executions runnable from the tick (default 500ms; negative: off)")
+	cmd.Flags().DurationVar(&cfg.Lead, "lead", 0, "claim ticks this long ahead and insert their executions runnable from the tick (default 1s; negative: off)")
 	return benchSubcommand(cmd, 40, func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (*bench.SchedulesResult, error) {
 		cfg.Logger, cfg.Progress = logger, progress
 		return bench.RunSchedules(ctx, db, cfg)

@@ -34,8 +34,8 @@ type SchedulesConfig struct {
 	// ClaimBatch and StartConcurrency tune each scheduler (schedule.Config). Defaults: 500, 16.
 	ClaimBatch       int `json:"claim_batch"`
 	StartConcurrency int `json:"start_concurrency"`
-	// Lead is schedule.Config.Lead: how far ahead ticks are claimed and prepared (started at
-	// the tick by a timer). Default: schedule.DefaultLead; negative: off.
+	// Lead is schedule.Config.Lead: how far ahead ticks are claimed and their executions
+	// inserted, runnable from the tick. Default: schedule.DefaultLead; negative: off.
 	Lead     time.Duration `json:"lead_ns"`
 	Logger   *slog.Logger  `json:"-"`
 	Progress io.Writer     `json:"-"`
