@@ -30,6 +30,7 @@ func newBenchSchedulesCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.ClaimBatch, "claim-batch", 500, "schedules one claim takes")
 	cmd.Flags().IntVar(&cfg.StartConcurrency, "start-concurrency", 16, "executions one replica starts at once")
 	cmd.Flags().DurationVar(&cfg.Lead, "lead", 0, "claim ticks this long ahead and insert their executions runnable from the tick (default 1s; negative: off)")
+	cmd.Flags().BoolVar(&cfg.Engines, "engines", false, "run the replicas' engines too and report each tick's run lateness (tick to the first commit of its run)")
 	return benchSubcommand(cmd, 40, func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (*bench.SchedulesResult, error) {
 		cfg.Logger, cfg.Progress = logger, progress
 		return bench.RunSchedules(ctx, db, cfg)
@@ -38,5 +39,9 @@ func newBenchSchedulesCommand() *cobra.Command {
 			r.Driver, r.Schedules, r.Config.Replicas, r.Ticks, r.Config.Duration, r.Started, r.StartsPerS, r.Missing, r.Duplicates)
 		fmt.Fprintf(out, "lateness (tick to runnable) p50 %.1f ms, p99 %.1f ms, max %.1f ms, earliest %.1f ms (claim-batch %d, start-concurrency %d, lead %s, gomaxprocs %d)\n",
 			r.LatenessP50Ms, r.LatenessP99Ms, r.LatenessMaxMs, r.LatenessMinMs, r.Config.ClaimBatch, r.Config.StartConcurrency, r.Config.Lead, r.GoMaxProcs)
+		if r.Config.Engines {
+			fmt.Fprintf(out, "engines on: %d ticks ran, run lateness (tick to the first commit of the run) p50 %.1f ms, p99 %.1f ms, max %.1f ms, %d ran before the tick\n",
+				r.Ran, r.RunLatenessP50Ms, r.RunLatenessP99Ms, r.RunLatenessMaxMs, r.RunEarly)
+		}
 	})
 }
