@@ -53,9 +53,13 @@ type ExecutionInsertParams struct {
 	BatchID     uuid.UUID
 	State       json.RawMessage
 	DeadlineAt  *time.Time
-	Lease       time.Duration
-	WorkerID    string
-	Log         []*ExecutionLogEntry // written with the execution (Seq starting at 1)
+	// NotBefore keeps a pending execution from being taken up before it: the execution exists
+	// (and its id is taken) from the insert, and its wake-up time is NotBefore. Nil or a time
+	// already past: at once. A leased insert (Lease) ignores it.
+	NotBefore *time.Time
+	Lease     time.Duration
+	WorkerID  string
+	Log       []*ExecutionLogEntry // written with the execution (Seq starting at 1)
 	// ParentID and RootID place the execution in a tree; zero RootID means the parent's root, or
 	// the execution's own id when it has no parent. A checkpoint's Children get the checkpointing
 	// execution as parent and its root whatever these say.

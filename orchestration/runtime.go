@@ -123,6 +123,10 @@ type StartRequest struct {
 	// DryRun walks a declarative definition without running any step (refused by models that
 	// cannot).
 	DryRun bool
+	// NotBefore, when set, creates the execution now but has it taken up no earlier: the id is
+	// taken from the start, the first step runs from NotBefore. The scheduler creates a tick's
+	// execution ahead of the tick this way. Models that cannot defer a start refuse it.
+	NotBefore time.Time
 }
 
 // Starter is implemented by operations that can start executions from JSON.

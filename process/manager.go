@@ -101,11 +101,15 @@ type startOptions struct {
 	deadline    *time.Time
 	attributes  map[string]string
 	tx          any
+	notBefore   *time.Time // deferred executions are taken up from then (StartJSON, StartManyJSON)
 }
 
 // Deferred creates the execution PENDING for a runner to pick up, instead of running it in the
 // caller's goroutine. It is StartBatch's default.
 func Deferred() StartOption { return func(o *startOptions) { t := true; o.deferred = &t } }
+
+// notBefore has the deferred executions taken up from t (orchestration.StartRequest.NotBefore).
+func notBefore(t time.Time) StartOption { return func(o *startOptions) { o.notBefore = &t } }
 
 // Immediate runs the execution in the caller's goroutine until it completes, waits or schedules a
 // retry. It is Start's default.
@@ -232,6 +236,7 @@ func (m *Manager[S]) start(ctx context.Context, states []S, o *startOptions, bat
 		if !deferred {
 			params[i].Lease = m.engine.Config().Lease
 		}
+		params[i].NotBefore = o.notBefore
 	}
 	if o.tx != nil {
 		return ids, m.insertInTx(ctx, o.tx, params)

@@ -57,6 +57,9 @@ func (m *Manager[S]) StartJSON(ctx context.Context, req orchestration.StartReque
 	if len(req.Attributes) > 0 {
 		opts = append(opts, WithAttributes(req.Attributes))
 	}
+	if !req.NotBefore.IsZero() {
+		opts = append(opts, notBefore(req.NotBefore))
+	}
 	return m.Start(ctx, state, opts...)
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -71,5 +72,41 @@ func TestStartManyJSON(t *testing.T) {
 		require.Equal(t, "requests[1].input", invalid.Field)
 		_, err = drv.Executor().ExecutionGet(ctx, d)
 		require.ErrorIs(t, err, driver.ErrNotFound, "nothing is written when one input is refused")
+	})
+}
+
+// A request's NotBefore creates the execution at once, runnable from then; requests with
+// different not-before times are refused together (start them alone).
+func TestStartManyJSONNotBefore(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		off := false
+		cfg := &commandbus.Config{Logger: slog.New(slog.DiscardHandler)}
+		cfg.Features.ProcessExecution = &off
+		client, err := commandbus.NewClient(drv, cfg)
+		require.NoError(t, err)
+		rt, err := orchestration.New(client, orchestration.Config{})
+		require.NoError(t, err)
+		m, err := process.NewManager(rt, process.Process[tally](tallyProcess{}))
+		require.NoError(t, err)
+
+		at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+		a := uuid.New()
+		_, err = m.StartManyJSON(ctx, []orchestration.StartRequest{{ID: a, Input: json.RawMessage(`{"n":1}`), NotBefore: at}})
+		require.NoError(t, err)
+		row, err := drv.Executor().ExecutionGet(ctx, a)
+		require.NoError(t, err)
+		require.Equal(t, driver.ExecutionPending, row.Status)
+		require.NotNil(t, row.WakeAt)
+		require.True(t, row.WakeAt.Equal(at), "wakes at its not-before time, got %s", row.WakeAt)
+
+		b := uuid.New()
+		_, err = m.StartManyJSON(ctx, []orchestration.StartRequest{{ID: b, NotBefore: at}, {NotBefore: at.Add(time.Second)}})
+		var invalid *commandbus.ValidationError
+		require.ErrorAs(t, err, &invalid)
+		require.Equal(t, "requests[1]", invalid.Field)
+		_, err = drv.Executor().ExecutionGet(ctx, b)
+		require.ErrorIs(t, err, driver.ErrNotFound)
 	})
 }

@@ -34,9 +34,12 @@
 // lease that expires; the next replica computes the same ticks, hence the same ids, and starts
 // nothing twice. An execution's business key is its schedule's name.
 //
-// The firing loop claims a schedule Config.Lead (500ms) before its tick and starts the tick's
-// execution at the tick by a timer, never before it, so the claim's round trips do not make
-// the tick late.
+// The firing loop claims a schedule Config.Lead (1s) before its tick and creates the tick's
+// execution then, runnable from the tick (orchestration.StartRequest.NotBefore): the engines'
+// pollers take it up at the tick, never before, so neither the claim nor the insert makes the
+// tick late. A definition that cannot start in batches (orchestration.BatchStarter) has its
+// tick's execution started at the tick by a timer instead. A schedule paused or deleted within
+// the lead still has that tick run.
 //
 // # Misfires
 //

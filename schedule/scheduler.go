@@ -33,10 +33,12 @@ type Config struct {
 	MisfireThreshold time.Duration
 	// StartConcurrency bounds the executions one replica starts at once. Default: 16.
 	StartConcurrency int
-	// Lead is how long before a tick the firing loop claims its schedule and prepares its
-	// start; a timer then starts the execution at the tick itself, so the claim's round trips
-	// do not make the tick late. The schedule stays leased to this replica meanwhile. 0 takes
-	// the default, a negative value turns it off. Default: 500ms.
+	// Lead is how long before a tick the firing loop claims its schedule and creates the
+	// tick's execution, runnable from the tick (a definition that cannot start in batches:
+	// started at the tick by a timer), so neither the claim nor the insert makes the tick late
+	// as long as a tick's starts take less than the lead. The schedule stays leased to this
+	// replica meanwhile, and a pause or deletion within the lead no longer stops that tick. 0
+	// takes the default, a negative value turns it off. Default: 1s.
 	Lead time.Duration
 	// Passive manages schedules (create, pause, list...) without firing any on this instance,
 	// as on an API-only replica.
@@ -167,7 +169,7 @@ func (s *Scheduler) signal() {
 }
 
 // DefaultLead is Config.Lead's default.
-const DefaultLead = 500 * time.Millisecond
+const DefaultLead = time.Second
 
 func (s *Scheduler) loop(ctx context.Context) {
 	for {
@@ -201,7 +203,7 @@ func (s *Scheduler) RunDue(ctx context.Context) (int, error) {
 }
 
 // runDue is RunDue claiming the schedules due up to lead from now: their ticks' executions
-// start at the ticks, by a timer.
+// are created now, runnable from the ticks (see startOnTime).
 func (s *Scheduler) runDue(ctx context.Context, lead time.Duration) (int, error) {
 	if _, err := s.exec.ScheduleRearm(ctx, &driver.ScheduleRearmParams{Now: s.cfg.Now()}); err != nil {
 		return 0, fmt.Errorf("re-arming fixed-delay schedules: %w", err)
@@ -263,7 +265,7 @@ type tickStart struct {
 }
 
 // fire starts the executions of the claimed rows' ticks up to horizon and records each claim.
-// A tick after now starts when its time comes.
+// A tick after now is runnable when its time comes.
 func (s *Scheduler) fire(ctx context.Context, rows []*driver.ScheduleRow, now, horizon time.Time) (int, error) {
 	if len(rows) == 0 {
 		return 0, nil
@@ -339,17 +341,21 @@ func isPermanent(err error) bool {
 
 var errNoDefinition = errors.New("no definition registered for the schedule's model and type on this replica")
 
-// startOnTime starts the executions of starts, each not before its tick: the ticks already due
-// at once, the others when a timer says their time has come (ticks of one time together).
+// startOnTime starts the executions of starts, each runnable from its tick. The ticks of
+// definitions that start in batches (orchestration.BatchStarter) are created at once, runnable
+// from their ticks (StartRequest.NotBefore), so nothing is left to do at a tick but the pollers'
+// claim; the others, and the ticks of a batch that was refused, start one by one when a timer
+// says their tick has come (ticks of one time together).
 func (s *Scheduler) startOnTime(ctx context.Context, starts []*tickStart) {
-	slices.SortStableFunc(starts, func(a, b *tickStart) int { return a.tick.Compare(b.tick) })
-	for from := 0; from < len(starts); {
-		tick := starts[from].tick
+	alone := s.startAhead(ctx, starts)
+	slices.SortStableFunc(alone, func(a, b *tickStart) int { return a.tick.Compare(b.tick) })
+	for from := 0; from < len(alone); {
+		tick := alone[from].tick
 		if now := s.cfg.Now(); tick.Before(now) {
 			tick = now // every tick due already starts at once
 		}
 		to := from + 1
-		for to < len(starts) && !starts[to].tick.After(tick) {
+		for to < len(alone) && !alone[to].tick.After(tick) {
 			to++
 		}
 		if wait := tick.Sub(s.cfg.Now()); wait > 0 {
@@ -357,14 +363,14 @@ func (s *Scheduler) startOnTime(ctx context.Context, starts []*tickStart) {
 			select {
 			case <-ctx.Done():
 				timer.Stop()
-				for _, st := range starts[from:] {
+				for _, st := range alone[from:] {
 					st.err = ctx.Err()
 				}
 				return
 			case <-timer.C:
 			}
 		}
-		s.startAll(ctx, starts[from:to])
+		s.startAlone(ctx, alone[from:to])
 		from = to
 	}
 }
@@ -372,60 +378,83 @@ func (s *Scheduler) startOnTime(ctx context.Context, starts []*tickStart) {
 // startBatch is the most ticks one batched start inserts.
 const startBatch = 500
 
-// startAll starts the executions of starts, StartConcurrency at a time: in batches where the
-// definition starts many in one round trip (orchestration.BatchStarter), one by one otherwise
-// and for a batch that was refused (so each tick gets its own error).
-func (s *Scheduler) startAll(ctx context.Context, starts []*tickStart) {
-	sem := make(chan struct{}, s.cfg.StartConcurrency)
-	var wg sync.WaitGroup
-	do := func(f func()) {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			f()
-		}()
+// startAhead creates the executions of the starts whose definition starts in batches, up to
+// StartConcurrency batches at once, each runnable from its tick (a tick already due: at once). It
+// returns the starts left to start alone at their ticks: those of other definitions and those of
+// a batch that was refused (so each tick gets its own error).
+func (s *Scheduler) startAhead(ctx context.Context, starts []*tickStart) (alone []*tickStart) {
+	type group struct {
+		key       orchestration.Key
+		notBefore time.Time
 	}
-	one := func(st *tickStart) {
-		st.err = s.start(ctx, st.row, st.id)
-	}
-	groups := map[orchestration.Key][]*tickStart{}
-	var keys []orchestration.Key
+	groups := map[group][]*tickStart{}
+	var keys []group
+	now := s.cfg.Now()
 	for _, st := range starts {
 		k := orchestration.Key{Model: st.row.Model, Type: st.row.Type}
-		if _, ok := s.rt.Operations(k.Model, k.Type).(orchestration.BatchStarter); !ok || len(starts) == 1 {
-			do(func() { one(st) })
+		if _, ok := s.rt.Operations(k.Model, k.Type).(orchestration.BatchStarter); !ok {
+			alone = append(alone, st)
 			continue
 		}
-		if groups[k] == nil {
-			keys = append(keys, k)
+		g := group{key: k}
+		if st.tick.After(now) {
+			g.notBefore = st.tick
 		}
-		groups[k] = append(groups[k], st)
+		if groups[g] == nil {
+			keys = append(keys, g)
+		}
+		groups[g] = append(groups[g], st)
 	}
-	for _, k := range keys {
-		batcher := s.rt.Operations(k.Model, k.Type).(orchestration.BatchStarter)
-		group := groups[k]
-		for from := 0; from < len(group); from += startBatch {
-			batch := group[from:min(from+startBatch, len(group))]
-			do(func() {
+	sem := make(chan struct{}, s.cfg.StartConcurrency)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		refused []*tickStart
+	)
+	for _, g := range keys {
+		batcher := s.rt.Operations(g.key.Model, g.key.Type).(orchestration.BatchStarter)
+		members := groups[g]
+		for from := 0; from < len(members); from += startBatch {
+			batch := members[from:min(from+startBatch, len(members))]
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer func() { <-sem; wg.Done() }()
 				reqs := make([]orchestration.StartRequest, len(batch))
 				for i, st := range batch {
 					reqs[i] = startRequest(st.row, st.id)
+					reqs[i].NotBefore = g.notBefore
 				}
 				_, err := batcher.StartManyJSON(ctx, reqs)
 				switch {
 				case err == nil:
 				case isPermanent(err):
-					for _, st := range batch { // find the request at fault: start each alone
-						one(st)
-					}
+					mu.Lock()
+					refused = append(refused, batch...) // find the request at fault: start each alone
+					mu.Unlock()
 				default:
 					for _, st := range batch {
 						st.err = err
 					}
 				}
-			})
+			}()
 		}
+	}
+	wg.Wait()
+	return append(alone, refused...)
+}
+
+// startAlone starts the executions of starts one by one, StartConcurrency at a time.
+func (s *Scheduler) startAlone(ctx context.Context, starts []*tickStart) {
+	sem := make(chan struct{}, s.cfg.StartConcurrency)
+	var wg sync.WaitGroup
+	for _, st := range starts {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			st.err = s.start(ctx, st.row, st.id)
+		}()
 	}
 	wg.Wait()
 }

@@ -383,9 +383,13 @@ func TestFixedDelayRearmsWhenTheExecutionEnds(t *testing.T) {
 		sortTimes(created)
 		for i := 1; i < len(created); i++ {
 			prev, next := byCreation[created[i-1]], byCreation[created[i]]
-			require.NotNil(t, prev.CompletedAt, "an execution starts only after the previous one ended")
-			require.False(t, next.CreatedAt.Before(prev.CompletedAt.Add(delay-time.Millisecond)),
-				"execution %d started %s after the previous ended; the delay is %s", i, next.CreatedAt.Sub(*prev.CompletedAt), delay)
+			require.NotNil(t, prev.CompletedAt, "an execution is created only after the previous one ended")
+			require.False(t, next.CreatedAt.Before(*prev.CompletedAt), "execution %d created before the previous ended", i)
+			if ran := stepStarted(t, f.exec, next.ID, "build"); !ran.IsZero() {
+				// Created up to the lead ahead, it runs only once the delay has passed.
+				require.False(t, ran.Before(prev.CompletedAt.Add(delay-time.Millisecond)),
+					"execution %d ran %s after the previous ended; the delay is %s", i, ran.Sub(*prev.CompletedAt), delay)
+			}
 		}
 	})
 }
@@ -491,24 +495,25 @@ func TestWorkflowTicksStartInBatches(t *testing.T) {
 	})
 }
 
-// With a lead, the loop claims a schedule ahead of its tick and starts the tick's execution by a
-// timer: never before the tick, once per tick.
+// With a lead, the loop claims a schedule ahead of its tick and creates the tick's execution
+// then, runnable from the tick: the engine runs it never before the tick and without waiting for
+// its next poll, once per tick.
 func TestLeadStartsTicksNotBeforeTheirTime(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		ctx := context.Background()
 		var mu sync.Mutex
-		committed := map[uuid.UUID]time.Time{}
-		off := false
+		committed, runnable := map[uuid.UUID]time.Time{}, map[uuid.UUID]time.Time{}
 		cfg := &commandbus.Config{Logger: slog.New(slog.DiscardHandler), ExecutionObserver: func(c commandbus.ExecutionCommit) {
 			if c.Inserted {
 				at := time.Now()
 				mu.Lock()
-				committed[c.Execution.ID] = at
+				committed[c.Execution.ID], runnable[c.Execution.ID] = at, *c.Execution.WakeAt
 				mu.Unlock()
 			}
 		}}
-		cfg.Features.ProcessExecution = &off
+		// Far longer than the test: a tick's execution runs early only if the engine is woken for it.
+		cfg.Process.PendingPollInterval = commandbus.Duration(time.Minute)
 		client, err := commandbus.NewClient(drv, cfg)
 		require.NoError(t, err)
 		rt, err := orchestration.New(client, orchestration.Config{})
@@ -525,11 +530,13 @@ func TestLeadStartsTicksNotBeforeTheirTime(t *testing.T) {
 			defer cancel()
 			_ = client.Stop(stopCtx)
 		})
-		require.Eventually(t, func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(committed) >= 3
-		}, 20*time.Second, 20*time.Millisecond)
+		exec := drv.Executor()
+		completed := func() []*driver.ExecutionRow {
+			rows, err := exec.ExecutionList(ctx, &driver.ExecutionListParams{BusinessKey: "ahead", Statuses: []driver.ExecutionStatus{driver.ExecutionCompleted}, Limit: 100})
+			require.NoError(t, err)
+			return rows
+		}
+		require.Eventually(t, func() bool { return len(completed()) >= 3 }, 20*time.Second, 20*time.Millisecond)
 		require.NoError(t, sched.Stop(ctx))
 		got, err := sched.Get(ctx, s.ID)
 		require.NoError(t, err)
@@ -539,11 +546,36 @@ func TestLeadStartsTicksNotBeforeTheirTime(t *testing.T) {
 			return len(committed) == int(got.FireCount)
 		}, 10*time.Second, 20*time.Millisecond, "one execution per recorded fire")
 
-		mu.Lock()
-		defer mu.Unlock()
-		for id, at := range committed {
-			tick := tickOf(t, s.ID, id, s.CreatedAt.Add(-time.Second), time.Now().Add(2*time.Second), time.Second)
-			require.False(t, at.Before(tick), "tick %s started at %s, before its time", tick, at)
+		ahead := 0
+		for _, x := range completed() {
+			tick := tickOf(t, s.ID, x.ID, s.CreatedAt.Add(-time.Second), time.Now().Add(2*time.Second), time.Second)
+			mu.Lock()
+			at, wake := committed[x.ID], runnable[x.ID]
+			mu.Unlock()
+			if at.Before(tick) {
+				ahead++
+			}
+			require.False(t, wake.Before(tick), "tick %s runnable from %s, before its time", tick, wake)
+			ran := stepStarted(t, exec, x.ID, "build")
+			require.False(t, ran.Before(tick), "tick %s ran at %s, before its time", tick, ran)
+			require.Less(t, ran.Sub(tick), 5*time.Second, "tick %s ran at %s: the engine waited for a poll", tick, ran)
 		}
+		require.Positive(t, ahead, "ticks' executions are created ahead of their ticks")
 	})
+}
+
+// stepStarted is when the execution's step name started (zero: it has not).
+func stepStarted(t *testing.T, exec driver.Executor, id uuid.UUID, name string) time.Time {
+	t.Helper()
+	log, err := exec.ExecutionLogList(context.Background(), id)
+	require.NoError(t, err)
+	for _, l := range log {
+		if l.Name == name {
+			if l.StartedAt != nil {
+				return *l.StartedAt
+			}
+			return l.At
+		}
+	}
+	return time.Time{}
 }

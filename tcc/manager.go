@@ -295,6 +295,9 @@ func (m *Manager) StartJSON(ctx context.Context, req orchestration.StartRequest)
 	if req.DryRun {
 		return uuid.Nil, &commandbus.ValidationError{Field: "dryRun", Message: "a TCC transaction has no dry run"}
 	}
+	if !req.NotBefore.IsZero() {
+		return uuid.Nil, &commandbus.ValidationError{Field: "notBefore", Message: "a TCC transaction starts at once; start it at its time"}
+	}
 	var input any
 	if len(req.Input) > 0 {
 		if !json.Valid(req.Input) {

@@ -605,3 +605,22 @@ func TestSuspendBetweenParticipants(t *testing.T) {
 		require.Equal(t, 1, l.count("hotel:TRY"))
 	})
 }
+
+// A TCC transaction starts at once: a start request with a not-before time is refused, naming
+// the field, and nothing is stored.
+func TestStartJSONRefusesNotBefore(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		_, rt := newRuntime(t, drv, nil)
+		m, err := tcc.Register(rt, trip(newLedger(), "trip-not-before"))
+		require.NoError(t, err)
+		id := uuid.New()
+		_, err = m.StartJSON(ctx, orchestration.StartRequest{ID: id, NotBefore: time.Now().Add(time.Hour)})
+		var invalid *commandbus.ValidationError
+		require.ErrorAs(t, err, &invalid)
+		require.Equal(t, "notBefore", invalid.Field)
+		_, err = drv.Executor().ExecutionGet(ctx, id)
+		require.ErrorIs(t, err, driver.ErrNotFound)
+	})
+}

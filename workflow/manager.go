@@ -421,6 +421,9 @@ func (m *Manager) StartJSON(ctx context.Context, req orchestration.StartRequest)
 	if req.DryRun {
 		opts = append(opts, DryRun())
 	}
+	if !req.NotBefore.IsZero() {
+		opts = append(opts, StartAt(req.NotBefore))
+	}
 	return m.Start(ctx, input, opts...)
 }
 

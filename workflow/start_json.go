@@ -13,7 +13,8 @@ import (
 )
 
 // StartManyJSON implements orchestration.BatchStarter: one execution per request, PENDING for the
-// runtime's pollers, in one round trip; a request's id that exists starts nothing. A dry run is
+// runtime's pollers (from its NotBefore, when set), in one round trip; a request's id that exists
+// starts nothing. A dry run is
 // refused (start it alone). Nothing is written when a request is invalid.
 func (m *Manager) StartManyJSON(ctx context.Context, reqs []orchestration.StartRequest) ([]uuid.UUID, error) {
 	params := make([]*driver.ExecutionInsertParams, len(reqs))
@@ -38,6 +39,10 @@ func (m *Manager) StartManyJSON(ctx context.Context, reqs []orchestration.StartR
 		}
 		params[i] = m.newExecution(ids[i], input, createdInfo{})
 		params[i].TenantID, params[i].BusinessKey, params[i].Attributes = req.TenantID, req.BusinessKey, req.Attributes
+		if !req.NotBefore.IsZero() {
+			notBefore := req.NotBefore
+			params[i].NotBefore = &notBefore
+		}
 	}
 	if _, err := m.engine.Insert(ctx, params); err != nil {
 		return nil, err

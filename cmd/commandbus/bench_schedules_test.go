@@ -21,3 +21,13 @@ func TestBenchSchedulesJSON(t *testing.T) {
 	require.Positive(t, res["started"])
 	require.GreaterOrEqual(t, res["lateness_p99_ms"], res["lateness_p50_ms"])
 }
+
+func TestBenchSchedulesWithEnginesReportsRuns(t *testing.T) {
+	t.Parallel()
+	out := run(t, "bench", "schedules", "--database", sqliteURL(t, "sch-engines.db"), "--schedules", "20", "--duration", "2s", "--warmup", "1s", "--engines", "--json")
+	var res map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &res), "the output is one JSON object: %s", out)
+	require.Positive(t, res["ran"], "the engines ran ticks' executions")
+	require.NotContains(t, res, "run_early", "no tick ran before its time (omitted when 0)")
+	require.GreaterOrEqual(t, res["run_lateness_p99_ms"], res["run_lateness_p50_ms"])
+}

@@ -162,6 +162,35 @@ func exerciseExecutionInsertMany(t *testing.T, setup setupFunc) {
 		require.Empty(t, got.ClaimedFrom, "only claims report where they took an execution from")
 	})
 
+	t.Run("NotBefore", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A pending execution given a later not-before time exists at once but is not claimed
+		// before it; a past one changes nothing; a leased insert ignores it.
+		later := newExecution("Later")
+		later.NotBefore = ptr(t0.Add(2 * time.Second))
+		past := newExecution("Later")
+		past.NotBefore = ptr(t0.Add(-time.Hour))
+		leased := newLeasedExecution("Leased", time.Minute)
+		leased.NotBefore = ptr(t0.Add(time.Hour))
+		insertExecutions(t, b.exec, &t0, later, past, leased)
+
+		got := getExecution(t, b.exec, later.ID)
+		require.Equal(t, driver.ExecutionPending, got.Status)
+		requireTimePtr(t, t0.Add(2*time.Second), got.WakeAt, "wake_at")
+		requireTimePtr(t, t0, getExecution(t, b.exec, past.ID).WakeAt, "wake_at of a past not-before")
+		requireTimePtr(t, t0.Add(time.Minute), getExecution(t, b.exec, leased.ID).WakeAt, "wake_at of a leased insert")
+
+		next, err := b.exec.ExecutionNextWake(ctx, &driver.ExecutionNextWakeParams{Types: []string{"Later"}, Now: &t0})
+		require.NoError(t, err)
+		requireTimePtr(t, t0.Add(2*time.Second), next, "the pending poller is told when it becomes runnable")
+
+		rows := claimExecutions(t, b.exec, driver.ClaimPending, []string{"Later"}, 10, time.Minute, t0.Add(2*time.Second-time.Millisecond))
+		require.Equal(t, []uuid.UUID{past.ID}, executionIDs(rows), "not claimed before its not-before time")
+		rows = claimExecutions(t, b.exec, driver.ClaimPending, []string{"Later"}, 10, time.Minute, t0.Add(2*time.Second))
+		require.Equal(t, []uuid.UUID{later.ID}, executionIDs(rows), "claimed from its not-before time")
+	})
+
 	t.Run("WritesLog", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -19,7 +19,7 @@ const (
 	relationSuccessor = "successor"
 )
 
-// executionInsertSQL inserts executions given as 17 parallel arrays, skips the ids that exist
+// executionInsertSQL inserts executions given as 17 parallel arrays (and $19, their not-before times), skips the ids that exist
 // (the insert is idempotent), writes the log entries of those it inserted and returns their ids
 // in input order. An execution with an owner (a checkpoint's child or successor) is inserted
 // only while the owner's fence is still owner_fence, so a fenced checkpoint inserts nothing,
@@ -33,12 +33,12 @@ const executionInsertSQL = `
 	), raw AS (
 		SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
 			$7::uuid[], $8::text[], $9::timestamptz[], $10::bigint[], $11::text[], $12::uuid[],
-			$13::uuid[], $14::text[], $15::uuid[], $16::bigint[], $17::text[])
+			$13::uuid[], $14::text[], $15::uuid[], $16::bigint[], $17::text[], $19::timestamptz[])
 			WITH ORDINALITY AS r(id, model, type, domain, tenant_id, business_key, batch_id, state,
 				deadline_at, lease_us, worker_id, parent_id, root_id, traceparent, owner, owner_fence,
-				relation, ord)
+				relation, not_before, ord)
 	), i AS (
-		SELECT r.id, r.ord, r.batch_id, r.state, r.deadline_at, r.lease_us, r.worker_id,
+		SELECT r.id, r.ord, r.batch_id, r.state, r.deadline_at, r.lease_us, r.worker_id, r.not_before,
 			coalesce(nullif(r.model, ''), o.model, '') AS model,
 			coalesce(nullif(r.type, ''), o.type, '') AS type,
 			coalesce(nullif(r.domain, ''), o.domain, '') AS domain,
@@ -67,24 +67,26 @@ const executionInsertSQL = `
 			CASE WHEN i.lease_us > 0 THEN 1 ELSE 0 END,
 			i.worker_id,
 			-- A leased execution wakes when its lease would end (its runner died); a pending one now.
-			CASE WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond' ELSE n.now END,
+			-- A pending one given a later not-before time wakes then.
+			CASE WHEN i.lease_us > 0 THEN n.now + i.lease_us * interval '1 microsecond'
+				ELSE greatest(n.now, i.not_before) END,
 			n.now, n.now, i.parent_id, i.root_id, i.continued_from, i.traceparent
 		FROM i, n
 		ON CONFLICT (id) DO NOTHING
 		RETURNING id
 	)`
 
-// executionInsertLogSQL follows executionInsertSQL: the log entries (parameters from $19) of the
+// executionInsertLogSQL follows executionInsertSQL: the log entries (parameters from $20) of the
 // executions inserted.
-var executionInsertLogSQL = strings.Replace(logInsertSQL(19), "/*applied*/ true", "l.execution_id IN (SELECT id FROM ins)", 1)
+var executionInsertLogSQL = strings.Replace(logInsertSQL(20), "/*applied*/ true", "l.execution_id IN (SELECT id FROM ins)", 1)
 
 // executionInsertSelectSQL ends the insert: the inserted ids in input order.
 const executionInsertSelectSQL = `
 	SELECT i.id FROM i WHERE i.id IN (SELECT id FROM ins) ORDER BY i.ord`
 
 // executionInsertAttrsParam is the first parameter of the attributes of new executions, after
-// executionInsertSQL's 18 and the log's 15.
-const executionInsertAttrsParam = 34
+// executionInsertSQL's 19 and the log's 15.
+const executionInsertAttrsParam = 35
 
 // insertArrays holds executions to insert as parallel arrays for executionInsertSQL.
 type insertArrays struct {
@@ -92,7 +94,7 @@ type insertArrays struct {
 	models, types, domains, states       []string
 	relations                            []*string
 	tenants, keys, workers, traceparents []*string
-	deadlines                            []pgtype.Timestamptz
+	deadlines, notBefores                []pgtype.Timestamptz
 	leases, ownerFences                  []int64
 	log                                  logArrays
 	attrs                                attributeArrays
@@ -118,6 +120,11 @@ func (a *insertArrays) add(x *driver.ExecutionInsertParams, owner uuid.UUID, own
 		deadline = pgtype.Timestamptz{Time: *x.DeadlineAt, Valid: true}
 	}
 	a.deadlines = append(a.deadlines, deadline)
+	var notBefore pgtype.Timestamptz
+	if x.NotBefore != nil {
+		notBefore = pgtype.Timestamptz{Time: *x.NotBefore, Valid: true}
+	}
+	a.notBefores = append(a.notBefores, notBefore)
 	a.leases, a.ownerFences = append(a.leases, x.Lease.Microseconds()), append(a.ownerFences, ownerFence)
 	for _, entry := range x.Log {
 		a.log.add(x.ID, 0, entry)
@@ -166,7 +173,7 @@ func (a *insertArrays) args(now any) ([]any, error) {
 	_, attrsArgs := a.attrs.insertCTE(executionInsertAttrsParam)
 	args := append([]any{a.ids, a.models, a.types, a.domains, a.tenants, a.keys, a.batches, a.states,
 		a.deadlines, a.leases, a.workers, a.parents, a.roots, a.traceparents, a.owners, a.ownerFences,
-		a.relations, now, l.executionIDs, l.seqs, l.entryTypes, l.names, l.stepStatuses, l.attempts,
+		a.relations, now, a.notBefores, l.executionIDs, l.seqs, l.entryTypes, l.names, l.stepStatuses, l.attempts,
 		l.maxAttempts, l.requests, l.responses, l.errorCodes, l.errorMessages, l.actors, l.reasons,
 		l.fences, l.startedAts}, attrsArgs...)
 	if len(a.outbox) == 0 {

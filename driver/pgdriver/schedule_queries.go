@@ -182,13 +182,18 @@ func (e *executor) ScheduleClaimDue(ctx context.Context, params *driver.Schedule
 	if params.Limit <= 0 || params.Lease <= 0 || params.Now.IsZero() {
 		return nil, errors.New("ScheduleClaimDue: Now, Limit and Lease are required")
 	}
+	// Committed asynchronously (no wait for the WAL flush): a claim lost in a crash of the
+	// database only frees the schedule, and the insert of the tick's execution that follows
+	// flushes it anyway.
 	return e.querySchedules(ctx, `
-		WITH due AS (
-			SELECT id FROM {schema}.schedule
+		WITH n AS (
+			SELECT set_config('synchronous_commit', 'off', true) AS async_commit
+		), due AS (
+			SELECT id FROM {schema}.schedule, n
 			WHERE enabled AND next_fire_at <= $1 AND (lease_until IS NULL OR lease_until < $1)
 			ORDER BY next_fire_at
 			LIMIT $2
-			FOR UPDATE SKIP LOCKED
+			FOR UPDATE OF schedule SKIP LOCKED
 		)
 		UPDATE {schema}.schedule s SET lease_until = $3, lease_holder = $4, fence = s.fence + 1
 		FROM due WHERE s.id = due.id
@@ -213,12 +218,18 @@ func (e *executor) ScheduleFiredMany(ctx context.Context, params *driver.Schedul
 			lastIDs[i] = pgUUID(*f.LastExecutionID)
 		}
 	}
+	// Committed asynchronously (no wait for the WAL flush), after the ticks' executions were
+	// inserted durably: a record lost in a crash of the database has the ticks fired again, with
+	// the same execution ids, which starts nothing twice.
 	tag, err := e.db.Exec(ctx, e.d.sql(`
+		WITH n AS (
+			SELECT set_config('synchronous_commit', 'off', true) AS async_commit
+		)
 		UPDATE {schema}.schedule s SET next_fire_at = f.next, waiting_execution_id = f.waiting,
 			last_fire_at = coalesce(f.last_at, s.last_fire_at), last_execution_id = coalesce(f.last_id, s.last_execution_id),
 			fire_count = s.fire_count + f.fires, last_error = f.err, lease_until = NULL, lease_holder = NULL, updated_at = $9
 		FROM unnest($1::uuid[], $2::bigint[], $3::timestamptz[], $4::uuid[], $5::timestamptz[], $6::uuid[], $7::bigint[], $8::text[])
-			AS f(id, fence, next, waiting, last_at, last_id, fires, err)
+			AS f(id, fence, next, waiting, last_at, last_id, fires, err), n
 		WHERE s.id = f.id AND s.fence = f.fence`),
 		ids, fences, next, waiting, lastAt, lastIDs, fires, errs, params.Now)
 	if err != nil {

@@ -97,10 +97,14 @@ func (e *executor) insertExecution(ctx context.Context, tx *sql.Tx, x *driver.Ex
 	if x.Lease > 0 {
 		status = driver.ExecutionExecuting
 	}
-	// A leased execution wakes when its lease would end (its runner died); a pending one now.
-	// Like PostgreSQL, the lease counts in whole microseconds.
+	// A leased execution wakes when its lease would end (its runner died); a pending one now, or
+	// at its not-before time when that is later. Like PostgreSQL, the lease counts in whole
+	// microseconds.
 	var leaseUntil any
 	fence, wakeAt := int64(0), nowUS
+	if x.NotBefore != nil {
+		wakeAt = max(nowUS, micros(*x.NotBefore))
+	}
 	if leaseUS := x.Lease.Microseconds(); leaseUS > 0 {
 		leaseUntil, fence, wakeAt = nowUS+leaseUS, 1, nowUS+leaseUS
 	}

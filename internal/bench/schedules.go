@@ -34,11 +34,15 @@ type SchedulesConfig struct {
 	// ClaimBatch and StartConcurrency tune each scheduler (schedule.Config). Defaults: 500, 16.
 	ClaimBatch       int `json:"claim_batch"`
 	StartConcurrency int `json:"start_concurrency"`
-	// Lead is schedule.Config.Lead: how far ahead ticks are claimed and prepared (started at
-	// the tick by a timer). Default: schedule.DefaultLead; negative: off.
-	Lead     time.Duration `json:"lead_ns"`
-	Logger   *slog.Logger  `json:"-"`
-	Progress io.Writer     `json:"-"`
+	// Lead is schedule.Config.Lead: how far ahead ticks are claimed and their executions
+	// inserted, runnable from the tick. Default: schedule.DefaultLead; negative: off.
+	Lead time.Duration `json:"lead_ns"`
+	// Engines runs the replicas' engines too, so the executions run (a one-step no-op
+	// workflow), and measures the ticks' run lateness besides. Default: off, the benchmark
+	// measures starts.
+	Engines  bool         `json:"engines"`
+	Logger   *slog.Logger `json:"-"`
+	Progress io.Writer    `json:"-"`
 }
 
 // SchedulesResult is what the schedules benchmark prints.
@@ -53,15 +57,25 @@ type SchedulesResult struct {
 	// Duplicates is the fires recorded on the schedules beyond the executions stored: a tick
 	// fired twice counts one. Zero means each tick started once.
 	Duplicates int64 `json:"duplicates"`
-	// Lateness is from the tick to the commit of its execution, as its replica saw it.
+	// Lateness is from the tick to when its execution became runnable, as its replica saw it:
+	// the commit of the insert, or the execution's not-before time (the tick) when the insert
+	// committed ahead of it. LatenessMinMs below 0 would mean a tick runnable before its time.
 	LatenessP50Ms float64 `json:"lateness_p50_ms"`
 	LatenessP99Ms float64 `json:"lateness_p99_ms"`
 	LatenessMaxMs float64 `json:"lateness_max_ms"`
-	// LatenessMinMs is the earliest commit: negative would mean a tick started before its time.
-	LatenessMinMs float64         `json:"lateness_min_ms"`
-	StartsPerS    float64         `json:"starts_per_s"`
-	Config        SchedulesConfig `json:"config"`
-	GoMaxProcs    int             `json:"gomaxprocs"`
+	// LatenessMinMs is the earliest: negative would mean a tick runnable before its time.
+	LatenessMinMs float64 `json:"lateness_min_ms"`
+	// With Engines: Ran is how many ticks' executions ran in the window, RunLateness from the
+	// tick to the first commit of an engine's run of its execution (after its step ran), and
+	// RunEarly how many of those committed before the tick (0 unless a tick ran early).
+	Ran              int             `json:"ran,omitempty"`
+	RunLatenessP50Ms float64         `json:"run_lateness_p50_ms,omitempty"`
+	RunLatenessP99Ms float64         `json:"run_lateness_p99_ms,omitempty"`
+	RunLatenessMaxMs float64         `json:"run_lateness_max_ms,omitempty"`
+	RunEarly         int             `json:"run_early,omitempty"`
+	StartsPerS       float64         `json:"starts_per_s"`
+	Config           SchedulesConfig `json:"config"`
+	GoMaxProcs       int             `json:"gomaxprocs"`
 }
 
 // WithDefaults fills unset fields.
@@ -92,8 +106,9 @@ func (c SchedulesConfig) WithDefaults() SchedulesConfig {
 
 // RunSchedules creates cfg.Schedules schedules of a one-step workflow firing every second
 // (cron "* * * * * *"), runs cfg.Replicas clients with their schedulers on the database (their
-// engines off: the benchmark measures starts, not runs), and measures, over cfg.Duration after
-// cfg.Warmup, how late each tick's execution committed and whether any tick started twice.
+// engines off unless cfg.Engines: the benchmark measures starts), and measures, over
+// cfg.Duration after cfg.Warmup, how late each tick's execution became runnable (and, with
+// engines, ran) and whether any tick started twice.
 func RunSchedules(ctx context.Context, drv driver.Driver, cfg SchedulesConfig) (*SchedulesResult, error) {
 	cfg = cfg.WithDefaults()
 	logger := cfg.Logger
@@ -102,11 +117,23 @@ func RunSchedules(ctx context.Context, drv driver.Driver, cfg SchedulesConfig) (
 	}
 	var mu sync.Mutex
 	committed := make(map[uuid.UUID]time.Time, cfg.Schedules*int((cfg.Duration+cfg.Warmup)/time.Second+4))
+	ran := map[uuid.UUID]time.Time{}
 	observe := func(c commandbus.ExecutionCommit) {
 		if !c.Inserted {
+			at := time.Now()
+			mu.Lock()
+			if _, seen := ran[c.Execution.ID]; !seen {
+				ran[c.Execution.ID] = at
+			}
+			mu.Unlock()
 			return
 		}
+		// Runnable from the commit, or from its not-before time when it was committed ahead of
+		// its tick: the pollers take it up no earlier.
 		at := time.Now()
+		if wake := c.Execution.WakeAt; wake != nil && wake.After(at) {
+			at = *wake
+		}
 		mu.Lock()
 		if _, seen := committed[c.Execution.ID]; !seen {
 			committed[c.Execution.ID] = at
@@ -114,7 +141,7 @@ func RunSchedules(ctx context.Context, drv driver.Driver, cfg SchedulesConfig) (
 		mu.Unlock()
 	}
 	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
-	off := false
+	off := cfg.Engines
 	var clients []*commandbus.Client
 	var schedulers []*schedule.Scheduler
 	for i := range cfg.Replicas {
@@ -200,12 +227,18 @@ func RunSchedules(ctx context.Context, drv driver.Driver, cfg SchedulesConfig) (
 	}
 	stopAll()
 
-	var lateness []time.Duration
-	ticks, missing := 0, 0
+	var lateness, runLateness []time.Duration
+	ticks, missing, runEarly := 0, 0, 0
 	mu.Lock()
 	for _, id := range ids {
 		for tick := from; tick.Before(to); tick = tick.Add(time.Second) {
 			ticks++
+			if at, ok := ran[schedule.TickExecutionID(id, tick.UTC())]; ok {
+				if at.Before(tick) {
+					runEarly++
+				}
+				runLateness = append(runLateness, at.Sub(tick))
+			}
 			at, ok := committed[schedule.TickExecutionID(id, tick.UTC())]
 			if !ok {
 				missing++
@@ -217,6 +250,7 @@ func RunSchedules(ctx context.Context, drv driver.Driver, cfg SchedulesConfig) (
 	inserted := len(committed)
 	mu.Unlock()
 	sort.Slice(lateness, func(i, j int) bool { return lateness[i] < lateness[j] })
+	sort.Slice(runLateness, func(i, j int) bool { return runLateness[i] < runLateness[j] })
 
 	var fires int64
 	list, err := drv.Executor().ScheduleList(ctx, &driver.ScheduleListParams{Limit: cfg.Schedules + 10})
@@ -247,6 +281,12 @@ func RunSchedules(ctx context.Context, drv driver.Driver, cfg SchedulesConfig) (
 		res.LatenessP99Ms = round(float64(percentile(lateness, 0.99))/float64(time.Millisecond), 1)
 		res.LatenessMaxMs = round(float64(lateness[len(lateness)-1])/float64(time.Millisecond), 1)
 		res.LatenessMinMs = round(float64(lateness[0])/float64(time.Millisecond), 1)
+	}
+	if len(runLateness) > 0 {
+		res.Ran, res.RunEarly = len(runLateness), runEarly
+		res.RunLatenessP50Ms = round(float64(percentile(runLateness, 0.50))/float64(time.Millisecond), 1)
+		res.RunLatenessP99Ms = round(float64(percentile(runLateness, 0.99))/float64(time.Millisecond), 1)
+		res.RunLatenessMaxMs = round(float64(runLateness[len(runLateness)-1])/float64(time.Millisecond), 1)
 	}
 	return res, nil
 }

@@ -200,6 +200,10 @@ func insertedObservation(x *driver.ExecutionInsertParams, now time.Time) *Commit
 		BusinessKey: x.BusinessKey, BatchID: x.BatchID, Status: driver.ExecutionPending,
 		State: x.State, DeadlineAt: x.DeadlineAt, WakeAt: &now, CreatedAt: now, UpdatedAt: now,
 	}
+	if x.NotBefore != nil && x.NotBefore.After(now) {
+		wake := *x.NotBefore
+		row.WakeAt = &wake
+	}
 	if x.Lease > 0 {
 		until := now.Add(x.Lease)
 		row.Status, row.Fence, row.WorkerID, row.LeaseUntil, row.WakeAt = driver.ExecutionExecuting, 1, x.WorkerID, &until, &until
