@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
@@ -104,6 +105,20 @@ type PaymentsResult struct {
 	Backlog      []BacklogSample `json:"backlog,omitempty"`
 	Config       PaymentsConfig  `json:"config"`
 	GoMaxProcs   int             `json:"gomaxprocs"`
+	// AutovacuumOff is set when the PostgreSQL server runs without autovacuum: the queue tables
+	// then keep every dead row, and a long run slows down as they grow (a production server
+	// runs autovacuum).
+	AutovacuumOff bool `json:"autovacuum_off,omitempty"`
+}
+
+// autovacuumOff reports whether drv is PostgreSQL with autovacuum turned off.
+func autovacuumOff(ctx context.Context, drv driver.Driver) bool {
+	pooled, ok := drv.(interface{ Pool() *pgxpool.Pool })
+	if !ok {
+		return false
+	}
+	var setting string
+	return pooled.Pool().QueryRow(ctx, `SHOW autovacuum`).Scan(&setting) == nil && setting == "off"
 }
 
 // RunPayments runs payments end to end on drv (a *pgdriver.Driver or *sqlitedriver.Driver) and
@@ -183,6 +198,10 @@ func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*P
 	if err != nil {
 		return nil, err
 	}
+	noAutovacuum := autovacuumOff(ctx, drv)
+	if noAutovacuum && cfg.Progress != nil {
+		fmt.Fprintln(cfg.Progress, "warning: autovacuum is off on this PostgreSQL server: the queue tables keep their dead rows and a long run slows down as they grow")
+	}
 	start := time.Now()
 	var submitted atomic.Int64
 	var samples []BacklogSample
@@ -259,6 +278,7 @@ func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*P
 		PaymentsPerS: round(float64(total)/elapsed.Seconds(), 0),
 		P50Ms:        round(sum.LatencyP50Ms, 1), P99Ms: round(sum.LatencyP99Ms, 1),
 		Duplicates: sum.DuplicateSubmissions, Backlog: samples, Config: cfg, GoMaxProcs: runtime.GOMAXPROCS(0),
+		AutovacuumOff: noAutovacuum,
 	}, nil
 }
 
