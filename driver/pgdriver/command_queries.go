@@ -121,6 +121,16 @@ const commandInsertManySQL = `
 		AND ex.domain = i.domain AND ex.idempotency_key = i.idempotency_key
 	ORDER BY i.ord`
 
+// insertRecordsJSON is the $1 of commandInsertManySQL and inboxWithCommandsSQL: the commands as
+// a JSON array of records in insertion order.
+func insertRecordsJSON(commands []*driver.CommandInsertParams) ([]byte, error) {
+	records := make([]insertRecord, len(commands))
+	for i, c := range commands {
+		records[i] = newInsertRecord(i, c)
+	}
+	return json.Marshal(records)
+}
+
 func (e *executor) CommandInsertMany(ctx context.Context, params *driver.CommandInsertManyParams) ([]driver.CommandInsertResult, error) {
 	if len(params.Commands) == 0 {
 		return nil, nil
@@ -135,11 +145,7 @@ func (e *executor) CommandInsertMany(ctx context.Context, params *driver.Command
 	if useCopy {
 		return e.commandInsertCopy(ctx, params)
 	}
-	records := make([]insertRecord, len(params.Commands))
-	for i, c := range params.Commands {
-		records[i] = newInsertRecord(i, c)
-	}
-	payload, err := json.Marshal(records)
+	payload, err := insertRecordsJSON(params.Commands)
 	if err != nil {
 		return nil, err
 	}

@@ -357,11 +357,7 @@ func (e *executor) InboxInsertWithCommands(ctx context.Context, params *driver.I
 	if commands == nil || len(commands.Commands) == 0 {
 		return e.InboxInsert(ctx, params)
 	}
-	records := make([]insertRecord, len(commands.Commands))
-	for i, c := range commands.Commands {
-		records[i] = newInsertRecord(i, c)
-	}
-	payload, err := json.Marshal(records)
+	payload, err := insertRecordsJSON(commands.Commands)
 	if err != nil {
 		return false, err
 	}

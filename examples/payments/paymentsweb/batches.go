@@ -35,12 +35,7 @@ type batchesData struct {
 func (c *Extension) batchesPage(w http.ResponseWriter, r *http.Request) (*server.Page, error) {
 	page := readPaging(r, "/batches", "before", defaultPaymentListLimit, maxBatchListLimit, nil)
 	params := payments.ListParams{Limit: page.Size + 1}
-	if page.Marker != "" {
-		var ok bool
-		if params.After, ok = parseTimeKey(page.Marker); !ok {
-			page.fail(badMarker)
-		}
-	}
+	params.After = page.timeCursor()
 	d := batchesData{Page: page}
 	if page.Problem == "" {
 		list, err := c.platform.ListBatches(r.Context(), params)

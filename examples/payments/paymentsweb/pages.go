@@ -277,12 +277,7 @@ type approvalsData struct {
 func (c *Extension) approvals(w http.ResponseWriter, r *http.Request) {
 	page := readPaging(r, "/approvals", "after", server.DefaultListLimit, server.MaxListLimit, nil)
 	filter := payments.ApprovalFilter{Status: payments.ApprovalPending, Limit: page.Size + 1}
-	if page.Marker != "" {
-		var ok bool
-		if filter.After, ok = parseTimeKey(page.Marker); !ok {
-			page.fail(badMarker)
-		}
-	}
+	filter.After = page.timeCursor()
 	d := approvalsData{Page: page}
 	if page.Problem == "" {
 		list, err := c.platform.ListApprovals(r.Context(), filter)
@@ -373,12 +368,7 @@ type networkData struct {
 func (c *Extension) network(w http.ResponseWriter, r *http.Request) {
 	page := readPaging(r, "/network", "after", server.DefaultListLimit, server.MaxListLimit, nil)
 	params := payments.ListParams{Limit: page.Size + 1}
-	if page.Marker != "" {
-		var ok bool
-		if params.After, ok = parseTimeKey(page.Marker); !ok {
-			page.fail(badMarker)
-		}
-	}
+	params.After = page.timeCursor()
 	d := networkData{Page: page}
 	if page.Problem == "" {
 		list, err := c.platform.ListPendingNetworkResponses(r.Context(), params)

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/commandbus/commandbus/examples/payments"
 )
 
 // The console's payment lists are read a page at a time by the keysets the API's cursors name:
@@ -55,6 +57,19 @@ func readPaging(r *http.Request, path, param string, def, most int, keep url.Val
 }
 
 // fail notes that the page cannot be read: its rows are not shown and it answers 400.
+// timeCursor reads the marker of a list ordered by time and id: nil without one; a marker that
+// is not such a key fails the page.
+func (p *paging) timeCursor() *payments.PageCursor {
+	if p.Marker == "" {
+		return nil
+	}
+	cursor, ok := parseTimeKey(p.Marker)
+	if !ok {
+		p.fail(badMarker)
+	}
+	return cursor
+}
+
 func (p *paging) fail(problem string) {
 	p.Problem, p.First = problem, p.link("")
 }
