@@ -90,6 +90,9 @@ func fxFixture(t *testing.T, drv driver.Driver, fake *clock.Fake, handle func(ct
 	commandbus.AddHandler(handlers, "fx", commandbus.HandlerFunc[bookFxArgs](handle))
 	cfg := testConfig(t, fake, handlers)
 	cfg.Domains["fx"] = &commandbus.DomainConfig{ConcurrentMessages: 2, MaxAttempts: 1}
+	// The watchdog looks often (real time), so a lease the fake clock expires is acted on within
+	// moments rather than at its next 5 s tick.
+	cfg.WatchdogInterval = commandbus.Duration(100 * time.Millisecond)
 	client := newClient(t, drv, cfg)
 	calls := newCounter()
 	m, err := process.NewManager(runtime(t, client), process.Process[fxState](fxProcess{calls: calls}))

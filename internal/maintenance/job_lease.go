@@ -32,7 +32,8 @@ func (l JobLease) Wrap(task Task) Task {
 	lease := max(task.Interval, 30*time.Second) // a run is bounded by max(interval, 30s)
 	run := task.Run
 	task.Run = func(ctx context.Context) error {
-		_, got, err := l.Exec.JobLeaseAcquire(ctx, &driver.JobLeaseAcquireParams{Name: task.Name, Holder: l.Holder, Lease: lease, Now: now()})
+		started := now()
+		_, got, err := l.Exec.JobLeaseAcquire(ctx, &driver.JobLeaseAcquireParams{Name: task.Name, Holder: l.Holder, Lease: lease, Now: started})
 		if err != nil || !got {
 			return err
 		}
@@ -41,10 +42,12 @@ func (l JobLease) Wrap(task Task) Task {
 		if runErr != nil {
 			msg = runErr.Error()
 		}
-		// The next run is due a little before one interval from now, so the replica whose own
-		// ticker fires next takes it rather than missing it by a hair.
+		// The next run is due a little before one interval after this one started (not ended:
+		// a clock that moved during the run, or a run longer than the interval, must not push
+		// the next one further out), so the replica whose own ticker fires next takes it rather
+		// than missing it by a hair.
 		at := now()
-		next := at.Add(task.Interval - min(task.Interval/10, time.Second))
+		next := started.Add(task.Interval - min(task.Interval/10, time.Second))
 		if _, err := l.Exec.JobLeaseRelease(context.WithoutCancel(ctx), &driver.JobLeaseReleaseParams{
 			Name: task.Name, Holder: l.Holder, NextRunAt: next, Error: msg, Now: at}); err != nil && l.Logger != nil {
 			l.Logger.Warn("maintenance: releasing the job's row failed; it is free again when its lease ends", "task", task.Name, "error", err)

@@ -67,6 +67,31 @@ func TestJobLeaseRunsOncePerIntervalAcrossReplicas(t *testing.T) {
 	})
 }
 
+// TestJobLeaseNextRunCountsFromTheStart: a clock that moves during a run does not push the next
+// run out. The next run is due one interval after the run started, so the next tick after the
+// clock has passed that time runs it. Counting from the end, a run that straddled a jump of the
+// clock was due only one interval after the jump, and with a frozen clock never again: the
+// watchdog then never saw a lease the jump expired.
+func TestJobLeaseNextRunCountsFromTheStart(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+		var runs int
+		task := maintenance.JobLease{Exec: drv.Executor(), Holder: "replica-a", Now: clk.Now}.Wrap(maintenance.Task{
+			Name: "watchdog", Interval: 100 * time.Millisecond, Run: func(ctx context.Context) error {
+				runs++
+				if runs == 1 {
+					clk.Advance(31 * time.Second) // the clock jumps while the first run works
+				}
+				return nil
+			}})
+		require.NoError(t, task.Run(ctx))
+		require.NoError(t, task.Run(ctx), "the clock passed the next run's time during the first run")
+		require.Equal(t, 2, runs, "the next tick ran again without the clock moving further")
+	})
+}
+
 func TestStaleWorkReport(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
