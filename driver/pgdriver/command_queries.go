@@ -103,9 +103,11 @@ const insertSelect = `
 		i.idempotency_key, i.actor, coalesce(i.visible_at, n.now), i.deadline_at, n.now, n.now,
 		CASE WHEN i.status IN ('COMPLETED', 'FAILED', 'CANCELLED', 'TIMED_OUT') THEN n.now END`
 
-const commandInsertManySQL = `
-	WITH input AS (
-		SELECT * FROM jsonb_to_recordset($1::jsonb) AS t(` + insertRecordColumns + `)
+// insertCTEs are the CTEs input (the records of $1, kept only when inputFilter holds), n (the
+// time $2) and ins (the inserted ids) that commandInsertManySQL and inboxWithCommandsSQL share.
+func insertCTEs(inputFilter string) string {
+	return `input AS (
+		SELECT * FROM jsonb_to_recordset($1::jsonb) AS t(` + insertRecordColumns + `)` + inputFilter + `
 	), n AS (
 		SELECT coalesce($2::timestamptz, now()) AS now
 	), ins AS (` + insertSelect + `
@@ -113,7 +115,11 @@ const commandInsertManySQL = `
 		ORDER BY i.ord
 		ON CONFLICT (domain, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 		RETURNING id
-	)
+	)`
+}
+
+var commandInsertManySQL = `
+	WITH ` + insertCTEs("") + `
 	SELECT i.ord, coalesce(ins.id, ex.id), ins.id IS NOT NULL
 	FROM input i
 	LEFT JOIN ins ON ins.id = i.id

@@ -335,22 +335,12 @@ func (e *executor) InboxInsert(ctx context.Context, params *driver.InboxInsertPa
 
 // inboxWithCommandsSQL records the inbox message $3/$4 at $5 and inserts the commands of $1 (as
 // commandInsertManySQL does) only when the record is new; it returns whether it was.
-const inboxWithCommandsSQL = `
+var inboxWithCommandsSQL = `
 	WITH first AS (
 		INSERT INTO {schema}.inbox (message_id, handler, processed_at)
 		VALUES ($3, $4, coalesce($5::timestamptz, now())) ON CONFLICT DO NOTHING
 		RETURNING 1
-	), input AS (
-		SELECT * FROM jsonb_to_recordset($1::jsonb) AS t(` + insertRecordColumns + `)
-		WHERE EXISTS (SELECT 1 FROM first)
-	), n AS (
-		SELECT coalesce($2::timestamptz, now()) AS now
-	), ins AS (` + insertSelect + `
-		FROM input i, n
-		ORDER BY i.ord
-		ON CONFLICT (domain, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-		RETURNING id
-	)
+	), ` + insertCTEs("\n\t\tWHERE EXISTS (SELECT 1 FROM first)") + `
 	SELECT EXISTS (SELECT 1 FROM first), (SELECT count(*) FROM ins)`
 
 func (e *executor) InboxInsertWithCommands(ctx context.Context, params *driver.InboxInsertParams, commands *driver.CommandInsertManyParams) (bool, error) {
