@@ -85,9 +85,12 @@ ignore_startup_parameters = extra_float_digits
 		return err == nil
 	}, 20*time.Second, 50*time.Millisecond, "PgBouncer never listened")
 
-	out, err := bench(bouncerURL)
-	require.Error(t, err, "pgx's cached prepared statements passed through transaction pooling:\n%s", out)
-	require.Contains(t, out, "prepared statement")
+	// pgx's cached prepared statements break through transaction pooling: statements fail with
+	// "prepared statement ... does not exist" (or "already exists"). Whether the run then fails
+	// depends on which statements hit it (the pollers retry theirs), so the errors are what is
+	// asserted, not the exit status.
+	out, _ := bench(bouncerURL)
+	require.Contains(t, out, "prepared statement", "pgx's cached prepared statements passed through transaction pooling:\n%s", out)
 
 	out, err = bench(bouncerURL + "&default_query_exec_mode=exec")
 	require.NoError(t, err, "default_query_exec_mode=exec through PgBouncer:\n%s", out)
