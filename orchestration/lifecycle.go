@@ -237,7 +237,8 @@ func (cb *registeredCallback) matches(ev *LifecycleEvent) bool {
 
 // outboxMessages are the outbox messages of one commit's events: the sink's, the in-process
 // listeners' and callbacks', and the webhook callbacks'. Each destination orders by its own key,
-// so a failing webhook never holds the sink back.
+// so a failing webhook never holds the sink back. The events of one key are packed into one row
+// (outbox.Pack).
 func (l *lifecycle) outboxMessages(_ *driver.ExecutionRow, events []*cbtype.LifecycleEvent) []*driver.OutboxInsertParams {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -281,7 +282,12 @@ func (l *lifecycle) outboxMessages(_ *driver.ExecutionRow, events []*cbtype.Life
 			out = append(out, msg(TransportInProcess, topicLifecycle, TransportInProcess+":"+exec, string(ev.Type)))
 		}
 	}
-	return out
+	// The events of one execution and destination share a row: a checkpoint's dozen events cost
+	// one row to write, claim and mark, and are still published one by one, in order.
+	if packed, err := outbox.Pack(out); err == nil {
+		return packed
+	}
+	return out // a LifecycleEvent is always JSON, so Pack does not fail
 }
 
 // localPublisher delivers the in-process events to the listeners and callbacks.

@@ -72,14 +72,17 @@ func sinkEvents(t *testing.T, drv driver.Driver, id uuid.UUID) []orchestration.L
 	t.Helper()
 	rows, err := drv.Executor().OutboxList(context.Background(), &driver.OutboxListParams{Transport: outbox.TransportKafka, Limit: 1000})
 	require.NoError(t, err)
+	slices.Reverse(rows) // newest first
+	msgs, err := outbox.Unpack(rows)
+	require.NoError(t, err)
 	var out []orchestration.LifecycleEvent
-	for i := len(rows) - 1; i >= 0; i-- { // newest first
-		if rows[i].Key != id.String() {
+	for _, m := range msgs {
+		if m.Key != id.String() {
 			continue
 		}
 		var ev orchestration.LifecycleEvent
-		require.NoError(t, json.Unmarshal(rows[i].Payload, &ev))
-		require.Equal(t, ev.ID.String(), rows[i].MessageID)
+		require.NoError(t, json.Unmarshal(m.Payload, &ev))
+		require.Equal(t, ev.ID.String(), m.MessageID)
 		out = append(out, ev)
 	}
 	return out

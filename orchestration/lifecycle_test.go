@@ -244,6 +244,8 @@ func TestLifecycleEventsFromClientConfig(t *testing.T) {
 		waitStatus(t, m, id, driver.ExecutionCompleted)
 		rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Transport: outbox.TransportKafka})
 		require.NoError(t, err)
+		rows, err = outbox.Unpack(rows)
+		require.NoError(t, err)
 		require.Len(t, rows, 4, "started, step started, step succeeded, completed")
 		for _, r := range rows {
 			require.Equal(t, orchestration.DefaultEventTopic, r.Topic)

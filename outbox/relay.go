@@ -86,7 +86,8 @@ type RelayConfig struct {
 	Wake <-chan struct{}
 	// Subscribe, when set, is called at Start for NotifyTopic (a commandbus client wakes it on Notify).
 	Subscribe func(topic string) (<-chan struct{}, func())
-	// OnPublished, when set, is told of every batch the broker acknowledged, before it is marked.
+	// OnPublished, when set, is told of every batch the broker acknowledged, before it is marked:
+	// the messages as published (a packed row's one by one, see Pack).
 	OnPublished func(msgs []*driver.OutboxRow, at time.Time)
 	// Now returns the time passed to the driver (nil: the database clock).
 	Now     func() *time.Time
@@ -309,25 +310,23 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 			if l, ok := publisher.(AttemptLimiter); ok && l.MaxAttempts() > 0 {
 				maxAttempts = l.MaxAttempts()
 			}
+			// A packed row's messages are published one by one; the row's outcome is theirs.
+			parts, owner, bad := unpack(msgs)
 			started := time.Now()
-			errs := publisher.Publish(pubCtx, msgs)
-			r.tracePublished(pubCtx, started, transport, msgs, errs)
+			var partErrs []error
+			if len(parts) > 0 {
+				partErrs = publisher.Publish(pubCtx, parts)
+				r.tracePublished(pubCtx, started, transport, parts, partErrs)
+			}
+			errs := rowErrors(len(msgs), owner, partErrs, bad)
 			now := time.Now()
 			var ok []*driver.OutboxRow
 			mu.Lock()
 			defer mu.Unlock()
 			for i, msg := range msgs {
-				var err error
-				if i < len(errs) {
-					err = errs[i]
-				} else {
-					err = errors.New("publisher returned no result")
-				}
+				err := errs[i]
 				if err == nil {
-					ok = append(ok, msg)
 					published = append(published, msg.ID)
-					r.cfg.Metrics.Published.WithLabelValues(transport, string(msg.Category)).Inc()
-					r.cfg.Metrics.PublishLatency.WithLabelValues(transport).Observe(float64(now.Sub(msg.CreatedAt).Microseconds()) / 1000)
 					continue
 				}
 				if errors.Is(err, ErrNotSent) {
@@ -338,6 +337,14 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 				var permanent *PermanentError
 				giveUp := errors.As(err, &permanent) || (maxAttempts > 0 && msg.Attempts >= maxAttempts)
 				failures = append(failures, &driver.OutboxFailure{ID: msg.ID, Error: err.Error(), RetryDelay: r.backoff(msg.Attempts), GiveUp: giveUp})
+			}
+			for i, part := range parts {
+				if errs[owner[i]] != nil {
+					continue
+				}
+				ok = append(ok, part)
+				r.cfg.Metrics.Published.WithLabelValues(transport, string(part.Category)).Inc()
+				r.cfg.Metrics.PublishLatency.WithLabelValues(transport).Observe(float64(now.Sub(part.CreatedAt).Microseconds()) / 1000)
 			}
 			if len(ok) > 0 && r.cfg.OnPublished != nil {
 				r.cfg.OnPublished(ok, now)

@@ -112,9 +112,20 @@ func encodeHeaders(h map[string]string) (string, error) {
 // key between is undue, leased, another transport's or above the horizon. Nobody else can take
 // those followers, since the head, still NEW, precedes them. The union is cut at $2 in
 // publication order, so a follower never comes without the rows before it.
+//
+// Each head's followers are read by a LATERAL subquery, in key order from the head, cut at the
+// first row that may not go (a running bool_or): the plan is an index range scan per head
+// whatever the table's statistics say. A join of heads and followers, which the planner chose
+// on a fresh table with no statistics, scanned every unpublished row per head and per follower:
+// a claim of 2,000 took 30 s during a burst of lifecycle events.
+//
+// The claim and the mark commit asynchronously (no wait for the WAL flush): a lease lost in a
+// crash is a message claimed again, a mark lost is a message published again, and the outbox is
+// at least once anyway (consumers deduplicate by message id).
 const outboxClaimSQL = `
 	WITH n AS (
-		SELECT coalesce($4::timestamptz, now()) AS now, pg_snapshot_xmin(pg_current_snapshot()) AS horizon
+		SELECT coalesce($4::timestamptz, now()) AS now, pg_snapshot_xmin(pg_current_snapshot()) AS horizon,
+			set_config('synchronous_commit', 'off', true) AS async_commit
 	), heads AS (
 		SELECT o.id, o.key, o.txid FROM {schema}.outbox o, n
 		WHERE o.status = 'NEW' AND o.txid < n.horizon
@@ -128,15 +139,16 @@ const outboxClaimSQL = `
 		LIMIT $2
 		FOR UPDATE OF o SKIP LOCKED
 	), followers AS (
-		SELECT f.id, f.txid FROM heads h, n, {schema}.outbox f
-		WHERE h.key IS NOT NULL AND f.key = h.key AND f.status = 'NEW' AND (f.txid, f.id) > (h.txid, h.id)
-			AND f.txid < n.horizon AND f.transport = ANY($1::text[])
-			AND (f.next_at IS NULL OR f.next_at <= n.now)
-			AND (f.locked_until IS NULL OR f.locked_until <= n.now)
-			AND NOT EXISTS (
-				SELECT 1 FROM {schema}.outbox c
-				WHERE c.key = f.key AND c.status = 'NEW' AND (c.txid, c.id) > (h.txid, h.id) AND (c.txid, c.id) < (f.txid, f.id)
-					AND (c.txid >= n.horizon OR c.transport <> ALL($1::text[]) OR c.next_at > n.now OR c.locked_until > n.now))
+		SELECT r.id, r.txid FROM heads h, n, LATERAL (
+			SELECT f.id, f.txid, bool_or(f.txid >= n.horizon OR f.transport <> ALL($1::text[])
+					OR coalesce(f.next_at > n.now, false) OR coalesce(f.locked_until > n.now, false))
+				OVER (ORDER BY f.txid, f.id) AS blocked
+			FROM {schema}.outbox f
+			WHERE f.key = h.key AND f.status = 'NEW' AND (f.txid, f.id) > (h.txid, h.id)
+			ORDER BY f.txid, f.id
+			LIMIT $2
+		) r
+		WHERE h.key IS NOT NULL AND NOT r.blocked
 	), picked AS (
 		SELECT id FROM (SELECT id, txid FROM heads UNION ALL SELECT id, txid FROM followers) u
 		ORDER BY txid, id
@@ -194,9 +206,12 @@ func (e *executor) OutboxMarkPublished(ctx context.Context, params *driver.Outbo
 	if len(params.IDs) == 0 {
 		return 0, nil
 	}
-	tag, err := e.db.Exec(ctx, e.d.sql(`UPDATE {schema}.outbox SET status = 'PUBLISHED',
+	// The ids are joined (a primary-key lookup each): "id = ANY($1) AND status = 'NEW'" was
+	// planned as a bitmap AND with the whole unpublished index.
+	tag, err := e.db.Exec(ctx, e.d.sql(`UPDATE {schema}.outbox o SET status = 'PUBLISHED',
 			published_at = coalesce($2::timestamptz, now()), locked_until = NULL, last_error = NULL
-		WHERE id = ANY($1::bigint[]) AND status = 'NEW'`), params.IDs, params.Now)
+		FROM unnest($1::bigint[]) AS t(id), (SELECT set_config('synchronous_commit', 'off', true)) AS async_commit
+		WHERE o.id = t.id AND o.status = 'NEW'`), params.IDs, params.Now)
 	if err != nil {
 		return 0, err
 	}

@@ -25,8 +25,8 @@ type WorkflowConfig struct {
 	// Events publishes every lifecycle event to Kafka (an in-process kfake cluster) through the
 	// outbox and a relay, as orchestration.Config.Events does; off, no event is derived.
 	Events bool `json:"events"`
-	// Rate, when positive, starts that many workflows per second (in ticks of 10 ms) instead of
-	// all at once: a steady load rather than a burst.
+	// Rate, when positive, starts that many workflows per second (every 10 ms, those due by
+	// then) instead of all at once: a steady load rather than a burst.
 	Rate      int           `json:"rate,omitempty"`
 	Logger    *slog.Logger  `json:"-"`
 	Progress  io.Writer     `json:"-"`
@@ -105,24 +105,15 @@ func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 	}
 	defer stop()
 	start := time.Now()
-	batch := cfg.StartBatch
-	var tick *time.Ticker
-	if cfg.Rate > 0 {
-		batch = max(1, cfg.Rate/100)
-		tick = time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-	}
-	for from := 0; from < cfg.Workflows; from += batch {
-		if tick != nil && from > 0 {
-			<-tick.C
-		}
-		inputs := make([]any, min(batch, cfg.Workflows-from))
+	if err := startPaced(ctx, cfg, start, func(from, n int) error {
+		inputs := make([]any, n)
 		for i := range inputs {
 			inputs[i] = map[string]int{"n": from + i}
 		}
-		if _, err := m.StartMany(ctx, inputs); err != nil {
-			return nil, nil, err
-		}
+		_, err := m.StartMany(ctx, inputs)
+		return err
+	}); err != nil {
+		return nil, nil, err
 	}
 	elapsed, err := waitCompleted(ctx, drv.Executor(), def.ID(), cfg.Workflows, start, cfg.Progress)
 	if err != nil {
@@ -147,4 +138,37 @@ func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 		Config:        cfg,
 		GoMaxProcs:    runtime.GOMAXPROCS(0),
 	}, latencies, nil
+}
+
+// startPaced calls start(from, n) until cfg.Workflows are started: all at once in batches of
+// cfg.StartBatch, or with cfg.Rate as many as are due since begin, looking every 10 ms. A start
+// that takes longer than a tick does not lower the rate: the next tick starts what fell due
+// meanwhile (a ticker alone would drop the missed ticks and offer less than asked).
+func startPaced(ctx context.Context, cfg WorkflowConfig, begin time.Time, start func(from, n int) error) error {
+	var tick *time.Ticker
+	if cfg.Rate > 0 {
+		tick = time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+	}
+	for from := 0; from < cfg.Workflows; {
+		n := cfg.Workflows - from
+		if tick != nil {
+			due := int(float64(cfg.Rate) * time.Since(begin).Seconds())
+			if due <= from {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-tick.C:
+				}
+				continue
+			}
+			n = min(n, due-from)
+		}
+		n = min(n, cfg.StartBatch)
+		if err := start(from, n); err != nil {
+			return err
+		}
+		from += n
+	}
+	return nil
 }
