@@ -18,6 +18,9 @@ type Metrics struct {
 	Published *prometheus.CounterVec
 	// PublishFailures counts failed publications, by transport.
 	PublishFailures *prometheus.CounterVec
+	// Claims counts the relay's claims of the outbox by result: claimed (it leased messages) or
+	// empty. Empty claims are what a relay's polling costs the database.
+	Claims *prometheus.CounterVec
 	// Backlog is the outbox backlog: unpublished messages by transport, category and status
 	// (NEW or FAILED), refreshed by the relay.
 	Backlog *prometheus.GaugeVec
@@ -54,6 +57,10 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "commandbus_outbox_publish_failures_total",
 			Help: "Outbox publications that failed and were deferred (or given up), by transport.",
 		}, []string{"transport"}),
+		Claims: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commandbus_outbox_claims_total",
+			Help: "Outbox claims by the relays, by result (claimed, empty).",
+		}, []string{"result"}),
 		Backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "commandbus_outbox_backlog",
 			Help: "Unpublished outbox messages, by transport, category and status (NEW or FAILED).",
@@ -109,6 +116,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	reuse(&m.PublishLatency, m.PublishLatency)
 	reuse(&m.Published, m.Published)
 	reuse(&m.PublishFailures, m.PublishFailures)
+	reuse(&m.Claims, m.Claims)
 	reuse(&m.Backlog, m.Backlog)
 	reuse(&m.OldestUnpublished, m.OldestUnpublished)
 	reuse(&m.InboxDedupeHits, m.InboxDedupeHits)

@@ -78,7 +78,9 @@ type RelayConfig struct {
 	// ActivePollInterval is how often the relay looks again while messages are flowing (a
 	// wake-up or a non-empty claim in the last ActiveWindow). On PostgreSQL a message committed
 	// while an older transaction still runs becomes publishable only when that one ends, and no
-	// notification says when: the short poll picks it up. Defaults: 5ms and 200ms.
+	// notification says when: the short poll picks it up. Each empty claim in a row doubles the
+	// wait, up to 32 × ActivePollInterval; a wake-up or a claimed message resets it. Defaults:
+	// 5ms and 200ms.
 	ActivePollInterval time.Duration
 	ActiveWindow       time.Duration
 	// Wake is signalled when messages were written (the fast path). Optional: Subscribe is the
@@ -247,6 +249,7 @@ func (r *Relay) work(ctx context.Context, signals <-chan struct{}) {
 	poll := time.NewTicker(r.cfg.PollInterval)
 	defer poll.Stop()
 	var lastActive time.Time
+	empty := 0 // claims in a row that found nothing since the last wake-up or claimed message
 	for {
 		for {
 			n, err := r.RunOnce(ctx)
@@ -258,7 +261,9 @@ func (r *Relay) work(ctx context.Context, signals <-chan struct{}) {
 				break
 			}
 			if n > 0 {
-				lastActive = time.Now()
+				lastActive, empty = time.Now(), 0
+			} else {
+				empty++
 			}
 			if n < r.cfg.BatchSize {
 				break
@@ -266,17 +271,26 @@ func (r *Relay) work(ctx context.Context, signals <-chan struct{}) {
 		}
 		var active <-chan time.Time
 		if time.Since(lastActive) < r.cfg.ActiveWindow {
-			active = time.After(r.cfg.ActivePollInterval)
+			active = time.After(r.activeDelay(empty))
 		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-signals:
-			lastActive = time.Now()
+			lastActive, empty = time.Now(), 0
 		case <-poll.C:
 		case <-active:
 		}
 	}
+}
+
+// activeDelay is the wait before the next look while messages flow: ActivePollInterval after a
+// claim that found messages or a wake-up, doubling with each empty claim in a row up to 32 times
+// that. A message held back by an older transaction (the horizon) is usually free within
+// milliseconds, so the first looks come quickly; several relays that keep finding nothing (the
+// others took it) stop costing a claim every few milliseconds each.
+func (r *Relay) activeDelay(empty int) time.Duration {
+	return r.cfg.ActivePollInterval << min(max(empty-1, 0), 5)
 }
 
 // RunOnce claims one batch, publishes it and records the outcome; it returns how many messages
@@ -287,9 +301,14 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		Transports: r.transports, Max: r.cfg.BatchSize, Lease: r.cfg.Lease, RelayID: r.cfg.RelayID, Now: r.cfg.Now(),
 	})
 	cancel()
-	if err != nil || len(rows) == 0 {
+	if err != nil {
 		return 0, err
 	}
+	if len(rows) == 0 {
+		r.cfg.Metrics.Claims.WithLabelValues("empty").Inc()
+		return 0, nil
+	}
+	r.cfg.Metrics.Claims.WithLabelValues("claimed").Inc()
 	byTransport := map[string][]*driver.OutboxRow{}
 	for _, row := range rows {
 		byTransport[row.Transport] = append(byTransport[row.Transport], row)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -339,4 +340,34 @@ func TestRelayCrashBetweenPublishAndMark(t *testing.T) {
 			require.Equal(t, i == 0, first, "the consumer processes it once")
 		}
 	})
+}
+
+// While messages flow the relay looks again quickly after a claim that found messages or a
+// wake-up, and ever more slowly while its claims find nothing, so idle relays do not each cost a
+// claim every few milliseconds. Its claims are counted by result.
+func TestRelayClaimsBackOffAndAreCounted(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	drv := dbtest.SQLite(t)
+	metrics, err := outbox.NewMetrics(nil)
+	require.NoError(t, err)
+	pub := newFakePublisher()
+	relay := startRelay(t, drv, outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, ActivePollInterval: 5 * time.Millisecond, Metrics: metrics})
+	var delays []time.Duration
+	for empty := range 8 {
+		delays = append(delays, relay.ActiveDelay(empty))
+	}
+	ms := time.Millisecond
+	require.Equal(t, []time.Duration{5 * ms, 5 * ms, 10 * ms, 20 * ms, 40 * ms, 80 * ms, 160 * ms, 160 * ms}, delays)
+
+	require.NoError(t, outbox.Enqueue(ctx, drv.Executor(), event("k")))
+	relay.Kick()
+	waitFor(t, "the message published", func() bool { return len(pub.messageIDs()) == 1 })
+	count := func(result string) float64 {
+		var m dto.Metric
+		require.NoError(t, metrics.Claims.WithLabelValues(result).Write(&m))
+		return m.GetCounter().GetValue()
+	}
+	require.Equal(t, 1.0, count("claimed"))
+	waitFor(t, "an empty claim counted", func() bool { return count("empty") >= 1 })
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/inprocesskafka"
@@ -34,11 +36,14 @@ type EventsResult struct {
 	EventsPerS    float64 `json:"events_per_s"`
 	// P50Ms, P99Ms and MaxMs are the latency from an event's write in its checkpoint's
 	// transaction (the row's created_at, just before the commit) to Kafka's acknowledgement.
-	P50Ms      float64      `json:"p50_ms"`
-	P99Ms      float64      `json:"p99_ms"`
-	MaxMs      float64      `json:"max_ms"`
-	Config     EventsConfig `json:"config"`
-	GoMaxProcs int          `json:"gomaxprocs"`
+	// Claims and EmptyClaims count the relay's claims of the outbox, and those that found nothing.
+	Claims      int64        `json:"claims"`
+	EmptyClaims int64        `json:"empty_claims"`
+	P50Ms       float64      `json:"p50_ms"`
+	P99Ms       float64      `json:"p99_ms"`
+	MaxMs       float64      `json:"max_ms"`
+	Config      EventsConfig `json:"config"`
+	GoMaxProcs  int          `json:"gomaxprocs"`
 }
 
 // RunEvents runs the workflow benchmark with lifecycle events published to an in-process Kafka
@@ -55,6 +60,7 @@ func RunEvents(ctx context.Context, drv driver.Driver, cfg EventsConfig) (*Event
 	out := &EventsResult{
 		Driver: res.Driver, Workflows: res.Workflows, Shape: res.Shape, Events: res.Events, ElapsedS: res.ElapsedS,
 		WorkflowsPerS: res.WorkflowsPerS, EventsPerS: round(float64(res.Events)/res.ElapsedS, 0),
+		Claims: res.RelayClaims, EmptyClaims: res.EmptyRelayClaims,
 		P50Ms: ms(percentile(latencies, 0.50)), P99Ms: ms(percentile(latencies, 0.99)), Config: cfg, GoMaxProcs: runtime.GOMAXPROCS(0),
 	}
 	if len(latencies) > 0 {
@@ -69,6 +75,7 @@ type eventSink struct {
 	stopKafka func()
 	publisher *kafka.Publisher
 	relay     *outbox.Relay
+	metrics   *outbox.Metrics
 
 	mu        sync.Mutex
 	latencies []time.Duration
@@ -79,13 +86,18 @@ func startEventSink(ctx context.Context, client *commandbus.Client, logger *slog
 	if err != nil {
 		return nil, err
 	}
-	s := &eventSink{stopKafka: stopKafka}
+	metrics, err := outbox.NewMetrics(nil)
+	if err != nil {
+		stopKafka()
+		return nil, err
+	}
+	s := &eventSink{stopKafka: stopKafka, metrics: metrics}
 	if s.publisher, err = kafka.NewPublisher(kafka.Config{Brokers: brokers}); err != nil {
 		stopKafka()
 		return nil, err
 	}
 	s.relay, err = outbox.NewRelay(client.Driver().Executor(), outbox.RelayConfig{
-		Publishers: []outbox.Publisher{s.publisher}, BatchSize: 2000, Logger: logger,
+		Publishers: []outbox.Publisher{s.publisher}, BatchSize: 2000, Logger: logger, Metrics: metrics,
 		Subscribe: plumbing.Subscriber(client), Now: plumbing.DriverClock(client),
 		OnPublished: func(msgs []*driver.OutboxRow, at time.Time) {
 			s.mu.Lock()
@@ -129,6 +141,19 @@ func (s *eventSink) drain(ctx context.Context, exec driver.Executor) ([]time.Dur
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.latencies), nil
+}
+
+// claims returns how many claims the relay made, and how many of them found nothing.
+func (s *eventSink) claims() (all, empty int64) {
+	count := func(result string) int64 {
+		var m dto.Metric
+		if err := s.metrics.Claims.WithLabelValues(result).Write(&m); err != nil {
+			return 0
+		}
+		return int64(m.GetCounter().GetValue())
+	}
+	empty = count("empty")
+	return empty + count("claimed"), empty
 }
 
 func (s *eventSink) close() {

@@ -38,13 +38,17 @@ type WorkflowResult struct {
 	Driver    string `json:"driver"`
 	Workflows int    `json:"workflows"`
 	// Events is how many lifecycle events were published (with Config.Events).
-	Events        int            `json:"events,omitempty"`
-	Shape         string         `json:"shape"`
-	ElapsedS      float64        `json:"elapsed_s"`
-	WorkflowsPerS float64        `json:"workflows_per_s"`
-	StepsPerS     float64        `json:"steps_per_s"`
-	Config        WorkflowConfig `json:"config"`
-	GoMaxProcs    int            `json:"gomaxprocs"`
+	Events int `json:"events,omitempty"`
+	// RelayClaims and EmptyRelayClaims count the event relay's claims and those that found
+	// nothing (with Config.Events).
+	RelayClaims      int64          `json:"relay_claims,omitempty"`
+	EmptyRelayClaims int64          `json:"empty_relay_claims,omitempty"`
+	Shape            string         `json:"shape"`
+	ElapsedS         float64        `json:"elapsed_s"`
+	WorkflowsPerS    float64        `json:"workflows_per_s"`
+	StepsPerS        float64        `json:"steps_per_s"`
+	Config           WorkflowConfig `json:"config"`
+	GoMaxProcs       int            `json:"gomaxprocs"`
 }
 
 // WithDefaults fills unset fields.
@@ -121,14 +125,17 @@ func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 	}
 	var latencies []time.Duration
 	events := 0
+	var claims, emptyClaims int64
 	if sink != nil {
 		if latencies, err = sink.drain(ctx, drv.Executor()); err != nil {
 			return nil, nil, err
 		}
 		events = len(latencies)
+		claims, emptyClaims = sink.claims()
 	}
 	return &WorkflowResult{
-		Events:        events,
+		Events:      events,
+		RelayClaims: claims, EmptyRelayClaims: emptyClaims,
 		Driver:        drv.Name(),
 		Workflows:     cfg.Workflows,
 		Shape:         WorkflowShape,
