@@ -86,16 +86,6 @@ func (p *flakyPublisher) Publish(_ context.Context, msgs []*driver.OutboxRow) []
 	return errs
 }
 
-func (p *flakyPublisher) ids() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var ids []string
-	for _, m := range p.published {
-		ids = append(ids, m.MessageID)
-	}
-	return ids
-}
-
 // A packed row's messages are published one by one, in order, each with its own id, type,
 // headers and payload. A row whose messages failed in part is published again whole, after the
 // messages already sent (consumers deduplicate by message id); its key waits for it.
