@@ -68,22 +68,42 @@ func Pack(msgs []*driver.OutboxInsertParams) ([]*driver.OutboxInsertParams, erro
 			out = append(out, m)
 			continue
 		}
-		payload, err := packParts(group)
+		common := commonHeaders(group)
+		payload, err := packParts(group, common)
 		if err != nil {
 			return nil, fmt.Errorf("outbox: packing %d messages of key %q: %w", len(group), m.Key, err)
 		}
+		common[HeaderPacked] = strconv.Itoa(len(group))
 		out = append(out, &driver.OutboxInsertParams{
 			Category: m.Category, Transport: m.Transport, Topic: m.Topic, Key: m.Key, Type: TypePacked,
-			MessageID: m.MessageID, Payload: payload, Headers: map[string]string{HeaderPacked: strconv.Itoa(len(group))},
+			MessageID: m.MessageID, Payload: payload, Headers: common,
 		})
 	}
 	return out, nil
 }
 
-// packParts writes the payload of a packed row: the JSON array of the messages' packedPart. The
-// payloads are copied as they are (they are JSON already; validating and compacting each again,
-// as json.Marshal of a json.RawMessage would, costs more than the rest).
-func packParts(group []*driver.OutboxInsertParams) ([]byte, error) {
+// commonHeaders returns the headers every message of group has, with the same value: the
+// packed row carries them once, and each message only its own others.
+func commonHeaders(group []*driver.OutboxInsertParams) map[string]string {
+	common := map[string]string{}
+	for k, v := range group[0].Headers {
+		common[k] = v
+	}
+	for _, g := range group[1:] {
+		for k, v := range common {
+			if w, ok := g.Headers[k]; !ok || w != v {
+				delete(common, k)
+			}
+		}
+	}
+	return common
+}
+
+// packParts writes the payload of a packed row: the JSON array of the messages' packedPart,
+// each with the headers that are not among common. The payloads are copied as they are (they
+// are JSON already; validating and compacting each again, as json.Marshal of a json.RawMessage
+// would, costs more than the rest).
+func packParts(group []*driver.OutboxInsertParams, common map[string]string) ([]byte, error) {
 	size := 2
 	for _, g := range group {
 		size += len(g.Payload) + len(g.MessageID) + len(g.Type) + 64
@@ -106,8 +126,14 @@ func packParts(group []*driver.OutboxInsertParams) ([]byte, error) {
 			return nil, err
 		}
 		buf = append(append(append(append(buf, `{"id":`...), id...), `,"type":`...), typ...)
-		if len(g.Headers) > 0 {
-			headers, err := json.Marshal(g.Headers)
+		own := make(map[string]string, len(g.Headers)-len(common))
+		for k, v := range g.Headers {
+			if _, shared := common[k]; !shared {
+				own[k] = v
+			}
+		}
+		if len(own) > 0 {
+			headers, err := json.Marshal(own)
 			if err != nil {
 				return nil, err
 			}
@@ -153,7 +179,17 @@ func unpack(rows []*driver.OutboxRow) (msgs []*driver.OutboxRow, owner []int, ba
 		}
 		for _, p := range parts {
 			m := *row
-			m.MessageID, m.Type, m.Headers, m.Payload = p.MessageID, p.Type, p.Headers, p.Payload
+			m.MessageID, m.Type, m.Payload = p.MessageID, p.Type, p.Payload
+			// The row's headers are those all its messages share (and HeaderPacked).
+			m.Headers = make(map[string]string, len(row.Headers)-1+len(p.Headers))
+			for k, v := range row.Headers {
+				if k != HeaderPacked {
+					m.Headers[k] = v
+				}
+			}
+			for k, v := range p.Headers {
+				m.Headers[k] = v
+			}
 			msgs, owner = append(msgs, &m), append(owner, i)
 		}
 	}

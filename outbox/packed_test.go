@@ -45,6 +45,9 @@ func TestPack(t *testing.T) {
 	require.Equal(t, "a1", packed.MessageID)
 	require.Equal(t, "3", packed.Headers[outbox.HeaderPacked])
 	require.True(t, json.Valid(packed.Payload), "%s", packed.Payload)
+	require.Equal(t, "A", packed.Headers["executionId"], "the headers all its messages share are the row's, once")
+	require.NotContains(t, string(packed.Payload), "executionId")
+	require.Contains(t, string(packed.Payload), `"headers":{"messageId":"a2"}`, "each message keeps its own")
 	require.Equal(t, []*driver.OutboxInsertParams{b1, keyless1, hook1, later, keyless2, hook2, otherTopic}, out[1:],
 		"a message alone for its key, keyless, delayed or a webhook stays as it was, in its place")
 
@@ -118,7 +121,7 @@ func TestRelayPublishesPackedRows(t *testing.T) {
 		for _, m := range pub.published {
 			byKey[m.Key] = append(byKey[m.Key], m.MessageID)
 			require.Equal(t, "T-"+m.MessageID, m.Type)
-			require.Equal(t, m.MessageID, m.Headers[outbox.HeaderMessageID])
+			require.Equal(t, map[string]string{outbox.HeaderMessageID: m.MessageID, "executionId": m.Key}, m.Headers)
 			require.NotContains(t, m.Headers, outbox.HeaderPacked)
 			require.JSONEq(t, fmt.Sprintf(`{"n":%q,"nested":{"a":[1,2,"]"]}}`, m.MessageID), string(m.Payload))
 		}
