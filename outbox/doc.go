@@ -19,6 +19,12 @@
 // holds publishing back until it ends (read-only transactions do not count). Keep batch jobs'
 // writing transactions short, or give them their own cluster.
 //
+// The relay's claim and its mark of what was published commit without waiting for the WAL
+// flush: a lost lease means a claim again, a lost mark a publication again, both within at least
+// once. Several messages of one key written by one transaction can share a row (Pack; the
+// runtime packs a checkpoint's lifecycle events): the relay publishes them one by one, and
+// Unpack reads them back for code that reads the table itself.
+//
 // # Exactly once at the business level
 //
 // Consumers record each message in the inbox, keyed by (message id, handler), in the transaction
