@@ -126,7 +126,7 @@ func packParts(group []*driver.OutboxInsertParams, common map[string]string) ([]
 			return nil, err
 		}
 		buf = append(append(append(append(buf, `{"id":`...), id...), `,"type":`...), typ...)
-		own := make(map[string]string, len(g.Headers)-len(common))
+		own := make(map[string]string, len(g.Headers))
 		for k, v := range g.Headers {
 			if _, shared := common[k]; !shared {
 				own[k] = v
@@ -170,18 +170,22 @@ func unpack(rows []*driver.OutboxRow) (msgs []*driver.OutboxRow, owner []int, ba
 		}
 		// A Decoder reads the array in one pass (json.Unmarshal scans it once to validate first).
 		var parts []packedPart
-		if err := json.NewDecoder(bytes.NewReader(row.Payload)).Decode(&parts); err != nil || len(parts) == 0 {
+		err := json.NewDecoder(bytes.NewReader(row.Payload)).Decode(&parts)
+		if err == nil && len(parts) == 0 {
+			err = errors.New("it holds no messages")
+		}
+		if err != nil {
 			if bad == nil {
 				bad = map[int]error{}
 			}
-			bad[i] = Permanent(fmt.Errorf("a packed outbox row that does not decode: %v", err))
+			bad[i] = Permanent(fmt.Errorf("a packed outbox row that does not decode: %w", err))
 			continue
 		}
 		for _, p := range parts {
 			m := *row
 			m.MessageID, m.Type, m.Payload = p.MessageID, p.Type, p.Payload
 			// The row's headers are those all its messages share (and HeaderPacked).
-			m.Headers = make(map[string]string, len(row.Headers)-1+len(p.Headers))
+			m.Headers = make(map[string]string, len(row.Headers)+len(p.Headers))
 			for k, v := range row.Headers {
 				if k != HeaderPacked {
 					m.Headers[k] = v

@@ -138,3 +138,13 @@ func TestRelayPublishesPackedRows(t *testing.T) {
 		}
 	})
 }
+
+// A packed row that does not decode is refused, never published in part, and never panics.
+func TestUnpackRefusesBrokenRows(t *testing.T) {
+	t.Parallel()
+	for name, payload := range map[string]string{"not JSON": `{"id":`, "no messages": `[]`, "an object": `{"id":"a"}`} {
+		rows := []*driver.OutboxRow{{ID: 7, Type: outbox.TypePacked, Key: "k", Payload: json.RawMessage(payload)}}
+		_, err := outbox.Unpack(rows)
+		require.ErrorContains(t, err, "outbox row 7: permanent: a packed outbox row that does not decode", name)
+	}
+}
