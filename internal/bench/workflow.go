@@ -134,16 +134,17 @@ func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 		claims, emptyClaims = sink.claims()
 	}
 	return &WorkflowResult{
-		Events:      events,
-		RelayClaims: claims, EmptyRelayClaims: emptyClaims,
-		Driver:        drv.Name(),
-		Workflows:     cfg.Workflows,
-		Shape:         WorkflowShape,
-		ElapsedS:      round(elapsed.Seconds(), 3),
-		WorkflowsPerS: round(float64(cfg.Workflows)/elapsed.Seconds(), 0),
-		StepsPerS:     round(float64(cfg.Workflows*5)/elapsed.Seconds(), 0),
-		Config:        cfg,
-		GoMaxProcs:    runtime.GOMAXPROCS(0),
+		Events:           events,
+		RelayClaims:      claims,
+		EmptyRelayClaims: emptyClaims,
+		Driver:           drv.Name(),
+		Workflows:        cfg.Workflows,
+		Shape:            WorkflowShape,
+		ElapsedS:         round(elapsed.Seconds(), 3),
+		WorkflowsPerS:    round(float64(cfg.Workflows)/elapsed.Seconds(), 0),
+		StepsPerS:        round(float64(cfg.Workflows*5)/elapsed.Seconds(), 0),
+		Config:           cfg,
+		GoMaxProcs:       runtime.GOMAXPROCS(0),
 	}, latencies, nil
 }
 
