@@ -100,6 +100,10 @@ type OutboxClaimParams struct {
 	Lease      time.Duration
 	RelayID    string
 	Now        *time.Time
+	// Published are messages this relay published since its last claim: the claim marks them
+	// published first (as OutboxMarkPublished does), in the same statement, and their keys'
+	// next messages may be claimed with it. A relay saves a statement per batch this way.
+	Published []int64
 }
 
 // OutboxMarkPublishedParams marks messages published.

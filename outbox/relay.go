@@ -250,9 +250,21 @@ func (r *Relay) work(ctx context.Context, signals <-chan struct{}) {
 	defer poll.Stop()
 	var lastActive time.Time
 	empty := 0 // claims in a row that found nothing since the last wake-up or claimed message
+	// published are the messages the broker accepted, marked by the next claim: while messages
+	// flow one comes within ActivePollInterval, and a mark then costs no statement of its own.
+	var published []int64
+	flush := func() {
+		if err := r.markPublished(ctx, published); err != nil {
+			r.cfg.Logger.Warn("outbox relay: marking failed", "error", err)
+		}
+		published = nil
+	}
+	defer flush()
 	for {
 		for {
-			n, err := r.RunOnce(ctx)
+			var n int
+			var err error
+			n, published, err = r.runOnce(ctx, published)
 			if err != nil {
 				if ctx.Err() == nil {
 					r.cfg.Logger.Warn("outbox relay: claiming or marking failed; retrying at the next poll", "error", err)
@@ -272,6 +284,8 @@ func (r *Relay) work(ctx context.Context, signals <-chan struct{}) {
 		var active <-chan time.Time
 		if time.Since(lastActive) < r.cfg.ActiveWindow {
 			active = time.After(r.activeDelay(empty))
+		} else if len(published) > 0 {
+			flush() // no claim soon to carry the marks
 		}
 		select {
 		case <-ctx.Done():
@@ -294,26 +308,53 @@ func (r *Relay) activeDelay(empty int) time.Duration {
 }
 
 // RunOnce claims one batch, publishes it and records the outcome; it returns how many messages
-// it claimed. The loops call it; tests may too.
+// it claimed. Tests may call it; the loops mark what they published with their next claim.
 func (r *Relay) RunOnce(ctx context.Context) (int, error) {
+	n, published, err := r.runOnce(ctx, nil)
+	if err != nil {
+		return n, err
+	}
+	return n, r.markPublished(ctx, published)
+}
+
+// markPublished records messages the broker accepted. It uses a fresh context: what the broker
+// accepted should be recorded even while the relay stops, or it is published again.
+func (r *Relay) markPublished(ctx context.Context, ids []int64) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	if _, err := r.exec.OutboxMarkPublished(markCtx, &driver.OutboxMarkPublishedParams{IDs: ids, Now: r.cfg.Now()}); err != nil {
+		return fmt.Errorf("marking %d messages published (they will be published again): %w", len(ids), err)
+	}
+	return nil
+}
+
+// runOnce claims one batch, marking published in the same statement, publishes the batch and
+// defers its failures. It returns how many messages it claimed and the ids the broker accepted,
+// still to be marked (by the next claim). When the claim fails, nothing was marked: it returns
+// published again, still to be marked.
+func (r *Relay) runOnce(ctx context.Context, published []int64) (int, []int64, error) {
 	claimCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	rows, err := r.exec.OutboxClaim(claimCtx, &driver.OutboxClaimParams{
 		Transports: r.transports, Max: r.cfg.BatchSize, Lease: r.cfg.Lease, RelayID: r.cfg.RelayID, Now: r.cfg.Now(),
+		Published: published,
 	})
 	cancel()
 	if err != nil {
-		return 0, err
+		return 0, published, err
 	}
+	published = nil
 	if len(rows) == 0 {
 		r.cfg.Metrics.Claims.WithLabelValues("empty").Inc()
-		return 0, nil
+		return 0, nil, nil
 	}
 	r.cfg.Metrics.Claims.WithLabelValues("claimed").Inc()
 	byTransport := map[string][]*driver.OutboxRow{}
 	for _, row := range rows {
 		byTransport[row.Transport] = append(byTransport[row.Transport], row)
 	}
-	var published []int64
 	var failures []*driver.OutboxFailure
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -371,22 +412,17 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 		}()
 	}
 	wg.Wait()
-	// Marking uses a fresh context: what the broker accepted should be recorded even while
-	// the relay stops, or it is published again.
-	markCtx, markCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer markCancel()
-	if len(published) > 0 {
-		if _, err := r.exec.OutboxMarkPublished(markCtx, &driver.OutboxMarkPublishedParams{IDs: published, Now: r.cfg.Now()}); err != nil {
-			return len(rows), fmt.Errorf("marking %d messages published (they will be published again): %w", len(published), err)
-		}
-	}
 	if len(failures) > 0 {
+		// A fresh context, as for marking: the outcome should be recorded even while the relay
+		// stops.
+		markCtx, markCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer markCancel()
 		r.cfg.Logger.Warn("outbox relay: publications failed; deferred", "count", len(failures), "first_error", failures[0].Error)
 		if _, err := r.exec.OutboxMarkFailed(markCtx, &driver.OutboxMarkFailedParams{Failures: failures, RelayID: r.cfg.RelayID, Now: r.cfg.Now()}); err != nil {
-			return len(rows), fmt.Errorf("deferring %d failed messages: %w", len(failures), err)
+			return len(rows), published, fmt.Errorf("deferring %d failed messages: %w", len(failures), err)
 		}
 	}
-	return len(rows), nil
+	return len(rows), published, nil
 }
 
 // backoff is InitialBackoff × 2^(attempts-1), capped at MaxBackoff.

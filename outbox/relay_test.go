@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -370,4 +371,73 @@ func TestRelayClaimsBackOffAndAreCounted(t *testing.T) {
 	}
 	require.Equal(t, 1.0, count("claimed"))
 	waitFor(t, "an empty claim counted", func() bool { return count("empty") >= 1 })
+}
+
+// markCounter counts how the relay marks what it published: on their own or with a claim.
+type markCounter struct {
+	driver.Executor
+	alone, withClaim atomic.Int64
+}
+
+func (e *markCounter) OutboxClaim(ctx context.Context, params *driver.OutboxClaimParams) ([]*driver.OutboxRow, error) {
+	if len(params.Published) > 0 {
+		e.withClaim.Add(1)
+	}
+	return e.Executor.OutboxClaim(ctx, params)
+}
+
+func (e *markCounter) OutboxMarkPublished(ctx context.Context, params *driver.OutboxMarkPublishedParams) (int64, error) {
+	if len(params.IDs) > 0 {
+		e.alone.Add(1)
+	}
+	return e.Executor.OutboxMarkPublished(ctx, params)
+}
+
+// While messages flow, the relay marks what it published with its next claim, which comes
+// within ActivePollInterval: no statement of its own per batch. Every message ends PUBLISHED.
+func TestRelayMarksWithItsNextClaim(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		exec := &markCounter{Executor: drv.Executor()}
+		pub := newFakePublisher()
+		relay, err := outbox.NewRelay(exec, outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, Workers: 1, PollInterval: time.Hour})
+		require.NoError(t, err)
+		require.NoError(t, relay.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, relay.Stop(context.Background())) })
+		for i := range 3 {
+			require.NoError(t, outbox.Enqueue(ctx, drv.Executor(), event("k")))
+			relay.Kick()
+			waitFor(t, fmt.Sprintf("message %d published", i+1), func() bool { return len(pub.messageIDs()) == i+1 })
+		}
+		waitFor(t, "every message marked", func() bool {
+			rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}})
+			require.NoError(t, err)
+			return len(rows) == 0
+		})
+		require.Positive(t, exec.withClaim.Load())
+		require.Zero(t, exec.alone.Load(), "no mark on its own while claims follow")
+	})
+}
+
+// A relay that stops right after publishing still marks what it published.
+func TestRelayStopMarksWhatItPublished(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		pub := newFakePublisher()
+		// A long active poll: the next claim, which would carry the mark, never comes first.
+		relay, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, Workers: 1,
+			PollInterval: time.Hour, ActivePollInterval: time.Hour, ActiveWindow: 2 * time.Hour})
+		require.NoError(t, err)
+		require.NoError(t, relay.Start(ctx))
+		require.NoError(t, outbox.Enqueue(ctx, drv.Executor(), event("k")))
+		relay.Kick()
+		waitFor(t, "the message published", func() bool { return len(pub.messageIDs()) == 1 })
+		require.NoError(t, relay.Stop(ctx))
+		rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{})
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		require.Equal(t, driver.OutboxStatusPublished, rows[0].Status)
+	})
 }

@@ -67,6 +67,8 @@ func newBenchPaymentsCommand() *cobra.Command {
 				res.Driver, res.Config.ProcessType, res.Payments, res.ElapsedS, res.PaymentsPerS, res.P50Ms, res.P99Ms, res.Duplicates)
 			if res.Config.AMQPURL != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "  domains on RabbitMQ (AMQP 0-9-1, through the outbox relay): %s\n", strings.Join(res.Config.BrokerDomains, ", "))
+				fmt.Fprintf(cmd.OutOrStdout(), "  relay claims %d (%.1f a payment), %d of them empty\n",
+					res.RelayClaims, float64(res.RelayClaims)/float64(max(res.Payments, 1)), res.EmptyRelayClaims)
 			}
 			for _, s := range res.Backlog {
 				line := fmt.Sprintf("  %6.1fs submitted %7d terminal %7d backlog %6d", s.AtS, s.Submitted, s.Terminal, s.Backlog)

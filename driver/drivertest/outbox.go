@@ -172,6 +172,30 @@ func exerciseOutbox(t *testing.T, setup setupFunc) {
 		require.Zero(t, n)
 	})
 
+	t.Run("ClaimMarksWhatWasPublished", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ids := outboxInsert(t, b.exec, &t0, newOutboxMessage("kafka", "t", "k"), newOutboxMessage("kafka", "t", "k"), newOutboxMessage("kafka", "t", "j"))
+		claim := func(published []int64, max, want int) []int64 {
+			return outboxIDs(outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: max, Lease: lease, RelayID: "r",
+				Now: &t0, Published: published}, want))
+		}
+		require.Equal(t, ids[:1], claim(nil, 1, 1))
+		// The claim marks the first published and takes its key's next message with the rest,
+		// in the same call: the published message holds nothing back any more.
+		require.Equal(t, ids[1:], claim(ids[:1], 10, 2))
+		// With nothing to claim (Max 0), the published are still marked.
+		require.Empty(t, claim(ids[1:], 0, 0))
+		rows, err := b.exec.OutboxList(ctx, &driver.OutboxListParams{Limit: 10})
+		require.NoError(t, err)
+		require.Len(t, rows, 3)
+		for _, r := range rows {
+			require.Equal(t, driver.OutboxStatusPublished, r.Status, "message %d", r.ID)
+			require.Nil(t, r.LockedUntil)
+			require.NotNil(t, r.PublishedAt)
+		}
+	})
+
 	t.Run("RunStopsAtUndueMessage", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -200,7 +200,7 @@ func TestOutboxClaimReadsLinearly(t *testing.T) {
 	}
 	query := drv.sql(fmt.Sprintf(outboxClaimSQL, outboxColumnsO))
 	require.NoError(t, tx.QueryRow(ctx, "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) "+query,
-		[]string{"kafka"}, 2000, time.Minute.Microseconds(), nil, "r").Scan(&plan))
+		[]string{"kafka"}, 2000, time.Minute.Microseconds(), nil, "r", []int64{}).Scan(&plan))
 	require.Len(t, plan, 1)
 	pages := plan[0].Plan.SharedHit + plan[0].Plan.SharedRead
 	require.EqualValues(t, 2000, plan[0].Plan.ActualRows)

@@ -92,6 +92,10 @@ const outboxClaimSQL = `
 	RETURNING ` + outboxColumns
 
 func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimParams) ([]*driver.OutboxRow, error) {
+	// The messages published since the last claim are marked first, on the single writer.
+	if _, err := e.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: params.Published, Now: params.Now}); err != nil {
+		return nil, err
+	}
 	if params.Max <= 0 || len(params.Transports) == 0 {
 		return nil, nil
 	}

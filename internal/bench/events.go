@@ -144,16 +144,23 @@ func (s *eventSink) drain(ctx context.Context, exec driver.Executor) ([]time.Dur
 }
 
 // claims returns how many claims the relay made, and how many of them found nothing.
-func (s *eventSink) claims() (all, empty int64) {
-	count := func(result string) int64 {
-		var m dto.Metric
-		if err := s.metrics.Claims.WithLabelValues(result).Write(&m); err != nil {
+func (s *eventSink) claims() (all, empty int64) { return relayClaims(s.metrics) }
+
+// relayClaims returns how many outbox claims the relays counting into metrics made, and how many
+// of them found nothing.
+func relayClaims(metrics ...*outbox.Metrics) (all, empty int64) {
+	count := func(m *outbox.Metrics, result string) int64 {
+		var v dto.Metric
+		if err := m.Claims.WithLabelValues(result).Write(&v); err != nil {
 			return 0
 		}
-		return int64(m.GetCounter().GetValue())
+		return int64(v.GetCounter().GetValue())
 	}
-	empty = count("empty")
-	return empty + count("claimed"), empty
+	for _, m := range metrics {
+		e := count(m, "empty")
+		all, empty = all+e+count(m, "claimed"), empty+e
+	}
+	return all, empty
 }
 
 func (s *eventSink) close() {

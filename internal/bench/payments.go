@@ -109,6 +109,10 @@ type PaymentsResult struct {
 	// then keep every dead row, and a long run slows down as they grow (a production server
 	// runs autovacuum).
 	AutovacuumOff bool `json:"autovacuum_off,omitempty"`
+	// RelayClaims and EmptyRelayClaims count the outbox relays' claims and those that found
+	// nothing (with --amqp-url), what their polling costs the database.
+	RelayClaims      int64 `json:"relay_claims,omitempty"`
+	EmptyRelayClaims int64 `json:"empty_relay_claims,omitempty"`
 }
 
 // autovacuumOff reports whether drv is PostgreSQL with autovacuum turned off.
@@ -272,14 +276,18 @@ func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*P
 	if err := p.CheckInvariants(ctx); err != nil {
 		return nil, err
 	}
-	return &PaymentsResult{
+	res := &PaymentsResult{
 		Driver: drv.Name(), Payments: total, Completed: sum.Completed,
 		ElapsedS:     round(elapsed.Seconds(), 3),
 		PaymentsPerS: round(float64(total)/elapsed.Seconds(), 0),
 		P50Ms:        round(sum.LatencyP50Ms, 1), P99Ms: round(sum.LatencyP99Ms, 1),
 		Duplicates: sum.DuplicateSubmissions, Backlog: samples, Config: cfg, GoMaxProcs: runtime.GOMAXPROCS(0),
 		AutovacuumOff: noAutovacuum,
-	}, nil
+	}
+	if broker != nil {
+		res.RelayClaims, res.EmptyRelayClaims = relayClaims(broker.metrics...)
+	}
+	return res, nil
 }
 
 // terminalCount counts the benchmark's finished payments and those parked for an operator.

@@ -23,6 +23,7 @@ type paymentsBroker struct {
 	domains  []string
 	queues   map[string]bool
 	conn     *amqp091.Connection
+	metrics  []*outbox.Metrics // the instances' relays count their claims here
 }
 
 func newPaymentsBroker(url string, domains []string) (*paymentsBroker, error) {
@@ -53,9 +54,11 @@ func (b *paymentsBroker) wire(client *commandbus.Client, logger *slog.Logger) er
 	if err != nil {
 		return err
 	}
+	metrics := plumbing.MessagingMetrics(client)
+	b.metrics = append(b.metrics, metrics)
 	relay, err := outbox.NewRelay(client.Driver().Executor(), outbox.RelayConfig{
 		Publishers: []outbox.Publisher{pub}, Subscribe: plumbing.Subscriber(client),
-		Metrics: plumbing.MessagingMetrics(client), Logger: logger,
+		Metrics: metrics, Logger: logger,
 	})
 	if err != nil {
 		return err

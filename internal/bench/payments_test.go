@@ -2,7 +2,12 @@ package bench
 
 import (
 	"context"
+	"os"
 	"testing"
+	"time"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
@@ -65,4 +70,32 @@ func TestRunPaymentsSmoke(t *testing.T) {
 			t.Fatalf("implausible rate-mode result: %+v", res)
 		}
 	})
+}
+
+// The payments benchmark over RabbitMQ: every payment completes through the outbox relay and
+// the broker, no submission twice, and the relays' claims are counted.
+func TestRunPaymentsOverRabbitMQ(t *testing.T) {
+	t.Parallel()
+	url := os.Getenv("COMMANDBUS_TEST_AMQP_URL")
+	if url == "" {
+		url = "amqp://guest:guest@127.0.0.1:5672/"
+	}
+	conn, err := amqp091.Dial(url)
+	if err != nil {
+		if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
+			t.Fatalf("RabbitMQ is required: %v", err)
+		}
+		t.Skipf("skipping: RabbitMQ unreachable at %s: %v", url, err)
+	}
+	_ = conn.Close()
+	res, err := RunPayments(context.Background(), dbtest.Postgres(t), PaymentsConfig{Rate: 20, Duration: time.Second, Instances: 2,
+		Concurrency: 4, Executions: 20, AMQPURL: url})
+	require.NoError(t, err)
+	require.Equal(t, 20, res.Completed)
+	require.Zero(t, res.Duplicates)
+	require.Positive(t, res.RelayClaims, "the relays claimed the brokered commands")
+	require.LessOrEqual(t, res.EmptyRelayClaims, res.RelayClaims)
+	for _, s := range res.Backlog {
+		require.GreaterOrEqual(t, s.BrokerDepth, int64(0), "the broker's depth was read at %.1fs", s.AtS)
+	}
 }

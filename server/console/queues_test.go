@@ -94,13 +94,14 @@ func TestConsoleQueueRowsSayWhatTheyAreAbout(t *testing.T) {
 
 		// The batch waits for nothing but operators: it says so, and the payment's levels say
 		// which one waits.
-		// The simulator records a pending L2 while the runner may still be applying L1: wait for
-		// both payments to settle at L2.
-		servertest.Eventually(t, 30*time.Second, "the batch page to say it waits for operators", func() bool {
+		// The simulator records a pending L2 while the runner may still be applying L1, and the
+		// second payment's pending answer may be recorded a moment after the first waits: wait
+		// for both payments to settle at L2, each with its answer left to an operator.
+		servertest.Eventually(t, 30*time.Second, "the batch page to say both wait for an operator's network answer", func() bool {
 			_, body = op.Get("/batches/" + batch.ID.String())
-			return strings.Contains(body, "WAITING_FOR_OPERATORS")
+			return strings.Contains(body, "WAITING_FOR_OPERATORS") &&
+				strings.Contains(textOf(body), "Nothing moves until an operator acts: every unfinished payment waits for one (2 for a network answer)")
 		})
-		require.Contains(t, textOf(body), "Nothing moves until an operator acts: every unfinished payment waits for one (2 for a network answer)")
 		_, body = op.Get("/batches")
 		require.Contains(t, rowOf(t, body, "data-id", batch.ID.String()), "WAITING_FOR_OPERATORS")
 		// The pending answer is recorded before the runner applies L1: wait until the payment

@@ -390,15 +390,24 @@ func TestDuplicateSubmission(t *testing.T) {
 	require.Equal(t, int64(1), p.Calls.Load())
 }
 
-// crashingRelayExec marks nothing published the first time: the relay "crashes" between
-// publishing and marking.
+// crashingRelayExec loses the first mark of published messages, whether it comes with the next
+// claim or on its own: the relay "crashes" between publishing and marking.
 type crashingRelayExec struct {
 	driver.Executor
 	crashed atomic.Bool
 }
 
+func (e *crashingRelayExec) OutboxClaim(ctx context.Context, params *driver.OutboxClaimParams) ([]*driver.OutboxRow, error) {
+	if len(params.Published) > 0 && e.crashed.CompareAndSwap(false, true) {
+		lost := *params
+		lost.Published = nil
+		return e.Executor.OutboxClaim(ctx, &lost)
+	}
+	return e.Executor.OutboxClaim(ctx, params)
+}
+
 func (e *crashingRelayExec) OutboxMarkPublished(ctx context.Context, params *driver.OutboxMarkPublishedParams) (int64, error) {
-	if e.crashed.CompareAndSwap(false, true) {
+	if len(params.IDs) > 0 && e.crashed.CompareAndSwap(false, true) {
 		return 0, errors.New("relay crashed between publish and mark")
 	}
 	return e.Executor.OutboxMarkPublished(ctx, params)
