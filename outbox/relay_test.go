@@ -420,21 +420,40 @@ func TestRelayMarksWithItsNextClaim(t *testing.T) {
 	})
 }
 
-// A relay that stops right after publishing still marks what it published.
+// blockingPublisher holds each publication until released, and then accepts it.
+type blockingPublisher struct {
+	entered, release chan struct{}
+}
+
+func (p *blockingPublisher) Transport() string { return outbox.TransportKafka }
+
+func (p *blockingPublisher) Publish(_ context.Context, msgs []*driver.OutboxRow) []error {
+	p.entered <- struct{}{}
+	<-p.release
+	return make([]error, len(msgs))
+}
+
+// A relay stopped while it publishes lets the publication finish and marks what it published,
+// although no claim follows to carry the mark.
 func TestRelayStopMarksWhatItPublished(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
-		pub := newFakePublisher()
-		// A long active poll: the next claim, which would carry the mark, never comes first.
-		relay, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, Workers: 1,
-			PollInterval: time.Hour, ActivePollInterval: time.Hour, ActiveWindow: 2 * time.Hour})
+		pub := &blockingPublisher{entered: make(chan struct{}, 1), release: make(chan struct{})}
+		relay, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, Workers: 1, PollInterval: 20 * time.Millisecond})
 		require.NoError(t, err)
 		require.NoError(t, relay.Start(ctx))
 		require.NoError(t, outbox.Enqueue(ctx, drv.Executor(), event("k")))
 		relay.Kick()
-		waitFor(t, "the message published", func() bool { return len(pub.messageIDs()) == 1 })
-		require.NoError(t, relay.Stop(ctx))
+		select {
+		case <-pub.entered:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the relay never published")
+		}
+		stopped := make(chan error, 1)
+		go func() { stopped <- relay.Stop(ctx) }()
+		close(pub.release) // the broker accepts while the relay stops
+		require.NoError(t, <-stopped)
 		rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{})
 		require.NoError(t, err)
 		require.Len(t, rows, 1)

@@ -180,6 +180,19 @@ func (f *brokerFixture) commands(execution uuid.UUID) map[string][]*commandbus.C
 	return out
 }
 
+// published waits until the outbox row is marked published: the relay marks what the broker
+// took with its next claim, a few milliseconds later.
+func (f *brokerFixture) published(r *driver.OutboxRow) {
+	f.t.Helper()
+	if r.Status == driver.OutboxStatusPublished {
+		return
+	}
+	require.Eventually(f.t, func() bool {
+		row, err := f.drv.Executor().OutboxGet(context.Background(), r.ID)
+		return err == nil && row.Status == driver.OutboxStatusPublished
+	}, 10*time.Second, 10*time.Millisecond, "outbox row %d published", r.ID)
+}
+
 // brokered checks what the seed lists for a command that went over the broker: its
 // CommandRequested was published to its command queue with the stable step key, and, when it
 // ended, its reply went to the reply queue and its event to Kafka.
@@ -194,7 +207,7 @@ func (f *brokerFixture) brokered(cmd *commandbus.CommandRow, step string, events
 		require.NoError(f.t, err)
 		if env.CommandID == cmd.ID {
 			sent = true
-			require.Equal(f.t, driver.OutboxStatusPublished, r.Status)
+			f.published(r)
 			require.Equal(f.t, cmd.CorrelationID.String()+":"+step, env.Headers.IdempotencyKey)
 			require.Equal(f.t, cmd.CorrelationID, env.CorrelationID)
 			require.Equal(f.t, cmd.CausationID, env.CausationID)
@@ -212,7 +225,7 @@ func (f *brokerFixture) brokered(cmd *commandbus.CommandRow, step string, events
 		require.NoError(f.t, err)
 		if env.CommandID == cmd.ID {
 			replied++
-			require.Equal(f.t, driver.OutboxStatusPublished, r.Status)
+			f.published(r)
 		}
 	}
 	require.Equalf(f.t, 1, replied, "one reply of %s on the MQ reply queue", cmd.Type)

@@ -98,10 +98,16 @@ func TestProcessCommandStepOverBroker(t *testing.T) {
 		require.Equal(t, "acme", cmd.TenantID)
 
 		// Its CommandRequested outbox message, published to the command queue with the envelope.
-		rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Topic: outbox.CommandQueueName(p.prefix, "fx", "BookFx"), Limit: 10})
-		require.NoError(t, err)
-		require.Len(t, rows, 1, "one CommandRequested message for the process's command")
-		require.Equal(t, driver.OutboxStatusPublished, rows[0].Status)
+		// The relay marks it published with its next claim, a few milliseconds after the broker
+		// took it.
+		var rows []*driver.OutboxRow
+		brokertest.WaitFor(t, "the CommandRequested marked published", func() bool {
+			var err error
+			rows, err = drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Topic: outbox.CommandQueueName(p.prefix, "fx", "BookFx"), Limit: 10})
+			require.NoError(t, err)
+			require.Len(t, rows, 1, "one CommandRequested message for the process's command")
+			return rows[0].Status == driver.OutboxStatusPublished
+		})
 		env, err := outbox.Decode(rows[0].Payload)
 		require.NoError(t, err)
 		require.Equal(t, outbox.TypeCommandRequested, env.Type)
