@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/commandbus/commandbus/cli"
 	"github.com/commandbus/commandbus/internal/brokerclean"
+	"github.com/commandbus/commandbus/internal/rabbittest"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
 )
@@ -23,18 +23,7 @@ import (
 // and `dlq redrive` moves them back to the queue they came from.
 func TestDLQBrokerListAndRedrive(t *testing.T) {
 	t.Parallel()
-	url := os.Getenv("COMMANDBUS_TEST_AMQP_URL")
-	if url == "" {
-		url = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp091.Dial(url)
-	if err != nil {
-		if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
-			t.Fatalf("RabbitMQ is required: %v", err)
-		}
-		t.Skipf("RabbitMQ unreachable at %s: %v", url, err)
-	}
-	defer conn.Close()
+	url, conn := rabbittest.Dial(t)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	prefix := "CLI" + strings.ToUpper(hex.EncodeToString(b))

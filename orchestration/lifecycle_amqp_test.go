@@ -3,7 +3,6 @@ package orchestration_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/rabbittest"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/transport/amqp"
@@ -24,19 +24,7 @@ import (
 // COMMANDBUS_REQUIRE_RABBITMQ=1).
 func rabbitURL(t *testing.T) string {
 	t.Helper()
-	url := os.Getenv("COMMANDBUS_TEST_AMQP_URL")
-	if url == "" {
-		url = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp091.Dial(url)
-	if err != nil {
-		if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
-			t.Fatalf("RabbitMQ at %s: %v", url, err)
-		}
-		t.Skipf("RabbitMQ at %s does not answer: %v", url, err)
-	}
-	_ = conn.Close()
-	return url
+	return rabbittest.URL(t)
 }
 
 // Lifecycle events published to a RabbitMQ queue arrive per execution in order.

@@ -2,16 +2,15 @@ package bench
 
 import (
 	"context"
-	"os"
 	"testing"
 	"time"
 
-	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/examples/payments"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/rabbittest"
 )
 
 // BenchmarkPayments reports end-to-end payments per second and acceptance-to-completion latency
@@ -76,18 +75,7 @@ func TestRunPaymentsSmoke(t *testing.T) {
 // the broker, no submission twice, and the relays' claims are counted.
 func TestRunPaymentsOverRabbitMQ(t *testing.T) {
 	t.Parallel()
-	url := os.Getenv("COMMANDBUS_TEST_AMQP_URL")
-	if url == "" {
-		url = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp091.Dial(url)
-	if err != nil {
-		if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
-			t.Fatalf("RabbitMQ is required: %v", err)
-		}
-		t.Skipf("skipping: RabbitMQ unreachable at %s: %v", url, err)
-	}
-	_ = conn.Close()
+	url := rabbittest.URL(t)
 	res, err := RunPayments(context.Background(), dbtest.Postgres(t), PaymentsConfig{Rate: 20, Duration: time.Second, Instances: 2,
 		Concurrency: 4, Executions: 20, AMQPURL: url})
 	require.NoError(t, err)

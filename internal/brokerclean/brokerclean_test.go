@@ -3,31 +3,19 @@ package brokerclean_test
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"os"
 	"testing"
 
-	amqp091 "github.com/rabbitmq/amqp091-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/commandbus/commandbus/internal/brokerclean"
+	"github.com/commandbus/commandbus/internal/rabbittest"
 	"github.com/commandbus/commandbus/transport/amqp"
 )
 
 // The queues a topology declares under a tracked prefix, the implicit dead-letter, parking and
 // backout queues included, are gone from the broker once the test that tracked it ends.
 func TestTrackDeletesDeclaredQueues(t *testing.T) {
-	url := os.Getenv("COMMANDBUS_TEST_AMQP_URL")
-	if url == "" {
-		url = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp091.Dial(url)
-	if err != nil {
-		if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
-			t.Fatalf("RabbitMQ is required: %v", err)
-		}
-		t.Skipf("RabbitMQ unreachable at %s: %v", url, err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	url, conn := rabbittest.Dial(t)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	topology := amqp.Topology{Prefix: "BC" + hex.EncodeToString(b)}

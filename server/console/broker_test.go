@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/rabbittest"
 	"github.com/commandbus/commandbus/internal/servertest"
 	"github.com/commandbus/commandbus/server/console"
 	"github.com/commandbus/commandbus/transport/amqp"
@@ -49,23 +49,12 @@ func brokerReader(url string, topology amqp.Topology) console.BrokerDeadLetterRe
 // cannot read is said so, and the page still answers.
 func TestConsoleBrokerDeadLetters(t *testing.T) {
 	t.Parallel()
-	url := os.Getenv("COMMANDBUS_TEST_AMQP_URL")
-	if url == "" {
-		url = "amqp://guest:guest@127.0.0.1:5672/"
-	}
-	conn, err := amqp091.Dial(url)
-	if err != nil {
-		if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
-			t.Fatalf("RabbitMQ is required: %v", err)
-		}
-		t.Skipf("RabbitMQ unreachable at %s: %v", url, err)
-	}
-	defer conn.Close()
+	url, conn := rabbittest.Dial(t)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	topology := amqp.Topology{Prefix: "CON" + strings.ToUpper(hex.EncodeToString(b))}
 	brokerclean.Track(t, url, topology.Prefix)
-	_, err = amqp.ListDeadLetters(context.Background(), url, topology, 0) // declares the queues
+	_, err := amqp.ListDeadLetters(context.Background(), url, topology, 0) // declares the queues
 	require.NoError(t, err)
 	ch, err := conn.Channel()
 	require.NoError(t, err)
