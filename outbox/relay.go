@@ -317,13 +317,18 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 	return n, r.markPublished(ctx, published)
 }
 
-// markPublished records messages the broker accepted. It uses a fresh context: what the broker
-// accepted should be recorded even while the relay stops, or it is published again.
+// recordContext is the context of recording a publication's outcome: a fresh one, since what
+// the broker accepted or refused should be recorded even while the relay stops.
+func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+// markPublished records messages the broker accepted; unrecorded, they are published again.
 func (r *Relay) markPublished(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	markCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	markCtx, cancel := recordContext(ctx)
 	defer cancel()
 	if _, err := r.exec.OutboxMarkPublished(markCtx, &driver.OutboxMarkPublishedParams{IDs: ids, Now: r.cfg.Now()}); err != nil {
 		return fmt.Errorf("marking %d messages published (they will be published again): %w", len(ids), err)
@@ -413,9 +418,7 @@ func (r *Relay) runOnce(ctx context.Context, published []int64) (int, []int64, e
 	}
 	wg.Wait()
 	if len(failures) > 0 {
-		// A fresh context, as for marking: the outcome should be recorded even while the relay
-		// stops.
-		markCtx, markCancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		markCtx, markCancel := recordContext(ctx)
 		defer markCancel()
 		r.cfg.Logger.Warn("outbox relay: publications failed; deferred", "count", len(failures), "first_error", failures[0].Error)
 		if _, err := r.exec.OutboxMarkFailed(markCtx, &driver.OutboxMarkFailedParams{Failures: failures, RelayID: r.cfg.RelayID, Now: r.cfg.Now()}); err != nil {

@@ -2,7 +2,6 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -24,7 +23,7 @@ func (r *Relay) tracePublished(ctx context.Context, started time.Time, transport
 		}
 		span.SetAttributes(attribute.String(tracing.AttrMessageID, msg.MessageID), attribute.String(tracing.AttrTransport, transport),
 			attribute.String(tracing.AttrTopic, msg.Topic), attribute.String("commandbus.message.type", msg.Type))
-		err := errors.New("publisher returned no result")
+		err := errNoResult
 		if i < len(errs) {
 			err = errs[i]
 		}

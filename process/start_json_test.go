@@ -30,21 +30,29 @@ func (tallyProcess) Execute(x *process.Execution[tally]) error {
 	return err
 }
 
+// idleTallies is the tally process's manager on a client that runs no executions: what the
+// starts create stays as they left it.
+func idleTallies(t *testing.T, drv driver.Driver) *process.Manager[tally] {
+	t.Helper()
+	off := false
+	cfg := &commandbus.Config{Logger: slog.New(slog.DiscardHandler)}
+	cfg.Features.ProcessExecution = &off
+	client, err := commandbus.NewClient(drv, cfg)
+	require.NoError(t, err)
+	rt, err := orchestration.New(client, orchestration.Config{})
+	require.NoError(t, err)
+	m, err := process.NewManager(rt, process.Process[tally](tallyProcess{}))
+	require.NoError(t, err)
+	return m
+}
+
 // StartManyJSON creates every execution in one call with the ids and business keys given, starts
 // nothing for an id that exists, and writes nothing when one input does not fit the state.
 func TestStartManyJSON(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		ctx := context.Background()
-		off := false
-		cfg := &commandbus.Config{Logger: slog.New(slog.DiscardHandler)}
-		cfg.Features.ProcessExecution = &off
-		client, err := commandbus.NewClient(drv, cfg)
-		require.NoError(t, err)
-		rt, err := orchestration.New(client, orchestration.Config{})
-		require.NoError(t, err)
-		m, err := process.NewManager(rt, process.Process[tally](tallyProcess{}))
-		require.NoError(t, err)
+		m := idleTallies(t, drv)
 
 		a, b := uuid.New(), uuid.New()
 		ids, err := m.StartManyJSON(ctx, []orchestration.StartRequest{
@@ -81,19 +89,11 @@ func TestStartManyJSONNotBefore(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		ctx := context.Background()
-		off := false
-		cfg := &commandbus.Config{Logger: slog.New(slog.DiscardHandler)}
-		cfg.Features.ProcessExecution = &off
-		client, err := commandbus.NewClient(drv, cfg)
-		require.NoError(t, err)
-		rt, err := orchestration.New(client, orchestration.Config{})
-		require.NoError(t, err)
-		m, err := process.NewManager(rt, process.Process[tally](tallyProcess{}))
-		require.NoError(t, err)
+		m := idleTallies(t, drv)
 
 		at := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 		a := uuid.New()
-		_, err = m.StartManyJSON(ctx, []orchestration.StartRequest{{ID: a, Input: json.RawMessage(`{"n":1}`), NotBefore: at}})
+		_, err := m.StartManyJSON(ctx, []orchestration.StartRequest{{ID: a, Input: json.RawMessage(`{"n":1}`), NotBefore: at}})
 		require.NoError(t, err)
 		row, err := drv.Executor().ExecutionGet(ctx, a)
 		require.NoError(t, err)
