@@ -249,6 +249,12 @@ type OutboxConfig struct {
 	MaxBackoff Duration `yaml:"max-backoff"`
 	// Retention is how long published outbox rows and inbox entries are kept. Default: 24h.
 	Retention Duration `yaml:"retention"`
+	// MaxLag, when positive, paces the orchestration runtime by the relay: checkpoints that write
+	// outbox messages (lifecycle events, commands for a broker) wait, up to 4 × MaxLag each,
+	// while the relay lags more than MaxLag (see orchestration.Runtime.PaceEvents). Under a load
+	// the CPU cannot carry, messages then wait about MaxLag instead of a growing backlog, and the
+	// executions slow down. Default: 0, off.
+	MaxLag Duration `yaml:"max-lag"`
 }
 
 // RetryPolicy is exponential backoff with a cap and optional jitter: the delay after attempt n is
@@ -677,6 +683,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Outbox.BatchSize < 1 || c.Outbox.BatchSize > 10_000 {
 		add("outbox.batch-size: must be between 1 and 10000, got %d", c.Outbox.BatchSize)
+	}
+	if c.Outbox.MaxLag.Std() < 0 {
+		add("outbox.max-lag: must not be negative, got %s", c.Outbox.MaxLag)
 	}
 	if c.WatchdogInterval.Std() <= 0 {
 		add("watchdog-interval: must be positive, got %s", c.WatchdogInterval)

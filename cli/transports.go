@@ -112,6 +112,9 @@ func wireTransports(client *commandbus.Client, runtime *orchestration.Runtime, l
 		return nil, fmt.Errorf("outbox relay: %w", err)
 	}
 	client.AddService(relay)
+	if runtime != nil {
+		runtime.PaceEvents(relay, full.Outbox.MaxLag.Std())
+	}
 	return closeAll, nil
 }
 

@@ -1101,3 +1101,20 @@ func TestParseConfigServerTimeouts(t *testing.T) {
 	require.ErrorContains(t, err, `server.idle-timeout: duration "-1s" must not be negative`)
 	require.ErrorContains(t, err, "server.read-header-timeout (10s) must not exceed server.read-timeout (5s)")
 }
+
+// outbox.max-lag paces the runtime by the relay: from the file or the environment; a negative
+// one is refused naming the key.
+func TestParseConfigOutboxMaxLag(t *testing.T) {
+	t.Parallel()
+	file := mustParseConfig(t, "outbox:\n  max-lag: 20ms\n")
+	require.Equal(t, commandbus.Duration(20*time.Millisecond), file.Outbox.MaxLag)
+	file = mustParseConfig(t, "", "COMMANDBUS_OUTBOX_MAX_LAG=50ms")
+	require.Equal(t, commandbus.Duration(50*time.Millisecond), file.Outbox.MaxLag)
+	require.NoError(t, file.Config.WithDefaults().Validate())
+	require.Zero(t, mustParseConfig(t, "").Config.WithDefaults().Outbox.MaxLag, "off unless set")
+
+	_, err := config.Parse([]byte("outbox:\n  max-lag: -1s\n"), nil)
+	require.ErrorContains(t, err, `outbox.max-lag: duration "-1s" must not be negative`)
+	lib := (&commandbus.Config{Outbox: commandbus.OutboxConfig{MaxLag: commandbus.Duration(-time.Second)}}).WithDefaults()
+	require.ErrorContains(t, lib.Validate(), "outbox.max-lag: must not be negative, got -1s")
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -278,5 +279,78 @@ func TestLifecycleEventsOfAProcess(t *testing.T) {
 		require.Equal(t, []string{"EXECUTION_STARTED", "STEP_STARTED greet", "STEP_SUCCEEDED greet", "EXECUTION_COMPLETED"}, types(evs))
 		require.Equal(t, process.Model, evs[0].Model)
 		require.JSONEq(t, `"hello Ada"`, string(evs[2].Payload))
+	})
+}
+
+// acceptAll is a Kafka publisher that accepts everything at once.
+type acceptAll struct{}
+
+func (acceptAll) Transport() string { return outbox.TransportKafka }
+
+func (acceptAll) Publish(_ context.Context, msgs []*driver.OutboxRow) []error {
+	return make([]error, len(msgs))
+}
+
+// PaceEvents holds a workflow's checkpoints that write events while the events' relay lags, and
+// lets them go once the relay has caught up.
+func TestPaceEventsHoldsCheckpointsWhileTheRelayLags(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		client := fastClient(t, drv)
+		rt, err := orchestration.New(client, orchestration.Config{Events: &orchestration.EventSink{Transport: outbox.TransportKafka}})
+		require.NoError(t, err)
+		var skew atomic.Int64 // the relay's clock runs this far ahead of the database's
+		relay, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{acceptAll{}},
+			Now: func() *time.Time { now := time.Now().Add(time.Duration(skew.Load())); return &now }})
+		require.NoError(t, err)
+		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
+		m, err := workflow.Register(rt, workflow.New("paced", 1).Step("a", noop))
+		require.NoError(t, err)
+
+		// The relay claims the first workflow's events an hour late: it lags.
+		first, err := m.Start(ctx, nil)
+		require.NoError(t, err)
+		skew.Store(int64(time.Hour))
+		waitFor(t, "a claim of its events", func() bool {
+			n, err := relay.RunOnce(ctx) // on PostgreSQL, not before older transactions end
+			require.NoError(t, err)
+			return n > 0
+		})
+		require.Greater(t, relay.Lag(), time.Minute)
+		rt.PaceEvents(relay, time.Minute)
+
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
+		// Its checkpoint (step a started, with its event) waits for the relay.
+		require.Never(t, func() bool {
+			inst, err := m.Get(ctx, first)
+			require.NoError(t, err)
+			return inst.Status == driver.ExecutionCompleted
+		}, 300*time.Millisecond, 20*time.Millisecond, "a checkpoint writing events went through while the relay lagged an hour")
+
+		// The relay catches up (a claim finds only fresh events): the workflow goes on.
+		skew.Store(0)
+		_, err = relay.RunOnce(ctx)
+		require.NoError(t, err)
+		waitFor(t, "the workflow completed", func() bool {
+			_, err := relay.RunOnce(ctx) // each claim lets the next checkpoint through
+			require.NoError(t, err)
+			inst, err := m.Get(ctx, first)
+			require.NoError(t, err)
+			return inst.Status == driver.ExecutionCompleted
+		})
+
+		// Without pacing, nothing waits for the relay.
+		skew.Store(int64(time.Hour))
+		second, err := m.Start(ctx, nil)
+		require.NoError(t, err)
+		waitFor(t, "a claim an hour late", func() bool {
+			_, err := relay.RunOnce(ctx)
+			require.NoError(t, err)
+			return relay.Lag() > time.Minute
+		})
+		rt.PaceEvents(nil, 0)
+		waitStatus(t, m, second, driver.ExecutionCompleted)
 	})
 }

@@ -416,6 +416,22 @@ func (t *tierLimits) Stop(context.Context) error { return nil }
 // Client returns the client the runtime runs on.
 func (rt *Runtime) Client() *commandbus.Client { return rt.client }
 
+// PaceEvents holds back the runtime's checkpoints that write outbox messages (lifecycle events,
+// commands for a broker) while relay, the relay publishing them, lags more than maxLag: each
+// group of checkpoints waits until a claim of the relay finds the outbox caught up, for at most
+// 4 × maxLag. The executions then write no faster than the relay publishes, and a message's
+// commit → publish latency stays near maxLag when the CPU is short, instead of a backlog
+// growing for as long as the load lasts. It slows the executions, never stops them; a relay
+// whose publications fail, or that is stopped, holds nothing back. A nil relay or a zero maxLag
+// turns pacing off.
+func (rt *Runtime) PaceEvents(relay *outbox.Relay, maxLag time.Duration) {
+	if relay == nil || maxLag <= 0 {
+		rt.engine.SetPace(nil)
+		return
+	}
+	rt.engine.SetPace(func(ctx context.Context) { relay.Pace(ctx, maxLag, 4*maxLag) })
+}
+
 // Operations returns the operations of (model, typ), or nil when nothing is registered under it.
 func (rt *Runtime) Operations(model, typ string) Operations {
 	rt.mu.Lock()

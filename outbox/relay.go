@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -111,6 +112,13 @@ type Relay struct {
 	base   startstop.Base
 	kick   chan struct{}
 	tracer *tracing.Tracer
+
+	// lag is how long the oldest message of the last claim had waited (nanoseconds), zero after a
+	// claim that found nothing or whose publication failed; claimed is closed after each claim
+	// and replaced (Pace waits on it).
+	lag       atomic.Int64
+	claimedMu sync.Mutex
+	claimed   chan struct{}
 }
 
 // NewRelay returns a relay on exec (the driver's executor).
@@ -161,7 +169,8 @@ func NewRelay(exec driver.Executor, cfg RelayConfig) (*Relay, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Relay{exec: exec, cfg: cfg, publishers: map[string]Publisher{}, kick: make(chan struct{}, 1), tracer: tracing.New(cfg.TracerProvider)}
+	r := &Relay{exec: exec, cfg: cfg, publishers: map[string]Publisher{}, kick: make(chan struct{}, 1), tracer: tracing.New(cfg.TracerProvider),
+		claimed: make(chan struct{})}
 	for _, p := range cfg.Publishers {
 		if _, dup := r.publishers[p.Transport()]; dup {
 			return nil, fmt.Errorf("outbox: two publishers for transport %q", p.Transport())
@@ -226,6 +235,7 @@ func (r *Relay) Stop(ctx context.Context) error {
 	if !r.base.StopInit() {
 		return nil
 	}
+	defer r.setLag(0) // a stopped relay holds nobody back
 	done := r.base.Done()
 	select {
 	case <-done:
@@ -348,13 +358,16 @@ func (r *Relay) runOnce(ctx context.Context, published []int64) (int, []int64, e
 	})
 	cancel()
 	if err != nil {
+		r.setLag(0)
 		return 0, published, err
 	}
 	published = nil
 	if len(rows) == 0 {
+		r.setLag(0)
 		r.cfg.Metrics.Claims.WithLabelValues("empty").Inc()
 		return 0, nil, nil
 	}
+	lag := claimLag(rows, r.cfg.Lease)
 	r.cfg.Metrics.Claims.WithLabelValues("claimed").Inc()
 	byTransport := map[string][]*driver.OutboxRow{}
 	for _, row := range rows {
@@ -418,6 +431,10 @@ func (r *Relay) runOnce(ctx context.Context, published []int64) (int, []int64, e
 	}
 	wg.Wait()
 	if len(failures) > 0 {
+		lag = 0 // a failing broker is not a reason to hold the writers back
+	}
+	r.setLag(lag)
+	if len(failures) > 0 {
 		markCtx, markCancel := recordContext(ctx)
 		defer markCancel()
 		r.cfg.Logger.Warn("outbox relay: publications failed; deferred", "count", len(failures), "first_error", failures[0].Error)
@@ -426,6 +443,61 @@ func (r *Relay) runOnce(ctx context.Context, published []int64) (int, []int64, e
 		}
 	}
 	return len(rows), published, nil
+}
+
+// claimLag is how long the oldest of rows had waited when they were claimed, on the database's
+// clock: a claimed row is leased until the claim's now plus lease.
+func claimLag(rows []*driver.OutboxRow, lease time.Duration) time.Duration {
+	var lag time.Duration
+	for _, row := range rows {
+		if row.LockedUntil == nil {
+			continue
+		}
+		lag = max(lag, row.LockedUntil.Add(-lease).Sub(row.CreatedAt))
+	}
+	return lag
+}
+
+func (r *Relay) setLag(lag time.Duration) {
+	r.lag.Store(int64(lag))
+	r.claimedMu.Lock()
+	close(r.claimed)
+	r.claimed = make(chan struct{})
+	r.claimedMu.Unlock()
+}
+
+// Lag is how long the oldest message of the relay's last claim had waited in the outbox when it
+// was claimed: about how far behind the writers the relay is. It is zero after a claim that found
+// nothing, one whose publication failed in part (a broker down is not the writers' doing), and
+// when the relay is stopped.
+func (r *Relay) Lag() time.Duration { return time.Duration(r.lag.Load()) }
+
+// Pace waits while the relay lags more than maxLag: until one of its claims finds the outbox
+// caught up, for at most limit, or until ctx ends. Writers that call it before each write of
+// messages (the orchestration runtime's checkpoints, see orchestration.Runtime.PaceEvents) write
+// no faster than the relay publishes, so a message waits about maxLag at most instead of a
+// backlog growing while the CPU is short. limit bounds the wait: a writer is slowed, never stopped.
+func (r *Relay) Pace(ctx context.Context, maxLag, limit time.Duration) {
+	if r.Lag() <= maxLag {
+		return
+	}
+	timer := time.NewTimer(limit)
+	defer timer.Stop()
+	for {
+		r.claimedMu.Lock()
+		claimed := r.claimed
+		r.claimedMu.Unlock()
+		if r.Lag() <= maxLag {
+			return
+		}
+		select {
+		case <-claimed:
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }
 
 // backoff is InitialBackoff × 2^(attempts-1), capped at MaxBackoff.

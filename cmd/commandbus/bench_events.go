@@ -25,6 +25,7 @@ func newBenchEventsCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Workflows, "workflows", 2000, "workflows to run")
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 400, "executions run at once")
 	cmd.Flags().IntVar(&cfg.Rate, "rate", 0, "workflows started per second (0: all at once, a burst)")
+	cmd.Flags().DurationVar(&cfg.MaxLag, "max-lag", 0, "pace the workflows by the relay: checkpoints writing events wait while it lags more than this (0: no pacing)")
 	return benchSubcommand(cmd, 24, func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (*bench.EventsResult, error) {
 		cfg.Logger, cfg.Progress = logger, progress
 		return bench.RunEvents(ctx, db, cfg)
@@ -32,7 +33,8 @@ func newBenchEventsCommand() *cobra.Command {
 		fmt.Fprintf(out, "%s: %d workflows of %s in %.2fs = %.0f workflows/s; %d lifecycle events = %.0f events/s\n",
 			res.Driver, res.Workflows, res.Shape, res.ElapsedS, res.WorkflowsPerS, res.Events, res.EventsPerS)
 		fmt.Fprintf(out, "latency       commit→publish (kfake) p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", res.P50Ms, res.P99Ms, res.MaxMs)
-		fmt.Fprintf(out, "configuration concurrency=%d rate=%s relay batch-size=2000 workers=2 gomaxprocs=%d\n", res.Config.Concurrency, rateLabel(res.Config.Rate), res.GoMaxProcs)
+		fmt.Fprintf(out, "configuration concurrency=%d rate=%s max-lag=%s relay batch-size=2000 workers=2 gomaxprocs=%d\n",
+			res.Config.Concurrency, rateLabel(res.Config.Rate), res.Config.MaxLag, res.GoMaxProcs)
 	})
 }
 

@@ -18,6 +18,12 @@ func TestBenchEventsJSON(t *testing.T) {
 	require.Positive(t, res["p50_ms"])
 	require.GreaterOrEqual(t, res["p99_ms"], res["p50_ms"])
 
+	// Paced by the relay, every event is still published.
+	out = run(t, "bench", "events", "--database", sqliteURL(t, "p.db"), "--workflows", "20", "--max-lag", "20ms", "--json")
+	require.NoError(t, json.Unmarshal([]byte(out), &res), "the output is one JSON object: %s", out)
+	require.InDelta(t, 20*12, res["events"], 0)
+	require.InDelta(t, 20e6, res["config"].(map[string]any)["max_lag"], 0, "the configuration says it was paced")
+
 	out = run(t, "bench", "workflow", "--database", sqliteURL(t, "w.db"), "--workflows", "20", "--events", "--json")
 	require.NoError(t, json.Unmarshal([]byte(out), &res), "the output is one JSON object: %s", out)
 	require.InDelta(t, 20*12, res["events"], 0)

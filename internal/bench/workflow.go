@@ -27,7 +27,10 @@ type WorkflowConfig struct {
 	Events bool `json:"events"`
 	// Rate, when positive, starts that many workflows per second (every 10 ms, those due by
 	// then) instead of all at once: a steady load rather than a burst.
-	Rate      int           `json:"rate,omitempty"`
+	Rate int `json:"rate,omitempty"`
+	// MaxLag, with Events, paces the workflows by the relay (orchestration.Runtime.PaceEvents):
+	// checkpoints that write events wait while the relay lags more than this. 0: no pacing.
+	MaxLag    time.Duration `json:"max_lag,omitempty"`
 	Logger    *slog.Logger  `json:"-"`
 	Progress  io.Writer     `json:"-"`
 	PollEvery time.Duration `json:"-"`
@@ -91,6 +94,7 @@ func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 			return nil, nil, err
 		}
 		defer sink.close()
+		rt.PaceEvents(sink.relay, cfg.MaxLag)
 	}
 	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
 	def := workflow.New("BenchWorkflow", 1).

@@ -3,6 +3,7 @@ package execution
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -25,6 +26,8 @@ type checkpointer struct {
 	group  *batching.Group[*checkpointRequest]
 	// observers, when set, get the observations of applied checkpoints.
 	observers *observers
+	// pace, when set, is called before a batch that writes outbox messages (Engine.SetPace).
+	pace atomic.Pointer[func(context.Context)]
 }
 
 type checkpointRequest struct {
@@ -71,8 +74,15 @@ func (c *checkpointer) write(ctx context.Context, cp *driver.ExecutionCheckpoint
 
 func (c *checkpointer) flush(batch []*checkpointRequest) {
 	cps := make([]*driver.ExecutionCheckpoint, len(batch))
+	messages := false
 	for i, req := range batch {
 		cps[i] = req.cp
+		messages = messages || len(req.cp.Outbox) > 0
+	}
+	if pace := c.pace.Load(); pace != nil && messages {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		(*pace)(ctx)
+		cancel()
 	}
 	applied, err := c.writeBatch(cps)
 	if err != nil && len(batch) > 1 {

@@ -217,6 +217,17 @@ func (e *Engine) types() []string {
 	return types
 }
 
+// SetPace makes each group of checkpoints that writes outbox messages (lifecycle events,
+// commands for a broker) call pace before its write; pace may wait to slow the writers down (see
+// outbox.Relay.Pace). Nil removes it.
+func (e *Engine) SetPace(pace func(ctx context.Context)) {
+	if pace == nil {
+		e.checkpointer.pace.Store(nil)
+		return
+	}
+	e.checkpointer.pace.Store(&pace)
+}
+
 // Exec returns the executor.
 func (e *Engine) Exec() driver.Executor { return e.cfg.Exec }
 

@@ -1,0 +1,93 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/outbox"
+)
+
+// A relay's lag is the age of the oldest message of its last claim, on the database's clock; it
+// holds a writer in Pace until a claim finds the outbox caught up, or for at most the limit. A
+// claim that finds nothing, a failing broker and a stopped relay hold nobody back.
+func TestRelayPace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		pub := newFakePublisher()
+		var skew atomic.Int64 // the relay's clock runs this far ahead of the database's
+		relay, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{pub},
+			Now: func() *time.Time { now := time.Now().Add(time.Duration(skew.Load())); return &now }})
+		require.NoError(t, err)
+		require.Zero(t, relay.Lag())
+
+		// A message claimed an hour after it was written: the relay lags an hour.
+		skew.Store(int64(time.Hour))
+		require.NoError(t, outbox.Enqueue(ctx, drv.Executor(), event("k")))
+		claim(t, relay)
+		require.InDelta(t, time.Hour.Seconds(), relay.Lag().Seconds(), 60)
+
+		// Pace holds the writer while the relay lags...
+		paced := make(chan struct{})
+		go func() {
+			relay.Pace(ctx, time.Minute, time.Hour)
+			close(paced)
+		}()
+		select {
+		case <-paced:
+			t.Fatal("Pace returned while the relay lags an hour")
+		case <-time.After(100 * time.Millisecond):
+		}
+		// ... until a claim finds nothing waiting.
+		n, err := relay.RunOnce(ctx)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		require.Zero(t, relay.Lag())
+		select {
+		case <-paced:
+		case <-time.After(20 * time.Second):
+			t.Fatal("Pace still waits after a claim found the outbox caught up")
+		}
+
+		// The limit bounds the wait.
+		require.NoError(t, outbox.Enqueue(ctx, drv.Executor(), event("k")))
+		claim(t, relay)
+		require.Greater(t, relay.Lag(), time.Minute)
+		started := time.Now()
+		relay.Pace(ctx, time.Minute, 50*time.Millisecond)
+		require.GreaterOrEqual(t, time.Since(started), 50*time.Millisecond)
+
+		// A failing broker holds nobody back: its messages wait for the broker, not the writers.
+		pub.setFailing(errors.New("broker down"))
+		require.NoError(t, outbox.Enqueue(ctx, drv.Executor(), event("other")))
+		claim(t, relay)
+		require.Zero(t, relay.Lag())
+
+		// Nor does a stopped relay.
+		pub.setFailing(nil)
+		require.NoError(t, outbox.Enqueue(ctx, drv.Executor(), event("third")))
+		claim(t, relay)
+		require.Greater(t, relay.Lag(), time.Minute)
+		require.NoError(t, relay.Start(ctx))
+		require.NoError(t, relay.Stop(ctx))
+		require.Zero(t, relay.Lag())
+	})
+}
+
+// claim runs the relay once at a time until a claim finds a message: on PostgreSQL a message
+// waits for every transaction older than its own (the relay's horizon), which may be another's.
+func claim(t *testing.T, relay *outbox.Relay) {
+	t.Helper()
+	waitFor(t, "a claim that finds the message", func() bool {
+		n, err := relay.RunOnce(context.Background())
+		require.NoError(t, err)
+		return n > 0
+	})
+}
