@@ -229,21 +229,9 @@ func TestOutboxClaimReadsLinearly(t *testing.T) {
 	}
 
 	// The claim as the driver sends it, EXPLAIN ANALYZEd in a transaction rolled back.
-	rec := &planRecorder{pool: pool, analyze: true}
-	_, err := (&executor{d: drv, db: rec}).OutboxClaim(ctx, &driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 2000,
+	rows, pages, _ := explainClaim(t, pool, drv, &driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 2000,
 		Lease: time.Minute, RelayID: "r"})
-	require.ErrorIs(t, err, errExplained)
-	var plan []struct {
-		Plan struct {
-			ActualRows int64 `json:"Actual Rows"`
-			SharedHit  int64 `json:"Shared Hit Blocks"`
-			SharedRead int64 `json:"Shared Read Blocks"`
-		} `json:"Plan"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(rec.plan), &plan))
-	require.Len(t, plan, 1)
-	pages := plan[0].Plan.SharedHit + plan[0].Plan.SharedRead
-	require.EqualValues(t, 2000, plan[0].Plan.ActualRows)
+	require.EqualValues(t, 2000, rows)
 	t.Logf("claiming 2,000 of 8,000 messages over 100 keys read %d pages", pages)
 	require.Less(t, pages, int64(40*2000), "the claim reads pages in proportion to what it claims, not to the backlog times the claim")
 }
@@ -285,50 +273,61 @@ func TestOutboxClaimSkipsDeadEntries(t *testing.T) {
 	}
 	insert(10)
 
-	rec := &planRecorder{pool: pool, analyze: true}
-	_, err = (&executor{d: drv, db: rec}).OutboxClaim(ctx, &driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 500,
+	rows, pages, claimPlan := explainClaim(t, pool, drv, &driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 500,
 		Lease: time.Minute, RelayID: "r", Published: published})
+	t.Logf("claiming %d messages after 5,000 published read %d pages", rows, pages)
+	require.EqualValues(t, 10, rows)
+	// Without statistics (autovacuum off) the planner chose a bitmap scan: 1,490 pages here, where
+	// the index scan read 261 once earlier claims had marked the dead entries.
+	require.NotContains(t, claimPlan, "Bitmap", "the claim scans the unpublished index in order, marking dead entries as it goes")
+	require.NotContains(t, claimPlan, "Seq Scan")
+	// The marks find their rows by primary key. They used to search the unpublished indexes,
+	// whose statistics promise few rows: a walk of the whole (key, txid, id) index per id.
+	var tree any
+	require.NoError(t, json.Unmarshal([]byte(claimPlan), &tree))
+	marked := findPlanNode(tree, "Subplan Name", "CTE marked")
+	require.NotNil(t, marked, claimPlan)
+	markPlan, err := json.Marshal(marked)
+	require.NoError(t, err)
+	requireByPrimaryKey(t, string(markPlan))
+
+	rec := &planRecorder{pool: pool, analyze: true}
+	_, err = (&executor{d: drv, db: rec}).OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: published})
 	require.ErrorIs(t, err, errExplained)
-	var plan []struct {
+	requireByPrimaryKey(t, rec.plan)
+	rec = &planRecorder{pool: pool, analyze: true}
+	_, err = (&executor{d: drv, db: rec}).OutboxMarkFailed(ctx, &driver.OutboxMarkFailedParams{RelayID: "r",
+		Failures: []*driver.OutboxFailure{{ID: published[0], Error: "down", RetryDelay: time.Second}}})
+	require.ErrorIs(t, err, errExplained)
+	requireByPrimaryKey(t, rec.plan)
+}
+
+// requireByPrimaryKey checks a mark's plan finds its rows by primary key, not through the
+// partial indexes of unpublished rows.
+func requireByPrimaryKey(t *testing.T, plan string) {
+	t.Helper()
+	require.Contains(t, plan, "outbox_pkey")
+	require.NotContains(t, plan, "outbox_key_idx")
+	require.NotContains(t, plan, "outbox_dispatch_idx")
+}
+
+// explainClaim runs the claim as the driver sends it, EXPLAIN ANALYZEd in a transaction rolled
+// back, and returns the rows it claimed, the pages it read and the plan.
+func explainClaim(t *testing.T, pool *pgxpool.Pool, drv *Driver, params *driver.OutboxClaimParams) (rows, pages int64, plan string) {
+	t.Helper()
+	rec := &planRecorder{pool: pool, analyze: true}
+	_, err := (&executor{d: drv, db: rec}).OutboxClaim(context.Background(), params)
+	require.ErrorIs(t, err, errExplained)
+	var top []struct {
 		Plan struct {
 			ActualRows int64 `json:"Actual Rows"`
 			SharedHit  int64 `json:"Shared Hit Blocks"`
 			SharedRead int64 `json:"Shared Read Blocks"`
 		} `json:"Plan"`
 	}
-	require.NoError(t, json.Unmarshal([]byte(rec.plan), &plan))
-	pages := plan[0].Plan.SharedHit + plan[0].Plan.SharedRead
-	t.Logf("claiming %d messages after 5,000 published read %d pages", plan[0].Plan.ActualRows, pages)
-	require.EqualValues(t, 10, plan[0].Plan.ActualRows)
-	// Without statistics (autovacuum off) the planner chose a bitmap scan: 1,490 pages here, where
-	// the index scan read 261 once earlier claims had marked the dead entries.
-	require.NotContains(t, rec.plan, "Bitmap", "the claim scans the unpublished index in order, marking dead entries as it goes")
-	require.NotContains(t, rec.plan, "Seq Scan")
-	// The marks find their rows by primary key. They used to search the unpublished indexes,
-	// whose statistics promise few rows: a walk of the whole (key, txid, id) index per id.
-	var tree any
-	require.NoError(t, json.Unmarshal([]byte(rec.plan), &tree))
-	marked := findPlanNode(tree, "Subplan Name", "CTE marked")
-	require.NotNil(t, marked, rec.plan)
-	markPlan, err := json.Marshal(marked)
-	require.NoError(t, err)
-	require.Contains(t, string(markPlan), "outbox_pkey")
-	require.NotContains(t, string(markPlan), "outbox_key_idx")
-	require.NotContains(t, string(markPlan), "outbox_dispatch_idx")
-
-	rec = &planRecorder{pool: pool, analyze: true}
-	_, err = (&executor{d: drv, db: rec}).OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: published})
-	require.ErrorIs(t, err, errExplained)
-	require.Contains(t, rec.plan, "outbox_pkey")
-	require.NotContains(t, rec.plan, "outbox_key_idx")
-	require.NotContains(t, rec.plan, "outbox_dispatch_idx")
-	rec = &planRecorder{pool: pool, analyze: true}
-	_, err = (&executor{d: drv, db: rec}).OutboxMarkFailed(ctx, &driver.OutboxMarkFailedParams{RelayID: "r",
-		Failures: []*driver.OutboxFailure{{ID: published[0], Error: "down", RetryDelay: time.Second}}})
-	require.ErrorIs(t, err, errExplained)
-	require.Contains(t, rec.plan, "outbox_pkey")
-	require.NotContains(t, rec.plan, "outbox_key_idx")
-	require.NotContains(t, rec.plan, "outbox_dispatch_idx")
+	require.NoError(t, json.Unmarshal([]byte(rec.plan), &top))
+	require.Len(t, top, 1)
+	return top[0].Plan.ActualRows, top[0].Plan.SharedHit + top[0].Plan.SharedRead, rec.plan
 }
 
 // findPlanNode returns the first object of an EXPLAIN (FORMAT JSON) tree whose key is value.
