@@ -430,11 +430,10 @@ func (r *Relay) runOnce(ctx context.Context, published []int64) (int, []int64, e
 		}()
 	}
 	wg.Wait()
-	if len(failures) > 0 {
-		lag = 0 // a failing broker is not a reason to hold the writers back
-	}
-	r.setLag(lag)
-	if len(failures) > 0 {
+	if len(failures) == 0 {
+		r.setLag(lag)
+	} else {
+		r.setLag(0) // a failing broker is not a reason to hold the writers back
 		markCtx, markCancel := recordContext(ctx)
 		defer markCancel()
 		r.cfg.Logger.Warn("outbox relay: publications failed; deferred", "count", len(failures), "first_error", failures[0].Error)

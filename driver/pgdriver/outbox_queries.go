@@ -228,38 +228,39 @@ const outboxPlanner = `SELECT set_config('enable_bitmapscan', 'off', true), set_
 // (inside a caller's transaction, query alone: the settings would outlast it). read reads the
 // query's results.
 func (e *executor) outboxBatch(ctx context.Context, query string, args []any, read func(pgx.BatchResults) error) error {
-	_, inTx := e.db.(pgx.Tx)
 	batch := &pgx.Batch{}
-	if !inTx {
+	before, after := 0, 0 // results before and after the query's
+	if _, inTx := e.db.(pgx.Tx); !inTx {
 		batch.Queue("BEGIN")
 		batch.Queue(outboxPlanner)
+		before, after = 2, 1
 	}
 	batch.Queue(query, args...)
-	if !inTx {
+	if after > 0 {
 		batch.Queue("COMMIT")
 	}
 	results := e.db.SendBatch(ctx, batch)
-	err := func() error {
-		if !inTx {
-			for range 2 {
-				if _, err := results.Exec(); err != nil {
-					return err
-				}
-			}
-		}
-		if err := read(results); err != nil {
-			return err
-		}
-		if !inTx {
-			_, err := results.Exec()
-			return err
-		}
-		return nil
-	}()
+	err := execResults(results, before)
+	if err == nil {
+		err = read(results)
+	}
+	if err == nil {
+		err = execResults(results, after)
+	}
 	if closeErr := results.Close(); err == nil {
 		err = closeErr
 	}
 	return err
+}
+
+// execResults reads n results of a batch that return no rows worth reading.
+func execResults(results pgx.BatchResults, n int) error {
+	for range n {
+		if _, err := results.Exec(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // claimedRow is a claimed row with its transaction id (publication order is (txid, id)).

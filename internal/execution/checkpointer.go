@@ -77,7 +77,7 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 	messages := false
 	for i, req := range batch {
 		cps[i] = req.cp
-		messages = messages || len(req.cp.Outbox) > 0
+		messages = messages || writesMessages(req.cp)
 	}
 	if pace := c.pace.Load(); pace != nil && messages {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -107,7 +107,7 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 			if req.wake {
 				topics[WakeTopic] = struct{}{}
 			}
-			if len(req.cp.Outbox) > 0 || req.cp.SuspendRequested && len(req.cp.SuspendOutbox) > 0 {
+			if writesMessages(req.cp) {
 				topics[OutboxTopic] = struct{}{}
 			}
 			req.done <- nil
@@ -130,6 +130,11 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 		c.notify(ctx, list)
 		cancel()
 	}
+}
+
+// writesMessages reports whether cp writes outbox messages (its own, or its suspension's).
+func writesMessages(cp *driver.ExecutionCheckpoint) bool {
+	return len(cp.Outbox) > 0 || cp.SuspendRequested && len(cp.SuspendOutbox) > 0
 }
 
 func (c *checkpointer) writeBatch(cps []*driver.ExecutionCheckpoint) (map[uuid.UUID]bool, error) {
