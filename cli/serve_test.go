@@ -91,6 +91,21 @@ func TestWorkerRunsTheRegisteredModelsWithoutSetup(t *testing.T) {
 	waitExecution(t, s, id, driver.ExecutionCompleted)
 }
 
+// A worker interrupted while it starts stops what it started and exits cleanly, as it does when
+// interrupted later: an operator's SIGTERM during a slow start is no failure.
+func TestWorkerInterruptedWhileStartingExitsCleanly(t *testing.T) {
+	t.Parallel()
+	db, configFile := migratedSQLite(t, teamConfig)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := cli.Config{Register: registerGreeting, Configure: func(*config.File) error {
+		cancel() // the interrupt arrives during the start
+		return nil
+	}}
+	out, err := runCLIContext(ctx, cfg, "worker", "--config", configFile, "--database", db, "--log-level", "error")
+	require.NoError(t, err, out)
+}
+
 // serve calls Configure before the client is created and Setup after, hands Setup the file,
 // the runtime and whether it serves, runs the handler Setup registered, and mounts nothing the
 // binary did not ask for.

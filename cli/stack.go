@@ -292,6 +292,10 @@ func (s *Stack) Stop(ctx context.Context) {
 func run(ctx context.Context, cfg Config, opts StackOptions) error {
 	s, err := StartStack(ctx, cfg, opts)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			// Interrupted while starting: StartStack stopped what it had started, as asked.
+			return nil
+		}
 		return err
 	}
 	logger := s.logger
