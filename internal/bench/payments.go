@@ -41,6 +41,11 @@ type PaymentsConfig struct {
 	Executions int `json:"executions"`
 	// Submitters are the goroutines calling SubmitPayment in rate mode. Default: 32.
 	Submitters int `json:"submitters,omitempty"`
+	// Accounts is how many customers, and how many beneficiaries, of each currency rate mode pays
+	// from and to, in turn: 1 to ChartAccounts. Default: ChartAccounts, every one of the
+	// benchmark's chart. A few accounts measure the row-lock convoys on them (every payment of a
+	// debtor waits for the previous one's commit) rather than the platform.
+	Accounts int `json:"accounts,omitempty"`
 	// AMQPURL, when set, carries BrokerDomains' commands and replies over this RabbitMQ (AMQP
 	// 0-9-1) through the outbox relay, and samples the broker's queue depth.
 	AMQPURL string `json:"amqp_url,omitempty"`
@@ -49,6 +54,11 @@ type PaymentsConfig struct {
 	Logger        *slog.Logger `json:"-"`
 	Progress      io.Writer    `json:"-"`
 }
+
+// ChartAccounts is how many customers, and how many beneficiaries, of each currency the
+// benchmark's platform has. A bank's batch pays from many debtors to many creditors; a handful of
+// accounts would measure row-lock convoys on them instead of the platform.
+const ChartAccounts = 500
 
 // WithDefaults fills unset fields.
 func (c PaymentsConfig) WithDefaults() PaymentsConfig {
@@ -75,6 +85,9 @@ func (c PaymentsConfig) WithDefaults() PaymentsConfig {
 	}
 	if c.Submitters == 0 {
 		c.Submitters = 32
+	}
+	if c.Accounts == 0 {
+		c.Accounts = ChartAccounts
 	}
 	if c.AMQPURL != "" && len(c.BrokerDomains) == 0 {
 		c.BrokerDomains = []string{payments.DomainFx, payments.DomainPayments}
@@ -130,6 +143,9 @@ func autovacuumOff(ctx context.Context, drv driver.Driver) bool {
 // platform's invariants do not hold afterwards.
 func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*PaymentsResult, error) {
 	cfg = cfg.WithDefaults()
+	if cfg.Accounts < 1 || cfg.Accounts > ChartAccounts {
+		return nil, fmt.Errorf("bench: accounts is %d; it must be 1 to %d (customers and beneficiaries per currency of the chart)", cfg.Accounts, ChartAccounts)
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -171,14 +187,12 @@ func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*P
 			return nil, err
 		}
 		p, err := payments.New(client, payments.Options{
-			Seed:             1,
-			DisableSimulator: i > 0, // one network is enough for the cluster
-			SimulatorWorkers: 16,
-			Logger:           logger,
-			// A bank's batch pays from many debtors to many creditors; a handful of accounts
-			// would measure row-lock convoys on them instead of the platform.
-			CustomersPerCurrency:     500,
-			BeneficiariesPerCurrency: 500,
+			Seed:                     1,
+			DisableSimulator:         i > 0, // one network is enough for the cluster
+			SimulatorWorkers:         16,
+			Logger:                   logger,
+			CustomersPerCurrency:     ChartAccounts,
+			BeneficiariesPerCurrency: ChartAccounts,
 		})
 		if err != nil {
 			return nil, err
@@ -310,16 +324,31 @@ func terminalCount(ctx context.Context, drv driver.Driver, typ string) (terminal
 	return terminal, inTSQ, nil
 }
 
+// ratePairs are the currency pairs rate mode pays in, in turn: same-currency and FX payments.
+var ratePairs = []struct{ currency, creditCurrency string }{
+	{"USD", "USD"}, {"EUR", "EUR"}, {"GBP", "USD"}, {"CHF", "CHF"}, {"EUR", "JPY"}, {"USD", "GBP"}, {"JPY", "JPY"},
+}
+
+// rateRequest is rate mode's i-th payment: the next currency pair, from the pair's next debtor of
+// cfg.Accounts to its next beneficiary.
+func rateRequest(cfg PaymentsConfig, day string, i int) payments.PaymentRequest {
+	a := ratePairs[i%len(ratePairs)]
+	n := 1 + (i/len(ratePairs))%cfg.Accounts
+	amount := "125.00"
+	if a.currency == "JPY" {
+		amount = "12500"
+	}
+	return payments.PaymentRequest{
+		IdempotencyKey: fmt.Sprintf("bench-%s-%d", day, i),
+		DebitAccount:   fmt.Sprintf("CUST-%s-%03d", a.currency, n), CreditAccount: fmt.Sprintf("BENE-%s-%03d", a.creditCurrency, n),
+		Amount: amount, Currency: a.currency, CreditCurrency: a.creditCurrency, ProcessType: cfg.ProcessType,
+	}
+}
+
 // submitAtRate submits total payments through the API, paced at cfg.Rate per second, spread over
 // the instances, sampling the backlog every second.
 func submitAtRate(ctx context.Context, platforms []*payments.Platform, cfg PaymentsConfig, total int, day string,
 	submitted *atomic.Int64, sample func(BacklogSample), start time.Time, drv driver.Driver, baseline int64) error {
-	accounts := []struct{ debit, credit, currency, creditCurrency string }{
-		{"CUST-USD-001", "BENE-USD-001", "USD", "USD"}, {"CUST-EUR-002", "BENE-EUR-003", "EUR", "EUR"},
-		{"CUST-GBP-003", "BENE-USD-004", "GBP", "USD"}, {"CUST-CHF-004", "BENE-CHF-005", "CHF", "CHF"},
-		{"CUST-EUR-005", "BENE-JPY-006", "EUR", "JPY"}, {"CUST-USD-006", "BENE-GBP-007", "USD", "GBP"},
-		{"CUST-JPY-007", "BENE-JPY-008", "JPY", "JPY"},
-	}
 	jobs := make(chan int)
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -329,15 +358,7 @@ func submitAtRate(ctx context.Context, platforms []*payments.Platform, cfg Payme
 			defer wg.Done()
 			p := platforms[w%len(platforms)]
 			for i := range jobs {
-				a := accounts[i%len(accounts)]
-				amount := "125.00"
-				if a.currency == "JPY" {
-					amount = "12500"
-				}
-				_, err := p.SubmitPayment(ctx, payments.PaymentRequest{
-					IdempotencyKey: fmt.Sprintf("bench-%s-%d", day, i), DebitAccount: a.debit, CreditAccount: a.credit,
-					Amount: amount, Currency: a.currency, CreditCurrency: a.creditCurrency, ProcessType: cfg.ProcessType,
-				})
+				_, err := p.SubmitPayment(ctx, rateRequest(cfg, day, i))
 				if err != nil && !errors.Is(err, payments.ErrDuplicatePayment) {
 					select {
 					case errs <- err:

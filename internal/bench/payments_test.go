@@ -87,3 +87,26 @@ func TestRunPaymentsOverRabbitMQ(t *testing.T) {
 		require.GreaterOrEqual(t, s.BrokerDepth, int64(0), "the broker's depth was read at %.1fs", s.AtS)
 	}
 }
+
+// Rate mode spreads its payments over cfg.Accounts debtors and beneficiaries per currency, in
+// turn: a soak measures the platform, not the row locks of a handful of accounts (every payment
+// of one debtor waits for the previous one's commit). Out of the chart's range is refused.
+func TestRatePaymentsSpreadOverTheAccounts(t *testing.T) {
+	t.Parallel()
+	cfg := PaymentsConfig{Accounts: 3}.WithDefaults()
+	debtors := map[string]int{}
+	for i := range 7 * 3 * 2 {
+		req := rateRequest(cfg, "2026-11-26", i)
+		debtors[req.DebitAccount]++
+		require.Equal(t, req.DebitAccount[len(req.DebitAccount)-3:], req.CreditAccount[len(req.CreditAccount)-3:])
+	}
+	require.Len(t, debtors, 5*3, "3 debtors in each of the 5 debit currencies")
+	require.Equal(t, 2, debtors["CUST-GBP-003"])
+	require.Equal(t, 4, debtors["CUST-USD-001"], "USD→USD and USD→GBP share USD's debtors")
+	require.Equal(t, ChartAccounts, PaymentsConfig{}.WithDefaults().Accounts, "by default the whole chart")
+
+	for _, accounts := range []int{-1, ChartAccounts + 1} {
+		_, err := RunPayments(context.Background(), dbtest.SQLite(t), PaymentsConfig{Rate: 1, Accounts: accounts})
+		require.ErrorContains(t, err, "accounts")
+	}
+}
