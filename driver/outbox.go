@@ -101,8 +101,8 @@ type OutboxClaimParams struct {
 	RelayID    string
 	Now        *time.Time
 	// Published are messages this relay published since its last claim: the claim marks them
-	// published first (as OutboxMarkPublished does), in the same statement, and their keys'
-	// next messages may be claimed with it. A relay saves a statement per batch this way.
+	// published first (as OutboxMarkPublished does), in the claim's transaction, and their keys'
+	// next messages may be claimed with it. A relay saves a round trip per batch this way.
 	Published []int64
 }
 

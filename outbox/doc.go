@@ -22,7 +22,7 @@
 // The relay's claim and its mark of what was published commit without waiting for the WAL
 // flush: a lost lease means a claim again, a lost mark a publication again, both within at least
 // once. While messages flow, the mark rides on the relay's next claim, a few milliseconds later,
-// in the same statement. Several messages of one key written by one transaction can share a row (Pack; the
+// in the same transaction and round trip. Several messages of one key written by one transaction can share a row (Pack; the
 // runtime packs a checkpoint's lifecycle events): the relay publishes them one by one, and
 // Unpack reads them back for code that reads the table itself.
 //

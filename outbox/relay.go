@@ -346,7 +346,7 @@ func (r *Relay) markPublished(ctx context.Context, ids []int64) error {
 	return nil
 }
 
-// runOnce claims one batch, marking published in the same statement, publishes the batch and
+// runOnce claims one batch, marking published in the same round trip, publishes the batch and
 // defers its failures. It returns how many messages it claimed and the ids the broker accepted,
 // still to be marked (by the next claim). When the claim fails, nothing was marked: it returns
 // published again, still to be marked.

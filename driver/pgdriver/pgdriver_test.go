@@ -2,6 +2,8 @@ package pgdriver_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,5 +93,40 @@ func TestClaimIsHOTUpdate(t *testing.T) {
 	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated($1::regclass),
 		pg_stat_get_xact_tuples_hot_updated($1::regclass)`, drv.Schema()+".command").Scan(&updated, &hot))
 	require.Equal(t, int64(2*n), updated)
+	require.Equal(t, updated, hot, "every claim is a HOT update")
+}
+
+// TestOutboxClaimIsHOTUpdate checks the point of migration 014 (the outbox's fillfactor): the
+// relay's claim sets a lease, changes no indexed column, and finds room for the new version on
+// the row's page, so PostgreSQL writes it as a heap-only tuple and no index entry. On full pages
+// (before the migration) every claimed row moved to another page: three index insertions each,
+// and dead entries in the unpublished indexes for the next claims to step over.
+func TestOutboxClaimIsHOTUpdate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	drv := dbtest.Postgres(t)
+	const n = 40
+	payload := []byte(`{"events":"` + strings.Repeat("x", 1000) + `"}`) // a checkpoint's packed events
+	msgs := make([]*driver.OutboxInsertParams, n)
+	for i := range msgs {
+		msgs[i] = &driver.OutboxInsertParams{Category: driver.OutboxCategoryEvent, Transport: "kafka", Topic: "t",
+			Key: fmt.Sprintf("k%d", i), Type: "E", MessageID: fmt.Sprint(i), Payload: payload}
+	}
+	_, err := drv.Executor().OutboxInsertMany(ctx, &driver.OutboxInsertManyParams{Messages: msgs})
+	require.NoError(t, err)
+
+	// The xact statistics count the current transaction's updates at once.
+	tx, err := drv.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	exec, err := drv.UnwrapTx(tx)
+	require.NoError(t, err)
+	rows, err := exec.OutboxClaim(ctx, &driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: n, Lease: time.Minute, RelayID: "r"})
+	require.NoError(t, err)
+	require.Len(t, rows, n)
+	var updated, hot int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_stat_get_xact_tuples_updated($1::regclass),
+		pg_stat_get_xact_tuples_hot_updated($1::regclass)`, drv.Schema()+".outbox").Scan(&updated, &hot))
+	require.Equal(t, int64(n), updated)
 	require.Equal(t, updated, hot, "every claim is a HOT update")
 }
