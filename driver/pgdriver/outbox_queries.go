@@ -375,22 +375,36 @@ func (e *executor) OutboxList(ctx context.Context, params *driver.OutboxListPara
 }
 
 func (e *executor) OutboxBacklog(ctx context.Context) ([]*driver.OutboxBacklog, error) {
-	rows, err := e.db.Query(ctx, e.d.sql(`
-		SELECT transport, category, count(*) FILTER (WHERE status = 'NEW'), count(*) FILTER (WHERE status = 'FAILED'),
-			min(created_at) FILTER (WHERE status = 'NEW')
-		FROM {schema}.outbox WHERE status IN ('NEW', 'FAILED')
-		GROUP BY transport, category ORDER BY transport, category`))
-	if err != nil {
-		return nil, err
-	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.OutboxBacklog, error) {
-		var b driver.OutboxBacklog
-		var category string
-		err := row.Scan(&b.Transport, &category, &b.New, &b.Failed, &b.OldestNew)
-		b.Category = driver.OutboxCategory(category)
-		return &b, err
+	var out []*driver.OutboxBacklog
+	err := e.outboxBatch(ctx, []batchStatement{{e.d.sql(outboxBacklogSQL), nil}}, func(results pgx.BatchResults) error {
+		rows, err := results.Query()
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (*driver.OutboxBacklog, error) {
+			var b driver.OutboxBacklog
+			var category string
+			err := row.Scan(&b.Transport, &category, &b.New, &b.Failed, &b.OldestNew)
+			b.Category = driver.OutboxCategory(category)
+			return &b, err
+		})
+		return err
 	})
+	return out, err
 }
+
+// outboxBacklogSQL counts the unpublished and the failed messages per transport and category.
+// Each part reads its partial index (outbox_dispatch_idx, outbox_failed_idx) under outboxPlanner:
+// one filter for status IN ('NEW', 'FAILED') matched neither index and read the whole table,
+// published rows included (they stay until retention).
+const outboxBacklogSQL = `
+	SELECT transport, category, sum(new)::bigint, sum(failed)::bigint, min(oldest) FROM (
+		SELECT transport, category, count(*) AS new, 0 AS failed, min(created_at) AS oldest
+		FROM {schema}.outbox WHERE status = 'NEW' GROUP BY transport, category
+		UNION ALL
+		SELECT transport, category, 0, count(*), NULL
+		FROM {schema}.outbox WHERE status = 'FAILED' GROUP BY transport, category
+	) b GROUP BY transport, category ORDER BY transport, category`
 
 func (e *executor) OutboxDeletePublished(ctx context.Context, before time.Time, max int) (int64, error) {
 	tag, err := e.db.Exec(ctx, e.d.sql(`DELETE FROM {schema}.outbox WHERE id IN (

@@ -228,10 +228,13 @@ func (e *executor) OutboxResend(ctx context.Context, params *driver.OutboxResend
 
 func (e *executor) OutboxBacklog(ctx context.Context) ([]*driver.OutboxBacklog, error) {
 	rows, err := e.read.QueryContext(ctx, e.d.sql(`
-		SELECT transport, category, sum(status = 'NEW'), sum(status = 'FAILED'),
-			min(CASE WHEN status = 'NEW' THEN created_at END)
-		FROM {schema}.outbox WHERE status IN ('NEW', 'FAILED')
-		GROUP BY transport, category ORDER BY transport, category`))
+		SELECT transport, category, sum(new), sum(failed), min(oldest) FROM (
+			SELECT transport, category, count(*) AS new, 0 AS failed, min(created_at) AS oldest
+			FROM {schema}.outbox WHERE status = 'NEW' GROUP BY transport, category
+			UNION ALL
+			SELECT transport, category, 0, count(*), NULL
+			FROM {schema}.outbox WHERE status = 'FAILED' GROUP BY transport, category
+		) GROUP BY transport, category ORDER BY transport, category`)) // each part reads its partial index
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,1 @@
+DROP INDEX IF EXISTS {schema}.outbox_failed_idx;
