@@ -63,9 +63,7 @@ func TestLifecycleEventsToKafkaAcrossRelayCrash(t *testing.T) {
 		t.Cleanup(cluster.Close)
 		brokers := cluster.ListenAddrs()
 
-		client := fastClient(t, drv)
-		rt, err := orchestration.New(client, orchestration.Config{Events: &orchestration.EventSink{Transport: outbox.TransportKafka}})
-		require.NoError(t, err)
+		client, rt := kafkaEventsRuntime(t, drv)
 		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
 		m, err := workflow.Register(rt, workflow.New("relayed", 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")).
 			Step("c", noop, workflow.DependsOn("b")).Step("d", noop, workflow.DependsOn("c")))

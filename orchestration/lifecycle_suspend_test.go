@@ -95,9 +95,7 @@ func TestLifecycleEventsOfAnExecutionThatNeverRan(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		ctx := context.Background()
-		client := fastClient(t, drv) // never started: nothing runs the execution
-		rt, err := orchestration.New(client, orchestration.Config{Events: &orchestration.EventSink{Transport: outbox.TransportKafka}})
-		require.NoError(t, err)
+		_, rt := kafkaEventsRuntime(t, drv) // its client is never started: nothing runs the execution
 		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
 		m, err := workflow.Register(rt, workflow.New("idle", 1).Step("a", noop))
 		require.NoError(t, err)
@@ -136,9 +134,7 @@ func TestLifecycleSuspendHonouredOnRelease(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		ctx := context.Background()
-		client := fastClient(t, drv)
-		rt, err := orchestration.New(client, orchestration.Config{Events: &orchestration.EventSink{Transport: outbox.TransportKafka}})
-		require.NoError(t, err)
+		client, rt := kafkaEventsRuntime(t, drv)
 		running, release := make(chan struct{}), make(chan struct{})
 		slow := func(context.Context, *workflow.StepContext) (any, error) {
 			close(running)

@@ -81,6 +81,16 @@ func fastClient(t *testing.T, drv driver.Driver) *commandbus.Client {
 	return client
 }
 
+// kafkaEventsRuntime is a fastClient and a runtime on it that writes its lifecycle events to the
+// outbox for the kafka transport.
+func kafkaEventsRuntime(t *testing.T, drv driver.Driver) (*commandbus.Client, *orchestration.Runtime) {
+	t.Helper()
+	client := fastClient(t, drv)
+	rt, err := orchestration.New(client, orchestration.Config{Events: &orchestration.EventSink{Transport: outbox.TransportKafka}})
+	require.NoError(t, err)
+	return client, rt
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
@@ -297,9 +307,7 @@ func TestPaceEventsHoldsCheckpointsWhileTheRelayLags(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		ctx := context.Background()
-		client := fastClient(t, drv)
-		rt, err := orchestration.New(client, orchestration.Config{Events: &orchestration.EventSink{Transport: outbox.TransportKafka}})
-		require.NoError(t, err)
+		client, rt := kafkaEventsRuntime(t, drv)
 		var skew atomic.Int64 // the relay's clock runs this far ahead of the database's
 		relay, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{acceptAll{}},
 			Now: func() *time.Time { now := time.Now().Add(time.Duration(skew.Load())); return &now }})

@@ -35,6 +35,17 @@ type Account struct {
 // Available is the balance less the holds.
 func (a *Account) Available() decimal.Decimal { return a.Balance.Sub(a.Held) }
 
+// CustomerAccountID is the id of the chart's n-th customer (from 1) in currency, one who pays.
+func CustomerAccountID(currency string, n int) string {
+	return fmt.Sprintf("CUST-%s-%03d", currency, n)
+}
+
+// BeneficiaryAccountID is the id of the chart's n-th beneficiary (from 1) in currency, one who is
+// paid.
+func BeneficiaryAccountID(currency string, n int) string {
+	return fmt.Sprintf("BENE-%s-%03d", currency, n)
+}
+
 // chartOfAccounts is the platform's fixed set of accounts: per currency, customers who pay,
 // beneficiaries who are paid, and the FX desk through which cross-currency payments pass.
 func chartOfAccounts(customersPerCurrency, beneficiariesPerCurrency int) []Account {
@@ -46,13 +57,13 @@ func chartOfAccounts(customersPerCurrency, beneficiariesPerCurrency int) []Accou
 		}
 		for i := 1; i <= customersPerCurrency; i++ {
 			out = append(out, Account{
-				ID: fmt.Sprintf("CUST-%s-%03d", cur, i), Name: fmt.Sprintf("Customer %d (%s)", i, cur), Kind: AccountCustomer, Currency: cur,
+				ID: CustomerAccountID(cur, i), Name: fmt.Sprintf("Customer %d (%s)", i, cur), Kind: AccountCustomer, Currency: cur,
 				OpeningBalance: decimal.NewFromInt(50_000_000).Mul(scale), DailyLimit: decimal.NewFromInt(20_000_000).Mul(scale),
 			})
 		}
 		for i := 1; i <= beneficiariesPerCurrency; i++ {
 			out = append(out, Account{
-				ID: fmt.Sprintf("BENE-%s-%03d", cur, i), Name: fmt.Sprintf("Beneficiary %d (%s)", i, cur), Kind: AccountBeneficiary, Currency: cur,
+				ID: BeneficiaryAccountID(cur, i), Name: fmt.Sprintf("Beneficiary %d (%s)", i, cur), Kind: AccountBeneficiary, Currency: cur,
 				OpeningBalance: decimal.NewFromInt(1_000_000).Mul(scale), DailyLimit: decimal.Zero,
 			})
 		}

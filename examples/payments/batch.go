@@ -313,8 +313,8 @@ func (p *Platform) generate(count int, day string, behavior *Behavior) ([]Paymen
 		}
 		d := &PaymentDetails{
 			PaymentID:      uuid.Must(uuid.NewV7()),
-			DebitAccount:   fmt.Sprintf("CUST-%s-%03d", debitCur, 1+r.IntN(p.opts.CustomersPerCurrency)),
-			CreditAccount:  fmt.Sprintf("BENE-%s-%03d", creditCur, 1+r.IntN(p.opts.BeneficiariesPerCurrency)),
+			DebitAccount:   CustomerAccountID(debitCur, 1+r.IntN(p.opts.CustomersPerCurrency)),
+			CreditAccount:  BeneficiaryAccountID(creditCur, 1+r.IntN(p.opts.BeneficiariesPerCurrency)),
 			Amount:         amount,
 			Currency:       debitCur,
 			CreditCurrency: creditCur,

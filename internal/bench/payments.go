@@ -340,7 +340,7 @@ func rateRequest(cfg PaymentsConfig, day string, i int) payments.PaymentRequest 
 	}
 	return payments.PaymentRequest{
 		IdempotencyKey: fmt.Sprintf("bench-%s-%d", day, i),
-		DebitAccount:   fmt.Sprintf("CUST-%s-%03d", a.currency, n), CreditAccount: fmt.Sprintf("BENE-%s-%03d", a.creditCurrency, n),
+		DebitAccount:   payments.CustomerAccountID(a.currency, n), CreditAccount: payments.BeneficiaryAccountID(a.creditCurrency, n),
 		Amount: amount, Currency: a.currency, CreditCurrency: a.creditCurrency, ProcessType: cfg.ProcessType,
 	}
 }
