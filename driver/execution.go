@@ -319,6 +319,10 @@ type ChildOutcome struct {
 type ExecutionCheckpointManyParams struct {
 	Checkpoints []*ExecutionCheckpoint
 	Now         *time.Time
+	// OutboxWritten, when set, is called after the commit with the ids of the outbox messages the
+	// checkpoints wrote (their Outbox and SuspendOutbox), in id order; not called when they wrote
+	// none. A relay in the same process may then publish them at once (outbox.Relay.Handoff).
+	OutboxWritten func(ids []int64)
 }
 
 // ExecutionResponseInsertParams records an async response and wakes the execution.

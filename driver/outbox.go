@@ -106,6 +106,27 @@ type OutboxClaimParams struct {
 	Published []int64
 }
 
+// OutboxClaimWrittenParams leases messages a relay was handed just after the transaction that
+// wrote them committed (outbox.Relay.Handoff), so that it publishes them at once instead of
+// waiting for its next claim. Of IDs it takes the messages that are NEW, due, of one of
+// Transports and not leased, and whose key has no unpublished message before them other than
+// those it takes with them and those RelayID holds (handed over earlier, still being published).
+// A message that another relay claimed first, or that waits behind an earlier message of its key,
+// is left to the claims (OutboxClaim). On PostgreSQL "before" is either order, (txid, id) or id:
+// the messages handed over are meant to be written under a lock their key's writers all take
+// (an execution's row), so their commit order is their id order; the claims publish in (txid,
+// id) order, and a message goes the fast way only when both orders agree.
+type OutboxClaimWrittenParams struct {
+	IDs        []int64
+	Transports []string
+	Lease      time.Duration
+	RelayID    string
+	Now        *time.Time
+	// Published are messages RelayID published since its last claim, marked first as in
+	// OutboxClaimParams.
+	Published []int64
+}
+
 // OutboxMarkPublishedParams marks messages published.
 type OutboxMarkPublishedParams struct {
 	IDs []int64
@@ -165,6 +186,8 @@ type OutboxExecutor interface {
 	OutboxInsertMany(ctx context.Context, params *OutboxInsertManyParams) ([]int64, error)
 	// OutboxClaim returns the claimed messages in publication order, attempts incremented.
 	OutboxClaim(ctx context.Context, params *OutboxClaimParams) ([]*OutboxRow, error)
+	// OutboxClaimWritten returns the claimed messages in id order, attempts incremented.
+	OutboxClaimWritten(ctx context.Context, params *OutboxClaimWrittenParams) ([]*OutboxRow, error)
 	// OutboxMarkPublished returns how many NEW messages it marked.
 	OutboxMarkPublished(ctx context.Context, params *OutboxMarkPublishedParams) (int64, error)
 	// OutboxMarkFailed returns how many messages it updated (those still leased to the relay).

@@ -348,20 +348,29 @@ func exerciseExecutionCheckpointMany(t *testing.T, setup setupFunc) {
 			Commands: []*driver.CommandInsertParams{currentCommand},
 			Outbox:   []*driver.OutboxInsertParams{message("current-1"), message("current-2")},
 		}
-		require.Equal(t, []uuid.UUID{other.ID}, checkpoint(t, b.exec, t1, stale, current))
-		outboxIDs := func() []string {
+		var written []int64 // what the checkpoints report they wrote, after the commit
+		applied, err := b.exec.ExecutionCheckpointMany(ctx, &driver.ExecutionCheckpointManyParams{Checkpoints: []*driver.ExecutionCheckpoint{stale, current},
+			Now: &t1, OutboxWritten: func(ids []int64) { written = append(written, ids...) }})
+		require.NoError(t, err)
+		require.Equal(t, []uuid.UUID{other.ID}, applied)
+		outboxIDs := func() ([]string, []int64) {
 			t.Helper()
 			rows, err := b.exec.OutboxList(ctx, &driver.OutboxListParams{Limit: 10})
 			require.NoError(t, err)
 			var ids []string
+			var rowIDs []int64
 			for _, r := range rows {
 				ids = append(ids, r.MessageID)
+				rowIDs = append(rowIDs, r.ID)
 			}
 			slices.Sort(ids)
-			return ids
+			slices.Sort(rowIDs)
+			return ids, rowIDs
 		}
-		// Only the applied checkpoint's messages are written, in its transaction.
-		require.Equal(t, []string{"current-1", "current-2"}, outboxIDs())
+		// Only the applied checkpoint's messages are written, in its transaction, and reported.
+		messageIDs, rowIDs := outboxIDs()
+		require.Equal(t, []string{"current-1", "current-2"}, messageIDs)
+		require.Equal(t, rowIDs, written)
 
 		// Nothing of the stale checkpoint is written: not the row, not its log, not its command.
 		unchanged := *taken
@@ -375,7 +384,7 @@ func exerciseExecutionCheckpointMany(t *testing.T, setup setupFunc) {
 
 		// A missing execution is fenced out too; an empty batch does nothing.
 		require.Empty(t, checkpoint(t, b.exec, t1, &driver.ExecutionCheckpoint{ID: uuid.New(), Fence: 1, Status: driver.ExecutionCompleted}))
-		applied, err := b.exec.ExecutionCheckpointMany(ctx, &driver.ExecutionCheckpointManyParams{})
+		applied, err = b.exec.ExecutionCheckpointMany(ctx, &driver.ExecutionCheckpointManyParams{})
 		require.NoError(t, err)
 		require.Empty(t, applied)
 
@@ -385,7 +394,8 @@ func exerciseExecutionCheckpointMany(t *testing.T, setup setupFunc) {
 		require.Equal(t, driver.ExecutionCompleted, getExecution(t, b.exec, p.ID).Status)
 		require.Len(t, logList(t, b.exec, p.ID), 1)
 		get(t, b.exec, staleCommand.ID)
-		require.Equal(t, []string{"current-1", "current-2", "stale"}, outboxIDs())
+		messageIDs, _ = outboxIDs()
+		require.Equal(t, []string{"current-1", "current-2", "stale"}, messageIDs)
 	})
 
 	t.Run("StaleAndCurrentOfOneExecutionInOneBatch", func(t *testing.T) {

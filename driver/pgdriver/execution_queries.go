@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -519,39 +520,60 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		return nil, err
 	}
 	results := e.db.SendBatch(ctx, batch)
-	appliedIDs, err := readCheckpointBatch(results, params.Checkpoints, signalOps, batch.Len())
+	appliedIDs, outboxIDs, err := readCheckpointBatch(results, params.Checkpoints, signalOps, len(followUps.outbox) > 0, batch.Len())
 	if closeErr := results.Close(); err == nil {
 		err = closeErr
 	}
 	if err != nil {
 		return nil, err
 	}
+	if len(outboxIDs) > 0 && params.OutboxWritten != nil {
+		if _, inTx := e.db.(pgx.Tx); !inTx { // committed: the batch was its own transaction
+			slices.Sort(outboxIDs)
+			params.OutboxWritten(outboxIDs)
+		}
+	}
 	return appliedIDs, nil
 }
 
 // readCheckpointBatch reads a checkpoint batch of n statements: the signal operations first when
-// there are some, then the checkpoint's applied ids, then the follow-ups.
-func readCheckpointBatch(results pgx.BatchResults, cps []*driver.ExecutionCheckpoint, signalOps bool, n int) ([]uuid.UUID, error) {
+// there are some, then the checkpoint's applied ids, then the follow-ups, the last of which
+// writes the outbox messages when outbox is set (their ids are returned).
+func readCheckpointBatch(results pgx.BatchResults, cps []*driver.ExecutionCheckpoint, signalOps, outbox bool, n int) ([]uuid.UUID, []int64, error) {
 	if signalOps {
 		if _, err := results.Exec(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		n--
 	}
 	rows, err := results.Query()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	ids, err := checkpointsApplied(rows, cps)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if outbox {
+		n--
 	}
 	for range n - 1 {
 		if _, err := results.Exec(); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
-	return ids, nil
+	if !outbox {
+		return ids, nil, nil
+	}
+	written, err := results.Query()
+	if err != nil {
+		return nil, nil, err
+	}
+	outboxIDs, err := pgx.CollectRows(written, pgx.RowTo[int64])
+	if err != nil {
+		return nil, nil, err
+	}
+	return ids, outboxIDs, nil
 }
 
 // checkpointStatement returns the checkpoint statement of a batch and its arguments, and the

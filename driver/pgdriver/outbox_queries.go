@@ -212,6 +212,70 @@ func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimPa
 	return result, nil
 }
 
+// outboxClaimWrittenSQL leases the messages $1 a relay was handed after their commit (see
+// driver.OutboxClaimWrittenParams): those still NEW, due, of transports $2 and unleased, locked
+// without waiting (a relay's claim that holds one takes it), and whose key has no unpublished
+// message before them, in (txid, id) order or in id order, other than the ones locked here and
+// those relay $5 holds. Every lookup is a primary-key or key-index one; there is no horizon to
+// wait for, since the messages are committed and their key's order is their commit order.
+const outboxClaimWrittenSQL = `
+	WITH n AS (
+		SELECT coalesce($4::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
+	), locked AS (
+		SELECT o.id, o.key, o.txid FROM {schema}.outbox o, n
+		WHERE o.id = ANY($1::bigint[]) AND o.status = 'NEW' AND o.transport = ANY($2::text[])
+			AND (o.next_at IS NULL OR o.next_at <= n.now)
+			AND (o.locked_until IS NULL OR o.locked_until <= n.now)
+		FOR UPDATE OF o SKIP LOCKED
+	), picked AS (
+		SELECT l.id FROM locked l, n
+		WHERE l.key IS NULL OR NOT EXISTS (
+			SELECT 1 FROM {schema}.outbox b
+			WHERE b.key = l.key AND b.status = 'NEW' AND (b.txid < l.txid OR b.id < l.id)
+				AND NOT coalesce(b.locked_by = $5 AND b.locked_until > n.now, false)
+				AND b.id NOT IN (SELECT id FROM locked))
+	)
+	UPDATE {schema}.outbox o SET
+		attempts = o.attempts + 1,
+		locked_until = n.now + $3 * interval '1 microsecond',
+		locked_by = $5
+	FROM picked, n
+	WHERE o.id = picked.id
+	RETURNING o.txid::text::bigint, ` + "%s"
+
+func (e *executor) OutboxClaimWritten(ctx context.Context, params *driver.OutboxClaimWrittenParams) ([]*driver.OutboxRow, error) {
+	if len(params.IDs) == 0 || len(params.Transports) == 0 {
+		_, err := e.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: params.Published, Now: params.Now})
+		return nil, err
+	}
+	var statements []batchStatement
+	mark := len(params.Published) > 0
+	if mark {
+		statements = append(statements, batchStatement{e.d.sql(outboxMarkSQL), []any{params.Published, params.Now}})
+	}
+	statements = append(statements, batchStatement{e.d.sql(fmt.Sprintf(outboxClaimWrittenSQL, outboxColumnsO)),
+		[]any{params.IDs, params.Transports, params.Lease.Microseconds(), params.Now, params.RelayID}})
+	var out []claimedRow
+	err := e.outboxBatch(ctx, statements, func(results pgx.BatchResults) (err error) {
+		if mark {
+			if _, err := results.Exec(); err != nil {
+				return err
+			}
+		}
+		out, err = scanClaimed(results.Query())
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	sortClaimed(out, func(a, b claimedRow) bool { return a.row.ID < b.row.ID })
+	result := make([]*driver.OutboxRow, len(out))
+	for i, c := range out {
+		result[i] = c.row
+	}
+	return result, nil
+}
+
 // outboxPlanner is the planner's setting for the relay's statements (the claim, the marks): no
 // bitmap scan, and no sequential scan when an index will do.
 //

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -303,6 +304,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		}
 	}
 	var applied []uuid.UUID
+	var outboxIDs []int64 // the outbox messages written, for params.OutboxWritten
 	err := e.inTx(ctx, func(tx *sql.Tx) error {
 		var appliedCheckpoints []*driver.ExecutionCheckpoint
 		stmt, err := tx.PrepareContext(ctx, e.d.sql(executionCheckpointSQL))
@@ -386,19 +388,27 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 					return fmt.Errorf("inserting command %s of execution %s: %w", cmd.ID, c.ID, err)
 				}
 			}
-			if err := insertOutbox(ctx, e.d, tx, c.Outbox, now, nil); err != nil {
+			ids := make([]int64, len(c.Outbox))
+			if err := insertOutbox(ctx, e.d, tx, c.Outbox, now, ids); err != nil {
 				return fmt.Errorf("writing the outbox messages of execution %s: %w", c.ID, err)
 			}
+			outboxIDs = append(outboxIDs, ids...)
 			if suspendedNow {
-				if err := insertOutbox(ctx, e.d, tx, withSuspender(c.SuspendOutbox, suspActor, suspReason), now, nil); err != nil {
+				ids := make([]int64, len(c.SuspendOutbox))
+				if err := insertOutbox(ctx, e.d, tx, withSuspender(c.SuspendOutbox, suspActor, suspReason), now, ids); err != nil {
 					return fmt.Errorf("writing the outbox messages of the suspension of execution %s: %w", c.ID, err)
 				}
+				outboxIDs = append(outboxIDs, ids...)
 			}
 		}
 		return e.checkpointFollowUps(ctx, tx, appliedCheckpoints, nowUS)
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(outboxIDs) > 0 && params.OutboxWritten != nil && e.tx == nil { // committed
+		slices.Sort(outboxIDs)
+		params.OutboxWritten(outboxIDs)
 	}
 	return applied, nil
 }

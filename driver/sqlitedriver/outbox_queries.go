@@ -117,6 +117,54 @@ func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimPa
 	return out, nil
 }
 
+// outboxClaimWrittenSQL leases the messages ?3 a relay was handed after their commit (see
+// driver.OutboxClaimWrittenParams) that are NEW, due, of transports ?4 and unleased, and whose key
+// has no unpublished message before them other than those taken here and those relay ?2 holds.
+var outboxClaimWrittenSQL = `
+	UPDATE {schema}.outbox SET attempts = attempts + 1, locked_until = ?1, locked_by = ?2
+	WHERE id IN (
+		SELECT o.id FROM {schema}.outbox o
+		WHERE o.id IN (SELECT value FROM json_each(?3)) AND ` + claimableWritten + `
+			AND (o.key IS NULL OR NOT EXISTS (
+				SELECT 1 FROM {schema}.outbox b WHERE b.key = o.key AND b.status = 'NEW' AND b.id < o.id
+					AND NOT coalesce(b.locked_by = ?2 AND b.locked_until > ?5, false)
+					AND NOT (b.id IN (SELECT value FROM json_each(?3)) AND ` + strings.ReplaceAll(claimableWritten, "o.", "b.") + `)))
+	)
+	RETURNING ` + outboxColumns
+
+// claimableWritten is what a message handed to a relay must be for OutboxClaimWritten to take it.
+const claimableWritten = `o.status = 'NEW' AND o.transport IN (SELECT value FROM json_each(?4))
+			AND (o.next_at IS NULL OR o.next_at <= ?5) AND (o.locked_until IS NULL OR o.locked_until <= ?5)`
+
+func (e *executor) OutboxClaimWritten(ctx context.Context, params *driver.OutboxClaimWrittenParams) ([]*driver.OutboxRow, error) {
+	if _, err := e.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: params.Published, Now: params.Now}); err != nil {
+		return nil, err
+	}
+	if len(params.IDs) == 0 || len(params.Transports) == 0 {
+		return nil, nil
+	}
+	now := now(params.Now)
+	ids, err := json.Marshal(params.IDs)
+	if err != nil {
+		return nil, err
+	}
+	transports, err := json.Marshal(params.Transports)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := e.write.QueryContext(ctx, e.d.sql(outboxClaimWrittenSQL), micros(now.Add(params.Lease)), params.RelayID,
+		string(ids), string(transports), micros(now))
+	if err != nil {
+		return nil, err
+	}
+	out, err := collectOutbox(rows)
+	if err != nil {
+		return nil, err
+	}
+	sortByID(out)
+	return out, nil
+}
+
 func (e *executor) OutboxMarkPublished(ctx context.Context, params *driver.OutboxMarkPublishedParams) (int64, error) {
 	if len(params.IDs) == 0 {
 		return 0, nil
