@@ -83,6 +83,10 @@ type ExecutionInsertParams struct {
 type ExecutionInsertManyParams struct {
 	Executions []*ExecutionInsertParams
 	Now        *time.Time
+	// OutboxWritten, when set, is called after the commit with the ids of the outbox messages
+	// written with the executions inserted (their Outbox), in id order; not called when there
+	// are none, nor inside a caller's transaction.
+	OutboxWritten func(ids []int64)
 }
 
 // ExecutionClaimKind names what a claim looks for.
@@ -321,7 +325,7 @@ type ExecutionCheckpointManyParams struct {
 	Now         *time.Time
 	// OutboxWritten, when set, is called after the commit with the ids of the outbox messages the
 	// checkpoints wrote (their Outbox and SuspendOutbox), in id order; not called when they wrote
-	// none. A relay in the same process may then publish them at once (outbox.Relay.Handoff).
+	// none, nor inside a caller's transaction. A relay in the same process may then publish them at once (outbox.Relay.Handoff).
 	OutboxWritten func(ids []int64)
 }
 

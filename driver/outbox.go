@@ -104,6 +104,11 @@ type OutboxClaimParams struct {
 	// published first (as OutboxMarkPublished does), in the claim's transaction, and their keys'
 	// next messages may be claimed with it. A relay saves a round trip per batch this way.
 	Published []int64
+	// Below, when positive, restricts the claim to messages with a smaller id: a key's run stops
+	// at its first message at or above it. A relay sets it to the smallest id handed over to it
+	// and not yet claimed (see OutboxClaimWrittenParams), so that its claims do not race its
+	// hand-off for them.
+	Below int64
 }
 
 // OutboxClaimWrittenParams leases messages a relay was handed just after the transaction that

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -169,4 +170,72 @@ func consumeAll(t *testing.T, brokers []string, topic string, n int) []*kgo.Reco
 			t.Fatalf("read %d records of %s, want at least %d", len(out), topic, n)
 		}
 	}
+}
+
+// Handed to the relay right after each checkpoint's commit (Runtime.HandOffOutbox), lifecycle
+// events reach Kafka per execution in order, none lost, and nearly all without a claim.
+func TestLifecycleEventsHandedOffInOrder(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		ctx := context.Background()
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, orchestration.DefaultEventTopic))
+		require.NoError(t, err)
+		t.Cleanup(cluster.Close)
+		brokers := cluster.ListenAddrs()
+		pub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers})
+		require.NoError(t, err)
+		t.Cleanup(pub.Close)
+		metrics, err := outbox.NewMetrics(nil)
+		require.NoError(t, err)
+		// The claims poll once an hour: what they publish, they were woken for by the hand-off.
+		relay, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, PollInterval: time.Hour, Metrics: metrics})
+		require.NoError(t, err)
+		require.NoError(t, relay.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, relay.Stop(context.Background())) })
+
+		client, rt := kafkaEventsRuntime(t, drv)
+		rt.HandOffOutbox(relay)
+		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
+		m, err := workflow.Register(rt, workflow.New("handed-off", 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")).
+			Step("c", noop, workflow.DependsOn("a")).Step("d", noop, workflow.DependsOn("b", "c")))
+		require.NoError(t, err)
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
+
+		const executions, perExecution = 12, 10 // started, 4 × (step started, succeeded), completed
+		var ids []uuid.UUID
+		for range executions {
+			id, err := m.Start(ctx, nil)
+			require.NoError(t, err)
+			ids = append(ids, id)
+		}
+		for _, id := range ids {
+			waitStatus(t, m, id, driver.ExecutionCompleted)
+		}
+		waitFor(t, "the outbox drained", func() bool {
+			rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}, Limit: 1})
+			require.NoError(t, err)
+			return len(rows) == 0
+		})
+		records := consumeAll(t, brokers, orchestration.DefaultEventTopic, executions*perExecution)
+		require.Len(t, records, executions*perExecution, "each event once: no lease expired")
+		perKey := map[string][]orchestration.LifecycleEvent{}
+		for _, r := range records {
+			var ev orchestration.LifecycleEvent
+			require.NoError(t, json.Unmarshal(r.Value, &ev))
+			perKey[string(r.Key)] = append(perKey[string(r.Key)], ev)
+		}
+		for _, id := range ids {
+			evs := perKey[id.String()]
+			require.Len(t, evs, perExecution, "execution %s: none lost", id)
+			require.Equal(t, "EXECUTION_STARTED", string(evs[0].Type))
+			require.Equal(t, "EXECUTION_COMPLETED", string(evs[len(evs)-1].Type))
+			for i := 1; i < len(evs); i++ {
+				require.Greater(t, evs[i].Position, evs[i-1].Position, "execution %s: in order", id)
+			}
+		}
+		var taken dto.Metric
+		require.NoError(t, metrics.HandedOff.WithLabelValues("taken").Write(&taken))
+		require.Positive(t, taken.GetCounter().GetValue(), "the hand-off published them")
+	})
 }

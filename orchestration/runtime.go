@@ -432,6 +432,19 @@ func (rt *Runtime) PaceEvents(relay *outbox.Relay, maxLag time.Duration) {
 	rt.engine.SetPace(func(ctx context.Context) { relay.Pace(ctx, maxLag, 4*maxLag) })
 }
 
+// HandOffOutbox hands relay, a relay in this process, the outbox messages the runtime's
+// checkpoints write (lifecycle events, commands for a broker) right after each commit, so that it
+// publishes them at once rather than at its next claim (outbox.Relay.Handoff). The checkpoints of
+// one execution are written under its row's lock, which keeps each key's order. Messages the
+// relay does not take stay for the claims of every relay. A nil relay turns it off.
+func (rt *Runtime) HandOffOutbox(relay *outbox.Relay) {
+	if relay == nil {
+		rt.engine.SetHandoff(nil)
+		return
+	}
+	rt.engine.SetHandoff(relay.Handoff)
+}
+
 // Operations returns the operations of (model, typ), or nil when nothing is registered under it.
 func (rt *Runtime) Operations(model, typ string) Operations {
 	rt.mu.Lock()

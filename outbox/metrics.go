@@ -21,6 +21,12 @@ type Metrics struct {
 	// Claims counts the relay's claims of the outbox by result: claimed (it leased messages) or
 	// empty. Empty claims are what a relay's polling costs the database.
 	Claims *prometheus.CounterVec
+	// HandedOff counts the messages handed to a relay right after their commit (Relay.Handoff)
+	// by outcome: taken (published by the hand-off) or left (to the claims).
+	HandedOff *prometheus.CounterVec
+	// HandoffPauses counts the times a relay's hand-off fell behind and left everything to its
+	// claims for a second.
+	HandoffPauses prometheus.Counter
 	// Backlog is the outbox backlog: unpublished messages by transport, category and status
 	// (NEW or FAILED), refreshed by the relay.
 	Backlog *prometheus.GaugeVec
@@ -61,6 +67,14 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "commandbus_outbox_claims_total",
 			Help: "Outbox claims by the relays, by result (claimed, empty).",
 		}, []string{"result"}),
+		HandedOff: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "commandbus_outbox_handed_off_total",
+			Help: "Outbox messages handed to a relay right after their commit, by outcome (taken: published at once; left: to the claims).",
+		}, []string{"outcome"}),
+		HandoffPauses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "commandbus_outbox_handoff_pauses_total",
+			Help: "Times a relay's hand-off fell behind the writers and left every message to its claims for a second.",
+		}),
 		Backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "commandbus_outbox_backlog",
 			Help: "Unpublished outbox messages, by transport, category and status (NEW or FAILED).",
@@ -111,12 +125,16 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			*t = got.(*prometheus.CounterVec)
 		case **prometheus.GaugeVec:
 			*t = got.(*prometheus.GaugeVec)
+		case *prometheus.Counter:
+			*t = got.(prometheus.Counter)
 		}
 	}
 	reuse(&m.PublishLatency, m.PublishLatency)
 	reuse(&m.Published, m.Published)
 	reuse(&m.PublishFailures, m.PublishFailures)
 	reuse(&m.Claims, m.Claims)
+	reuse(&m.HandedOff, m.HandedOff)
+	reuse(&m.HandoffPauses, m.HandoffPauses)
 	reuse(&m.Backlog, m.Backlog)
 	reuse(&m.OldestUnpublished, m.OldestUnpublished)
 	reuse(&m.InboxDedupeHits, m.InboxDedupeHits)

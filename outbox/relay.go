@@ -119,6 +119,15 @@ type Relay struct {
 	lag       atomic.Int64
 	claimedMu sync.Mutex
 	claimed   chan struct{}
+
+	// The messages handed over (Handoff), waiting for the hand-off loop while handoffOn.
+	handoffMu     sync.Mutex
+	handoffOn     bool
+	handedOff     []int64
+	claiming      int64 // the smallest id the hand-off loop is claiming, 0 when none
+	handoffSignal chan struct{}
+	// handoffPausedUntil (Unix nanoseconds) is when the hand-off takes messages again.
+	handoffPausedUntil atomic.Int64
 }
 
 // NewRelay returns a relay on exec (the driver's executor).
@@ -170,7 +179,7 @@ func NewRelay(exec driver.Executor, cfg RelayConfig) (*Relay, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Relay{exec: exec, cfg: cfg, publishers: map[string]Publisher{}, kick: make(chan struct{}, 1), tracer: tracing.New(cfg.TracerProvider),
-		claimed: make(chan struct{})}
+		claimed: make(chan struct{}), handoffSignal: make(chan struct{}, 1)}
 	for _, p := range cfg.Publishers {
 		if _, dup := r.publishers[p.Transport()]; dup {
 			return nil, fmt.Errorf("outbox: two publishers for transport %q", p.Transport())
@@ -227,6 +236,8 @@ func (r *Relay) Start(ctx context.Context) error {
 	for i := 0; i < r.cfg.Workers; i++ {
 		r.base.Go(func() { r.work(runCtx, signals) })
 	}
+	r.setHandoff(true)
+	r.base.Go(func() { r.handoffLoop(runCtx) })
 	return nil
 }
 
@@ -235,7 +246,8 @@ func (r *Relay) Stop(ctx context.Context) error {
 	if !r.base.StopInit() {
 		return nil
 	}
-	defer r.setLag(0) // a stopped relay holds nobody back
+	r.setHandoff(false) // what was handed over and not taken yet is the claims'
+	defer r.setLag(0)   // a stopped relay holds nobody back
 	done := r.base.Done()
 	select {
 	case <-done:
@@ -351,10 +363,12 @@ func (r *Relay) markPublished(ctx context.Context, ids []int64) error {
 // still to be marked (by the next claim). When the claim fails, nothing was marked: it returns
 // published again, still to be marked.
 func (r *Relay) runOnce(ctx context.Context, published []int64) (int, []int64, error) {
-	claimCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	// Not cut short by a stop: the claim carries the marks, and a statement cancelled midway costs
+	// its connection.
+	claimCtx, cancel := recordContext(ctx)
 	rows, err := r.exec.OutboxClaim(claimCtx, &driver.OutboxClaimParams{
 		Transports: r.transports, Max: r.cfg.BatchSize, Lease: r.cfg.Lease, RelayID: r.cfg.RelayID, Now: r.cfg.Now(),
-		Published: published,
+		Published: published, Below: r.handoffBelow(),
 	})
 	cancel()
 	if err != nil {
@@ -369,6 +383,19 @@ func (r *Relay) runOnce(ctx context.Context, published []int64) (int, []int64, e
 	}
 	lag := claimLag(rows, r.cfg.Lease)
 	r.cfg.Metrics.Claims.WithLabelValues("claimed").Inc()
+	published, failed, err := r.publish(ctx, rows, r.cfg.RelayID)
+	if failed {
+		r.setLag(0) // a failing broker is not a reason to hold the writers back
+	} else {
+		r.setLag(lag)
+	}
+	return len(rows), published, err
+}
+
+// publish publishes claimed rows, leased to relayID, and defers the failures. It returns the ids
+// the broker accepted, still to be marked, and whether any publication failed.
+func (r *Relay) publish(ctx context.Context, rows []*driver.OutboxRow, relayID string) ([]int64, bool, error) {
+	var published []int64
 	byTransport := map[string][]*driver.OutboxRow{}
 	for _, row := range rows {
 		byTransport[row.Transport] = append(byTransport[row.Transport], row)
@@ -431,17 +458,15 @@ func (r *Relay) runOnce(ctx context.Context, published []int64) (int, []int64, e
 	}
 	wg.Wait()
 	if len(failures) == 0 {
-		r.setLag(lag)
-	} else {
-		r.setLag(0) // a failing broker is not a reason to hold the writers back
-		markCtx, markCancel := recordContext(ctx)
-		defer markCancel()
-		r.cfg.Logger.Warn("outbox relay: publications failed; deferred", "count", len(failures), "first_error", failures[0].Error)
-		if _, err := r.exec.OutboxMarkFailed(markCtx, &driver.OutboxMarkFailedParams{Failures: failures, RelayID: r.cfg.RelayID, Now: r.cfg.Now()}); err != nil {
-			return len(rows), published, fmt.Errorf("deferring %d failed messages: %w", len(failures), err)
-		}
+		return published, false, nil
 	}
-	return len(rows), published, nil
+	markCtx, markCancel := recordContext(ctx)
+	defer markCancel()
+	r.cfg.Logger.Warn("outbox relay: publications failed; deferred", "count", len(failures), "first_error", failures[0].Error)
+	if _, err := r.exec.OutboxMarkFailed(markCtx, &driver.OutboxMarkFailedParams{Failures: failures, RelayID: relayID, Now: r.cfg.Now()}); err != nil {
+		return published, true, fmt.Errorf("deferring %d failed messages: %w", len(failures), err)
+	}
+	return published, true, nil
 }
 
 // claimLag is how long the oldest of rows had waited when they were claimed, on the database's

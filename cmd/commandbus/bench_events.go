@@ -26,6 +26,7 @@ func newBenchEventsCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 400, "executions run at once")
 	cmd.Flags().IntVar(&cfg.Rate, "rate", 0, "workflows started per second (0: all at once, a burst)")
 	cmd.Flags().DurationVar(&cfg.MaxLag, "max-lag", 0, "pace the workflows by the relay: checkpoints writing events wait while it lags more than this (0: no pacing)")
+	cmd.Flags().BoolVar(&cfg.Handoff, "handoff", false, "hand each checkpoint's events to the relay right after the commit (orchestration.Runtime.HandOffOutbox) instead of leaving them to its claims")
 	return benchSubcommand(cmd, 24, func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (*bench.EventsResult, error) {
 		cfg.Logger, cfg.Progress = logger, progress
 		return bench.RunEvents(ctx, db, cfg)
@@ -33,8 +34,10 @@ func newBenchEventsCommand() *cobra.Command {
 		fmt.Fprintf(out, "%s: %d workflows of %s in %.2fs = %.0f workflows/s; %d lifecycle events = %.0f events/s\n",
 			res.Driver, res.Workflows, res.Shape, res.ElapsedS, res.WorkflowsPerS, res.Events, res.EventsPerS)
 		fmt.Fprintf(out, "latency       commit→publish (kfake) p50 %.1f ms, p99 %.1f ms, max %.1f ms\n", res.P50Ms, res.P99Ms, res.MaxMs)
-		fmt.Fprintf(out, "configuration concurrency=%d rate=%s max-lag=%s relay batch-size=2000 workers=2 gomaxprocs=%d\n",
-			res.Config.Concurrency, rateLabel(res.Config.Rate), res.Config.MaxLag, res.GoMaxProcs)
+		fmt.Fprintf(out, "configuration concurrency=%d rate=%s max-lag=%s handoff=%t relay batch-size=2000 workers=2 gomaxprocs=%d\n",
+			res.Config.Concurrency, rateLabel(res.Config.Rate), res.Config.MaxLag, res.Config.Handoff, res.GoMaxProcs)
+		fmt.Fprintf(out, "relay         %d claims (%d empty); %d events handed over after their commit, %d of them left to the claims\n",
+			res.Claims, res.EmptyClaims, res.HandedOff, res.HandedOffLeft)
 	})
 }
 

@@ -24,6 +24,13 @@ func TestBenchEventsJSON(t *testing.T) {
 	require.InDelta(t, 20*12, res["events"], 0)
 	require.InDelta(t, 20e6, res["config"].(map[string]any)["max_lag"], 0, "the configuration says it was paced")
 
+	// Handed to the relay after each commit, every event is published, nearly all without a claim.
+	out = run(t, "bench", "events", "--database", sqliteURL(t, "h.db"), "--workflows", "20", "--handoff", "--json")
+	require.NoError(t, json.Unmarshal([]byte(out), &res), "the output is one JSON object: %s", out)
+	require.InDelta(t, 20*12, res["events"], 0)
+	require.Positive(t, res["handed_off"])
+	require.Less(t, res["handed_off_left"], res["handed_off"])
+
 	out = run(t, "bench", "workflow", "--database", sqliteURL(t, "w.db"), "--workflows", "20", "--events", "--json")
 	require.NoError(t, json.Unmarshal([]byte(out), &res), "the output is one JSON object: %s", out)
 	require.InDelta(t, 20*12, res["events"], 0)

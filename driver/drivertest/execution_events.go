@@ -52,11 +52,21 @@ func exerciseExecutionEvents(t *testing.T, setup setupFunc) {
 		again.Outbox = []*driver.OutboxInsertParams{eventMessage(p.ID, "EXECUTION_STARTED")}
 		fresh := newExecution("Pay")
 		fresh.Outbox = []*driver.OutboxInsertParams{eventMessage(fresh.ID, "EXECUTION_STARTED")}
-		inserted, err := b.exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: []*driver.ExecutionInsertParams{&again, fresh}, Now: &t0})
+		fresh2 := newExecution("Pay")
+		fresh2.Outbox = []*driver.OutboxInsertParams{eventMessage(fresh2.ID, "EXECUTION_STARTED")}
+		var written []int64 // the messages written, reported after the commit
+		inserted, err := b.exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: []*driver.ExecutionInsertParams{&again, fresh, fresh2},
+			Now: &t0, OutboxWritten: func(ids []int64) { written = append(written, ids...) }})
 		require.NoError(t, err)
-		require.Equal(t, []uuid.UUID{fresh.ID}, inserted)
+		require.Equal(t, []uuid.UUID{fresh.ID, fresh2.ID}, inserted)
 		require.Equal(t, []string{"EXECUTION_STARTED"}, eventsOf(t, b.exec, p.ID), "a no-op insert writes no event")
 		require.Equal(t, []string{"EXECUTION_STARTED"}, eventsOf(t, b.exec, fresh.ID))
+		require.Len(t, written, 2)
+		for i, id := range []uuid.UUID{fresh.ID, fresh2.ID} {
+			row, err := b.exec.OutboxGet(ctx, written[i])
+			require.NoError(t, err)
+			require.Equal(t, id.String(), row.Key, "message %d", i)
+		}
 
 		// A checkpoint's child is started with its parent's checkpoint, once.
 		child := &driver.ExecutionInsertParams{ID: uuid.Must(uuid.NewV7()), Type: "Sub"}

@@ -217,6 +217,19 @@ func exerciseOutbox(t *testing.T, setup setupFunc) {
 		require.Empty(t, claimWritten("eager", after, nil, rest...), "the poller holds rest[0]; rest[1] waits behind it")
 	})
 
+	t.Run("ClaimBelowStopsEachRun", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ids := outboxInsert(t, b.exec, &t0, newOutboxMessage("kafka", "events", "k"), newOutboxMessage("kafka", "events", "k"),
+			newOutboxMessage("kafka", "events", ""), newOutboxMessage("kafka", "events", "k"))
+		got := outboxIDs(outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 10, Lease: lease, RelayID: "r",
+			Now: &t0, Below: ids[1]}, 1))
+		require.Equal(t, ids[:1], got, "the run of k stops at ids[1]; ids[2] is above too")
+		got = outboxIDs(outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 10, Lease: lease, RelayID: "r",
+			Now: &t0, Published: ids[:1]}, 3))
+		require.Equal(t, ids[1:], got)
+	})
+
 	t.Run("ClaimMarksWhatWasPublished", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -84,6 +84,13 @@ var executionInsertLogSQL = strings.Replace(logInsertSQL(20), "/*applied*/ true"
 const executionInsertSelectSQL = `
 	SELECT i.id FROM i WHERE i.id IN (SELECT id FROM ins) ORDER BY i.ord`
 
+// executionInsertSelectOutboxSQL is executionInsertSelectSQL followed by the ids of the outbox
+// messages written (with a NULL execution id).
+const executionInsertSelectOutboxSQL = `
+	SELECT i.id, NULL::bigint AS outbox_id, i.ord FROM i WHERE i.id IN (SELECT id FROM ins)
+	UNION ALL SELECT NULL::uuid, o.id, NULL FROM inserted_outbox o
+	ORDER BY 3, 2`
+
 // executionInsertAttrsParam is the first parameter of the attributes of new executions, after
 // executionInsertSQL's 19 and the log's 15.
 const executionInsertAttrsParam = 35
@@ -145,6 +152,14 @@ func (a *insertArrays) sql() string {
 		a.outboxCTE(executionInsertAttrsParam+len(attrsArgs)) + executionInsertSelectSQL
 }
 
+// sqlWithOutboxIDs is sql returning, after the ids of the executions inserted, the ids of the
+// outbox messages written (rows of a NULL execution id).
+func (a *insertArrays) sqlWithOutboxIDs() string {
+	attrsCTE, attrsArgs := a.attrs.insertCTE(executionInsertAttrsParam)
+	return executionInsertSQL + executionInsertLogSQL + attrsCTE +
+		a.outboxCTE(executionInsertAttrsParam+len(attrsArgs)) + executionInsertSelectOutboxSQL
+}
+
 // outboxCTE writes the outbox messages of the executions the statement inserted (none for an
 // id that existed), from parameter $first on; nothing when there are none.
 func (a *insertArrays) outboxCTE(first int) string {
@@ -164,6 +179,7 @@ func (a *insertArrays) outboxCTE(first int) string {
 			WITH ORDINALITY AS t(category, transport, topic, key, type, message_id, payload, headers, next_at, delay_us, owner, ord), n
 		WHERE t.owner IN (SELECT id FROM ins)
 		ORDER BY t.ord
+		RETURNING id
 	)`, p...)
 }
 
@@ -205,11 +221,36 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 	if err != nil {
 		return nil, err
 	}
-	rows, err := e.db.Query(ctx, e.d.sql(a.sql()), args...)
+	_, inTx := e.db.(pgx.Tx)
+	if len(a.outbox) == 0 || params.OutboxWritten == nil || inTx {
+		rows, err := e.db.Query(ctx, e.d.sql(a.sql()), args...)
+		if err != nil {
+			return nil, err
+		}
+		return collectUUIDs(rows)
+	}
+	rows, err := e.db.Query(ctx, e.d.sql(a.sqlWithOutboxIDs()), args...)
 	if err != nil {
 		return nil, err
 	}
-	return collectUUIDs(rows)
+	var inserted []uuid.UUID
+	var outboxIDs []int64
+	var id pgtype.UUID
+	var outboxID, ord *int64
+	if _, err := pgx.ForEachRow(rows, []any{&id, &outboxID, &ord}, func() error {
+		if outboxID != nil {
+			outboxIDs = append(outboxIDs, *outboxID)
+		} else {
+			inserted = append(inserted, fromPgUUID(id))
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	if len(outboxIDs) > 0 { // committed: the statement was its own transaction
+		params.OutboxWritten(outboxIDs)
+	}
+	return inserted, nil
 }
 
 // checkpointFollowUps are the statements that run after a checkpoint batch's main statement, in

@@ -139,7 +139,7 @@ const outboxClaimSQL = `
 	), heads AS (
 		SELECT o.id, o.key, o.txid FROM {schema}.outbox o, n
 		WHERE o.status = 'NEW' AND o.txid < n.horizon
-			AND o.transport = ANY($1::text[])
+			AND o.transport = ANY($1::text[]) AND ($6::bigint IS NULL OR o.id < $6)
 			AND (o.next_at IS NULL OR o.next_at <= n.now)
 			AND (o.locked_until IS NULL OR o.locked_until <= n.now)
 			AND (o.key IS NULL OR NOT EXISTS (
@@ -150,7 +150,7 @@ const outboxClaimSQL = `
 		FOR UPDATE OF o SKIP LOCKED
 	), followers AS (
 		SELECT r.id, r.txid FROM heads h, n, LATERAL (
-			SELECT f.id, f.txid, bool_or(f.txid >= n.horizon OR f.transport <> ALL($1::text[])
+			SELECT f.id, f.txid, bool_or(f.txid >= n.horizon OR f.transport <> ALL($1::text[]) OR coalesce(f.id >= $6, false)
 					OR coalesce(f.next_at > n.now, false) OR coalesce(f.locked_until > n.now, false))
 				OVER (ORDER BY f.txid, f.id) AS blocked
 			FROM {schema}.outbox f
@@ -184,7 +184,7 @@ func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimPa
 		statements = append(statements, batchStatement{e.d.sql(outboxMarkSQL), []any{params.Published, params.Now}})
 	}
 	statements = append(statements, batchStatement{e.d.sql(fmt.Sprintf(outboxClaimSQL, outboxColumnsO)),
-		[]any{params.Transports, params.Max, params.Lease.Microseconds(), params.Now, params.RelayID}})
+		[]any{params.Transports, params.Max, params.Lease.Microseconds(), params.Now, params.RelayID, nullPositive(params.Below)}})
 	var out []claimedRow
 	err := e.outboxBatch(ctx, statements, func(results pgx.BatchResults) (err error) {
 		if mark {
@@ -210,6 +210,14 @@ func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimPa
 		result[i] = c.row
 	}
 	return result, nil
+}
+
+// nullPositive is n, or NULL when it is not positive.
+func nullPositive(n int64) *int64 {
+	if n <= 0 {
+		return nil
+	}
+	return &n
 }
 
 // outboxClaimWrittenSQL leases the messages $1 a relay was handed after their commit (see

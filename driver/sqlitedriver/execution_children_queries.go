@@ -67,7 +67,7 @@ func orDefault[T comparable](s, def T) T {
 // insertExecution inserts x unless its id exists, with its log, and reports whether it did. With
 // an owner, x is the owner's child or successor and takes what it leaves empty from the owner (see
 // the PostgreSQL driver's executionInsertSQL).
-func (e *executor) insertExecution(ctx context.Context, tx *sql.Tx, x *driver.ExecutionInsertParams, owner *insertOwner, nowUS int64) (bool, error) {
+func (e *executor) insertExecution(ctx context.Context, tx *sql.Tx, x *driver.ExecutionInsertParams, owner *insertOwner, nowUS int64, outboxIDs *[]int64) (bool, error) {
 	model, typ, domain := x.Model, x.Type, x.Domain
 	tenant, key, traceparent := x.TenantID, x.BusinessKey, x.Traceparent
 	parentID, rootID, continuedFrom := x.ParentID, x.RootID, uuid.Nil
@@ -122,8 +122,12 @@ func (e *executor) insertExecution(ctx context.Context, tx *sql.Tx, x *driver.Ex
 	if err := e.insertExecutionLog(ctx, tx, x.ID, x.Log, nowUS); err != nil {
 		return false, err
 	}
-	if err := insertOutbox(ctx, e.d, tx, x.Outbox, fromMicros(nowUS), nil); err != nil {
+	ids := make([]int64, len(x.Outbox))
+	if err := insertOutbox(ctx, e.d, tx, x.Outbox, fromMicros(nowUS), ids); err != nil {
 		return false, fmt.Errorf("writing the outbox messages of execution %s: %w", x.ID, err)
+	}
+	if outboxIDs != nil {
+		*outboxIDs = append(*outboxIDs, ids...)
 	}
 	return true, e.writeExecutionAttributes(ctx, tx, x.ID, x.Attributes)
 }
@@ -134,10 +138,11 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 	}
 	nowUS := micros(now(params.Now))
 	var inserted []uuid.UUID
+	var outboxIDs []int64
 	err := e.inTx(ctx, func(tx *sql.Tx) error {
-		inserted = inserted[:0]
+		inserted, outboxIDs = inserted[:0], outboxIDs[:0]
 		for _, x := range params.Executions {
-			ok, err := e.insertExecution(ctx, tx, x, nil, nowUS)
+			ok, err := e.insertExecution(ctx, tx, x, nil, nowUS, &outboxIDs)
 			if err != nil {
 				return err
 			}
@@ -149,6 +154,9 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(outboxIDs) > 0 && params.OutboxWritten != nil && e.tx == nil { // committed
+		params.OutboxWritten(outboxIDs)
 	}
 	return inserted, nil
 }
@@ -167,13 +175,13 @@ func (e *executor) checkpointFollowUps(ctx context.Context, tx *sql.Tx, applied 
 			return err
 		}
 		for _, child := range c.Children {
-			if _, err := e.insertExecution(ctx, tx, child, owner, nowUS); err != nil {
+			if _, err := e.insertExecution(ctx, tx, child, owner, nowUS, nil); err != nil {
 				return err
 			}
 		}
 		if c.ContinueAsNew != nil {
 			owner.successor = true
-			if _, err := e.insertExecution(ctx, tx, c.ContinueAsNew, owner, nowUS); err != nil {
+			if _, err := e.insertExecution(ctx, tx, c.ContinueAsNew, owner, nowUS, nil); err != nil {
 				return err
 			}
 		}

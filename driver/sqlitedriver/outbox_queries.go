@@ -80,7 +80,7 @@ const outboxClaimSQL = `
 	UPDATE {schema}.outbox SET attempts = attempts + 1, locked_until = ?1, locked_by = ?2
 	WHERE id IN (
 		SELECT o.id FROM {schema}.outbox o
-		WHERE o.status = 'NEW' AND o.transport IN (SELECT value FROM json_each(?3))
+		WHERE o.status = 'NEW' AND o.transport IN (SELECT value FROM json_each(?3)) AND (?6 IS NULL OR o.id < ?6)
 			AND (o.next_at IS NULL OR o.next_at <= ?4)
 			AND (o.locked_until IS NULL OR o.locked_until <= ?4)
 			AND (o.key IS NULL OR NOT EXISTS (
@@ -105,7 +105,7 @@ func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimPa
 		return nil, err
 	}
 	rows, err := e.write.QueryContext(ctx, e.d.sql(outboxClaimSQL), micros(now.Add(params.Lease)), params.RelayID,
-		string(transports), micros(now), params.Max)
+		string(transports), micros(now), params.Max, nullPositive(params.Below))
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +115,14 @@ func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimPa
 	}
 	sortByID(out)
 	return out, nil
+}
+
+// nullPositive is n, or NULL when it is not positive.
+func nullPositive(n int64) any {
+	if n <= 0 {
+		return nil
+	}
+	return n
 }
 
 // outboxClaimWrittenSQL leases the messages ?3 a relay was handed after their commit (see

@@ -37,13 +37,17 @@ type EventsResult struct {
 	// P50Ms, P99Ms and MaxMs are the latency from an event's write in its checkpoint's
 	// transaction (the row's created_at, just before the commit) to Kafka's acknowledgement.
 	// Claims and EmptyClaims count the relay's claims of the outbox, and those that found nothing.
-	Claims      int64        `json:"claims"`
-	EmptyClaims int64        `json:"empty_claims"`
-	P50Ms       float64      `json:"p50_ms"`
-	P99Ms       float64      `json:"p99_ms"`
-	MaxMs       float64      `json:"max_ms"`
-	Config      EventsConfig `json:"config"`
-	GoMaxProcs  int          `json:"gomaxprocs"`
+	Claims      int64 `json:"claims"`
+	EmptyClaims int64 `json:"empty_claims"`
+	// HandedOff counts the events' outbox rows handed to the relay after their commit, and
+	// HandedOffLeft those of them it left to its claims.
+	HandedOff     int64        `json:"handed_off"`
+	HandedOffLeft int64        `json:"handed_off_left"`
+	P50Ms         float64      `json:"p50_ms"`
+	P99Ms         float64      `json:"p99_ms"`
+	MaxMs         float64      `json:"max_ms"`
+	Config        EventsConfig `json:"config"`
+	GoMaxProcs    int          `json:"gomaxprocs"`
 }
 
 // RunEvents runs the workflow benchmark with lifecycle events published to an in-process Kafka
@@ -60,7 +64,7 @@ func RunEvents(ctx context.Context, drv driver.Driver, cfg EventsConfig) (*Event
 	out := &EventsResult{
 		Driver: res.Driver, Workflows: res.Workflows, Shape: res.Shape, Events: res.Events, ElapsedS: res.ElapsedS,
 		WorkflowsPerS: res.WorkflowsPerS, EventsPerS: round(float64(res.Events)/res.ElapsedS, 0),
-		Claims: res.RelayClaims, EmptyClaims: res.EmptyRelayClaims,
+		Claims: res.RelayClaims, EmptyClaims: res.EmptyRelayClaims, HandedOff: res.HandedOff, HandedOffLeft: res.HandedOffLeft,
 		P50Ms: ms(percentile(latencies, 0.50)), P99Ms: ms(percentile(latencies, 0.99)), Config: cfg, GoMaxProcs: runtime.GOMAXPROCS(0),
 	}
 	if len(latencies) > 0 {
@@ -145,6 +149,23 @@ func (s *eventSink) drain(ctx context.Context, exec driver.Executor) ([]time.Dur
 
 // claims returns how many claims the relay made, and how many of them found nothing.
 func (s *eventSink) claims() (all, empty int64) { return relayClaims(s.metrics) }
+
+// handedOff returns how many messages were handed to the relays counting into metrics after
+// their commit, and how many of them they left to their claims.
+func handedOff(metrics ...*outbox.Metrics) (all, left int64) {
+	count := func(m *outbox.Metrics, outcome string) int64 {
+		var v dto.Metric
+		if err := m.HandedOff.WithLabelValues(outcome).Write(&v); err != nil {
+			return 0
+		}
+		return int64(v.GetCounter().GetValue())
+	}
+	for _, m := range metrics {
+		l := count(m, "left")
+		all, left = all+l+count(m, "taken"), left+l
+	}
+	return all, left
+}
 
 // relayClaims returns how many outbox claims the relays counting into metrics made, and how many
 // of them found nothing.

@@ -30,7 +30,10 @@ type WorkflowConfig struct {
 	Rate int `json:"rate,omitempty"`
 	// MaxLag, with Events, paces the workflows by the relay (orchestration.Runtime.PaceEvents):
 	// checkpoints that write events wait while the relay lags more than this. 0: no pacing.
-	MaxLag    time.Duration `json:"max_lag,omitempty"`
+	MaxLag time.Duration `json:"max_lag,omitempty"`
+	// Handoff, with Events, hands each checkpoint's events to the relay right after the commit
+	// (orchestration.Runtime.HandOffOutbox) instead of leaving them to its claims.
+	Handoff   bool          `json:"handoff,omitempty"`
 	Logger    *slog.Logger  `json:"-"`
 	Progress  io.Writer     `json:"-"`
 	PollEvery time.Duration `json:"-"`
@@ -44,7 +47,11 @@ type WorkflowResult struct {
 	Events int `json:"events,omitempty"`
 	// RelayClaims and EmptyRelayClaims count the event relay's claims and those that found
 	// nothing (with Config.Events).
-	RelayClaims      int64          `json:"relay_claims,omitempty"`
+	RelayClaims int64 `json:"relay_claims,omitempty"`
+	// HandedOff and HandedOffLeft count the event rows handed to the relay after their commit and
+	// those it left to its claims (with Config.Events).
+	HandedOff        int64          `json:"handed_off,omitempty"`
+	HandedOffLeft    int64          `json:"handed_off_left,omitempty"`
 	EmptyRelayClaims int64          `json:"empty_relay_claims,omitempty"`
 	Shape            string         `json:"shape"`
 	ElapsedS         float64        `json:"elapsed_s"`
@@ -95,6 +102,9 @@ func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 		}
 		defer sink.close()
 		rt.PaceEvents(sink.relay, cfg.MaxLag)
+		if cfg.Handoff {
+			rt.HandOffOutbox(sink.relay)
+		}
 	}
 	noop := func(context.Context, *workflow.StepContext) (any, error) { return nil, nil }
 	def := workflow.New("BenchWorkflow", 1).
@@ -129,18 +139,21 @@ func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 	}
 	var latencies []time.Duration
 	events := 0
-	var claims, emptyClaims int64
+	var claims, emptyClaims, handed, left int64
 	if sink != nil {
 		if latencies, err = sink.drain(ctx, drv.Executor()); err != nil {
 			return nil, nil, err
 		}
 		events = len(latencies)
 		claims, emptyClaims = sink.claims()
+		handed, left = handedOff(sink.metrics)
 	}
 	return &WorkflowResult{
 		Events:           events,
 		RelayClaims:      claims,
 		EmptyRelayClaims: emptyClaims,
+		HandedOff:        handed,
+		HandedOffLeft:    left,
 		Driver:           drv.Name(),
 		Workflows:        cfg.Workflows,
 		Shape:            WorkflowShape,

@@ -104,7 +104,11 @@ func (e *Engine) InsertIn(ctx context.Context, exec driver.Executor, executions 
 // transaction (a savepoint of exec's when exec is one).
 func (e *Engine) insertQueued(ctx context.Context, exec driver.Executor, executions, limited []*driver.ExecutionInsertParams, now *time.Time) ([]uuid.UUID, error) {
 	if len(limited) == 0 {
-		return exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: executions, Now: now})
+		params := &driver.ExecutionInsertManyParams{Executions: executions, Now: now}
+		if handoff := e.checkpointer.handoff.Load(); handoff != nil {
+			params.OutboxWritten = *handoff // the EXECUTION_STARTED events, to this instance's relay
+		}
+		return exec.ExecutionInsertMany(ctx, params)
 	}
 	ctx, end := e.admissionSpan(ctx, "enqueue")
 	defer end()

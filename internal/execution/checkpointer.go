@@ -28,6 +28,9 @@ type checkpointer struct {
 	observers *observers
 	// pace, when set, is called before a batch that writes outbox messages (Engine.SetPace).
 	pace atomic.Pointer[func(context.Context)]
+	// handoff, when set, is given the ids of the outbox messages a batch wrote, after its commit
+	// (Engine.SetHandoff).
+	handoff atomic.Pointer[func(ids []int64)]
 }
 
 type checkpointRequest struct {
@@ -95,6 +98,9 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 	for _, req := range batch {
 		req.observed.resolve(err == nil && applied[req.cp.ID])
 	}
+	// Messages handed to this instance's relay need no wake-up: it is told what it leaves to the
+	// claims, and its claims, woken then, take the others' too.
+	handoff := c.handoff.Load()
 	topics := map[string]struct{}{}
 	for _, req := range batch {
 		switch {
@@ -107,7 +113,7 @@ func (c *checkpointer) flush(batch []*checkpointRequest) {
 			if req.wake {
 				topics[WakeTopic] = struct{}{}
 			}
-			if writesMessages(req.cp) {
+			if writesMessages(req.cp) && handoff == nil {
 				topics[OutboxTopic] = struct{}{}
 			}
 			req.done <- nil
@@ -140,7 +146,11 @@ func writesMessages(cp *driver.ExecutionCheckpoint) bool {
 func (c *checkpointer) writeBatch(cps []*driver.ExecutionCheckpoint) (map[uuid.UUID]bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ids, err := c.exec.ExecutionCheckpointMany(ctx, &driver.ExecutionCheckpointManyParams{Checkpoints: cps, Now: c.now()})
+	params := &driver.ExecutionCheckpointManyParams{Checkpoints: cps, Now: c.now()}
+	if handoff := c.handoff.Load(); handoff != nil {
+		params.OutboxWritten = *handoff
+	}
+	ids, err := c.exec.ExecutionCheckpointMany(ctx, params)
 	if err != nil {
 		if len(cps) == 1 {
 			c.logger.Error("writing an execution checkpoint failed", "execution_id", cps[0].ID, "error", err)

@@ -228,6 +228,18 @@ func (e *Engine) SetPace(pace func(ctx context.Context)) {
 	e.checkpointer.pace.Store(&pace)
 }
 
+// SetHandoff gives the ids of the outbox messages each group of checkpoints wrote to handoff,
+// right after their commit (outbox.Relay.Handoff): a relay in this process publishes them at once.
+// This instance's relay is then not signalled for them (the other instances' still are, for what
+// it does not take). Nil removes it.
+func (e *Engine) SetHandoff(handoff func(ids []int64)) {
+	if handoff == nil {
+		e.checkpointer.handoff.Store(nil)
+		return
+	}
+	e.checkpointer.handoff.Store(&handoff)
+}
+
 // Exec returns the executor.
 func (e *Engine) Exec() driver.Executor { return e.cfg.Exec }
 
@@ -590,7 +602,7 @@ func (e *Engine) Insert(ctx context.Context, executions []*driver.ExecutionInser
 	if pending {
 		topics = append(topics, WakeTopic)
 	}
-	if started != nil && len(inserted) > 0 && len(executions[0].Outbox) > 0 {
+	if started != nil && len(inserted) > 0 && len(executions[0].Outbox) > 0 && (e.checkpointer.handoff.Load() == nil || len(limited) > 0) {
 		topics = append(topics, OutboxTopic) // the relays, for the EXECUTION_STARTED events
 	}
 	if e.cfg.Signal != nil && slices.Contains(topics, OutboxTopic) {

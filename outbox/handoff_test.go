@@ -1,0 +1,133 @@
+package outbox_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/outbox"
+)
+
+// enqueued writes msgs and returns their outbox ids, in order.
+func enqueued(t *testing.T, drv driver.Driver, msgs ...*outbox.Message) []int64 {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, outbox.Enqueue(ctx, drv.Executor(), msgs...))
+	rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}, Limit: 1000})
+	require.NoError(t, err)
+	byMessage := map[string]int64{}
+	for _, r := range rows {
+		byMessage[r.MessageID] = r.ID
+	}
+	ids := make([]int64, len(msgs))
+	for i, m := range msgs {
+		ids[i] = byMessage[m.Envelope.MessageID.String()]
+		require.NotZero(t, ids[i], "message %d written", i)
+	}
+	return ids
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	require.NoError(t, c.Write(&m))
+	return m.GetCounter().GetValue()
+}
+
+// A relay that never polls (PollInterval of an hour, no wake-ups) publishes what it is handed at
+// once, per key in the order written, and marks it; it leaves to its claims what waits behind a
+// message it was not handed, and after a failed publication the key's next messages wait for the
+// failed one.
+func TestRelayHandoff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		newRelay := func(t *testing.T, pub *fakePublisher) (*outbox.Relay, *outbox.Metrics) {
+			metrics, err := outbox.NewMetrics(nil)
+			require.NoError(t, err)
+			relay := startRelay(t, drv, outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, Workers: 1, PollInterval: time.Hour,
+				ActiveWindow: 20 * time.Millisecond, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Metrics: metrics})
+			// Its first claim, at the start, must not take the messages the test writes next.
+			waitFor(t, "the relay's first claim", func() bool { return counterValue(t, metrics.Claims.WithLabelValues("empty")) == 1 })
+			return relay, metrics
+		}
+		unpublished := func() int {
+			rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}})
+			require.NoError(t, err)
+			return len(rows)
+		}
+
+		t.Run("PublishesAtOnceInKeyOrder", func(t *testing.T) {
+			pub := newFakePublisher()
+			relay, metrics := newRelay(t, pub)
+			msgs := []*outbox.Message{event("h1"), event("h2"), event("h1"), event("h2"), event("h1"), event("")}
+			ids := enqueued(t, drv, msgs...)
+			relay.Handoff(ids[:2])
+			relay.Handoff(ids[2:])
+			waitFor(t, "every message published", func() bool { return len(pub.messageIDs()) == len(msgs) })
+			want := make([]string, len(msgs))
+			for i, m := range msgs {
+				want[i] = m.Envelope.MessageID.String()
+			}
+			require.Equal(t, want, pub.messageIDs(), "in the order handed over")
+			require.Equal(t, float64(len(msgs)), counterValue(t, metrics.HandedOff.WithLabelValues("taken")))
+			require.Zero(t, counterValue(t, metrics.Claims.WithLabelValues("claimed")), "no claim took part")
+			waitFor(t, "every message marked", func() bool { return unpublished() == 0 })
+		})
+
+		t.Run("LeavesWhatWaitsBehindToTheClaims", func(t *testing.T) {
+			pub := newFakePublisher()
+			relay, metrics := newRelay(t, pub)
+			msgs := []*outbox.Message{event("w"), event("w"), event("w")}
+			ids := enqueued(t, drv, msgs...)
+			relay.Handoff(ids[1:]) // not the first: the claim the relay is woken for takes all three
+			waitFor(t, "every message published", func() bool { return len(pub.messageIDs()) == len(msgs) })
+			require.Equal(t, []string{msgs[0].Envelope.MessageID.String(), msgs[1].Envelope.MessageID.String(), msgs[2].Envelope.MessageID.String()},
+				pub.messageIDs())
+			require.Equal(t, 2.0, counterValue(t, metrics.HandedOff.WithLabelValues("left")))
+			require.Zero(t, counterValue(t, metrics.HandedOff.WithLabelValues("taken")))
+			waitFor(t, "every message marked", func() bool { return unpublished() == 0 })
+		})
+
+		t.Run("AFailedMessageHoldsItsKeyBack", func(t *testing.T) {
+			pub := newFakePublisher()
+			pub.setFailing(errors.New("broker down"))
+			relay, metrics := newRelay(t, pub)
+			msgs := []*outbox.Message{event("f"), event("f")}
+			ids := enqueued(t, drv, msgs...)
+			relay.Handoff(ids[:1])
+			waitFor(t, "the failure recorded", func() bool {
+				row, err := drv.Executor().OutboxGet(ctx, ids[0])
+				require.NoError(t, err)
+				return row.LastError == "broker down" && row.LockedUntil == nil
+			})
+			relay.Handoff(ids[1:])
+			waitFor(t, "the second left to the claims", func() bool {
+				return counterValue(t, metrics.HandedOff.WithLabelValues("left")) == 1
+			})
+			pub.setFailing(nil)
+			waitFor(t, "both published", func() bool { return len(pub.messageIDs()) == 2 })
+			require.Equal(t, []string{msgs[0].Envelope.MessageID.String(), msgs[1].Envelope.MessageID.String()}, pub.messageIDs())
+			waitFor(t, "both marked", func() bool { return unpublished() == 0 })
+		})
+
+		t.Run("StoppedLeavesEverythingToTheClaims", func(t *testing.T) {
+			pub := newFakePublisher()
+			relay, metrics := newRelay(t, pub)
+			require.NoError(t, relay.Stop(ctx))
+			ids := enqueued(t, drv, event("s"))
+			relay.Handoff(ids)
+			require.Zero(t, counterValue(t, metrics.HandedOff.WithLabelValues("taken")))
+			require.NoError(t, relay.Start(ctx))
+			relay.Kick()
+			waitFor(t, "published by a claim", func() bool { return len(pub.messageIDs()) == 1 })
+		})
+	})
+}
