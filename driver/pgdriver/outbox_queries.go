@@ -177,14 +177,28 @@ func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimPa
 		_, err := e.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: params.Published, Now: params.Now})
 		return nil, err
 	}
-	// The published messages are marked first, so the claim sees them published.
+	// RETURNING has no order: restore publication order.
+	return e.markAndClaim(ctx, params.Published, params.Now, fmt.Sprintf(outboxClaimSQL, outboxColumnsO),
+		[]any{params.Transports, params.Max, params.Lease.Microseconds(), params.Now, params.RelayID, nullPositive(params.Below)},
+		func(a, b claimedRow) bool {
+			if a.txid != b.txid {
+				return a.txid < b.txid
+			}
+			return a.row.ID < b.row.ID
+		})
+}
+
+// markAndClaim marks the messages published first, so that the claim (claimSQL, returning the
+// txid and the outbox columns) sees them published, in one transaction and round trip, and
+// returns the claimed rows sorted by less.
+func (e *executor) markAndClaim(ctx context.Context, published []int64, now *time.Time, claimSQL string, args []any,
+	less func(a, b claimedRow) bool) ([]*driver.OutboxRow, error) {
 	var statements []batchStatement
-	mark := len(params.Published) > 0
+	mark := len(published) > 0
 	if mark {
-		statements = append(statements, batchStatement{e.d.sql(outboxMarkSQL), []any{params.Published, params.Now}})
+		statements = append(statements, batchStatement{e.d.sql(outboxMarkSQL), []any{published, now}})
 	}
-	statements = append(statements, batchStatement{e.d.sql(fmt.Sprintf(outboxClaimSQL, outboxColumnsO)),
-		[]any{params.Transports, params.Max, params.Lease.Microseconds(), params.Now, params.RelayID, nullPositive(params.Below)}})
+	statements = append(statements, batchStatement{e.d.sql(claimSQL), args})
 	var out []claimedRow
 	err := e.outboxBatch(ctx, statements, func(results pgx.BatchResults) (err error) {
 		if mark {
@@ -198,13 +212,7 @@ func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimPa
 	if err != nil {
 		return nil, err
 	}
-	// RETURNING has no order: restore publication order.
-	sortClaimed(out, func(a, b claimedRow) bool {
-		if a.txid != b.txid {
-			return a.txid < b.txid
-		}
-		return a.row.ID < b.row.ID
-	})
+	sortClaimed(out, less)
 	result := make([]*driver.OutboxRow, len(out))
 	for i, c := range out {
 		result[i] = c.row
@@ -256,32 +264,9 @@ func (e *executor) OutboxClaimWritten(ctx context.Context, params *driver.Outbox
 		_, err := e.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: params.Published, Now: params.Now})
 		return nil, err
 	}
-	var statements []batchStatement
-	mark := len(params.Published) > 0
-	if mark {
-		statements = append(statements, batchStatement{e.d.sql(outboxMarkSQL), []any{params.Published, params.Now}})
-	}
-	statements = append(statements, batchStatement{e.d.sql(fmt.Sprintf(outboxClaimWrittenSQL, outboxColumnsO)),
-		[]any{params.IDs, params.Transports, params.Lease.Microseconds(), params.Now, params.RelayID}})
-	var out []claimedRow
-	err := e.outboxBatch(ctx, statements, func(results pgx.BatchResults) (err error) {
-		if mark {
-			if _, err := results.Exec(); err != nil {
-				return err
-			}
-		}
-		out, err = scanClaimed(results.Query())
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	sortClaimed(out, func(a, b claimedRow) bool { return a.row.ID < b.row.ID })
-	result := make([]*driver.OutboxRow, len(out))
-	for i, c := range out {
-		result[i] = c.row
-	}
-	return result, nil
+	return e.markAndClaim(ctx, params.Published, params.Now, fmt.Sprintf(outboxClaimWrittenSQL, outboxColumnsO),
+		[]any{params.IDs, params.Transports, params.Lease.Microseconds(), params.Now, params.RelayID},
+		func(a, b claimedRow) bool { return a.row.ID < b.row.ID })
 }
 
 // outboxPlanner is the planner's setting for the relay's statements (the claim, the marks): no

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/commandbus/commandbus"
@@ -153,16 +154,9 @@ func (s *eventSink) claims() (all, empty int64) { return relayClaims(s.metrics) 
 // handedOff returns how many messages were handed to the relays counting into metrics after
 // their commit, and how many of them they left to their claims.
 func handedOff(metrics ...*outbox.Metrics) (all, left int64) {
-	count := func(m *outbox.Metrics, outcome string) int64 {
-		var v dto.Metric
-		if err := m.HandedOff.WithLabelValues(outcome).Write(&v); err != nil {
-			return 0
-		}
-		return int64(v.GetCounter().GetValue())
-	}
 	for _, m := range metrics {
-		l := count(m, "left")
-		all, left = all+l+count(m, "taken"), left+l
+		l := counterValue(m.HandedOff, "left")
+		all, left = all+l+counterValue(m.HandedOff, "taken"), left+l
 	}
 	return all, left
 }
@@ -170,18 +164,20 @@ func handedOff(metrics ...*outbox.Metrics) (all, left int64) {
 // relayClaims returns how many outbox claims the relays counting into metrics made, and how many
 // of them found nothing.
 func relayClaims(metrics ...*outbox.Metrics) (all, empty int64) {
-	count := func(m *outbox.Metrics, result string) int64 {
-		var v dto.Metric
-		if err := m.Claims.WithLabelValues(result).Write(&v); err != nil {
-			return 0
-		}
-		return int64(v.GetCounter().GetValue())
-	}
 	for _, m := range metrics {
-		e := count(m, "empty")
-		all, empty = all+e+count(m, "claimed"), empty+e
+		e := counterValue(m.Claims, "empty")
+		all, empty = all+e+counterValue(m.Claims, "claimed"), empty+e
 	}
 	return all, empty
+}
+
+// counterValue reads the counter of vec with label value label.
+func counterValue(vec *prometheus.CounterVec, label string) int64 {
+	var v dto.Metric
+	if err := vec.WithLabelValues(label).Write(&v); err != nil {
+		return 0
+	}
+	return int64(v.GetCounter().GetValue())
 }
 
 func (s *eventSink) close() {
