@@ -83,10 +83,10 @@ type ExecutionInsertParams struct {
 type ExecutionInsertManyParams struct {
 	Executions []*ExecutionInsertParams
 	Now        *time.Time
-	// OutboxWritten, when set, is called after the commit with the ids of the outbox messages
+	// OutboxWritten, when set, is called after the commit with the ids and keys of the outbox messages
 	// written with the executions inserted (their Outbox), in id order; not called when there
 	// are none, nor inside a caller's transaction.
-	OutboxWritten func(ids []int64)
+	OutboxWritten func(written []WrittenMessage)
 }
 
 // ExecutionClaimKind names what a claim looks for.
@@ -323,10 +323,10 @@ type ChildOutcome struct {
 type ExecutionCheckpointManyParams struct {
 	Checkpoints []*ExecutionCheckpoint
 	Now         *time.Time
-	// OutboxWritten, when set, is called after the commit with the ids of the outbox messages the
+	// OutboxWritten, when set, is called after the commit with the ids and keys of the outbox messages the
 	// checkpoints wrote (their Outbox and SuspendOutbox), in id order; not called when they wrote
 	// none, nor inside a caller's transaction. A relay in the same process may then publish them at once (outbox.Relay.Handoff).
-	OutboxWritten func(ids []int64)
+	OutboxWritten func(written []WrittenMessage)
 }
 
 // ExecutionResponseInsertParams records an async response and wakes the execution.

@@ -132,6 +132,12 @@ type OutboxClaimWrittenParams struct {
 	Published []int64
 }
 
+// WrittenMessage is an outbox message just written: its id and key (empty when it has none).
+type WrittenMessage struct {
+	ID  int64
+	Key string
+}
+
 // OutboxMarkPublishedParams marks messages published.
 type OutboxMarkPublishedParams struct {
 	IDs []int64

@@ -2,88 +2,156 @@ package outbox
 
 import (
 	"context"
-	"slices"
+	"fmt"
+	"hash/maphash"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/commandbus/commandbus/driver"
 )
 
-// maxHandedOff is how many handed-over messages, in batches of BatchSize, may wait for the
+// maxHandedOff is how many handed-over messages, in batches of BatchSize, may wait for one
 // hand-off loop; beyond that they are left to the claims.
 const maxHandedOff = 4
 
-// A hand-off batch (claim and publication) that takes longer than handoffSlow means the loop,
-// which publishes one batch at a time, falls behind the writers: it then stands aside for
-// handoffRest and the claims, which run in parallel (Workers), publish everything meanwhile.
+// A hand-off batch (claim and publication) that takes longer than handoffSlow means its loop,
+// which publishes one batch at a time, falls behind the writers: the hand-off then stands aside
+// for handoffRest and the claims publish everything meanwhile.
 const (
 	handoffSlow = 25 * time.Millisecond
 	handoffRest = time.Second
 )
 
-// Handoff gives the relay the ids of outbox messages whose transaction has just committed, so
-// that it publishes them at once instead of at its next claim: no wait for a poll, for older
-// transactions to end (the horizon) or for a claim reading the outbox. The writers that hand
-// their messages over (an execution's checkpoints, see orchestration.Runtime.HandOffEvents) must
-// write each key's messages under a lock all of that key's writers take, so that their commit
-// order is their id order.
+// handoffShard is one hand-off loop: the messages of the keys that hash to it, published batch
+// after batch under a lease holder of its own.
+type handoffShard struct {
+	holder string
+	signal chan struct{}
+
+	mu        sync.Mutex
+	on        bool
+	handedOff []int64
+	claiming  int64 // the smallest id the loop is claiming, 0 when none
+}
+
+// handoff is the state of a relay's hand-off (Relay.Handoff).
+type handoff struct {
+	seed        maphash.Seed
+	shards      []*handoffShard
+	pausedUntil atomic.Int64 // Unix nanoseconds: when the hand-off takes messages again
+}
+
+func newHandoff(relayID string, shards int) *handoff {
+	h := &handoff{seed: maphash.MakeSeed()}
+	for i := range shards {
+		h.shards = append(h.shards, &handoffShard{holder: fmt.Sprintf("%s/handoff-%d", relayID, i), signal: make(chan struct{}, 1)})
+	}
+	return h
+}
+
+// shard returns the loop of key: a key's messages always go to the same one.
+func (h *handoff) shard(key string) int {
+	if len(h.shards) == 1 {
+		return 0
+	}
+	return int(maphash.String(h.seed, key) % uint64(len(h.shards)))
+}
+
+// Handoff gives the relay outbox messages whose transaction has just committed (their ids and
+// keys), so that it publishes them at once instead of at its next claim: no wait for a poll, for
+// older transactions to end (the horizon) or for a claim reading the outbox. The writers that
+// hand their messages over (an execution's checkpoints, see orchestration.Runtime.HandOffOutbox)
+// must write each key's messages under a lock all of that key's writers take, so that their
+// commit order is their id order.
 //
 // It never blocks and never loses a message: a message the relay does not take this way (it is
 // stopped, too many wait, another relay claimed it, an earlier message of its key is not
 // published yet, or its transport is not the relay's) stays in the outbox for the claims, and the
-// relay is woken to claim. Messages taken this way keep their key's order: they are leased to the
-// relay's hand-off loop, which publishes batch after batch, and a message whose key has an
-// unpublished message before it that the loop does not hold is left to the claims, which publish
-// a key's messages one after the other (driver.OutboxClaimWrittenParams). A relay that dies
-// holding them loses them to the claims when their lease ends.
-func (r *Relay) Handoff(ids []int64) {
-	if len(ids) == 0 {
+// relay is woken to claim. Messages taken this way keep their key's order: a key's messages go to
+// one of Workers hand-off loops, which leases them (driver.OutboxClaimWrittenParams) and
+// publishes batch after batch; a message whose key has an unpublished message before it that the
+// loop does not hold is left to the claims, which publish a key's messages one after the other.
+// A relay that dies holding them loses them to the claims when their lease ends.
+func (r *Relay) Handoff(written []driver.WrittenMessage) {
+	if len(written) == 0 {
 		return
 	}
-	r.handoffMu.Lock()
-	taken := r.handoffOn && len(r.handedOff)+len(ids) <= maxHandedOff*r.cfg.BatchSize &&
-		time.Now().UnixNano() >= r.handoffPausedUntil.Load()
-	if taken {
-		r.handedOff = append(r.handedOff, ids...)
-	}
-	r.handoffMu.Unlock()
-	if !taken {
+	h := r.handoff
+	if time.Now().UnixNano() < h.pausedUntil.Load() {
 		r.Kick()
 		return
 	}
-	select {
-	case r.handoffSignal <- struct{}{}:
-	default:
+	byShard := make([][]int64, len(h.shards))
+	for _, m := range written {
+		i := h.shard(m.Key)
+		byShard[i] = append(byShard[i], m.ID)
+	}
+	refused := false
+	for i, ids := range byShard {
+		if len(ids) == 0 {
+			continue
+		}
+		s := h.shards[i]
+		s.mu.Lock()
+		taken := s.on && len(s.handedOff)+len(ids) <= maxHandedOff*r.cfg.BatchSize
+		if taken {
+			s.handedOff = append(s.handedOff, ids...)
+		}
+		s.mu.Unlock()
+		if !taken {
+			refused = true
+			continue
+		}
+		select {
+		case s.signal <- struct{}{}:
+		default:
+		}
+	}
+	if refused {
+		r.Kick()
 	}
 }
 
-// handoffID is the lease holder of the messages the hand-off loop publishes: not RelayID, whose
-// claims run at the same time and would otherwise count as the loop's.
-func (r *Relay) handoffID() string { return r.cfg.RelayID + "/handoff" }
-
-// takeHandedOff returns up to BatchSize of the ids handed over, oldest first. They count as
-// handed over (handoffBelow) until claimed.
-func (r *Relay) takeHandedOff() []int64 {
-	r.handoffMu.Lock()
-	defer r.handoffMu.Unlock()
-	n := min(len(r.handedOff), r.cfg.BatchSize)
+// take returns up to max of the ids handed over, oldest first. They count as handed over (below)
+// until claimed.
+func (s *handoffShard) take(max int) []int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(len(s.handedOff), max)
 	ids := make([]int64, n)
-	copy(ids, r.handedOff)
-	r.handedOff = r.handedOff[n:]
-	if len(r.handedOff) == 0 {
-		r.handedOff = nil
+	copy(ids, s.handedOff)
+	s.handedOff = s.handedOff[n:]
+	if len(s.handedOff) == 0 {
+		s.handedOff = nil
 	}
-	r.claiming = 0
-	if n > 0 {
-		r.claiming = slices.Min(ids)
+	s.claiming = 0
+	for _, id := range ids {
+		if s.claiming == 0 || id < s.claiming {
+			s.claiming = id
+		}
 	}
 	return ids
 }
 
 // claimed records that the ids last taken were claimed (or left to the claims).
-func (r *Relay) claimedHandedOff() {
-	r.handoffMu.Lock()
-	r.claiming = 0
-	r.handoffMu.Unlock()
+func (s *handoffShard) claimed() {
+	s.mu.Lock()
+	s.claiming = 0
+	s.mu.Unlock()
+}
+
+// below is the smallest id handed over to the shard and not claimed yet, 0 when there is none.
+func (s *handoffShard) below() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	below := s.claiming
+	for _, id := range s.handedOff {
+		if below == 0 || id < below {
+			below = id
+		}
+	}
+	return below
 }
 
 // handoffBelow is the smallest id handed over and not claimed yet, 0 when there is none: the
@@ -92,12 +160,10 @@ func (r *Relay) claimedHandedOff() {
 // behind them. Messages of other writers above it wait for the hand-off to move past them, a
 // few milliseconds while it keeps up.
 func (r *Relay) handoffBelow() int64 {
-	r.handoffMu.Lock()
-	defer r.handoffMu.Unlock()
-	below := r.claiming
-	for _, id := range r.handedOff {
-		if below == 0 || id < below {
-			below = id
+	var below int64
+	for _, s := range r.handoff.shards {
+		if b := s.below(); b > 0 && (below == 0 || b < below) {
+			below = b
 		}
 	}
 	return below
@@ -105,22 +171,32 @@ func (r *Relay) handoffBelow() int64 {
 
 // setHandoff turns the hand-off on or off; off, what waits is left to the claims.
 func (r *Relay) setHandoff(on bool) {
-	r.handoffMu.Lock()
-	r.handoffOn = on
-	left := len(r.handedOff) > 0
-	if !on {
-		r.handedOff, r.claiming = nil, 0
+	left := false
+	for _, s := range r.handoff.shards {
+		s.mu.Lock()
+		s.on = on
+		if !on {
+			left = left || len(s.handedOff) > 0
+			s.handedOff, s.claiming = nil, 0
+		}
+		s.mu.Unlock()
 	}
-	r.handoffMu.Unlock()
-	if left && !on {
+	if left {
 		r.Kick()
 	}
 }
 
-// handoffLoop publishes what is handed over, one batch at a time: a key's messages of one batch
-// are published before those of the next. It marks what it published with its next claim, or
-// after ActiveWindow without one.
-func (r *Relay) handoffLoop(ctx context.Context) {
+// pauseHandoff leaves every message to the claims for d.
+func (r *Relay) pauseHandoff(d time.Duration) time.Time {
+	until := time.Now().Add(d)
+	r.handoff.pausedUntil.Store(until.UnixNano())
+	return until
+}
+
+// handoffLoop publishes what is handed over to shard s, one batch at a time: a key's messages of
+// one batch are published before those of the next. It marks what it published with its next
+// claim, or after ActiveWindow without one.
+func (r *Relay) handoffLoop(ctx context.Context, s *handoffShard) {
 	var published []int64
 	flush := func() {
 		if err := r.markPublished(ctx, published); err != nil {
@@ -131,11 +207,6 @@ func (r *Relay) handoffLoop(ctx context.Context) {
 	defer flush()
 	idle := time.NewTimer(time.Hour)
 	defer idle.Stop()
-	pause := func(d time.Duration) time.Time {
-		until := time.Now().Add(d)
-		r.handoffPausedUntil.Store(until.UnixNano())
-		return until
-	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -143,15 +214,15 @@ func (r *Relay) handoffLoop(ctx context.Context) {
 		case <-idle.C:
 			flush()
 			continue
-		case <-r.handoffSignal:
+		case <-s.signal:
 		}
 		for {
-			ids := r.takeHandedOff()
+			ids := s.take(r.cfg.BatchSize)
 			if len(ids) == 0 {
 				break
 			}
-			if time.Now().UnixNano() < r.handoffPausedUntil.Load() {
-				r.claimedHandedOff()
+			if time.Now().UnixNano() < r.handoff.pausedUntil.Load() {
+				s.claimed()
 				r.Kick() // the claims take them
 				continue
 			}
@@ -159,9 +230,9 @@ func (r *Relay) handoffLoop(ctx context.Context) {
 			// Not cut short by a stop: the claim carries the marks of what was published.
 			claimCtx, cancel := recordContext(ctx)
 			rows, err := r.exec.OutboxClaimWritten(claimCtx, &driver.OutboxClaimWrittenParams{IDs: ids, Transports: r.transports,
-				Lease: r.cfg.Lease, RelayID: r.handoffID(), Now: r.cfg.Now(), Published: published})
+				Lease: r.cfg.Lease, RelayID: s.holder, Now: r.cfg.Now(), Published: published})
 			cancel()
-			r.claimedHandedOff()
+			s.claimed()
 			if err != nil {
 				if ctx.Err() != nil {
 					return
@@ -180,17 +251,17 @@ func (r *Relay) handoffLoop(ctx context.Context) {
 				continue
 			}
 			var failed bool
-			published, failed, err = r.publish(ctx, rows, r.handoffID())
+			published, failed, err = r.publish(ctx, rows, s.holder)
 			if err != nil {
 				// The failed messages are still leased to the loop: until the lease ends, a later
-				// message of their key must not overtake them, so the loop stands aside.
-				until := pause(r.cfg.Lease)
+				// message of their key must not overtake them, so the hand-off stands aside.
+				until := r.pauseHandoff(r.cfg.Lease)
 				r.cfg.Logger.Warn("outbox relay: recording failed publications failed; handing over paused", "until", until, "error", err)
 			} else if failed {
 				r.Kick() // the claims retry them when due
 			}
 			if took := time.Since(started); took > handoffSlow {
-				until := pause(handoffRest)
+				until := r.pauseHandoff(handoffRest)
 				r.cfg.Metrics.HandoffPauses.Inc()
 				r.cfg.Logger.Debug("outbox relay: the hand-off falls behind; the claims take over for a while",
 					"took", took, "messages", len(rows), "until", until)

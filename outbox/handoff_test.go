@@ -34,6 +34,15 @@ func enqueued(t *testing.T, drv driver.Driver, msgs ...*outbox.Message) []int64 
 	return ids
 }
 
+// handedOver returns what a writer hands the relay for msgs written with ids.
+func handedOver(ids []int64, msgs []*outbox.Message) []driver.WrittenMessage {
+	out := make([]driver.WrittenMessage, len(ids))
+	for i, id := range ids {
+		out[i] = driver.WrittenMessage{ID: id, Key: msgs[i].Envelope.Key}
+	}
+	return out
+}
+
 func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	t.Helper()
 	var m dto.Metric
@@ -51,14 +60,14 @@ func TestRelayHandoff(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		// newRelay starts a relay whose claims poll every poll (on PostgreSQL a claim may find
 		// nothing while other tests' transactions hold the horizon).
-		newRelay := func(t *testing.T, pub *fakePublisher, poll time.Duration) (*outbox.Relay, *outbox.Metrics) {
+		newRelay := func(t *testing.T, pub *fakePublisher, poll time.Duration, workers int) (*outbox.Relay, *outbox.Metrics) {
 			metrics, err := outbox.NewMetrics(nil)
 			require.NoError(t, err)
-			relay := startRelay(t, drv, outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, Workers: 1, PollInterval: poll,
+			relay := startRelay(t, drv, outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, Workers: workers, PollInterval: poll,
 				ActiveWindow: 20 * time.Millisecond, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Metrics: metrics})
-			// Its first claim, at the start, must not take the messages the test writes next.
-			waitFor(t, "the relay's first claim", func() bool {
-				return counterValue(t, metrics.Claims.WithLabelValues("empty"))+counterValue(t, metrics.Claims.WithLabelValues("claimed")) >= 1
+			// Its first claims, at the start, must not take the messages the test writes next.
+			waitFor(t, "the relay's first claims", func() bool {
+				return counterValue(t, metrics.Claims.WithLabelValues("empty"))+counterValue(t, metrics.Claims.WithLabelValues("claimed")) >= float64(workers)
 			})
 			return relay, metrics
 		}
@@ -70,17 +79,22 @@ func TestRelayHandoff(t *testing.T) {
 
 		t.Run("PublishesAtOnceInKeyOrder", func(t *testing.T) {
 			pub := newFakePublisher()
-			relay, metrics := newRelay(t, pub, time.Hour) // no claim but those it is woken for
+			relay, metrics := newRelay(t, pub, time.Hour, 2) // no claim but those it is woken for; two hand-off loops
 			msgs := []*outbox.Message{event("h1"), event("h2"), event("h1"), event("h2"), event("h1"), event("")}
 			ids := enqueued(t, drv, msgs...)
-			relay.Handoff(ids[:2])
-			relay.Handoff(ids[2:])
+			relay.Handoff(handedOver(ids[:2], msgs[:2]))
+			relay.Handoff(handedOver(ids[2:], msgs[2:]))
 			waitFor(t, "every message published", func() bool { return len(pub.messageIDs()) == len(msgs) })
-			want := make([]string, len(msgs))
-			for i, m := range msgs {
-				want[i] = m.Envelope.MessageID.String()
+			want, got := map[string][]string{}, map[string][]string{}
+			for _, m := range msgs {
+				want[m.Envelope.Key] = append(want[m.Envelope.Key], m.Envelope.MessageID.String())
 			}
-			require.Equal(t, want, pub.messageIDs(), "in the order handed over")
+			pub.mu.Lock()
+			for _, m := range pub.published {
+				got[m.Key] = append(got[m.Key], m.MessageID)
+			}
+			pub.mu.Unlock()
+			require.Equal(t, want, got, "each key's in the order handed over")
 			require.Equal(t, float64(len(msgs)), counterValue(t, metrics.HandedOff.WithLabelValues("taken")))
 			require.Zero(t, counterValue(t, metrics.Claims.WithLabelValues("claimed")), "no claim took part")
 			waitFor(t, "every message marked", func() bool { return unpublished() == 0 })
@@ -88,10 +102,10 @@ func TestRelayHandoff(t *testing.T) {
 
 		t.Run("LeavesWhatWaitsBehindToTheClaims", func(t *testing.T) {
 			pub := newFakePublisher()
-			relay, metrics := newRelay(t, pub, 50*time.Millisecond)
+			relay, metrics := newRelay(t, pub, 50*time.Millisecond, 1)
 			msgs := []*outbox.Message{event("w"), event("w"), event("w")}
 			ids := enqueued(t, drv, msgs...)
-			relay.Handoff(ids[1:]) // not the first: the claim the relay is woken for takes all three
+			relay.Handoff(handedOver(ids[1:], msgs[1:])) // not the first: the claim the relay is woken for takes all three
 			waitFor(t, "every message published", func() bool { return len(pub.messageIDs()) == len(msgs) })
 			require.Equal(t, []string{msgs[0].Envelope.MessageID.String(), msgs[1].Envelope.MessageID.String(), msgs[2].Envelope.MessageID.String()},
 				pub.messageIDs())
@@ -103,16 +117,16 @@ func TestRelayHandoff(t *testing.T) {
 		t.Run("AFailedMessageHoldsItsKeyBack", func(t *testing.T) {
 			pub := newFakePublisher()
 			pub.setFailing(errors.New("broker down"))
-			relay, metrics := newRelay(t, pub, 50*time.Millisecond)
+			relay, metrics := newRelay(t, pub, 50*time.Millisecond, 1)
 			msgs := []*outbox.Message{event("f"), event("f")}
 			ids := enqueued(t, drv, msgs...)
-			relay.Handoff(ids[:1])
+			relay.Handoff(handedOver(ids[:1], msgs[:1]))
 			waitFor(t, "the failure recorded", func() bool {
 				row, err := drv.Executor().OutboxGet(ctx, ids[0])
 				require.NoError(t, err)
 				return row.LastError == "broker down" && row.LockedUntil == nil
 			})
-			relay.Handoff(ids[1:])
+			relay.Handoff(handedOver(ids[1:], msgs[1:]))
 			waitFor(t, "the second left to the claims", func() bool {
 				return counterValue(t, metrics.HandedOff.WithLabelValues("left")) == 1
 			})
@@ -124,10 +138,11 @@ func TestRelayHandoff(t *testing.T) {
 
 		t.Run("StoppedLeavesEverythingToTheClaims", func(t *testing.T) {
 			pub := newFakePublisher()
-			relay, metrics := newRelay(t, pub, 50*time.Millisecond)
+			relay, metrics := newRelay(t, pub, 50*time.Millisecond, 1)
 			require.NoError(t, relay.Stop(ctx))
-			ids := enqueued(t, drv, event("s"))
-			relay.Handoff(ids)
+			msg := event("s")
+			ids := enqueued(t, drv, msg)
+			relay.Handoff(handedOver(ids, []*outbox.Message{msg}))
 			require.Zero(t, counterValue(t, metrics.HandedOff.WithLabelValues("taken")))
 			require.NoError(t, relay.Start(ctx))
 			relay.Kick()

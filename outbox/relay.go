@@ -120,14 +120,8 @@ type Relay struct {
 	claimedMu sync.Mutex
 	claimed   chan struct{}
 
-	// The messages handed over (Handoff), waiting for the hand-off loop while handoffOn.
-	handoffMu     sync.Mutex
-	handoffOn     bool
-	handedOff     []int64
-	claiming      int64 // the smallest id the hand-off loop is claiming, 0 when none
-	handoffSignal chan struct{}
-	// handoffPausedUntil (Unix nanoseconds) is when the hand-off takes messages again.
-	handoffPausedUntil atomic.Int64
+	// handoff holds the messages handed over (Handoff) and its loops' state.
+	handoff *handoff
 }
 
 // NewRelay returns a relay on exec (the driver's executor).
@@ -179,7 +173,7 @@ func NewRelay(exec driver.Executor, cfg RelayConfig) (*Relay, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	r := &Relay{exec: exec, cfg: cfg, publishers: map[string]Publisher{}, kick: make(chan struct{}, 1), tracer: tracing.New(cfg.TracerProvider),
-		claimed: make(chan struct{}), handoffSignal: make(chan struct{}, 1)}
+		claimed: make(chan struct{})}
 	for _, p := range cfg.Publishers {
 		if _, dup := r.publishers[p.Transport()]; dup {
 			return nil, fmt.Errorf("outbox: two publishers for transport %q", p.Transport())
@@ -187,6 +181,7 @@ func NewRelay(exec driver.Executor, cfg RelayConfig) (*Relay, error) {
 		r.publishers[p.Transport()] = p
 		r.transports = append(r.transports, p.Transport())
 	}
+	r.handoff = newHandoff(cfg.RelayID, cfg.Workers)
 	return r, nil
 }
 
@@ -237,7 +232,9 @@ func (r *Relay) Start(ctx context.Context) error {
 		r.base.Go(func() { r.work(runCtx, signals) })
 	}
 	r.setHandoff(true)
-	r.base.Go(func() { r.handoffLoop(runCtx) })
+	for _, s := range r.handoff.shards {
+		r.base.Go(func() { r.handoffLoop(runCtx, s) })
+	}
 	return nil
 }
 

@@ -54,18 +54,19 @@ func exerciseExecutionEvents(t *testing.T, setup setupFunc) {
 		fresh.Outbox = []*driver.OutboxInsertParams{eventMessage(fresh.ID, "EXECUTION_STARTED")}
 		fresh2 := newExecution("Pay")
 		fresh2.Outbox = []*driver.OutboxInsertParams{eventMessage(fresh2.ID, "EXECUTION_STARTED")}
-		var written []int64 // the messages written, reported after the commit
+		var written []driver.WrittenMessage // the messages written, reported after the commit
 		inserted, err := b.exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: []*driver.ExecutionInsertParams{&again, fresh, fresh2},
-			Now: &t0, OutboxWritten: func(ids []int64) { written = append(written, ids...) }})
+			Now: &t0, OutboxWritten: func(msgs []driver.WrittenMessage) { written = append(written, msgs...) }})
 		require.NoError(t, err)
 		require.Equal(t, []uuid.UUID{fresh.ID, fresh2.ID}, inserted)
 		require.Equal(t, []string{"EXECUTION_STARTED"}, eventsOf(t, b.exec, p.ID), "a no-op insert writes no event")
 		require.Equal(t, []string{"EXECUTION_STARTED"}, eventsOf(t, b.exec, fresh.ID))
 		require.Len(t, written, 2)
 		for i, id := range []uuid.UUID{fresh.ID, fresh2.ID} {
-			row, err := b.exec.OutboxGet(ctx, written[i])
+			row, err := b.exec.OutboxGet(ctx, written[i].ID)
 			require.NoError(t, err)
 			require.Equal(t, id.String(), row.Key, "message %d", i)
+			require.Equal(t, id.String(), written[i].Key, "message %d", i)
 		}
 
 		// A checkpoint's child is started with its parent's checkpoint, once.

@@ -350,7 +350,12 @@ func exerciseExecutionCheckpointMany(t *testing.T, setup setupFunc) {
 		}
 		var written []int64 // what the checkpoints report they wrote, after the commit
 		applied, err := b.exec.ExecutionCheckpointMany(ctx, &driver.ExecutionCheckpointManyParams{Checkpoints: []*driver.ExecutionCheckpoint{stale, current},
-			Now: &t1, OutboxWritten: func(ids []int64) { written = append(written, ids...) }})
+			Now: &t1, OutboxWritten: func(msgs []driver.WrittenMessage) {
+				for _, m := range msgs {
+					require.Equal(t, p.ID.String(), m.Key, "the key the message was written with")
+					written = append(written, m.ID)
+				}
+			}})
 		require.NoError(t, err)
 		require.Equal(t, []uuid.UUID{other.ID}, applied)
 		outboxIDs := func() ([]string, []int64) {

@@ -84,12 +84,12 @@ var executionInsertLogSQL = strings.Replace(logInsertSQL(20), "/*applied*/ true"
 const executionInsertSelectSQL = `
 	SELECT i.id FROM i WHERE i.id IN (SELECT id FROM ins) ORDER BY i.ord`
 
-// executionInsertSelectOutboxSQL is executionInsertSelectSQL followed by the ids of the outbox
-// messages written (with a NULL execution id).
+// executionInsertSelectOutboxSQL is executionInsertSelectSQL followed by the ids and keys of the
+// outbox messages written (with a NULL execution id).
 const executionInsertSelectOutboxSQL = `
-	SELECT i.id, NULL::bigint AS outbox_id, i.ord FROM i WHERE i.id IN (SELECT id FROM ins)
-	UNION ALL SELECT NULL::uuid, o.id, NULL FROM inserted_outbox o
-	ORDER BY 3, 2`
+	SELECT i.id, NULL::bigint AS outbox_id, NULL::text AS outbox_key, i.ord FROM i WHERE i.id IN (SELECT id FROM ins)
+	UNION ALL SELECT NULL::uuid, o.id, coalesce(o.key, ''), NULL FROM inserted_outbox o
+	ORDER BY 4, 2`
 
 // executionInsertAttrsParam is the first parameter of the attributes of new executions, after
 // executionInsertSQL's 19 and the log's 15.
@@ -179,7 +179,7 @@ func (a *insertArrays) outboxCTE(first int) string {
 			WITH ORDINALITY AS t(category, transport, topic, key, type, message_id, payload, headers, next_at, delay_us, owner, ord), n
 		WHERE t.owner IN (SELECT id FROM ins)
 		ORDER BY t.ord
-		RETURNING id
+		RETURNING id, key
 	)`, p...)
 }
 
@@ -234,12 +234,13 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 		return nil, err
 	}
 	var inserted []uuid.UUID
-	var outboxIDs []int64
+	var written []driver.WrittenMessage
 	var id pgtype.UUID
 	var outboxID, ord *int64
-	if _, err := pgx.ForEachRow(rows, []any{&id, &outboxID, &ord}, func() error {
+	var outboxKey *string
+	if _, err := pgx.ForEachRow(rows, []any{&id, &outboxID, &outboxKey, &ord}, func() error {
 		if outboxID != nil {
-			outboxIDs = append(outboxIDs, *outboxID)
+			written = append(written, driver.WrittenMessage{ID: *outboxID, Key: *outboxKey})
 		} else {
 			inserted = append(inserted, fromPgUUID(id))
 		}
@@ -247,8 +248,8 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 	}); err != nil {
 		return nil, err
 	}
-	if len(outboxIDs) > 0 { // committed: the statement was its own transaction
-		params.OutboxWritten(outboxIDs)
+	if len(written) > 0 { // committed: the statement was its own transaction
+		params.OutboxWritten(written)
 	}
 	return inserted, nil
 }

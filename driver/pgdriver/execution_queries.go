@@ -1,6 +1,7 @@
 package pgdriver
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -520,17 +521,17 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		return nil, err
 	}
 	results := e.db.SendBatch(ctx, batch)
-	appliedIDs, outboxIDs, err := readCheckpointBatch(results, params.Checkpoints, signalOps, len(followUps.outbox) > 0, batch.Len())
+	appliedIDs, written, err := readCheckpointBatch(results, params.Checkpoints, signalOps, len(followUps.outbox) > 0, batch.Len())
 	if closeErr := results.Close(); err == nil {
 		err = closeErr
 	}
 	if err != nil {
 		return nil, err
 	}
-	if len(outboxIDs) > 0 && params.OutboxWritten != nil {
+	if len(written) > 0 && params.OutboxWritten != nil {
 		if _, inTx := e.db.(pgx.Tx); !inTx { // committed: the batch was its own transaction
-			slices.Sort(outboxIDs)
-			params.OutboxWritten(outboxIDs)
+			slices.SortFunc(written, func(a, b driver.WrittenMessage) int { return cmp.Compare(a.ID, b.ID) })
+			params.OutboxWritten(written)
 		}
 	}
 	return appliedIDs, nil
@@ -538,8 +539,8 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 
 // readCheckpointBatch reads a checkpoint batch of n statements: the signal operations first when
 // there are some, then the checkpoint's applied ids, then the follow-ups, the last of which
-// writes the outbox messages when outbox is set (their ids are returned).
-func readCheckpointBatch(results pgx.BatchResults, cps []*driver.ExecutionCheckpoint, signalOps, outbox bool, n int) ([]uuid.UUID, []int64, error) {
+// writes the outbox messages when outbox is set (their ids and keys are returned).
+func readCheckpointBatch(results pgx.BatchResults, cps []*driver.ExecutionCheckpoint, signalOps, outbox bool, n int) ([]uuid.UUID, []driver.WrittenMessage, error) {
 	if signalOps {
 		if _, err := results.Exec(); err != nil {
 			return nil, nil, err
@@ -565,15 +566,15 @@ func readCheckpointBatch(results pgx.BatchResults, cps []*driver.ExecutionCheckp
 	if !outbox {
 		return ids, nil, nil
 	}
-	written, err := results.Query()
+	rows, err = results.Query()
 	if err != nil {
 		return nil, nil, err
 	}
-	outboxIDs, err := pgx.CollectRows(written, pgx.RowTo[int64])
+	written, err := pgx.CollectRows(rows, pgx.RowToStructByPos[driver.WrittenMessage])
 	if err != nil {
 		return nil, nil, err
 	}
-	return ids, outboxIDs, nil
+	return ids, written, nil
 }
 
 // checkpointStatement returns the checkpoint statement of a batch and its arguments, and the

@@ -66,12 +66,13 @@ var plainOutboxInsertSQL = fmt.Sprintf(outboxInsertSQL, "", "", "")
 // applied: their fence still matches (the checkpoint statement holds their rows until commit).
 // A message flagged when_suspended ($14) is written only when its checkpoint's release stored
 // SUSPENDED (the checkpoint never asks for that status itself when it carries such messages).
-// Such a message (a JSON object) gets the operator's actor and reason of the suspension.
-var checkpointOutboxSQL = strings.Replace(fmt.Sprintf(outboxInsertSQL, ", $12::uuid[], $13::bigint[], $14::bool[]", ", owner, owner_fence, when_suspended",
+// Such a message (a JSON object) gets the operator's actor and reason of the suspension. It
+// returns the ids and keys of the messages written.
+var checkpointOutboxSQL = strings.Replace(strings.Replace(fmt.Sprintf(outboxInsertSQL, ", $12::uuid[], $13::bigint[], $14::bool[]", ", owner, owner_fence, when_suspended",
 	"\n\tJOIN {schema}.execution e ON e.id = t.owner AND e.fence = t.owner_fence AND (NOT t.when_suspended OR e.status = 'SUSPENDED')"),
 	"t.payload::jsonb,", `CASE WHEN t.when_suspended
 			THEN t.payload::jsonb || jsonb_strip_nulls(jsonb_build_object('actor', e.suspend_actor, 'reason', e.suspend_reason))
-			ELSE t.payload::jsonb END,`, 1)
+			ELSE t.payload::jsonb END,`, 1), "RETURNING id", "RETURNING id, coalesce(key, '')", 1)
 
 // outboxInsertArgs are the column arrays of outboxInsertSQL.
 func outboxInsertArgs(messages []*driver.OutboxInsertParams, now *time.Time) ([]any, error) {

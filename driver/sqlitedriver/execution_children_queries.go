@@ -67,7 +67,7 @@ func orDefault[T comparable](s, def T) T {
 // insertExecution inserts x unless its id exists, with its log, and reports whether it did. With
 // an owner, x is the owner's child or successor and takes what it leaves empty from the owner (see
 // the PostgreSQL driver's executionInsertSQL).
-func (e *executor) insertExecution(ctx context.Context, tx *sql.Tx, x *driver.ExecutionInsertParams, owner *insertOwner, nowUS int64, outboxIDs *[]int64) (bool, error) {
+func (e *executor) insertExecution(ctx context.Context, tx *sql.Tx, x *driver.ExecutionInsertParams, owner *insertOwner, nowUS int64, written *[]driver.WrittenMessage) (bool, error) {
 	model, typ, domain := x.Model, x.Type, x.Domain
 	tenant, key, traceparent := x.TenantID, x.BusinessKey, x.Traceparent
 	parentID, rootID, continuedFrom := x.ParentID, x.RootID, uuid.Nil
@@ -126,8 +126,8 @@ func (e *executor) insertExecution(ctx context.Context, tx *sql.Tx, x *driver.Ex
 	if err := insertOutbox(ctx, e.d, tx, x.Outbox, fromMicros(nowUS), ids); err != nil {
 		return false, fmt.Errorf("writing the outbox messages of execution %s: %w", x.ID, err)
 	}
-	if outboxIDs != nil {
-		*outboxIDs = append(*outboxIDs, ids...)
+	if written != nil {
+		*written = appendWritten(*written, ids, x.Outbox)
 	}
 	return true, e.writeExecutionAttributes(ctx, tx, x.ID, x.Attributes)
 }
@@ -138,11 +138,11 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 	}
 	nowUS := micros(now(params.Now))
 	var inserted []uuid.UUID
-	var outboxIDs []int64
+	var written []driver.WrittenMessage
 	err := e.inTx(ctx, func(tx *sql.Tx) error {
-		inserted, outboxIDs = inserted[:0], outboxIDs[:0]
+		inserted, written = inserted[:0], written[:0]
 		for _, x := range params.Executions {
-			ok, err := e.insertExecution(ctx, tx, x, nil, nowUS, &outboxIDs)
+			ok, err := e.insertExecution(ctx, tx, x, nil, nowUS, &written)
 			if err != nil {
 				return err
 			}
@@ -155,8 +155,8 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 	if err != nil {
 		return nil, err
 	}
-	if len(outboxIDs) > 0 && params.OutboxWritten != nil && e.tx == nil { // committed
-		params.OutboxWritten(outboxIDs)
+	if len(written) > 0 && params.OutboxWritten != nil && e.tx == nil { // committed
+		params.OutboxWritten(written)
 	}
 	return inserted, nil
 }

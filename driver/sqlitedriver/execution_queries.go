@@ -1,6 +1,7 @@
 package sqlitedriver
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -304,7 +305,7 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		}
 	}
 	var applied []uuid.UUID
-	var outboxIDs []int64 // the outbox messages written, for params.OutboxWritten
+	var written []driver.WrittenMessage // the outbox messages written, for params.OutboxWritten
 	err := e.inTx(ctx, func(tx *sql.Tx) error {
 		var appliedCheckpoints []*driver.ExecutionCheckpoint
 		stmt, err := tx.PrepareContext(ctx, e.d.sql(executionCheckpointSQL))
@@ -392,13 +393,13 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 			if err := insertOutbox(ctx, e.d, tx, c.Outbox, now, ids); err != nil {
 				return fmt.Errorf("writing the outbox messages of execution %s: %w", c.ID, err)
 			}
-			outboxIDs = append(outboxIDs, ids...)
+			written = appendWritten(written, ids, c.Outbox)
 			if suspendedNow {
 				ids := make([]int64, len(c.SuspendOutbox))
 				if err := insertOutbox(ctx, e.d, tx, withSuspender(c.SuspendOutbox, suspActor, suspReason), now, ids); err != nil {
 					return fmt.Errorf("writing the outbox messages of the suspension of execution %s: %w", c.ID, err)
 				}
-				outboxIDs = append(outboxIDs, ids...)
+				written = appendWritten(written, ids, c.SuspendOutbox)
 			}
 		}
 		return e.checkpointFollowUps(ctx, tx, appliedCheckpoints, nowUS)
@@ -406,9 +407,9 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 	if err != nil {
 		return nil, err
 	}
-	if len(outboxIDs) > 0 && params.OutboxWritten != nil && e.tx == nil { // committed
-		slices.Sort(outboxIDs)
-		params.OutboxWritten(outboxIDs)
+	if len(written) > 0 && params.OutboxWritten != nil && e.tx == nil { // committed
+		slices.SortFunc(written, func(a, b driver.WrittenMessage) int { return cmp.Compare(a.ID, b.ID) })
+		params.OutboxWritten(written)
 	}
 	return applied, nil
 }

@@ -71,6 +71,14 @@ func insertOutbox(ctx context.Context, d *Driver, tx *sql.Tx, messages []*driver
 	return nil
 }
 
+// appendWritten appends the messages written with ids (insertOutbox's) to written.
+func appendWritten(written []driver.WrittenMessage, ids []int64, messages []*driver.OutboxInsertParams) []driver.WrittenMessage {
+	for i, id := range ids {
+		written = append(written, driver.WrittenMessage{ID: id, Key: messages[i].Key})
+	}
+	return written
+}
+
 // outboxClaimSQL takes, in id order, the publishable messages whose earlier unpublished messages
 // of the same key are all publishable too (the head of each key and the run that follows it). The
 // single writer commits transactions one at a time, so id order is commit order and nothing

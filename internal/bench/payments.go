@@ -46,6 +46,9 @@ type PaymentsConfig struct {
 	// benchmark's chart. A few accounts measure the row-lock convoys on them (every payment of a
 	// debtor waits for the previous one's commit) rather than the platform.
 	Accounts int `json:"accounts,omitempty"`
+	// Handoff, with a broker, hands the outbox rows each process checkpoint writes (its commands)
+	// to the instance's relay right after the commit (orchestration.Runtime.HandOffOutbox).
+	Handoff bool `json:"handoff,omitempty"`
 	// AMQPURL, when set, carries BrokerDomains' commands and replies over this RabbitMQ (AMQP
 	// 0-9-1) through the outbox relay, and samples the broker's queue depth.
 	AMQPURL string `json:"amqp_url,omitempty"`
@@ -198,8 +201,12 @@ func RunPayments(ctx context.Context, drv driver.Driver, cfg PaymentsConfig) (*P
 			return nil, err
 		}
 		if broker != nil {
-			if err := broker.wire(client, logger); err != nil {
+			relay, err := broker.wire(client, logger)
+			if err != nil {
 				return nil, err
+			}
+			if cfg.Handoff {
+				p.Runtime().HandOffOutbox(relay)
 			}
 		}
 		if err := client.Start(ctx); err != nil {

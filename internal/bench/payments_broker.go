@@ -48,11 +48,11 @@ func (b *paymentsBroker) configure(cfg *commandbus.Config) {
 }
 
 // wire adds the relay that publishes client's outbox and the consumer of its brokered domains'
-// queues and of the reply queue.
-func (b *paymentsBroker) wire(client *commandbus.Client, logger *slog.Logger) error {
+// queues and of the reply queue, and returns the relay.
+func (b *paymentsBroker) wire(client *commandbus.Client, logger *slog.Logger) (*outbox.Relay, error) {
 	pub, err := amqp.NewPublisher(amqp.PublisherConfig{URL: b.url, Topology: b.topology})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	metrics := plumbing.MessagingMetrics(client)
 	b.metrics = append(b.metrics, metrics)
@@ -61,18 +61,18 @@ func (b *paymentsBroker) wire(client *commandbus.Client, logger *slog.Logger) er
 		Metrics: metrics, Logger: logger,
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	consumer, err := amqp.NewConsumer(amqp.ConsumerConfig{URL: b.url, Topology: b.topology, Client: client, Replies: true, Logger: logger})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	client.AddService(relay)
 	client.AddService(consumer)
 	for _, q := range consumer.Queues() {
 		b.queues[q] = true
 	}
-	return nil
+	return relay, nil
 }
 
 // depth is the number of messages waiting in the brokered queues (-1 when it cannot be read).

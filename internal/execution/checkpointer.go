@@ -28,9 +28,9 @@ type checkpointer struct {
 	observers *observers
 	// pace, when set, is called before a batch that writes outbox messages (Engine.SetPace).
 	pace atomic.Pointer[func(context.Context)]
-	// handoff, when set, is given the ids of the outbox messages a batch wrote, after its commit
+	// handoff, when set, is given the outbox messages a batch wrote, after its commit
 	// (Engine.SetHandoff).
-	handoff atomic.Pointer[func(ids []int64)]
+	handoff atomic.Pointer[func(written []driver.WrittenMessage)]
 }
 
 type checkpointRequest struct {

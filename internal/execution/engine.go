@@ -228,11 +228,11 @@ func (e *Engine) SetPace(pace func(ctx context.Context)) {
 	e.checkpointer.pace.Store(&pace)
 }
 
-// SetHandoff gives the ids of the outbox messages each group of checkpoints wrote to handoff,
+// SetHandoff gives the outbox messages (ids and keys) each group of checkpoints wrote to handoff,
 // right after their commit (outbox.Relay.Handoff): a relay in this process publishes them at once.
-// This instance's relay is then not signalled for them (the other instances' still are, for what
-// it does not take). Nil removes it.
-func (e *Engine) SetHandoff(handoff func(ids []int64)) {
+// No relay is woken for them: the one handed them wakes its claims for what it does not take.
+// Nil removes it.
+func (e *Engine) SetHandoff(handoff func(written []driver.WrittenMessage)) {
 	if handoff == nil {
 		e.checkpointer.handoff.Store(nil)
 		return
