@@ -64,7 +64,7 @@ func TestLifecycleEventsToRabbitMQ(t *testing.T) {
 		}
 		conn, err := amqp091.Dial(url)
 		require.NoError(t, err)
-		defer conn.Close()
+		defer func() { conn.Close() }() // the last connection opened
 		ch, err := conn.Channel()
 		require.NoError(t, err)
 		perExec := map[string][]orchestration.LifecycleEvent{}
@@ -75,7 +75,12 @@ func TestLifecycleEventsToRabbitMQ(t *testing.T) {
 			d, ok, err := ch.Get(queue, true)
 			if err != nil { // not declared yet: the channel closed; open another
 				if ch, err = conn.Channel(); err != nil {
-					t.Fatal(err)
+					// The broker may close the connection too: open another.
+					conn.Close()
+					conn, err = amqp091.Dial(url)
+					require.NoError(t, err)
+					ch, err = conn.Channel()
+					require.NoError(t, err)
 				}
 				time.Sleep(50 * time.Millisecond) // polling the broker with a deadline
 				continue
