@@ -165,13 +165,7 @@ const outboxClaimSQL = `
 		ORDER BY txid, id
 		LIMIT $2
 	)
-	UPDATE {schema}.outbox o SET
-		attempts = o.attempts + 1,
-		locked_until = n.now + $3 * interval '1 microsecond',
-		locked_by = $5
-	FROM picked, n
-	WHERE o.id = picked.id
-	RETURNING o.txid::text::bigint, ` + "%s"
+` + outboxLeasePickedSQL
 
 func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimParams) ([]*driver.OutboxRow, error) {
 	if params.Max <= 0 || len(params.Transports) == 0 {
@@ -221,6 +215,17 @@ func (e *executor) markAndClaim(ctx context.Context, published []int64, now *tim
 	return result, nil
 }
 
+// outboxLeasePickedSQL ends the claims: it leases the rows picked (a CTE of their ids) to relay $5
+// for $3 microseconds from n.now, counting an attempt, and returns their txid and columns.
+const outboxLeasePickedSQL = `
+	UPDATE {schema}.outbox o SET
+		attempts = o.attempts + 1,
+		locked_until = n.now + $3 * interval '1 microsecond',
+		locked_by = $5
+	FROM picked, n
+	WHERE o.id = picked.id
+	RETURNING o.txid::text::bigint, ` + "%s"
+
 // nullPositive is n, or NULL when it is not positive.
 func nullPositive(n int64) *int64 {
 	if n <= 0 {
@@ -252,13 +257,7 @@ const outboxClaimWrittenSQL = `
 				AND NOT coalesce(b.locked_by = $5 AND b.locked_until > n.now, false)
 				AND b.id NOT IN (SELECT id FROM locked))
 	)
-	UPDATE {schema}.outbox o SET
-		attempts = o.attempts + 1,
-		locked_until = n.now + $3 * interval '1 microsecond',
-		locked_by = $5
-	FROM picked, n
-	WHERE o.id = picked.id
-	RETURNING o.txid::text::bigint, ` + "%s"
+` + outboxLeasePickedSQL
 
 func (e *executor) OutboxClaimWritten(ctx context.Context, params *driver.OutboxClaimWrittenParams) ([]*driver.OutboxRow, error) {
 	if len(params.IDs) == 0 || len(params.Transports) == 0 {

@@ -112,8 +112,14 @@ func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimPa
 	if err != nil {
 		return nil, err
 	}
-	rows, err := e.write.QueryContext(ctx, e.d.sql(outboxClaimSQL), micros(now.Add(params.Lease)), params.RelayID,
+	return e.claimRows(ctx, outboxClaimSQL, micros(now.Add(params.Lease)), params.RelayID,
 		string(transports), micros(now), params.Max, nullPositive(params.Below))
+}
+
+// claimRows runs a claim (query, leasing and returning the outbox columns) and returns the rows
+// it leased in id order.
+func (e *executor) claimRows(ctx context.Context, query string, args ...any) ([]*driver.OutboxRow, error) {
+	rows, err := e.write.QueryContext(ctx, e.d.sql(query), args...)
 	if err != nil {
 		return nil, err
 	}
@@ -168,17 +174,8 @@ func (e *executor) OutboxClaimWritten(ctx context.Context, params *driver.Outbox
 	if err != nil {
 		return nil, err
 	}
-	rows, err := e.write.QueryContext(ctx, e.d.sql(outboxClaimWrittenSQL), micros(now.Add(params.Lease)), params.RelayID,
+	return e.claimRows(ctx, outboxClaimWrittenSQL, micros(now.Add(params.Lease)), params.RelayID,
 		string(ids), string(transports), micros(now))
-	if err != nil {
-		return nil, err
-	}
-	out, err := collectOutbox(rows)
-	if err != nil {
-		return nil, err
-	}
-	sortByID(out)
-	return out, nil
 }
 
 func (e *executor) OutboxMarkPublished(ctx context.Context, params *driver.OutboxMarkPublishedParams) (int64, error) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -36,7 +37,10 @@ type EventsResult struct {
 	WorkflowsPerS float64 `json:"workflows_per_s"`
 	EventsPerS    float64 `json:"events_per_s"`
 	// P50Ms, P99Ms and MaxMs are the latency from an event's write in its checkpoint's
-	// transaction (the row's created_at, just before the commit) to Kafka's acknowledgement.
+	// transaction (the row's created_at, the time of the statement that wrote it) to Kafka's
+	// acknowledgement. CommitP50Ms, CommitP99Ms and CommitMaxMs are from the commit, as the
+	// writer saw it return, for the CommitTimed events whose writer reported it (all of them,
+	// with every checkpoint and start reporting its rows).
 	// Claims and EmptyClaims count the relay's claims of the outbox, and those that found nothing.
 	Claims      int64 `json:"claims"`
 	EmptyClaims int64 `json:"empty_claims"`
@@ -47,6 +51,10 @@ type EventsResult struct {
 	P50Ms         float64      `json:"p50_ms"`
 	P99Ms         float64      `json:"p99_ms"`
 	MaxMs         float64      `json:"max_ms"`
+	CommitP50Ms   float64      `json:"commit_p50_ms"`
+	CommitP99Ms   float64      `json:"commit_p99_ms"`
+	CommitMaxMs   float64      `json:"commit_max_ms"`
+	CommitTimed   int          `json:"commit_timed"`
 	Config        EventsConfig `json:"config"`
 	GoMaxProcs    int          `json:"gomaxprocs"`
 }
@@ -60,18 +68,98 @@ func RunEvents(ctx context.Context, drv driver.Driver, cfg EventsConfig) (*Event
 	if err != nil {
 		return nil, err
 	}
-	slices.Sort(latencies)
 	ms := func(d time.Duration) float64 { return round(float64(d.Microseconds())/1000, 1) }
+	fromWrite, fromCommit := latencies.fromWrite, latencies.fromCommit
+	slices.Sort(fromWrite)
+	slices.Sort(fromCommit)
 	out := &EventsResult{
 		Driver: res.Driver, Workflows: res.Workflows, Shape: res.Shape, Events: res.Events, ElapsedS: res.ElapsedS,
 		WorkflowsPerS: res.WorkflowsPerS, EventsPerS: round(float64(res.Events)/res.ElapsedS, 0),
 		Claims: res.RelayClaims, EmptyClaims: res.EmptyRelayClaims, HandedOff: res.HandedOff, HandedOffLeft: res.HandedOffLeft,
-		P50Ms: ms(percentile(latencies, 0.50)), P99Ms: ms(percentile(latencies, 0.99)), Config: cfg, GoMaxProcs: runtime.GOMAXPROCS(0),
+		P50Ms: ms(percentile(fromWrite, 0.50)), P99Ms: ms(percentile(fromWrite, 0.99)),
+		CommitP50Ms: ms(percentile(fromCommit, 0.50)), CommitP99Ms: ms(percentile(fromCommit, 0.99)), CommitTimed: len(fromCommit),
+		Config: cfg, GoMaxProcs: runtime.GOMAXPROCS(0),
 	}
-	if len(latencies) > 0 {
-		out.MaxMs = ms(latencies[len(latencies)-1])
+	if len(fromWrite) > 0 {
+		out.MaxMs = ms(fromWrite[len(fromWrite)-1])
+	}
+	if len(fromCommit) > 0 {
+		out.CommitMaxMs = ms(fromCommit[len(fromCommit)-1])
 	}
 	return out, nil
+}
+
+// eventLatencies are the publication latencies of the events: fromWrite from the row's write in
+// its transaction (created_at, the statement's time), fromCommit from the commit as the writer
+// saw it return (for the rows whose writer reported them: the checkpoints and the starts).
+type eventLatencies struct {
+	fromWrite, fromCommit []time.Duration
+}
+
+// commitClock records when the transaction that wrote each outbox row committed, as its writer
+// reports it (driver's OutboxWritten, called right after the commit returned).
+type commitClock struct {
+	mu sync.Mutex
+	at map[int64]time.Time
+}
+
+func newCommitClock() *commitClock { return &commitClock{at: map[int64]time.Time{}} }
+
+func (c *commitClock) record(written []driver.WrittenMessage) {
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range written {
+		c.at[m.ID] = now
+	}
+}
+
+// committed returns when row id's transaction committed, if its writer reported it.
+func (c *commitClock) committed(id int64) (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.at[id]
+	return at, ok
+}
+
+// wrap returns drv with the executions' checkpoints and inserts reporting their outbox rows to c
+// (besides whoever else asked for them).
+func (c *commitClock) wrap(drv driver.Driver) driver.Driver {
+	return &clockedDriver{Driver: drv, exec: &clockedExecutor{Executor: drv.Executor(), clock: c}}
+}
+
+type clockedDriver struct {
+	driver.Driver
+	exec *clockedExecutor
+}
+
+func (d *clockedDriver) Executor() driver.Executor { return d.exec }
+
+type clockedExecutor struct {
+	driver.Executor
+	clock *commitClock
+}
+
+// also returns a callback recording the rows' commit and then calling then, if set.
+func (e *clockedExecutor) also(then func([]driver.WrittenMessage)) func([]driver.WrittenMessage) {
+	return func(written []driver.WrittenMessage) {
+		e.clock.record(written)
+		if then != nil {
+			then(written)
+		}
+	}
+}
+
+func (e *clockedExecutor) ExecutionCheckpointMany(ctx context.Context, params *driver.ExecutionCheckpointManyParams) ([]uuid.UUID, error) {
+	p := *params
+	p.OutboxWritten = e.also(params.OutboxWritten)
+	return e.Executor.ExecutionCheckpointMany(ctx, &p)
+}
+
+func (e *clockedExecutor) ExecutionInsertMany(ctx context.Context, params *driver.ExecutionInsertManyParams) ([]uuid.UUID, error) {
+	p := *params
+	p.OutboxWritten = e.also(params.OutboxWritten)
+	return e.Executor.ExecutionInsertMany(ctx, &p)
 }
 
 // eventSink is an in-process Kafka and the relay publishing the lifecycle events to it, recording
@@ -83,10 +171,11 @@ type eventSink struct {
 	metrics   *outbox.Metrics
 
 	mu        sync.Mutex
-	latencies []time.Duration
+	commits   *commitClock
+	latencies eventLatencies
 }
 
-func startEventSink(ctx context.Context, client *commandbus.Client, logger *slog.Logger) (*eventSink, error) {
+func startEventSink(ctx context.Context, client *commandbus.Client, logger *slog.Logger, commits *commitClock) (*eventSink, error) {
 	brokers, stopKafka, err := inprocesskafka.Start(orchestration.DefaultEventTopic)
 	if err != nil {
 		return nil, err
@@ -96,7 +185,7 @@ func startEventSink(ctx context.Context, client *commandbus.Client, logger *slog
 		stopKafka()
 		return nil, err
 	}
-	s := &eventSink{stopKafka: stopKafka, metrics: metrics}
+	s := &eventSink{stopKafka: stopKafka, metrics: metrics, commits: commits}
 	if s.publisher, err = kafka.NewPublisher(kafka.Config{Brokers: brokers}); err != nil {
 		stopKafka()
 		return nil, err
@@ -108,7 +197,10 @@ func startEventSink(ctx context.Context, client *commandbus.Client, logger *slog
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			for _, m := range msgs {
-				s.latencies = append(s.latencies, at.Sub(m.CreatedAt))
+				s.latencies.fromWrite = append(s.latencies.fromWrite, at.Sub(m.CreatedAt))
+				if committed, ok := s.commits.committed(m.ID); ok {
+					s.latencies.fromCommit = append(s.latencies.fromCommit, at.Sub(committed))
+				}
 			}
 		},
 	})
@@ -124,7 +216,7 @@ func startEventSink(ctx context.Context, client *commandbus.Client, logger *slog
 }
 
 // drain waits until no event waits in the outbox and returns the latencies.
-func (s *eventSink) drain(ctx context.Context, exec driver.Executor) ([]time.Duration, error) {
+func (s *eventSink) drain(ctx context.Context, exec driver.Executor) (*eventLatencies, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		backlog, err := exec.OutboxBacklog(ctx)
@@ -145,7 +237,7 @@ func (s *eventSink) drain(ctx context.Context, exec driver.Executor) ([]time.Dur
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Clone(s.latencies), nil
+	return &eventLatencies{fromWrite: slices.Clone(s.latencies.fromWrite), fromCommit: slices.Clone(s.latencies.fromCommit)}, nil
 }
 
 // claims returns how many claims the relay made, and how many of them found nothing.

@@ -83,13 +83,18 @@ func RunWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 }
 
 // runWorkflow runs the workflow benchmark; with cfg.Events it also returns the publication
-// latencies of the events (commit → Kafka acknowledgement).
-func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*WorkflowResult, []time.Duration, error) {
+// latencies of the events (see eventLatencies).
+func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*WorkflowResult, *eventLatencies, error) {
 	cfg = cfg.WithDefaults()
 	logger := orDiscard(cfg.Logger)
 	rtCfg := orchestration.Config{}
 	if cfg.Events {
 		rtCfg.Events = &orchestration.EventSink{Transport: outbox.TransportKafka}
+	}
+	var commits *commitClock
+	if cfg.Events {
+		commits = newCommitClock()
+		drv = commits.wrap(drv)
 	}
 	client, rt, err := newRuntime(drv, logger, cfg.Concurrency, cfg.PollEvery, rtCfg)
 	if err != nil {
@@ -97,7 +102,7 @@ func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 	}
 	var sink *eventSink
 	if cfg.Events {
-		if sink, err = startEventSink(ctx, client, logger); err != nil {
+		if sink, err = startEventSink(ctx, client, logger, commits); err != nil {
 			return nil, nil, err
 		}
 		defer sink.close()
@@ -137,14 +142,14 @@ func runWorkflow(ctx context.Context, drv driver.Driver, cfg WorkflowConfig) (*W
 	if err != nil {
 		return nil, nil, err
 	}
-	var latencies []time.Duration
+	var latencies *eventLatencies
 	events := 0
 	var claims, emptyClaims, handed, left int64
 	if sink != nil {
 		if latencies, err = sink.drain(ctx, drv.Executor()); err != nil {
 			return nil, nil, err
 		}
-		events = len(latencies)
+		events = len(latencies.fromWrite)
 		claims, emptyClaims = sink.claims()
 		handed, left = handedOff(sink.metrics)
 	}
