@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/orchestration"
@@ -66,22 +67,8 @@ func TestLifecycleEventsToKafkaAcrossRelayCrash(t *testing.T) {
 
 		client, rt := kafkaEventsRuntime(t, drv)
 		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
-		m, err := workflow.Register(rt, workflow.New("relayed", 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")).
+		ids := runCompleted(t, client, rt, workflow.New("relayed", 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")).
 			Step("c", noop, workflow.DependsOn("b")).Step("d", noop, workflow.DependsOn("c")))
-		require.NoError(t, err)
-		require.NoError(t, client.Start(ctx))
-		t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
-
-		const executions, perExecution = 12, 10 // started, 4 × (step started, succeeded), completed
-		var ids []uuid.UUID
-		for range executions {
-			id, err := m.Start(ctx, nil)
-			require.NoError(t, err)
-			ids = append(ids, id)
-		}
-		for _, id := range ids {
-			waitStatus(t, m, id, driver.ExecutionCompleted)
-		}
 
 		pub1, err := kafka.NewPublisher(kafka.Config{Brokers: brokers})
 		require.NoError(t, err)
@@ -135,19 +122,51 @@ func TestLifecycleEventsToKafkaAcrossRelayCrash(t *testing.T) {
 		}
 		require.Positive(t, duplicates, "the crash republished what the broker had taken")
 		require.Len(t, perKey, executions)
-		for _, id := range ids {
-			evs := perKey[id.String()]
-			require.Len(t, evs, perExecution, "execution %s: none lost", id)
-			require.Equal(t, "EXECUTION_STARTED", string(evs[0].Type))
-			require.Equal(t, "EXECUTION_COMPLETED", string(evs[len(evs)-1].Type))
-			for i := 1; i < len(evs); i++ {
-				require.Greater(t, evs[i].Position, evs[i-1].Position, "execution %s: in order", id)
-			}
-		}
+		requireEachInOrder(t, ids, perKey)
 	})
 }
 
 func crashed(p *crashingPublisher) <-chan struct{} { return p.crashed }
+
+// executions and perExecution are what runCompleted runs: 12 executions of a four-step workflow,
+// 10 lifecycle events each (started, 4 × step started and succeeded, completed).
+const executions, perExecution = 12, 10
+
+// runCompleted registers def (four steps), starts the client and executions of def, and waits
+// until all have completed.
+func runCompleted(t *testing.T, client *commandbus.Client, rt *orchestration.Runtime, def *workflow.Definition) []uuid.UUID {
+	t.Helper()
+	ctx := context.Background()
+	m, err := workflow.Register(rt, def)
+	require.NoError(t, err)
+	require.NoError(t, client.Start(ctx))
+	t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
+	var ids []uuid.UUID
+	for range executions {
+		id, err := m.Start(ctx, nil)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		waitStatus(t, m, id, driver.ExecutionCompleted)
+	}
+	return ids
+}
+
+// requireEachInOrder checks the events of each execution of ids, by key: all there, from started
+// to completed, in order.
+func requireEachInOrder(t *testing.T, ids []uuid.UUID, perKey map[string][]orchestration.LifecycleEvent) {
+	t.Helper()
+	for _, id := range ids {
+		evs := perKey[id.String()]
+		require.Len(t, evs, perExecution, "execution %s: none lost", id)
+		require.Equal(t, "EXECUTION_STARTED", string(evs[0].Type))
+		require.Equal(t, "EXECUTION_COMPLETED", string(evs[len(evs)-1].Type))
+		for i := 1; i < len(evs); i++ {
+			require.Greater(t, evs[i].Position, evs[i-1].Position, "execution %s: in order", id)
+		}
+	}
+}
 
 // consumeAll reads the topic from the start until at least n records came and no more arrive.
 func consumeAll(t *testing.T, brokers []string, topic string, n int) []*kgo.Record {
@@ -196,22 +215,8 @@ func TestLifecycleEventsHandedOffInOrder(t *testing.T) {
 		client, rt := kafkaEventsRuntime(t, drv)
 		rt.HandOffOutbox(relay)
 		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
-		m, err := workflow.Register(rt, workflow.New("handed-off", 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")).
+		ids := runCompleted(t, client, rt, workflow.New("handed-off", 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")).
 			Step("c", noop, workflow.DependsOn("a")).Step("d", noop, workflow.DependsOn("b", "c")))
-		require.NoError(t, err)
-		require.NoError(t, client.Start(ctx))
-		t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
-
-		const executions, perExecution = 12, 10 // started, 4 × (step started, succeeded), completed
-		var ids []uuid.UUID
-		for range executions {
-			id, err := m.Start(ctx, nil)
-			require.NoError(t, err)
-			ids = append(ids, id)
-		}
-		for _, id := range ids {
-			waitStatus(t, m, id, driver.ExecutionCompleted)
-		}
 		waitFor(t, "the outbox drained", func() bool {
 			rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}, Limit: 1})
 			require.NoError(t, err)
@@ -225,15 +230,7 @@ func TestLifecycleEventsHandedOffInOrder(t *testing.T) {
 			require.NoError(t, json.Unmarshal(r.Value, &ev))
 			perKey[string(r.Key)] = append(perKey[string(r.Key)], ev)
 		}
-		for _, id := range ids {
-			evs := perKey[id.String()]
-			require.Len(t, evs, perExecution, "execution %s: none lost", id)
-			require.Equal(t, "EXECUTION_STARTED", string(evs[0].Type))
-			require.Equal(t, "EXECUTION_COMPLETED", string(evs[len(evs)-1].Type))
-			for i := 1; i < len(evs); i++ {
-				require.Greater(t, evs[i].Position, evs[i-1].Position, "execution %s: in order", id)
-			}
-		}
+		requireEachInOrder(t, ids, perKey)
 		var taken dto.Metric
 		require.NoError(t, metrics.HandedOff.WithLabelValues("taken").Write(&taken))
 		require.Positive(t, taken.GetCounter().GetValue(), "the hand-off published them")
