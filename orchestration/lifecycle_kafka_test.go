@@ -60,19 +60,14 @@ func TestLifecycleEventsToKafkaAcrossRelayCrash(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		ctx := context.Background()
-		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, orchestration.DefaultEventTopic))
-		require.NoError(t, err)
-		t.Cleanup(cluster.Close)
-		brokers := cluster.ListenAddrs()
+		brokers := eventsCluster(t)
 
 		client, rt := kafkaEventsRuntime(t, drv)
 		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
 		ids := runCompleted(t, client, rt, workflow.New("relayed", 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")).
 			Step("c", noop, workflow.DependsOn("b")).Step("d", noop, workflow.DependsOn("c")))
 
-		pub1, err := kafka.NewPublisher(kafka.Config{Brokers: brokers})
-		require.NoError(t, err)
-		t.Cleanup(pub1.Close)
+		pub1 := kafkaPublisher(t, brokers)
 		crashing := &crashingPublisher{inner: pub1, crashAt: 3, crashed: make(chan struct{})}
 		lease := 400 * time.Millisecond
 		relay1, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{crashing}, RelayID: "relay-1",
@@ -89,9 +84,7 @@ func TestLifecycleEventsToKafkaAcrossRelayCrash(t *testing.T) {
 		_ = relay1.Stop(stopCtx)
 		cancel()
 
-		pub2, err := kafka.NewPublisher(kafka.Config{Brokers: brokers})
-		require.NoError(t, err)
-		t.Cleanup(pub2.Close)
+		pub2 := kafkaPublisher(t, brokers)
 		relay2, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{pub2}, RelayID: "relay-2",
 			BatchSize: 16, Lease: lease, PollInterval: 20 * time.Millisecond, InitialBackoff: 10 * time.Millisecond})
 		require.NoError(t, err)
@@ -127,6 +120,24 @@ func TestLifecycleEventsToKafkaAcrossRelayCrash(t *testing.T) {
 }
 
 func crashed(p *crashingPublisher) <-chan struct{} { return p.crashed }
+
+// eventsCluster starts an in-process Kafka with the lifecycle events topic and returns its brokers.
+func eventsCluster(t *testing.T) []string {
+	t.Helper()
+	cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, orchestration.DefaultEventTopic))
+	require.NoError(t, err)
+	t.Cleanup(cluster.Close)
+	return cluster.ListenAddrs()
+}
+
+// kafkaPublisher returns a publisher to brokers, closed when the test ends.
+func kafkaPublisher(t *testing.T, brokers []string) *kafka.Publisher {
+	t.Helper()
+	pub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers})
+	require.NoError(t, err)
+	t.Cleanup(pub.Close)
+	return pub
+}
 
 // executions and perExecution are what runCompleted runs: 12 executions of a four-step workflow,
 // 10 lifecycle events each (started, 4 × step started and succeeded, completed).
@@ -197,13 +208,8 @@ func TestLifecycleEventsHandedOffInOrder(t *testing.T) {
 	t.Parallel()
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		ctx := context.Background()
-		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, orchestration.DefaultEventTopic))
-		require.NoError(t, err)
-		t.Cleanup(cluster.Close)
-		brokers := cluster.ListenAddrs()
-		pub, err := kafka.NewPublisher(kafka.Config{Brokers: brokers})
-		require.NoError(t, err)
-		t.Cleanup(pub.Close)
+		brokers := eventsCluster(t)
+		pub := kafkaPublisher(t, brokers)
 		metrics, err := outbox.NewMetrics(nil)
 		require.NoError(t, err)
 		// The claims poll once an hour: what they publish, they were woken for by the hand-off.

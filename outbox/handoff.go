@@ -50,6 +50,9 @@ func newHandoff(relayID string, shards int) *handoff {
 	return h
 }
 
+// paused reports whether the hand-off stands aside for now (pauseHandoff).
+func (h *handoff) paused() bool { return time.Now().UnixNano() < h.pausedUntil.Load() }
+
 // shard returns the loop of key: a key's messages always go to the same one.
 func (h *handoff) shard(key string) int {
 	if len(h.shards) == 1 {
@@ -78,7 +81,7 @@ func (r *Relay) Handoff(written []driver.WrittenMessage) {
 		return
 	}
 	h := r.handoff
-	if time.Now().UnixNano() < h.pausedUntil.Load() {
+	if h.paused() {
 		r.Kick()
 		return
 	}
@@ -198,12 +201,7 @@ func (r *Relay) pauseHandoff(d time.Duration) time.Time {
 // claim, or after ActiveWindow without one.
 func (r *Relay) handoffLoop(ctx context.Context, s *handoffShard) {
 	var published []int64
-	flush := func() {
-		if err := r.markPublished(ctx, published); err != nil {
-			r.cfg.Logger.Warn("outbox relay: marking handed-over messages failed", "error", err)
-		}
-		published = nil
-	}
+	flush := r.marker(ctx, &published)
 	defer flush()
 	idle := time.NewTimer(time.Hour)
 	defer idle.Stop()
@@ -221,7 +219,7 @@ func (r *Relay) handoffLoop(ctx context.Context, s *handoffShard) {
 			if len(ids) == 0 {
 				break
 			}
-			if time.Now().UnixNano() < r.handoff.pausedUntil.Load() {
+			if r.handoff.paused() {
 				s.claimed()
 				r.Kick() // the claims take them
 				continue

@@ -272,12 +272,7 @@ func (r *Relay) work(ctx context.Context, signals <-chan struct{}) {
 	// published are the messages the broker accepted, marked by the next claim: while messages
 	// flow one comes within ActivePollInterval, and a mark then costs no statement of its own.
 	var published []int64
-	flush := func() {
-		if err := r.markPublished(ctx, published); err != nil {
-			r.cfg.Logger.Warn("outbox relay: marking failed", "error", err)
-		}
-		published = nil
-	}
+	flush := r.marker(ctx, &published)
 	defer flush()
 	for {
 		for {
@@ -340,6 +335,17 @@ func (r *Relay) RunOnce(ctx context.Context) (int, error) {
 // the broker accepted or refused should be recorded even while the relay stops.
 func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+}
+
+// marker returns the function that marks *published (see markPublished) and empties it: a loop
+// calls it when no claim of its own will carry the marks soon.
+func (r *Relay) marker(ctx context.Context, published *[]int64) func() {
+	return func() {
+		if err := r.markPublished(ctx, *published); err != nil {
+			r.cfg.Logger.Warn("outbox relay: marking failed", "error", err)
+		}
+		*published = nil
+	}
 }
 
 // markPublished records messages the broker accepted; unrecorded, they are published again.
