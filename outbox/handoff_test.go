@@ -136,6 +136,29 @@ func TestRelayHandoff(t *testing.T) {
 			waitFor(t, "both marked", func() bool { return unpublished() == 0 })
 		})
 
+		t.Run("TwoRelaysKeepAKeysOrder", func(t *testing.T) {
+			// An execution moved to another instance: its next rows are handed to another relay,
+			// which leaves them to the claims while the first relay holds the earlier ones.
+			pub := newFakePublisher()
+			first, _ := newRelay(t, pub, 50*time.Millisecond, 1)
+			second, metrics := newRelay(t, pub, 50*time.Millisecond, 1)
+			var msgs []*outbox.Message
+			for range 6 {
+				msgs = append(msgs, event("moved"))
+			}
+			ids := enqueued(t, drv, msgs...)
+			first.Handoff(handedOver(ids[:3], msgs[:3]))
+			second.Handoff(handedOver(ids[3:], msgs[3:]))
+			waitFor(t, "every message published", func() bool { return len(pub.messageIDs()) >= len(msgs) })
+			want := make([]string, len(msgs))
+			for i, m := range msgs {
+				want[i] = m.Envelope.MessageID.String()
+			}
+			require.Equal(t, want, pub.messageIDs(), "once each, in the order written")
+			require.Positive(t, counterValue(t, metrics.HandedOff.WithLabelValues("left"))+counterValue(t, metrics.HandedOff.WithLabelValues("taken")))
+			waitFor(t, "every message marked", func() bool { return unpublished() == 0 })
+		})
+
 		t.Run("StoppedLeavesEverythingToTheClaims", func(t *testing.T) {
 			pub := newFakePublisher()
 			relay, metrics := newRelay(t, pub, 50*time.Millisecond, 1)
