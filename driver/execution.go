@@ -83,10 +83,10 @@ type ExecutionInsertParams struct {
 type ExecutionInsertManyParams struct {
 	Executions []*ExecutionInsertParams
 	Now        *time.Time
-	// OutboxWritten, when set, is called after the commit with the ids and keys of the outbox messages
-	// written with the executions inserted (their Outbox), in id order; not called when there
-	// are none, nor inside a caller's transaction.
-	OutboxWritten func(written []WrittenMessage)
+	// OutboxHandoff, when set, hands the outbox messages written with the executions inserted
+	// (their Outbox) to a relay in this process: see OutboxHandoff. Ignored inside a caller's
+	// transaction.
+	OutboxHandoff *OutboxHandoff
 }
 
 // ExecutionClaimKind names what a claim looks for.
@@ -323,10 +323,10 @@ type ChildOutcome struct {
 type ExecutionCheckpointManyParams struct {
 	Checkpoints []*ExecutionCheckpoint
 	Now         *time.Time
-	// OutboxWritten, when set, is called after the commit with the ids and keys of the outbox messages the
-	// checkpoints wrote (their Outbox and SuspendOutbox), in id order; not called when they wrote
-	// none, nor inside a caller's transaction. A relay in the same process may then publish them at once (outbox.Relay.Handoff).
-	OutboxWritten func(written []WrittenMessage)
+	// OutboxHandoff, when set, hands the outbox messages the checkpoints write (their Outbox and
+	// SuspendOutbox) to a relay in this process: see OutboxHandoff. Ignored inside a caller's
+	// transaction.
+	OutboxHandoff *OutboxHandoff
 }
 
 // ExecutionResponseInsertParams records an async response and wakes the execution.

@@ -106,36 +106,42 @@ type OutboxClaimParams struct {
 	Published []int64
 	// Below, when positive, restricts the claim to messages with a smaller id: a key's run stops
 	// at its first message at or above it. A relay sets it to the smallest id handed over to it
-	// and not yet claimed (see OutboxClaimWrittenParams), so that its claims do not race its
-	// hand-off for them.
+	// and not yet published and marked (see WrittenMessage), so that its claims do not publish
+	// again what its hand-off is publishing.
 	Below int64
 }
 
-// OutboxClaimWrittenParams leases messages a relay was handed just after the transaction that
-// wrote them committed (outbox.Relay.Handoff), so that it publishes them at once instead of
-// waiting for its next claim. Of IDs it takes the messages that are NEW, due, of one of
-// Transports and not leased, and whose key has no unpublished message before them other than
-// those it takes with them and those RelayID holds (handed over earlier, still being published).
-// A message that another relay claimed first, or that waits behind an earlier message of its key,
-// is left to the claims (OutboxClaim). On PostgreSQL "before" is either order, (txid, id) or id:
-// the messages handed over are meant to be written under a lock their key's writers all take
-// (an execution's row), so their commit order is their id order; the claims publish in (txid,
-// id) order, and a message goes the fast way only when both orders agree.
-type OutboxClaimWrittenParams struct {
-	IDs        []int64
-	Transports []string
-	Lease      time.Duration
-	RelayID    string
-	Now        *time.Time
-	// Published are messages RelayID published since its last claim, marked first as in
-	// OutboxClaimParams.
-	Published []int64
+// OutboxHandoff hands the outbox messages a write commits to a relay in the same process
+// (outbox.Relay.Handoff), which publishes them at once, from memory. The messages are written
+// leased to Holder for Lease, so that no relay's claim takes them meanwhile: the relay publishes
+// and marks them, or releases those it leaves to the claims. Should it die, the claims take
+// them when the lease ends. Written is called after the commit with the messages written, in id
+// order; not when there are none. With an empty Holder the messages are only reported: not
+// leased, and without their Previous (0).
+type OutboxHandoff struct {
+	Holder  string
+	Lease   time.Duration
+	Written func(written []WrittenMessage)
 }
 
-// WrittenMessage is an outbox message just written: its id and key (empty when it has none).
+// WrittenMessage is an outbox message just written, as a writer reports it after the commit
+// (OutboxHandoff): enough for a relay in the same process to publish it at once, from memory.
 type WrittenMessage struct {
-	ID  int64
+	// ID is the message's row id.
+	ID int64
+	// Key is the message's key, empty when it has none.
 	Key string
+	// Previous is the id of the latest unpublished message of Key that the writing transaction saw
+	// before its own (0: none; always 0 without a key). The earlier messages of a key are
+	// published first, so a message whose Previous is 0, or was published, may be published at
+	// once without breaking its key's order. Two messages of one key written together: the
+	// second's Previous is the first.
+	Previous int64
+	// CreatedAt is the message's created_at.
+	CreatedAt time.Time
+	// Message is the message as stored, or nil when the stored one differs from what the writer
+	// gave (a suspension's message gets the operator's actor and reason in the statement).
+	Message *OutboxInsertParams
 }
 
 // OutboxMarkPublishedParams marks messages published.
@@ -197,8 +203,6 @@ type OutboxExecutor interface {
 	OutboxInsertMany(ctx context.Context, params *OutboxInsertManyParams) ([]int64, error)
 	// OutboxClaim returns the claimed messages in publication order, attempts incremented.
 	OutboxClaim(ctx context.Context, params *OutboxClaimParams) ([]*OutboxRow, error)
-	// OutboxClaimWritten returns the claimed messages in id order, attempts incremented.
-	OutboxClaimWritten(ctx context.Context, params *OutboxClaimWrittenParams) ([]*OutboxRow, error)
 	// OutboxMarkPublished returns how many NEW messages it marked.
 	OutboxMarkPublished(ctx context.Context, params *OutboxMarkPublishedParams) (int64, error)
 	// OutboxMarkFailed returns how many messages it updated (those still leased to the relay).

@@ -442,7 +442,7 @@ func (rt *Runtime) HandOffOutbox(relay *outbox.Relay) {
 		rt.engine.SetHandoff(nil)
 		return
 	}
-	rt.engine.SetHandoff(relay.Handoff)
+	rt.engine.SetHandoff(relay.OutboxHandoff())
 }
 
 // Operations returns the operations of (model, typ), or nil when nothing is registered under it.

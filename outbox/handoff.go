@@ -2,10 +2,8 @@ package outbox
 
 import (
 	"context"
-	"fmt"
 	"hash/maphash"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/commandbus/commandbus/driver"
@@ -15,43 +13,118 @@ import (
 // hand-off loop; beyond that they are left to the claims.
 const maxHandedOff = 4
 
-// A hand-off batch (claim and publication) that takes longer than handoffSlow means its loop,
-// which publishes one batch at a time, falls behind the writers: the hand-off then stands aside
-// for handoffRest and the claims publish everything meanwhile.
-const (
-	handoffSlow = 25 * time.Millisecond
-	handoffRest = time.Second
-)
-
 // handoffShard is one hand-off loop: the messages of the keys that hash to it, published batch
-// after batch under a lease holder of its own.
+// after batch, from memory, and marked published by a marker of its own.
 type handoffShard struct {
-	holder string
-	signal chan struct{}
+	signal chan struct{} // something to publish
+	marks  chan struct{} // something to mark
+	markMu sync.Mutex    // one mark at a time
 
-	mu        sync.Mutex
-	on        bool
-	handedOff []int64
-	claiming  int64 // the smallest id the loop is claiming, 0 when none
+	mu sync.Mutex
+	on bool
+	// queue is what was taken and waits to be published, in the order handed over; sending is
+	// the batch being published; marking what the broker accepted and is not marked yet.
+	queue   []*driver.OutboxRow
+	sending []*driver.OutboxRow
+	marking []*driver.OutboxRow
+	// chains are the keys with messages in the loop: a key's latest message taken, and the first
+	// of its messages that went to the claims instead (after a failed publication), 0 if none.
+	chains map[string]*chain
+	swept  time.Time // when chains were last swept
 }
+
+// chain is what a hand-off loop knows of one key's messages in it.
+type chain struct {
+	last       int64
+	brokenFrom int64
+	// marked is when last was marked published, zero before. The chain is kept for chainKept
+	// after that: a message written before the mark committed names last as its previous one.
+	marked time.Time
+}
+
+// chainKept is how long a loop remembers a key after marking its latest message published.
+const chainKept = 10 * time.Second
 
 // handoff is the state of a relay's hand-off (Relay.Handoff).
 type handoff struct {
-	seed        maphash.Seed
-	shards      []*handoffShard
-	pausedUntil atomic.Int64 // Unix nanoseconds: when the hand-off takes messages again
+	// holder is the lease holder of the messages written for the hand-off.
+	holder string
+	seed   maphash.Seed
+	shards []*handoffShard
+
+	// releasing are messages leased to holder that the hand-off leaves to the claims: their
+	// lease is ended by the release loop (wake it with released).
+	mu        sync.Mutex
+	releasing []int64
+	released  chan struct{}
 }
 
 func newHandoff(relayID string, shards int) *handoff {
-	h := &handoff{seed: maphash.MakeSeed()}
-	for i := range shards {
-		h.shards = append(h.shards, &handoffShard{holder: fmt.Sprintf("%s/handoff-%d", relayID, i), signal: make(chan struct{}, 1)})
+	h := &handoff{holder: relayID + "/handoff", seed: maphash.MakeSeed(), released: make(chan struct{}, 1)}
+	for range shards {
+		h.shards = append(h.shards, &handoffShard{signal: make(chan struct{}, 1), marks: make(chan struct{}, 1), chains: map[string]*chain{}})
 	}
 	return h
 }
 
-// paused reports whether the hand-off stands aside for now (pauseHandoff).
-func (h *handoff) paused() bool { return time.Now().UnixNano() < h.pausedUntil.Load() }
+// OutboxHandoff is what writers in this process need to hand their outbox messages to the relay
+// (see Handoff): its lease holder, its Lease, and Handoff itself.
+func (r *Relay) OutboxHandoff() *driver.OutboxHandoff {
+	return &driver.OutboxHandoff{Holder: r.handoff.holder, Lease: r.cfg.Lease, Written: r.Handoff}
+}
+
+// leave ends the hand-off's lease of ids, so that the claims take them now (by the release loop,
+// not to hold up the caller), and wakes the claims.
+func (r *Relay) leave(ids []int64) {
+	if len(ids) == 0 {
+		return
+	}
+	r.cfg.Metrics.HandedOff.WithLabelValues("left").Add(float64(len(ids)))
+	h := r.handoff
+	h.mu.Lock()
+	h.releasing = append(h.releasing, ids...)
+	h.mu.Unlock()
+	select {
+	case h.released <- struct{}{}:
+	default:
+	}
+}
+
+// releaseLoop ends the lease of what the hand-off leaves to the claims, until ctx ends and
+// nothing is left to release.
+func (r *Relay) releaseLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			r.release(ctx)
+			return
+		case <-r.handoff.released:
+			r.release(ctx)
+		}
+	}
+}
+
+func (r *Relay) release(ctx context.Context) {
+	h := r.handoff
+	h.mu.Lock()
+	ids := h.releasing
+	h.releasing = nil
+	h.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	failures := make([]*driver.OutboxFailure, len(ids))
+	for i, id := range ids {
+		failures[i] = &driver.OutboxFailure{ID: id, Unattempted: true}
+	}
+	recordCtx, cancel := recordContext(ctx)
+	defer cancel()
+	if _, err := r.exec.OutboxMarkFailed(recordCtx, &driver.OutboxMarkFailedParams{Failures: failures, RelayID: h.holder, Now: r.cfg.Now()}); err != nil {
+		r.cfg.Logger.Warn("outbox relay: releasing messages left to the claims failed; they wait for their lease to end",
+			"count", len(ids), "error", err)
+	}
+	r.Kick()
+}
 
 // shard returns the loop of key: a key's messages always go to the same one.
 func (h *handoff) shard(key string) int {
@@ -61,107 +134,222 @@ func (h *handoff) shard(key string) int {
 	return int(maphash.String(h.seed, key) % uint64(len(h.shards)))
 }
 
-// Handoff gives the relay outbox messages whose transaction has just committed (their ids and
-// keys), so that it publishes them at once instead of at its next claim: no wait for a poll, for
-// older transactions to end (the horizon) or for a claim reading the outbox. The writers that
-// hand their messages over (an execution's checkpoints, see orchestration.Runtime.HandOffOutbox)
-// must write each key's messages under a lock all of that key's writers take, so that their
-// commit order is their id order.
+// Handoff gives the relay outbox messages whose transaction has just committed, as their writer
+// reports them (driver.WrittenMessage), so that it publishes them at once, from memory: no claim,
+// no wait for a poll or for older transactions to end (the horizon), no read of the outbox. The
+// relay then marks them published. Writers hand their messages over in commit order (an
+// execution's checkpoints, see orchestration.Runtime.HandOffOutbox).
 //
-// It never blocks and never loses a message: a message the relay does not take this way (it is
-// stopped, too many wait, another relay claimed it, an earlier message of its key is not
-// published yet, or its transport is not the relay's) stays in the outbox for the claims, and the
-// relay is woken to claim. Messages taken this way keep their key's order: a key's messages go to
-// one of Workers hand-off loops, which leases them (driver.OutboxClaimWrittenParams) and
-// publishes batch after batch; a message whose key has an unpublished message before it that the
-// loop does not hold is left to the claims, which publish a key's messages one after the other.
-// A relay that dies holding them loses them to the claims when their lease ends.
+// It never blocks and never loses a message: a message the relay does not take stays in the
+// outbox for the claims, and the relay is woken to claim. It takes a message only when publishing
+// it now keeps its key's order: its key had no unpublished message when it was written
+// (WrittenMessage.Previous is 0), or the one before it is in the same hand-off loop and did not
+// fail. A key's messages go to one of Workers loops, which publishes batch after batch. It leaves
+// to the claims a message that is delayed, of a transport the relay has no publisher for, whose
+// stored form the writer does not know, that waits behind a message the loop does not hold, or
+// that finds its loop full or the relay stopped. A failed publication leaves the message, and the
+// messages of its key taken after it, to the claims, which retry it with their backoff. A relay
+// that dies before marking what it published publishes nothing twice in order, but the claims
+// publish it again: consumers deduplicate by message id, as after any relay crash.
 func (r *Relay) Handoff(written []driver.WrittenMessage) {
 	if len(written) == 0 {
 		return
 	}
 	h := r.handoff
-	if h.paused() {
-		r.Kick()
-		return
-	}
-	byShard := make([][]int64, len(h.shards))
-	for _, m := range written {
-		i := h.shard(m.Key)
-		byShard[i] = append(byShard[i], m.ID)
-	}
-	refused := false
-	for i, ids := range byShard {
-		if len(ids) == 0 {
+	handed := make([][]driver.WrittenMessage, len(h.shards))
+	var left []int64
+	for _, w := range written {
+		if !r.canHandOff(w) {
+			left = append(left, w.ID)
 			continue
 		}
-		s := h.shards[i]
-		s.mu.Lock()
-		taken := s.on && len(s.handedOff)+len(ids) <= maxHandedOff*r.cfg.BatchSize
-		if taken {
-			s.handedOff = append(s.handedOff, ids...)
-		}
-		s.mu.Unlock()
-		if !taken {
-			refused = true
+		i := h.shard(w.Key)
+		handed[i] = append(handed[i], w)
+	}
+	taken := 0
+	for i, msgs := range handed {
+		if len(msgs) == 0 {
 			continue
 		}
-		select {
-		case s.signal <- struct{}{}:
-		default:
+		var n int
+		n, left = h.shards[i].take(msgs, maxHandedOff*r.cfg.BatchSize, left)
+		taken += n
+		if n > 0 {
+			select {
+			case h.shards[i].signal <- struct{}{}:
+			default:
+			}
 		}
 	}
-	if refused {
-		r.Kick()
+	if taken > 0 {
+		r.cfg.Metrics.HandedOff.WithLabelValues("taken").Add(float64(taken))
 	}
+	r.leave(left)
 }
 
-// take returns up to max of the ids handed over, oldest first. They count as handed over (below)
-// until claimed.
-func (s *handoffShard) take(max int) []int64 {
+// canHandOff reports whether w may be published from memory by this relay, whatever its key.
+func (r *Relay) canHandOff(w driver.WrittenMessage) bool {
+	m := w.Message
+	if m == nil || m.NextAt != nil || m.Delay > 0 {
+		return false
+	}
+	_, ok := r.publishers[m.Transport]
+	return ok
+}
+
+// take queues the messages msgs (of this loop, in the order written) that keep their key's order,
+// up to max waiting, and returns how many it took, and left with the ids of the others appended.
+// Of one key's messages handed over together, each follows the one before it.
+func (s *handoffShard) take(msgs []driver.WrittenMessage, max int, left []int64) (int, []int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	n := min(len(s.handedOff), max)
-	ids := make([]int64, n)
-	copy(ids, s.handedOff)
-	s.handedOff = s.handedOff[n:]
-	if len(s.handedOff) == 0 {
-		s.handedOff = nil
+	taken := 0
+	for i, w := range msgs {
+		if !s.on || len(s.queue) >= max {
+			// What follows of a key may not overtake what is left: the rest goes to the claims.
+			for _, l := range msgs[i:] {
+				left = append(left, l.ID)
+			}
+			break
+		}
+		previous := w.Previous
+		c := s.chains[w.Key]
+		if w.Key != "" && c != nil && c.last > previous && c.last < w.ID {
+			previous = c.last // written by the same statement, after it
+		}
+		switch {
+		case w.Key == "":
+		case previous == 0:
+			s.chains[w.Key] = &chain{last: w.ID}
+		case c != nil && c.last == previous && c.brokenFrom == 0:
+			c.last, c.marked = w.ID, time.Time{}
+		default:
+			left = append(left, w.ID) // an earlier message of its key is the claims'
+			continue
+		}
+		m := w.Message
+		s.queue = append(s.queue, &driver.OutboxRow{ID: w.ID, Category: m.Category, Transport: m.Transport, Topic: m.Topic,
+			Key: m.Key, Type: m.Type, MessageID: m.MessageID, Payload: m.Payload, Headers: m.Headers,
+			Status: driver.OutboxStatusNew, CreatedAt: w.CreatedAt})
+		taken++
 	}
-	s.claiming = 0
-	for _, id := range ids {
-		if s.claiming == 0 || id < s.claiming {
-			s.claiming = id
+	return taken, left
+}
+
+// next moves up to max queued messages to sending and returns them, less those that follow a
+// message of their key that went to the claims (which it returns as left).
+func (s *handoffShard) next(max int) (send, left []*driver.OutboxRow) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(len(s.queue), max)
+	batch := s.queue[:n:n]
+	s.queue = s.queue[n:]
+	if len(s.queue) == 0 {
+		s.queue = nil
+	}
+	for _, row := range batch {
+		if c := s.chains[row.Key]; row.Key != "" && c != nil && c.brokenFrom != 0 && c.brokenFrom < row.ID {
+			left = append(left, row)
+			s.forget(row)
+			continue
+		}
+		send = append(send, row)
+	}
+	s.sending = send
+	return send, left
+}
+
+// sent records the outcome of the batch being sent: published ones wait to be marked; failed
+// ones go to the claims, with the messages of their keys taken after them.
+func (s *handoffShard) sent(published []int64, failed []*driver.OutboxRow) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ok := make(map[int64]bool, len(published))
+	for _, id := range published {
+		ok[id] = true
+	}
+	for _, row := range s.sending {
+		if ok[row.ID] {
+			s.marking = append(s.marking, row)
 		}
 	}
-	return ids
+	s.sending = nil
+	for _, row := range failed {
+		if c := s.chains[row.Key]; row.Key != "" && c != nil && (c.brokenFrom == 0 || row.ID < c.brokenFrom) {
+			c.brokenFrom = row.ID
+		}
+		s.forget(row)
+	}
 }
 
-// claimed records that the ids last taken were claimed (or left to the claims).
-func (s *handoffShard) claimed() {
+// forget drops row's key from chains when row is its latest message in the loop: the key's next
+// message finds none unpublished before it, or one the loop does not hold.
+func (s *handoffShard) forget(row *driver.OutboxRow) {
+	if c := s.chains[row.Key]; c != nil && c.last == row.ID {
+		delete(s.chains, row.Key)
+	}
+}
+
+// toMark returns what waits to be marked.
+func (s *handoffShard) toMark() []*driver.OutboxRow {
 	s.mu.Lock()
-	s.claiming = 0
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	rows := s.marking
+	return rows
 }
 
-// below is the smallest id handed over to the shard and not claimed yet, 0 when there is none.
+// marked records that rows, the first of toMark's, were marked at now, and forgets the keys whose
+// latest message was marked more than chainKept before.
+func (s *handoffShard) marked(rows []*driver.OutboxRow, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.marking = s.marking[len(rows):]
+	if len(s.marking) == 0 {
+		s.marking = nil
+	}
+	for _, row := range rows {
+		if c := s.chains[row.Key]; c != nil && c.last == row.ID {
+			c.marked = now
+		}
+	}
+	if now.Sub(s.swept) < chainKept {
+		return
+	}
+	s.swept = now
+	for key, c := range s.chains {
+		if !c.marked.IsZero() && now.Sub(c.marked) > chainKept {
+			delete(s.chains, key)
+		}
+	}
+}
+
+// below is the smallest id taken by the loop and not yet marked, 0 when there is none.
 func (s *handoffShard) below() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	below := s.claiming
-	for _, id := range s.handedOff {
+	var below int64
+	low := func(id int64) {
 		if below == 0 || id < below {
 			below = id
 		}
 	}
+	for _, row := range s.queue {
+		low(row.ID)
+	}
+	for _, row := range s.sending {
+		low(row.ID)
+	}
+	for _, row := range s.marking {
+		low(row.ID)
+	}
 	return below
 }
 
-// handoffBelow is the smallest id handed over and not claimed yet, 0 when there is none: the
-// relay's claims take only messages below it (driver.OutboxClaimParams.Below), so that they do
-// not take what the hand-off is about to, which would leave the rest of those keys waiting
-// behind them. Messages of other writers above it wait for the hand-off to move past them, a
-// few milliseconds while it keeps up.
+// handoffBelow is the smallest id handed over and not yet published and marked, 0 when there is
+// none: the relay's claims take only messages below it (driver.OutboxClaimParams.Below), so that
+// they do not publish again what the hand-off is publishing, or take a key's message the
+// hand-off's next ones would have to wait for. Messages of other writers above it wait for the
+// hand-off to move past them, a few milliseconds while it keeps up.
 func (r *Relay) handoffBelow() int64 {
 	var below int64
 	for _, s := range r.handoff.shards {
@@ -172,99 +360,105 @@ func (r *Relay) handoffBelow() int64 {
 	return below
 }
 
-// setHandoff turns the hand-off on or off; off, what waits is left to the claims.
+// setHandoff turns the hand-off on or off; off, what waits is left to the claims, and the loops
+// forget their keys (a key's next message, after a restart, follows none of theirs).
 func (r *Relay) setHandoff(on bool) {
-	left := false
+	var left []int64
 	for _, s := range r.handoff.shards {
 		s.mu.Lock()
 		s.on = on
 		if !on {
-			left = left || len(s.handedOff) > 0
-			s.handedOff, s.claiming = nil, 0
+			for _, row := range s.queue {
+				left = append(left, row.ID)
+			}
+			s.queue = nil
+			s.chains = map[string]*chain{}
 		}
 		s.mu.Unlock()
 	}
-	if left {
-		r.Kick()
-	}
-}
-
-// pauseHandoff leaves every message to the claims for d.
-func (r *Relay) pauseHandoff(d time.Duration) time.Time {
-	until := time.Now().Add(d)
-	r.handoff.pausedUntil.Store(until.UnixNano())
-	return until
+	r.leave(left)
 }
 
 // handoffLoop publishes what is handed over to shard s, one batch at a time: a key's messages of
-// one batch are published before those of the next. It marks what it published with its next
-// claim, or after ActiveWindow without one.
+// one batch are published before those of the next. Its marker marks them meanwhile.
 func (r *Relay) handoffLoop(ctx context.Context, s *handoffShard) {
-	var published []int64
-	flush := r.marker(ctx, &published)
-	defer flush()
-	idle := time.NewTimer(time.Hour)
-	defer idle.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-idle.C:
-			flush()
-			continue
 		case <-s.signal:
 		}
 		for {
-			ids := s.take(r.cfg.BatchSize)
-			if len(ids) == 0 {
-				break
-			}
-			if r.handoff.paused() {
-				s.claimed()
-				r.Kick() // the claims take them
-				continue
-			}
-			started := time.Now()
-			// Not cut short by a stop: the claim carries the marks of what was published.
-			claimCtx, cancel := recordContext(ctx)
-			rows, err := r.exec.OutboxClaimWritten(claimCtx, &driver.OutboxClaimWrittenParams{IDs: ids, Transports: r.transports,
-				Lease: r.cfg.Lease, RelayID: s.holder, Now: r.cfg.Now(), Published: published})
-			cancel()
-			s.claimed()
-			if err != nil {
-				if ctx.Err() != nil {
-					return
+			send, left := s.next(r.cfg.BatchSize)
+			r.leave(ids(left))
+			if len(send) == 0 {
+				if len(left) == 0 {
+					break
 				}
-				r.cfg.Logger.Warn("outbox relay: claiming handed-over messages failed; the claims take them", "count", len(ids), "error", err)
-				r.Kick()
 				continue
 			}
-			published = nil
-			r.cfg.Metrics.HandedOff.WithLabelValues("taken").Add(float64(len(rows)))
-			if len(rows) < len(ids) {
-				r.cfg.Metrics.HandedOff.WithLabelValues("left").Add(float64(len(ids) - len(rows)))
-				r.Kick()
-			}
-			if len(rows) == 0 {
-				continue
-			}
-			var failed bool
-			published, failed, err = r.publish(ctx, rows, s.holder)
+			// A failure is recorded as the claims' are (the messages are leased to the
+			// hand-off's holder): the claims retry it when due.
+			published, failed, err := r.publish(ctx, send, r.handoff.holder)
 			if err != nil {
-				// The failed messages are still leased to the loop: until the lease ends, a later
-				// message of their key must not overtake them, so the hand-off stands aside.
-				until := r.pauseHandoff(r.cfg.Lease)
-				r.cfg.Logger.Warn("outbox relay: recording failed publications failed; handing over paused", "until", until, "error", err)
-			} else if failed {
-				r.Kick() // the claims retry them when due
+				r.cfg.Logger.Warn("outbox relay: recording failed hand-off publications failed; they wait for their lease to end", "error", err)
 			}
-			if took := time.Since(started); took > handoffSlow {
-				until := r.pauseHandoff(handoffRest)
-				r.cfg.Metrics.HandoffPauses.Inc()
-				r.cfg.Logger.Debug("outbox relay: the hand-off falls behind; the claims take over for a while",
-					"took", took, "messages", len(rows), "until", until)
+			var notSent []*driver.OutboxRow
+			if failed {
+				ok := make(map[int64]bool, len(published))
+				for _, id := range published {
+					ok[id] = true
+				}
+				for _, row := range send {
+					if !ok[row.ID] {
+						notSent = append(notSent, row)
+					}
+				}
+				r.Kick()
+			}
+			s.sent(published, notSent)
+			select {
+			case s.marks <- struct{}{}:
+			default:
 			}
 		}
-		idle.Reset(r.cfg.ActiveWindow)
 	}
+}
+
+// ids returns the ids of rows.
+func ids(rows []*driver.OutboxRow) []int64 {
+	out := make([]int64, len(rows))
+	for i, row := range rows {
+		out[i] = row.ID
+	}
+	return out
+}
+
+// handoffMarker marks published what shard s's loop published, a batch at a time, until ctx ends
+// and nothing is left to mark. Until marked, the messages hold the claims back (handoffBelow).
+func (r *Relay) handoffMarker(ctx context.Context, s *handoffShard) {
+	for {
+		select {
+		case <-ctx.Done():
+			r.markHandedOff(ctx, s)
+			return
+		case <-s.marks:
+			r.markHandedOff(ctx, s)
+		}
+	}
+}
+
+// markHandedOff marks what shard s published and has not marked yet.
+func (r *Relay) markHandedOff(ctx context.Context, s *handoffShard) {
+	s.markMu.Lock()
+	defer s.markMu.Unlock()
+	rows := s.toMark()
+	if len(rows) == 0 {
+		return
+	}
+	if err := r.markPublished(ctx, ids(rows)); err != nil {
+		// They were published; the claims publish them again once the hand-off moves past them.
+		r.cfg.Logger.Warn("outbox relay: marking handed-over messages failed", "error", err)
+	}
+	s.marked(rows, time.Now())
 }

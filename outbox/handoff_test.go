@@ -3,9 +3,11 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
@@ -15,32 +17,63 @@ import (
 	"github.com/commandbus/commandbus/outbox"
 )
 
-// enqueued writes msgs and returns their outbox ids, in order.
-func enqueued(t *testing.T, drv driver.Driver, msgs ...*outbox.Message) []int64 {
+// enqueued writes msgs and returns their outbox rows, in order.
+func enqueued(t *testing.T, drv driver.Driver, msgs ...*outbox.Message) []*driver.OutboxRow {
 	t.Helper()
 	ctx := context.Background()
 	require.NoError(t, outbox.Enqueue(ctx, drv.Executor(), msgs...))
 	rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}, Limit: 1000})
 	require.NoError(t, err)
-	byMessage := map[string]int64{}
+	byMessage := map[string]*driver.OutboxRow{}
 	for _, r := range rows {
-		byMessage[r.MessageID] = r.ID
+		byMessage[r.MessageID] = r
 	}
-	ids := make([]int64, len(msgs))
+	out := make([]*driver.OutboxRow, len(msgs))
 	for i, m := range msgs {
-		ids[i] = byMessage[m.Envelope.MessageID.String()]
-		require.NotZero(t, ids[i], "message %d written", i)
-	}
-	return ids
-}
-
-// handedOver returns what a writer hands the relay for msgs written with ids.
-func handedOver(ids []int64, msgs []*outbox.Message) []driver.WrittenMessage {
-	out := make([]driver.WrittenMessage, len(ids))
-	for i, id := range ids {
-		out[i] = driver.WrittenMessage{ID: id, Key: msgs[i].Envelope.Key}
+		out[i] = byMessage[m.Envelope.MessageID.String()]
+		require.NotNil(t, out[i], "message %d written", i)
 	}
 	return out
+}
+
+// handedOver returns what a writer hands the relay for rows, written in that order, each
+// unpublished when the next of its key was written: its previous message is the one before it
+// of its key, in all.
+func handedOver(rows []*driver.OutboxRow, all []*driver.OutboxRow) []driver.WrittenMessage {
+	out := make([]driver.WrittenMessage, len(rows))
+	for i, r := range rows {
+		var previous int64
+		for _, o := range all {
+			if o.Key == r.Key && o.ID < r.ID {
+				previous = max(previous, o.ID)
+			}
+		}
+		out[i] = driver.WrittenMessage{ID: r.ID, Key: r.Key, Previous: previous, CreatedAt: r.CreatedAt,
+			Message: &driver.OutboxInsertParams{Category: r.Category, Transport: r.Transport, Topic: r.Topic, Key: r.Key,
+				Type: r.Type, MessageID: r.MessageID, Payload: r.Payload, Headers: r.Headers}}
+	}
+	return out
+}
+
+// writtenFor writes msgs as the events of a new execution started for relay's hand-off
+// (driver.OutboxHandoff: leased to it) and returns what the writer reports, without handing it
+// over.
+func writtenFor(t *testing.T, drv driver.Driver, relay *outbox.Relay, msgs ...*outbox.Message) []driver.WrittenMessage {
+	t.Helper()
+	x := &driver.ExecutionInsertParams{ID: uuid.Must(uuid.NewV7()), Model: "workflow", Type: "handoff-test"}
+	for _, m := range msgs {
+		p, err := m.InsertParams()
+		require.NoError(t, err)
+		x.Outbox = append(x.Outbox, p)
+	}
+	handoff := relay.OutboxHandoff()
+	var written []driver.WrittenMessage
+	handoff.Written = func(w []driver.WrittenMessage) { written = append(written, w...) }
+	_, err := drv.Executor().ExecutionInsertMany(context.Background(), &driver.ExecutionInsertManyParams{
+		Executions: []*driver.ExecutionInsertParams{x}, OutboxHandoff: handoff})
+	require.NoError(t, err)
+	require.Len(t, written, len(msgs))
+	return written
 }
 
 func counterValue(t *testing.T, c prometheus.Counter) float64 {
@@ -60,10 +93,10 @@ func TestRelayHandoff(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		// newRelay starts a relay whose claims poll every poll (on PostgreSQL a claim may find
 		// nothing while other tests' transactions hold the horizon).
-		newRelay := func(t *testing.T, pub *fakePublisher, poll time.Duration, workers int) (*outbox.Relay, *outbox.Metrics) {
+		newRelay := func(t *testing.T, pub *fakePublisher, poll time.Duration, workers int, id ...string) (*outbox.Relay, *outbox.Metrics) {
 			metrics, err := outbox.NewMetrics(nil)
 			require.NoError(t, err)
-			relay := startRelay(t, drv, outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, Workers: workers, PollInterval: poll,
+			relay := startRelay(t, drv, outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, Workers: workers, PollInterval: poll, RelayID: strings.Join(id, ""),
 				ActiveWindow: 20 * time.Millisecond, InitialBackoff: 20 * time.Millisecond, MaxBackoff: 40 * time.Millisecond, Metrics: metrics})
 			// Its first claims, at the start, must not take the messages the test writes next.
 			waitFor(t, "the relay's first claims", func() bool {
@@ -81,9 +114,9 @@ func TestRelayHandoff(t *testing.T) {
 			pub := newFakePublisher()
 			relay, metrics := newRelay(t, pub, time.Hour, 2) // no claim but those it is woken for; two hand-off loops
 			msgs := []*outbox.Message{event("h1"), event("h2"), event("h1"), event("h2"), event("h1"), event("")}
-			ids := enqueued(t, drv, msgs...)
-			relay.Handoff(handedOver(ids[:2], msgs[:2]))
-			relay.Handoff(handedOver(ids[2:], msgs[2:]))
+			rows := enqueued(t, drv, msgs...)
+			relay.Handoff(handedOver(rows[:2], rows))
+			relay.Handoff(handedOver(rows[2:], rows))
 			waitFor(t, "every message published", func() bool { return len(pub.messageIDs()) == len(msgs) })
 			want, got := map[string][]string{}, map[string][]string{}
 			for _, m := range msgs {
@@ -100,12 +133,31 @@ func TestRelayHandoff(t *testing.T) {
 			waitFor(t, "every message marked", func() bool { return unpublished() == 0 })
 		})
 
+		t.Run("OneStatementsMessagesFollowEachOther", func(t *testing.T) {
+			// On PostgreSQL the messages of one key written by one statement all name the key's
+			// unpublished message before the statement as their previous one: the relay chains
+			// them in the order written.
+			pub := newFakePublisher()
+			relay, metrics := newRelay(t, pub, time.Hour, 1)
+			msgs := []*outbox.Message{event("s1"), event("s1"), event("s1")}
+			rows := enqueued(t, drv, msgs...)
+			relay.Handoff(handedOver(rows[:1], rows))
+			together := handedOver(rows[1:], rows)
+			together[1].Previous = together[0].Previous
+			relay.Handoff(together)
+			waitFor(t, "every message published", func() bool { return len(pub.messageIDs()) == len(msgs) })
+			require.Equal(t, []string{msgs[0].Envelope.MessageID.String(), msgs[1].Envelope.MessageID.String(), msgs[2].Envelope.MessageID.String()},
+				pub.messageIDs())
+			require.Equal(t, 3.0, counterValue(t, metrics.HandedOff.WithLabelValues("taken")))
+			require.Zero(t, counterValue(t, metrics.HandedOff.WithLabelValues("left")))
+		})
+
 		t.Run("LeavesWhatWaitsBehindToTheClaims", func(t *testing.T) {
 			pub := newFakePublisher()
 			relay, metrics := newRelay(t, pub, 50*time.Millisecond, 1)
 			msgs := []*outbox.Message{event("w"), event("w"), event("w")}
-			ids := enqueued(t, drv, msgs...)
-			relay.Handoff(handedOver(ids[1:], msgs[1:])) // not the first: the claim the relay is woken for takes all three
+			rows := enqueued(t, drv, msgs...)
+			relay.Handoff(handedOver(rows[1:], rows)) // not the first: the claim the relay is woken for takes all three
 			waitFor(t, "every message published", func() bool { return len(pub.messageIDs()) == len(msgs) })
 			require.Equal(t, []string{msgs[0].Envelope.MessageID.String(), msgs[1].Envelope.MessageID.String(), msgs[2].Envelope.MessageID.String()},
 				pub.messageIDs())
@@ -119,14 +171,17 @@ func TestRelayHandoff(t *testing.T) {
 			pub.setFailing(errors.New("broker down"))
 			relay, metrics := newRelay(t, pub, 50*time.Millisecond, 1)
 			msgs := []*outbox.Message{event("f"), event("f")}
-			ids := enqueued(t, drv, msgs...)
-			relay.Handoff(handedOver(ids[:1], msgs[:1]))
+			written := writtenFor(t, drv, relay, msgs[0])
+			relay.Handoff(written)
+			// Its publication failed: recorded as a claim's would be, it is the claims' to retry.
 			waitFor(t, "the failure recorded", func() bool {
-				row, err := drv.Executor().OutboxGet(ctx, ids[0])
+				row, err := drv.Executor().OutboxGet(ctx, written[0].ID)
 				require.NoError(t, err)
 				return row.LastError == "broker down" && row.LockedUntil == nil
 			})
-			relay.Handoff(handedOver(ids[1:], msgs[1:]))
+			next := writtenFor(t, drv, relay, msgs[1])
+			require.Equal(t, written[0].ID, next[0].Previous, "written after an unpublished message of its key")
+			relay.Handoff(next)
 			waitFor(t, "the second left to the claims", func() bool {
 				return counterValue(t, metrics.HandedOff.WithLabelValues("left")) == 1
 			})
@@ -137,25 +192,27 @@ func TestRelayHandoff(t *testing.T) {
 		})
 
 		t.Run("TwoRelaysKeepAKeysOrder", func(t *testing.T) {
-			// An execution moved to another instance: its next rows are handed to another relay,
-			// which leaves them to the claims while the first relay holds the earlier ones.
+			// An execution moved to another instance: its next messages are written for another
+			// relay, which leaves them to the claims while the first relay holds the earlier ones.
+			// Written leased to their relay, no claim takes a message a relay is publishing.
 			pub := newFakePublisher()
-			first, _ := newRelay(t, pub, 50*time.Millisecond, 1)
-			second, metrics := newRelay(t, pub, 50*time.Millisecond, 1)
+			first, _ := newRelay(t, pub, 50*time.Millisecond, 1, "first")
+			second, metrics := newRelay(t, pub, 50*time.Millisecond, 1, "second")
 			var msgs []*outbox.Message
 			for range 6 {
 				msgs = append(msgs, event("moved"))
 			}
-			ids := enqueued(t, drv, msgs...)
-			first.Handoff(handedOver(ids[:3], msgs[:3]))
-			second.Handoff(handedOver(ids[3:], msgs[3:]))
-			waitFor(t, "every message published", func() bool { return len(pub.messageIDs()) >= len(msgs) })
+			before := writtenFor(t, drv, first, msgs[:3]...)
+			after := writtenFor(t, drv, second, msgs[3:]...)
+			first.Handoff(before)
+			second.Handoff(after)
 			want := make([]string, len(msgs))
 			for i, m := range msgs {
 				want[i] = m.Envelope.MessageID.String()
 			}
+			waitFor(t, "every message published", func() bool { return len(pub.messageIDs()) >= len(msgs) })
 			require.Equal(t, want, pub.messageIDs(), "once each, in the order written")
-			require.Positive(t, counterValue(t, metrics.HandedOff.WithLabelValues("left"))+counterValue(t, metrics.HandedOff.WithLabelValues("taken")))
+			require.Equal(t, 3.0, counterValue(t, metrics.HandedOff.WithLabelValues("left")), "the second relay's follow the first's")
 			waitFor(t, "every message marked", func() bool { return unpublished() == 0 })
 		})
 
@@ -164,8 +221,8 @@ func TestRelayHandoff(t *testing.T) {
 			relay, metrics := newRelay(t, pub, 50*time.Millisecond, 1)
 			require.NoError(t, relay.Stop(ctx))
 			msg := event("s")
-			ids := enqueued(t, drv, msg)
-			relay.Handoff(handedOver(ids, []*outbox.Message{msg}))
+			rows := enqueued(t, drv, msg)
+			relay.Handoff(handedOver(rows, rows))
 			require.Zero(t, counterValue(t, metrics.HandedOff.WithLabelValues("taken")))
 			require.NoError(t, relay.Start(ctx))
 			relay.Kick()

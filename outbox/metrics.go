@@ -24,9 +24,6 @@ type Metrics struct {
 	// HandedOff counts the messages handed to a relay right after their commit (Relay.Handoff)
 	// by outcome: taken (published by the hand-off) or left (to the claims).
 	HandedOff *prometheus.CounterVec
-	// HandoffPauses counts the times a relay's hand-off fell behind and left everything to its
-	// claims for a second.
-	HandoffPauses prometheus.Counter
 	// Backlog is the outbox backlog: unpublished messages by transport, category and status
 	// (NEW or FAILED), refreshed by the relay.
 	Backlog *prometheus.GaugeVec
@@ -69,12 +66,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}, []string{"result"}),
 		HandedOff: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "commandbus_outbox_handed_off_total",
-			Help: "Outbox messages handed to a relay right after their commit, by outcome (taken: published at once; left: to the claims).",
+			Help: "Outbox messages handed to a relay right after their commit, by outcome (taken: published at once from memory; left: to the claims).",
 		}, []string{"outcome"}),
-		HandoffPauses: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "commandbus_outbox_handoff_pauses_total",
-			Help: "Times a relay's hand-off fell behind the writers and left every message to its claims for a second.",
-		}),
 		Backlog: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "commandbus_outbox_backlog",
 			Help: "Unpublished outbox messages, by transport, category and status (NEW or FAILED).",
@@ -134,7 +127,6 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	reuse(&m.PublishFailures, m.PublishFailures)
 	reuse(&m.Claims, m.Claims)
 	reuse(&m.HandedOff, m.HandedOff)
-	reuse(&m.HandoffPauses, m.HandoffPauses)
 	reuse(&m.Backlog, m.Backlog)
 	reuse(&m.OldestUnpublished, m.OldestUnpublished)
 	reuse(&m.InboxDedupeHits, m.InboxDedupeHits)

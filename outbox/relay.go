@@ -233,8 +233,13 @@ func (r *Relay) Start(ctx context.Context) error {
 	}
 	r.setHandoff(true)
 	for _, s := range r.handoff.shards {
-		r.base.Go(func() { r.handoffLoop(runCtx, s) })
+		r.base.Go(func() {
+			r.handoffLoop(runCtx, s)
+			r.markHandedOff(runCtx, s) // what its last batch published
+		})
+		r.base.Go(func() { r.handoffMarker(runCtx, s) })
 	}
+	r.base.Go(func() { r.releaseLoop(runCtx) })
 	return nil
 }
 
@@ -248,6 +253,7 @@ func (r *Relay) Stop(ctx context.Context) error {
 	done := r.base.Done()
 	select {
 	case <-done:
+		r.release(ctx) // what the hand-off left after its release loop ended
 		r.base.Stopped()
 		return nil
 	case <-ctx.Done():
@@ -398,6 +404,21 @@ func (r *Relay) runOnce(ctx context.Context, published []int64) (int, []int64, e
 // publish publishes claimed rows, leased to relayID, and defers the failures. It returns the ids
 // the broker accepted, still to be marked, and whether any publication failed.
 func (r *Relay) publish(ctx context.Context, rows []*driver.OutboxRow, relayID string) ([]int64, bool, error) {
+	published, failures := r.send(ctx, rows)
+	if len(failures) == 0 {
+		return published, false, nil
+	}
+	markCtx, markCancel := recordContext(ctx)
+	defer markCancel()
+	r.cfg.Logger.Warn("outbox relay: publications failed; deferred", "count", len(failures), "first_error", failures[0].Error)
+	if _, err := r.exec.OutboxMarkFailed(markCtx, &driver.OutboxMarkFailedParams{Failures: failures, RelayID: relayID, Now: r.cfg.Now()}); err != nil {
+		return published, true, fmt.Errorf("deferring %d failed messages: %w", len(failures), err)
+	}
+	return published, true, nil
+}
+
+// send publishes rows and returns the ids the broker accepted and the failures, not recorded.
+func (r *Relay) send(ctx context.Context, rows []*driver.OutboxRow) ([]int64, []*driver.OutboxFailure) {
 	var published []int64
 	byTransport := map[string][]*driver.OutboxRow{}
 	for _, row := range rows {
@@ -460,16 +481,7 @@ func (r *Relay) publish(ctx context.Context, rows []*driver.OutboxRow, relayID s
 		}()
 	}
 	wg.Wait()
-	if len(failures) == 0 {
-		return published, false, nil
-	}
-	markCtx, markCancel := recordContext(ctx)
-	defer markCancel()
-	r.cfg.Logger.Warn("outbox relay: publications failed; deferred", "count", len(failures), "first_error", failures[0].Error)
-	if _, err := r.exec.OutboxMarkFailed(markCtx, &driver.OutboxMarkFailedParams{Failures: failures, RelayID: relayID, Now: r.cfg.Now()}); err != nil {
-		return published, true, fmt.Errorf("deferring %d failed messages: %w", len(failures), err)
-	}
-	return published, true, nil
+	return published, failures
 }
 
 // claimLag is how long the oldest of rows had waited when they were claimed, on the database's

@@ -56,7 +56,8 @@ func exerciseExecutionEvents(t *testing.T, setup setupFunc) {
 		fresh2.Outbox = []*driver.OutboxInsertParams{eventMessage(fresh2.ID, "EXECUTION_STARTED")}
 		var written []driver.WrittenMessage // the messages written, reported after the commit
 		inserted, err := b.exec.ExecutionInsertMany(ctx, &driver.ExecutionInsertManyParams{Executions: []*driver.ExecutionInsertParams{&again, fresh, fresh2},
-			Now: &t0, OutboxWritten: func(msgs []driver.WrittenMessage) { written = append(written, msgs...) }})
+			Now: &t0, OutboxHandoff: &driver.OutboxHandoff{Holder: "relay/handoff", Lease: time.Minute,
+				Written: func(msgs []driver.WrittenMessage) { written = append(written, msgs...) }}})
 		require.NoError(t, err)
 		require.Equal(t, []uuid.UUID{fresh.ID, fresh2.ID}, inserted)
 		require.Equal(t, []string{"EXECUTION_STARTED"}, eventsOf(t, b.exec, p.ID), "a no-op insert writes no event")
@@ -67,7 +68,13 @@ func exerciseExecutionEvents(t *testing.T, setup setupFunc) {
 			require.NoError(t, err)
 			require.Equal(t, id.String(), row.Key, "message %d", i)
 			require.Equal(t, id.String(), written[i].Key, "message %d", i)
+			require.Zero(t, written[i].Previous, "a new execution's first message follows none")
+			require.True(t, row.CreatedAt.Equal(written[i].CreatedAt), "message %d", i)
+			require.Equal(t, "relay/handoff", row.LockedBy, "leased to the hand-off: no claim takes it meanwhile")
+			requireTimePtr(t, t0.Add(time.Minute), row.LockedUntil, "locked_until")
 		}
+		require.Same(t, fresh.Outbox[0], written[0].Message, "the message as written, for the relay to publish from memory")
+		require.Same(t, fresh2.Outbox[0], written[1].Message)
 
 		// A checkpoint's child is started with its parent's checkpoint, once.
 		child := &driver.ExecutionInsertParams{ID: uuid.Must(uuid.NewV7()), Type: "Sub"}

@@ -349,13 +349,15 @@ func exerciseExecutionCheckpointMany(t *testing.T, setup setupFunc) {
 			Outbox:   []*driver.OutboxInsertParams{message("current-1"), message("current-2")},
 		}
 		var written []int64 // what the checkpoints report they wrote, after the commit
+		var reported []driver.WrittenMessage
 		applied, err := b.exec.ExecutionCheckpointMany(ctx, &driver.ExecutionCheckpointManyParams{Checkpoints: []*driver.ExecutionCheckpoint{stale, current},
-			Now: &t1, OutboxWritten: func(msgs []driver.WrittenMessage) {
+			Now: &t1, OutboxHandoff: &driver.OutboxHandoff{Holder: "relay/handoff", Lease: time.Minute, Written: func(msgs []driver.WrittenMessage) {
 				for _, m := range msgs {
 					require.Equal(t, p.ID.String(), m.Key, "the key the message was written with")
 					written = append(written, m.ID)
 				}
-			}})
+				reported = append(reported, msgs...)
+			}}})
 		require.NoError(t, err)
 		require.Equal(t, []uuid.UUID{other.ID}, applied)
 		outboxIDs := func() ([]string, []int64) {
@@ -376,6 +378,22 @@ func exerciseExecutionCheckpointMany(t *testing.T, setup setupFunc) {
 		messageIDs, rowIDs := outboxIDs()
 		require.Equal(t, []string{"current-1", "current-2"}, messageIDs)
 		require.Equal(t, rowIDs, written)
+		// Each is reported with the message as written (the relay publishes it from memory), its
+		// time, and the key's latest unpublished message before it: none for the first; for the
+		// second, none (PostgreSQL: one statement wrote both) or the first.
+		require.Len(t, reported, 2)
+		for i, m := range []*driver.OutboxInsertParams{current.Outbox[0], current.Outbox[1]} {
+			require.Same(t, m, reported[i].Message, "message %d", i)
+			require.True(t, t1.Equal(reported[i].CreatedAt), "message %d written at %v", i, reported[i].CreatedAt)
+		}
+		require.Zero(t, reported[0].Previous)
+		require.Contains(t, []int64{0, reported[0].ID}, reported[1].Previous)
+		for _, m := range reported {
+			row, err := b.exec.OutboxGet(ctx, m.ID)
+			require.NoError(t, err)
+			require.Equal(t, "relay/handoff", row.LockedBy, "leased to the hand-off: no claim takes it meanwhile")
+			requireTimePtr(t, t1.Add(time.Minute), row.LockedUntil, "locked_until")
+		}
 
 		// Nothing of the stale checkpoint is written: not the row, not its log, not its command.
 		unchanged := *taken
@@ -393,9 +411,17 @@ func exerciseExecutionCheckpointMany(t *testing.T, setup setupFunc) {
 		require.NoError(t, err)
 		require.Empty(t, applied)
 
-		// The new holder writes.
+		// The new holder writes; its message follows the two unpublished ones of its key.
 		stale.Fence = 2
-		require.Equal(t, []uuid.UUID{p.ID}, checkpoint(t, b.exec, t1, stale))
+		reported = nil
+		applied, err = b.exec.ExecutionCheckpointMany(ctx, &driver.ExecutionCheckpointManyParams{Checkpoints: []*driver.ExecutionCheckpoint{stale},
+			Now: &t1, OutboxHandoff: &driver.OutboxHandoff{Holder: "relay/handoff", Lease: time.Minute,
+				Written: func(msgs []driver.WrittenMessage) { reported = append(reported, msgs...) }}})
+		require.NoError(t, err)
+		require.Equal(t, []uuid.UUID{p.ID}, applied)
+		require.Len(t, reported, 1)
+		require.Equal(t, rowIDs[1], reported[0].Previous)
+		require.Same(t, stale.Outbox[0], reported[0].Message)
 		require.Equal(t, driver.ExecutionCompleted, getExecution(t, b.exec, p.ID).Status)
 		require.Len(t, logList(t, b.exec, p.ID), 1)
 		get(t, b.exec, staleCommand.ID)

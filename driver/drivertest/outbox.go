@@ -172,51 +172,6 @@ func exerciseOutbox(t *testing.T, setup setupFunc) {
 		require.Zero(t, n)
 	})
 
-	t.Run("ClaimWrittenKeepsEachKeysOrder", func(t *testing.T) {
-		t.Parallel()
-		b := setup(t)
-		claimWritten := func(relay string, at time.Time, published []int64, ids ...int64) []int64 {
-			t.Helper()
-			rows, err := b.exec.OutboxClaimWritten(ctx, &driver.OutboxClaimWrittenParams{IDs: ids, Transports: []string{"kafka"},
-				Lease: lease, RelayID: relay, Now: &at, Published: published})
-			require.NoError(t, err)
-			for _, r := range rows {
-				require.Equal(t, relay, r.LockedBy)
-				require.Equal(t, 1, r.Attempts)
-				requireTimePtr(t, at.Add(lease), r.LockedUntil, "locked_until")
-			}
-			return outboxIDs(rows)
-		}
-		k := outboxInsert(t, b.exec, &t0, newOutboxMessage("kafka", "events", "k"), newOutboxMessage("kafka", "events", "k"),
-			newOutboxMessage("kafka", "events", "k"), newOutboxMessage("kafka", "events", "k"))
-		other := outboxInsert(t, b.exec, &t0, newOutboxMessage("kafka", "events", "j"), newOutboxMessage("kafka", "events", ""),
-			newOutboxMessage("amqp", "q", "a"))
-
-		// k[0] was not handed over and is unpublished: k[1] waits for it (the claims take both).
-		require.Empty(t, claimWritten("eager", t0, nil, k[1]))
-		// Handed over together, a key's messages go together, in id order; a message without a
-		// key or of another key goes on its own; another transport's does not.
-		require.Equal(t, []int64{k[0], k[1], other[0], other[1]}, claimWritten("eager", t0, nil, other[2], other[1], k[1], k[0], other[0]))
-		// The messages before it are held by this relay: k[2] may follow them; not for another relay.
-		require.Empty(t, claimWritten("eager-2", t0, nil, k[2]))
-		require.Equal(t, []int64{k[2]}, claimWritten("eager", t0, nil, k[2]))
-		// Claimed already: a second hand-over takes nothing.
-		require.Empty(t, claimWritten("eager", t0, nil, k[0], k[2]))
-		// Once their lease ends, another relay's claim may take k[0..2]: k[3] no longer follows
-		// messages this relay holds.
-		require.Empty(t, claimWritten("eager", t0.Add(lease+time.Second), nil, k[3]))
-		// The relay marks what it published with its next hand-over; the rest of the key may follow.
-		after := t0.Add(time.Second)
-		require.Equal(t, []int64{k[3]}, claimWritten("eager", after, []int64{k[0], k[1], k[2]}, k[3]))
-		published, err := b.exec.OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusPublished}})
-		require.NoError(t, err)
-		require.ElementsMatch(t, []int64{k[0], k[1], k[2]}, outboxIDs(published))
-		// A relay's claim holding a message keeps it: handed over, it is not taken twice.
-		rest := outboxInsert(t, b.exec, &t0, newOutboxMessage("kafka", "events", "m"), newOutboxMessage("kafka", "events", "m"))
-		outboxClaim(t, b.exec, driver.OutboxClaimParams{Transports: []string{"kafka"}, Max: 1, Lease: lease, RelayID: "poller", Now: &after}, 1)
-		require.Empty(t, claimWritten("eager", after, nil, rest...), "the poller holds rest[0]; rest[1] waits behind it")
-	})
-
 	t.Run("ClaimBelowStopsEachRun", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)

@@ -87,9 +87,10 @@ const executionInsertSelectSQL = `
 // executionInsertSelectOutboxSQL is executionInsertSelectSQL followed by the ids and keys of the
 // outbox messages written (with a NULL execution id).
 const executionInsertSelectOutboxSQL = `
-	SELECT i.id, NULL::bigint AS outbox_id, NULL::text AS outbox_key, i.ord FROM i WHERE i.id IN (SELECT id FROM ins)
-	UNION ALL SELECT NULL::uuid, o.id, coalesce(o.key, ''), NULL FROM inserted_outbox o
-	ORDER BY 4, 2`
+	SELECT i.id, NULL::bigint AS outbox_id, NULL::text, NULL::bigint, NULL::timestamptz, NULL::text, NULL::text, NULL::text, i.ord
+	FROM i WHERE i.id IN (SELECT id FROM ins)
+	UNION ALL SELECT NULL::uuid, o.id, o.key, o.previous, o.created_at, o.message_id, o.transport, o.topic, NULL FROM inserted_outbox o
+	ORDER BY 9, 2`
 
 // executionInsertAttrsParam is the first parameter of the attributes of new executions, after
 // executionInsertSQL's 19 and the log's 15.
@@ -107,6 +108,7 @@ type insertArrays struct {
 	attrs                                attributeArrays
 	outbox                               []*driver.OutboxInsertParams // written when their execution is inserted
 	outboxOwners                         []pgtype.UUID
+	handoff                              *driver.OutboxHandoff // the outbox messages' lease and report, if any
 }
 
 // add appends an execution; owner and relation are zero for a top-level insert. It fails on an
@@ -166,20 +168,21 @@ func (a *insertArrays) outboxCTE(first int) string {
 	if len(a.outbox) == 0 {
 		return ""
 	}
-	p := make([]any, 11)
+	p := make([]any, 13)
 	for i := range p {
 		p[i] = first + i
 	}
 	return fmt.Sprintf(`, inserted_outbox AS (
-		INSERT INTO {schema}.outbox (category, transport, topic, key, type, message_id, payload, headers, next_at, created_at)
+		INSERT INTO {schema}.outbox (category, transport, topic, key, type, message_id, payload, headers, next_at, created_at, locked_by, locked_until)
 		SELECT t.category, t.transport, t.topic, t.key, t.type, t.message_id, t.payload::jsonb, t.headers::jsonb,
-			coalesce(t.next_at, CASE WHEN t.delay_us > 0 THEN n.now + t.delay_us * interval '1 microsecond' END), n.now
-		FROM unnest($%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[], $%d::text[],
-				$%d::text[], $%d::timestamptz[], $%d::bigint[], $%d::uuid[])
+			coalesce(t.next_at, CASE WHEN t.delay_us > 0 THEN n.now + t.delay_us * interval '1 microsecond' END), n.now,
+			$%[12]d::text, n.now + $%[13]d::bigint * interval '1 microsecond'
+		FROM unnest($%[1]d::text[], $%[2]d::text[], $%[3]d::text[], $%[4]d::text[], $%[5]d::text[], $%[6]d::text[], $%[7]d::text[],
+				$%[8]d::text[], $%[9]d::timestamptz[], $%[10]d::bigint[], $%[11]d::uuid[])
 			WITH ORDINALITY AS t(category, transport, topic, key, type, message_id, payload, headers, next_at, delay_us, owner, ord), n
 		WHERE t.owner IN (SELECT id FROM ins)
 		ORDER BY t.ord
-		RETURNING id, key
+		`+fmt.Sprintf(writtenReturning, "CASE WHEN $%[12]d::text IS NOT NULL THEN "+previousUnpublishedSQL+" ELSE 0 END")+`
 	)`, p...)
 }
 
@@ -199,8 +202,14 @@ func (a *insertArrays) args(now any) ([]any, error) {
 	if err != nil {
 		return nil, err
 	}
+	var holder *string
+	var lease *int64
+	if h := a.handoff; h != nil && h.Holder != "" {
+		us := h.Lease.Microseconds()
+		holder, lease = &h.Holder, &us
+	}
 	// Without the time (the statement's own, $18).
-	return append(append(append(args, outboxArgs[:9]...), outboxArgs[10:]...), a.outboxOwners), nil
+	return append(append(append(args, outboxArgs[:9]...), outboxArgs[10:]...), a.outboxOwners, holder, lease), nil
 }
 
 func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.ExecutionInsertManyParams) ([]uuid.UUID, error) {
@@ -217,12 +226,15 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 			}
 		}
 	}
+	_, inTx := e.db.(pgx.Tx)
+	if !inTx { // in a caller's transaction, nothing is committed when the statement returns
+		a.handoff = params.OutboxHandoff
+	}
 	args, err := a.args(params.Now)
 	if err != nil {
 		return nil, err
 	}
-	_, inTx := e.db.(pgx.Tx)
-	if len(a.outbox) == 0 || params.OutboxWritten == nil || inTx {
+	if len(a.outbox) == 0 || a.handoff == nil {
 		rows, err := e.db.Query(ctx, e.d.sql(a.sql()), args...)
 		if err != nil {
 			return nil, err
@@ -234,22 +246,30 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 		return nil, err
 	}
 	var inserted []uuid.UUID
-	var written []driver.WrittenMessage
+	var written []writtenRow
 	var id pgtype.UUID
-	var outboxID, ord *int64
-	var outboxKey *string
-	if _, err := pgx.ForEachRow(rows, []any{&id, &outboxID, &outboxKey, &ord}, func() error {
-		if outboxID != nil {
-			written = append(written, driver.WrittenMessage{ID: *outboxID, Key: *outboxKey})
-		} else {
+	var ord *int64
+	var w struct {
+		id, previous                *int64
+		key                         *string
+		createdAt                   *time.Time
+		messageID, transport, topic *string
+	}
+	if _, err := pgx.ForEachRow(rows, []any{&id, &w.id, &w.key, &w.previous, &w.createdAt, &w.messageID, &w.transport, &w.topic, &ord}, func() error {
+		if w.id == nil {
 			inserted = append(inserted, fromPgUUID(id))
+			return nil
 		}
+		written = append(written, writtenRow{
+			WrittenMessage: driver.WrittenMessage{ID: *w.id, Key: *w.key, Previous: *w.previous, CreatedAt: *w.createdAt},
+			messageID:      *w.messageID, transport: *w.transport, topic: *w.topic,
+		})
 		return nil
 	}); err != nil {
 		return nil, err
 	}
 	if len(written) > 0 { // committed: the statement was its own transaction
-		params.OutboxWritten(written)
+		a.handoff.Written(matchWritten(written, a.outbox, nil))
 	}
 	return inserted, nil
 }
@@ -315,7 +335,7 @@ func (f *checkpointFollowUps) empty() bool {
 // inserted; continued executions are linked to their successors and their pending inputs
 // moved; ended children answer their parents; cancelled executions cancel their descendants;
 // the outbox messages are written.
-func (f *checkpointFollowUps) queue(e *executor, batch *pgx.Batch, now *time.Time) error {
+func (f *checkpointFollowUps) queue(e *executor, batch *pgx.Batch, now *time.Time, handoff *driver.OutboxHandoff) error {
 	if !f.owned.empty() {
 		args, err := f.owned.args(now)
 		if err != nil {
@@ -339,7 +359,13 @@ func (f *checkpointFollowUps) queue(e *executor, batch *pgx.Batch, now *time.Tim
 		if err != nil {
 			return err
 		}
-		batch.Queue(e.d.sql(checkpointOutboxSQL), append(args, f.outboxOwners, f.outboxFences, f.outboxSuspended)...)
+		var holder *string
+		var lease *int64
+		if handoff != nil && handoff.Holder != "" {
+			us := handoff.Lease.Microseconds()
+			holder, lease = &handoff.Holder, &us
+		}
+		batch.Queue(e.d.sql(checkpointOutboxSQL), append(args, f.outboxOwners, f.outboxFences, f.outboxSuspended, holder, lease)...)
 	}
 	return nil
 }

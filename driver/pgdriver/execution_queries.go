@@ -517,30 +517,33 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		batch.Queue(e.d.sql(executionSignalOpsSQL), opsArgs...)
 	}
 	batch.Queue(query, args...)
-	if err := followUps.queue(e, batch, params.Now); err != nil {
+	var handoff *driver.OutboxHandoff
+	if _, inTx := e.db.(pgx.Tx); !inTx { // committed when it returns: the batch is its own transaction
+		handoff = params.OutboxHandoff
+	}
+	if err := followUps.queue(e, batch, params.Now, handoff); err != nil {
 		return nil, err
 	}
 	results := e.db.SendBatch(ctx, batch)
-	appliedIDs, written, err := readCheckpointBatch(results, params.Checkpoints, signalOps, len(followUps.outbox) > 0, batch.Len())
+	appliedIDs, rows, err := readCheckpointBatch(results, params.Checkpoints, signalOps, len(followUps.outbox) > 0, batch.Len())
 	if closeErr := results.Close(); err == nil {
 		err = closeErr
 	}
 	if err != nil {
 		return nil, err
 	}
-	if len(written) > 0 && params.OutboxWritten != nil {
-		if _, inTx := e.db.(pgx.Tx); !inTx { // committed: the batch was its own transaction
-			slices.SortFunc(written, func(a, b driver.WrittenMessage) int { return cmp.Compare(a.ID, b.ID) })
-			params.OutboxWritten(written)
-		}
+	if len(rows) > 0 && handoff != nil {
+		written := matchWritten(rows, followUps.outbox, func(i int) bool { return !followUps.outboxSuspended[i] })
+		slices.SortFunc(written, func(a, b driver.WrittenMessage) int { return cmp.Compare(a.ID, b.ID) })
+		handoff.Written(written)
 	}
 	return appliedIDs, nil
 }
 
 // readCheckpointBatch reads a checkpoint batch of n statements: the signal operations first when
 // there are some, then the checkpoint's applied ids, then the follow-ups, the last of which
-// writes the outbox messages when outbox is set (their ids and keys are returned).
-func readCheckpointBatch(results pgx.BatchResults, cps []*driver.ExecutionCheckpoint, signalOps, outbox bool, n int) ([]uuid.UUID, []driver.WrittenMessage, error) {
+// writes the outbox messages when outbox is set (the messages written are returned).
+func readCheckpointBatch(results pgx.BatchResults, cps []*driver.ExecutionCheckpoint, signalOps, outbox bool, n int) ([]uuid.UUID, []writtenRow, error) {
 	if signalOps {
 		if _, err := results.Exec(); err != nil {
 			return nil, nil, err
@@ -570,7 +573,7 @@ func readCheckpointBatch(results pgx.BatchResults, cps []*driver.ExecutionCheckp
 	if err != nil {
 		return nil, nil, err
 	}
-	written, err := pgx.CollectRows(rows, pgx.RowToStructByPos[driver.WrittenMessage])
+	written, err := pgx.CollectRows(rows, scanWritten)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -62,17 +62,77 @@ const outboxInsertSQL = `
 // plainOutboxInsertSQL writes messages of no execution.
 var plainOutboxInsertSQL = fmt.Sprintf(outboxInsertSQL, "", "", "")
 
-// checkpointOutboxSQL writes the outbox messages of a checkpoint batch for the checkpoints that
-// applied: their fence still matches (the checkpoint statement holds their rows until commit).
-// A message flagged when_suspended ($14) is written only when its checkpoint's release stored
-// SUSPENDED (the checkpoint never asks for that status itself when it carries such messages).
-// Such a message (a JSON object) gets the operator's actor and reason of the suspension. It
-// returns the ids and keys of the messages written.
-var checkpointOutboxSQL = strings.Replace(strings.Replace(fmt.Sprintf(outboxInsertSQL, ", $12::uuid[], $13::bigint[], $14::bool[]", ", owner, owner_fence, when_suspended",
-	"\n\tJOIN {schema}.execution e ON e.id = t.owner AND e.fence = t.owner_fence AND (NOT t.when_suspended OR e.status = 'SUSPENDED')"),
-	"t.payload::jsonb,", `CASE WHEN t.when_suspended
+// checkpointOutboxSQL writes the outbox messages of a checkpoint batch (the columns of
+// outboxInsertSQL) for the checkpoints that applied: their fence still matches (the checkpoint
+// statement holds their rows until commit). A message flagged when_suspended ($14) is written
+// only when its checkpoint's release stored SUSPENDED (the checkpoint never asks for that status
+// itself when it carries such messages). Such a message (a JSON object) gets the operator's actor
+// and reason of the suspension. With a hand-off holder $15, the messages are written leased to it
+// for $16 microseconds (driver.OutboxHandoff) and returned with their previous messages
+// (writtenReturning).
+const checkpointOutboxSQL = `
+	INSERT INTO {schema}.outbox (category, transport, topic, key, type, message_id, payload, headers, next_at, created_at, locked_by, locked_until)
+	SELECT t.category, t.transport, t.topic, t.key, t.type, t.message_id,
+		CASE WHEN t.when_suspended
 			THEN t.payload::jsonb || jsonb_strip_nulls(jsonb_build_object('actor', e.suspend_actor, 'reason', e.suspend_reason))
-			ELSE t.payload::jsonb END,`, 1), "RETURNING id", "RETURNING id, coalesce(key, '')", 1)
+			ELSE t.payload::jsonb END,
+		t.headers::jsonb,
+		coalesce(t.next_at, CASE WHEN t.delay_us > 0 THEN coalesce($10::timestamptz, clock_timestamp()) + t.delay_us * interval '1 microsecond' END),
+		coalesce($10::timestamptz, clock_timestamp()),
+		$15::text, coalesce($10::timestamptz, clock_timestamp()) + $16::bigint * interval '1 microsecond'
+	FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::text[], $9::timestamptz[], $11::bigint[],
+			$12::uuid[], $13::bigint[], $14::bool[])
+		WITH ORDINALITY AS t(category, transport, topic, key, type, message_id, payload, headers, next_at, delay_us, owner, owner_fence, when_suspended, ord)
+	JOIN {schema}.execution e ON e.id = t.owner AND e.fence = t.owner_fence AND (NOT t.when_suspended OR e.status = 'SUSPENDED')
+	ORDER BY t.ord
+	` + "RETURNING id, coalesce(key, '') AS key, CASE WHEN $15::text IS NOT NULL THEN " + previousUnpublishedSQL + ` ELSE 0 END AS previous,
+		created_at, message_id, transport, topic`
+
+// writtenReturning is what a write of outbox messages returns for driver.WrittenMessage, %s
+// being the previous message's id: the row's id, key and created_at, and the columns that tell
+// which of the messages given it is (matchWritten). checkpointOutboxSQL returns the same.
+const writtenReturning = "RETURNING id, coalesce(key, '') AS key, %s AS previous, created_at, message_id, transport, topic"
+
+// previousUnpublishedSQL is, in the RETURNING of an insert into the outbox, the latest
+// unpublished message of the row's key that the statement sees (not the rows it writes), 0 when
+// there is none: one backward step in the key index.
+const previousUnpublishedSQL = `coalesce((SELECT b.id FROM {schema}.outbox b WHERE b.key = outbox.key AND b.status = 'NEW'
+		ORDER BY b.txid DESC, b.id DESC LIMIT 1), 0)`
+
+// writtenRow is a row of writtenReturning.
+type writtenRow struct {
+	driver.WrittenMessage
+	messageID, transport, topic string
+}
+
+func scanWritten(row pgx.CollectableRow) (writtenRow, error) {
+	var w writtenRow
+	err := row.Scan(&w.ID, &w.Key, &w.Previous, &w.CreatedAt, &w.messageID, &w.transport, &w.topic)
+	return w, err
+}
+
+// matchWritten returns the messages written (rows, in insertion order) with the messages given
+// (messages, in the same order, some of which the statement may not have written): each row is
+// the next message with its key, message id, transport and topic. stored(i) reports whether
+// message i was stored as given; a message that was not gets no Message.
+func matchWritten(rows []writtenRow, messages []*driver.OutboxInsertParams, stored func(i int) bool) []driver.WrittenMessage {
+	written := make([]driver.WrittenMessage, len(rows))
+	next := 0
+	for i, row := range rows {
+		written[i] = row.WrittenMessage
+		for ; next < len(messages); next++ {
+			m := messages[next]
+			if m.Key == row.Key && m.MessageID == row.messageID && m.Transport == row.transport && m.Topic == row.topic {
+				if stored == nil || stored(next) {
+					written[i].Message = m
+				}
+				next++
+				break
+			}
+		}
+	}
+	return written
+}
 
 // outboxInsertArgs are the column arrays of outboxInsertSQL.
 func outboxInsertArgs(messages []*driver.OutboxInsertParams, now *time.Time) ([]any, error) {
@@ -232,41 +292,6 @@ func nullPositive(n int64) *int64 {
 		return nil
 	}
 	return &n
-}
-
-// outboxClaimWrittenSQL leases the messages $1 a relay was handed after their commit (see
-// driver.OutboxClaimWrittenParams): those still NEW, due, of transports $2 and unleased, locked
-// without waiting (a relay's claim that holds one takes it), and whose key has no unpublished
-// message before them, in (txid, id) order or in id order, other than the ones locked here and
-// those relay $5 holds. Every lookup is a primary-key or key-index one; there is no horizon to
-// wait for, since the messages are committed and their key's order is their commit order.
-const outboxClaimWrittenSQL = `
-	WITH n AS (
-		SELECT coalesce($4::timestamptz, now()) AS now, set_config('synchronous_commit', 'off', true) AS async_commit
-	), locked AS (
-		SELECT o.id, o.key, o.txid FROM {schema}.outbox o, n
-		WHERE o.id = ANY($1::bigint[]) AND o.status = 'NEW' AND o.transport = ANY($2::text[])
-			AND (o.next_at IS NULL OR o.next_at <= n.now)
-			AND (o.locked_until IS NULL OR o.locked_until <= n.now)
-		FOR UPDATE OF o SKIP LOCKED
-	), picked AS (
-		SELECT l.id FROM locked l, n
-		WHERE l.key IS NULL OR NOT EXISTS (
-			SELECT 1 FROM {schema}.outbox b
-			WHERE b.key = l.key AND b.status = 'NEW' AND (b.txid < l.txid OR b.id < l.id)
-				AND NOT coalesce(b.locked_by = $5 AND b.locked_until > n.now, false)
-				AND b.id NOT IN (SELECT id FROM locked))
-	)
-` + outboxLeasePickedSQL
-
-func (e *executor) OutboxClaimWritten(ctx context.Context, params *driver.OutboxClaimWrittenParams) ([]*driver.OutboxRow, error) {
-	if len(params.IDs) == 0 || len(params.Transports) == 0 {
-		_, err := e.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: params.Published, Now: params.Now})
-		return nil, err
-	}
-	return e.markAndClaim(ctx, params.Published, params.Now, fmt.Sprintf(outboxClaimWrittenSQL, outboxColumnsO),
-		[]any{params.IDs, params.Transports, params.Lease.Microseconds(), params.Now, params.RelayID},
-		func(a, b claimedRow) bool { return a.row.ID < b.row.ID })
 }
 
 // outboxPlanner is the planner's setting for the relay's statements (the claim, the marks): no

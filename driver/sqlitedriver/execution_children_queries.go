@@ -67,7 +67,8 @@ func orDefault[T comparable](s, def T) T {
 // insertExecution inserts x unless its id exists, with its log, and reports whether it did. With
 // an owner, x is the owner's child or successor and takes what it leaves empty from the owner (see
 // the PostgreSQL driver's executionInsertSQL).
-func (e *executor) insertExecution(ctx context.Context, tx *sql.Tx, x *driver.ExecutionInsertParams, owner *insertOwner, nowUS int64, written *[]driver.WrittenMessage) (bool, error) {
+func (e *executor) insertExecution(ctx context.Context, tx *sql.Tx, x *driver.ExecutionInsertParams, owner *insertOwner, nowUS int64,
+	handoff *driver.OutboxHandoff, written *[]driver.WrittenMessage) (bool, error) {
 	model, typ, domain := x.Model, x.Type, x.Domain
 	tenant, key, traceparent := x.TenantID, x.BusinessKey, x.Traceparent
 	parentID, rootID, continuedFrom := x.ParentID, x.RootID, uuid.Nil
@@ -122,12 +123,8 @@ func (e *executor) insertExecution(ctx context.Context, tx *sql.Tx, x *driver.Ex
 	if err := e.insertExecutionLog(ctx, tx, x.ID, x.Log, nowUS); err != nil {
 		return false, err
 	}
-	ids := make([]int64, len(x.Outbox))
-	if err := insertOutbox(ctx, e.d, tx, x.Outbox, fromMicros(nowUS), ids); err != nil {
+	if err := writeOutbox(ctx, e.d, tx, x.Outbox, fromMicros(nowUS), handoff, written); err != nil {
 		return false, fmt.Errorf("writing the outbox messages of execution %s: %w", x.ID, err)
-	}
-	if written != nil {
-		*written = appendWritten(*written, ids, x.Outbox)
 	}
 	return true, e.writeExecutionAttributes(ctx, tx, x.ID, x.Attributes)
 }
@@ -139,10 +136,14 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 	nowUS := micros(now(params.Now))
 	var inserted []uuid.UUID
 	var written []driver.WrittenMessage
+	var handoff *driver.OutboxHandoff
+	if e.tx == nil { // committed when it returns: not in a caller's transaction
+		handoff = params.OutboxHandoff
+	}
 	err := e.inTx(ctx, func(tx *sql.Tx) error {
 		inserted, written = inserted[:0], written[:0]
 		for _, x := range params.Executions {
-			ok, err := e.insertExecution(ctx, tx, x, nil, nowUS, &written)
+			ok, err := e.insertExecution(ctx, tx, x, nil, nowUS, handoff, &written)
 			if err != nil {
 				return err
 			}
@@ -155,8 +156,8 @@ func (e *executor) ExecutionInsertMany(ctx context.Context, params *driver.Execu
 	if err != nil {
 		return nil, err
 	}
-	if len(written) > 0 && params.OutboxWritten != nil && e.tx == nil { // committed
-		params.OutboxWritten(written)
+	if len(written) > 0 && handoff != nil { // committed
+		handoff.Written(written)
 	}
 	return inserted, nil
 }
@@ -175,13 +176,13 @@ func (e *executor) checkpointFollowUps(ctx context.Context, tx *sql.Tx, applied 
 			return err
 		}
 		for _, child := range c.Children {
-			if _, err := e.insertExecution(ctx, tx, child, owner, nowUS, nil); err != nil {
+			if _, err := e.insertExecution(ctx, tx, child, owner, nowUS, nil, nil); err != nil {
 				return err
 			}
 		}
 		if c.ContinueAsNew != nil {
 			owner.successor = true
-			if _, err := e.insertExecution(ctx, tx, c.ContinueAsNew, owner, nowUS, nil); err != nil {
+			if _, err := e.insertExecution(ctx, tx, c.ContinueAsNew, owner, nowUS, nil, nil); err != nil {
 				return err
 			}
 		}

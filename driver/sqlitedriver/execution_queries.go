@@ -305,7 +305,11 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 		}
 	}
 	var applied []uuid.UUID
-	var written []driver.WrittenMessage // the outbox messages written, for params.OutboxWritten
+	var written []driver.WrittenMessage // the outbox messages written, for the hand-off
+	var handoff *driver.OutboxHandoff
+	if e.tx == nil { // committed when it returns: not in a caller's transaction
+		handoff = params.OutboxHandoff
+	}
 	err := e.inTx(ctx, func(tx *sql.Tx) error {
 		var appliedCheckpoints []*driver.ExecutionCheckpoint
 		stmt, err := tx.PrepareContext(ctx, e.d.sql(executionCheckpointSQL))
@@ -389,17 +393,13 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 					return fmt.Errorf("inserting command %s of execution %s: %w", cmd.ID, c.ID, err)
 				}
 			}
-			ids := make([]int64, len(c.Outbox))
-			if err := insertOutbox(ctx, e.d, tx, c.Outbox, now, ids); err != nil {
+			if err := writeOutbox(ctx, e.d, tx, c.Outbox, now, handoff, &written); err != nil {
 				return fmt.Errorf("writing the outbox messages of execution %s: %w", c.ID, err)
 			}
-			written = appendWritten(written, ids, c.Outbox)
 			if suspendedNow {
-				ids := make([]int64, len(c.SuspendOutbox))
-				if err := insertOutbox(ctx, e.d, tx, withSuspender(c.SuspendOutbox, suspActor, suspReason), now, ids); err != nil {
+				if err := writeOutbox(ctx, e.d, tx, withSuspender(c.SuspendOutbox, suspActor, suspReason), now, handoff, &written); err != nil {
 					return fmt.Errorf("writing the outbox messages of the suspension of execution %s: %w", c.ID, err)
 				}
-				written = appendWritten(written, ids, c.SuspendOutbox)
 			}
 		}
 		return e.checkpointFollowUps(ctx, tx, appliedCheckpoints, nowUS)
@@ -407,9 +407,9 @@ func (e *executor) ExecutionCheckpointMany(ctx context.Context, params *driver.E
 	if err != nil {
 		return nil, err
 	}
-	if len(written) > 0 && params.OutboxWritten != nil && e.tx == nil { // committed
+	if len(written) > 0 && handoff != nil { // committed
 		slices.SortFunc(written, func(a, b driver.WrittenMessage) int { return cmp.Compare(a.ID, b.ID) })
-		params.OutboxWritten(written)
+		handoff.Written(written)
 	}
 	return applied, nil
 }

@@ -19,7 +19,7 @@ const outboxColumns = `id, category, transport, topic, key, type, message_id, pa
 	status, attempts, next_at, locked_until, locked_by, last_error, created_at, published_at`
 
 const outboxInsertSQL = `INSERT INTO {schema}.outbox (category, transport, topic, key, type, message_id,
-	payload, headers, next_at, created_at) VALUES (?, ?, ?, ?, ?, ?, json(?), json(?), ?, ?) RETURNING id`
+	payload, headers, next_at, created_at, locked_by, locked_until) VALUES (?, ?, ?, ?, ?, ?, json(?), json(?), ?, ?, ?, ?) RETURNING id`
 
 func (e *executor) OutboxInsertMany(ctx context.Context, params *driver.OutboxInsertManyParams) ([]int64, error) {
 	if len(params.Messages) == 0 {
@@ -37,6 +37,17 @@ func (e *executor) OutboxInsertMany(ctx context.Context, params *driver.OutboxIn
 }
 
 func insertOutbox(ctx context.Context, d *Driver, tx *sql.Tx, messages []*driver.OutboxInsertParams, now time.Time, ids []int64) error {
+	return insertLeasedOutbox(ctx, d, tx, messages, now, ids, nil)
+}
+
+// insertLeasedOutbox writes messages, leased to handoff's holder when handoff is set (see
+// driver.OutboxHandoff), and sets ids (when not nil) to their ids.
+func insertLeasedOutbox(ctx context.Context, d *Driver, tx *sql.Tx, messages []*driver.OutboxInsertParams, now time.Time, ids []int64,
+	handoff *driver.OutboxHandoff) error {
+	var holder, until any
+	if handoff != nil && handoff.Holder != "" {
+		holder, until = handoff.Holder, micros(now.Add(handoff.Lease))
+	}
 	if len(messages) == 0 {
 		return nil
 	}
@@ -61,7 +72,7 @@ func insertOutbox(ctx context.Context, d *Driver, tx *sql.Tx, messages []*driver
 		}
 		var id int64
 		if err := stmt.QueryRowContext(ctx, string(m.Category), m.Transport, m.Topic, nullText(m.Key), m.Type,
-			m.MessageID, string(m.Payload), headers, nullMicros(nextAt), micros(now)).Scan(&id); err != nil {
+			m.MessageID, string(m.Payload), headers, nullMicros(nextAt), micros(now), holder, until).Scan(&id); err != nil {
 			return err
 		}
 		if ids != nil {
@@ -71,13 +82,35 @@ func insertOutbox(ctx context.Context, d *Driver, tx *sql.Tx, messages []*driver
 	return nil
 }
 
-// appendWritten appends the messages written with ids (insertOutbox's) to written.
-func appendWritten(written []driver.WrittenMessage, ids []int64, messages []*driver.OutboxInsertParams) []driver.WrittenMessage {
-	for i, id := range ids {
-		written = append(written, driver.WrittenMessage{ID: id, Key: messages[i].Key})
+// writeOutbox writes messages as insertOutbox does or, with a hand-off (driver.OutboxHandoff),
+// leased to its holder, and then appends them to written, each with the latest unpublished
+// message of its key written before it.
+func writeOutbox(ctx context.Context, d *Driver, tx *sql.Tx, messages []*driver.OutboxInsertParams, now time.Time,
+	handoff *driver.OutboxHandoff, written *[]driver.WrittenMessage) error {
+	if handoff == nil || len(messages) == 0 {
+		return insertOutbox(ctx, d, tx, messages, now, nil)
 	}
-	return written
+	previous := make([]int64, len(messages))
+	for i, m := range messages {
+		if m.Key == "" || handoff.Holder == "" {
+			continue
+		}
+		if err := tx.QueryRowContext(ctx, d.sql(outboxPreviousSQL), m.Key).Scan(&previous[i]); err != nil {
+			return err
+		}
+	}
+	ids := make([]int64, len(messages))
+	if err := insertLeasedOutbox(ctx, d, tx, messages, now, ids, handoff); err != nil {
+		return err
+	}
+	for i, m := range messages {
+		*written = append(*written, driver.WrittenMessage{ID: ids[i], Key: m.Key, Previous: previous[i], CreatedAt: now, Message: m})
+	}
+	return nil
 }
+
+// outboxPreviousSQL is the latest unpublished message of key ?1, 0 when there is none.
+const outboxPreviousSQL = `SELECT coalesce(max(id), 0) FROM {schema}.outbox WHERE key = ?1 AND status = 'NEW'`
 
 // outboxClaimSQL takes, in id order, the publishable messages whose earlier unpublished messages
 // of the same key are all publishable too (the head of each key and the run that follows it). The
@@ -137,45 +170,6 @@ func nullPositive(n int64) any {
 		return nil
 	}
 	return n
-}
-
-// outboxClaimWrittenSQL leases the messages ?3 a relay was handed after their commit (see
-// driver.OutboxClaimWrittenParams) that are NEW, due, of transports ?4 and unleased, and whose key
-// has no unpublished message before them other than those taken here and those relay ?2 holds.
-var outboxClaimWrittenSQL = `
-	UPDATE {schema}.outbox SET attempts = attempts + 1, locked_until = ?1, locked_by = ?2
-	WHERE id IN (
-		SELECT o.id FROM {schema}.outbox o
-		WHERE o.id IN (SELECT value FROM json_each(?3)) AND ` + claimableWritten + `
-			AND (o.key IS NULL OR NOT EXISTS (
-				SELECT 1 FROM {schema}.outbox b WHERE b.key = o.key AND b.status = 'NEW' AND b.id < o.id
-					AND NOT coalesce(b.locked_by = ?2 AND b.locked_until > ?5, false)
-					AND NOT (b.id IN (SELECT value FROM json_each(?3)) AND ` + strings.ReplaceAll(claimableWritten, "o.", "b.") + `)))
-	)
-	RETURNING ` + outboxColumns
-
-// claimableWritten is what a message handed to a relay must be for OutboxClaimWritten to take it.
-const claimableWritten = `o.status = 'NEW' AND o.transport IN (SELECT value FROM json_each(?4))
-			AND (o.next_at IS NULL OR o.next_at <= ?5) AND (o.locked_until IS NULL OR o.locked_until <= ?5)`
-
-func (e *executor) OutboxClaimWritten(ctx context.Context, params *driver.OutboxClaimWrittenParams) ([]*driver.OutboxRow, error) {
-	if _, err := e.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: params.Published, Now: params.Now}); err != nil {
-		return nil, err
-	}
-	if len(params.IDs) == 0 || len(params.Transports) == 0 {
-		return nil, nil
-	}
-	now := now(params.Now)
-	ids, err := json.Marshal(params.IDs)
-	if err != nil {
-		return nil, err
-	}
-	transports, err := json.Marshal(params.Transports)
-	if err != nil {
-		return nil, err
-	}
-	return e.claimRows(ctx, outboxClaimWrittenSQL, micros(now.Add(params.Lease)), params.RelayID,
-		string(ids), string(transports), micros(now))
 }
 
 func (e *executor) OutboxMarkPublished(ctx context.Context, params *driver.OutboxMarkPublishedParams) (int64, error) {

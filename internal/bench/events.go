@@ -97,7 +97,7 @@ type eventLatencies struct {
 }
 
 // commitClock records when the transaction that wrote each outbox row committed, as its writer
-// reports it (driver's OutboxWritten, called right after the commit returned).
+// reports it (driver.OutboxHandoff's Written, called right after the commit returned).
 type commitClock struct {
 	mu sync.Mutex
 	at map[int64]time.Time
@@ -140,25 +140,32 @@ type clockedExecutor struct {
 	clock *commitClock
 }
 
-// also returns a callback recording the rows' commit and then calling then, if set.
-func (e *clockedExecutor) also(then func([]driver.WrittenMessage)) func([]driver.WrittenMessage) {
-	return func(written []driver.WrittenMessage) {
+// also returns handoff (nil: none, only reporting) with its report recording the rows' commit
+// first.
+func (e *clockedExecutor) also(handoff *driver.OutboxHandoff) *driver.OutboxHandoff {
+	h := &driver.OutboxHandoff{}
+	if handoff != nil {
+		*h = *handoff
+	}
+	then := h.Written
+	h.Written = func(written []driver.WrittenMessage) {
 		e.clock.record(written)
 		if then != nil {
 			then(written)
 		}
 	}
+	return h
 }
 
 func (e *clockedExecutor) ExecutionCheckpointMany(ctx context.Context, params *driver.ExecutionCheckpointManyParams) ([]uuid.UUID, error) {
 	p := *params
-	p.OutboxWritten = e.also(params.OutboxWritten)
+	p.OutboxHandoff = e.also(params.OutboxHandoff)
 	return e.Executor.ExecutionCheckpointMany(ctx, &p)
 }
 
 func (e *clockedExecutor) ExecutionInsertMany(ctx context.Context, params *driver.ExecutionInsertManyParams) ([]uuid.UUID, error) {
 	p := *params
-	p.OutboxWritten = e.also(params.OutboxWritten)
+	p.OutboxHandoff = e.also(params.OutboxHandoff)
 	return e.Executor.ExecutionInsertMany(ctx, &p)
 }
 

@@ -105,9 +105,7 @@ func (e *Engine) InsertIn(ctx context.Context, exec driver.Executor, executions 
 func (e *Engine) insertQueued(ctx context.Context, exec driver.Executor, executions, limited []*driver.ExecutionInsertParams, now *time.Time) ([]uuid.UUID, error) {
 	if len(limited) == 0 {
 		params := &driver.ExecutionInsertManyParams{Executions: executions, Now: now}
-		if handoff := e.checkpointer.handoff.Load(); handoff != nil {
-			params.OutboxWritten = *handoff // the EXECUTION_STARTED events, to this instance's relay
-		}
+		params.OutboxHandoff = e.checkpointer.handoff.Load() // the EXECUTION_STARTED events, to this instance's relay
 		return exec.ExecutionInsertMany(ctx, params)
 	}
 	ctx, end := e.admissionSpan(ctx, "enqueue")

@@ -30,7 +30,7 @@ type checkpointer struct {
 	pace atomic.Pointer[func(context.Context)]
 	// handoff, when set, is given the outbox messages a batch wrote, after its commit
 	// (Engine.SetHandoff).
-	handoff atomic.Pointer[func(written []driver.WrittenMessage)]
+	handoff atomic.Pointer[driver.OutboxHandoff]
 }
 
 type checkpointRequest struct {
@@ -147,9 +147,7 @@ func (c *checkpointer) writeBatch(cps []*driver.ExecutionCheckpoint) (map[uuid.U
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	params := &driver.ExecutionCheckpointManyParams{Checkpoints: cps, Now: c.now()}
-	if handoff := c.handoff.Load(); handoff != nil {
-		params.OutboxWritten = *handoff
-	}
+	params.OutboxHandoff = c.handoff.Load()
 	ids, err := c.exec.ExecutionCheckpointMany(ctx, params)
 	if err != nil {
 		if len(cps) == 1 {

@@ -228,16 +228,12 @@ func (e *Engine) SetPace(pace func(ctx context.Context)) {
 	e.checkpointer.pace.Store(&pace)
 }
 
-// SetHandoff gives the outbox messages (ids and keys) each group of checkpoints wrote to handoff,
-// right after their commit (outbox.Relay.Handoff): a relay in this process publishes them at once.
-// No relay is woken for them: the one handed them wakes its claims for what it does not take.
-// Nil removes it.
-func (e *Engine) SetHandoff(handoff func(written []driver.WrittenMessage)) {
-	if handoff == nil {
-		e.checkpointer.handoff.Store(nil)
-		return
-	}
-	e.checkpointer.handoff.Store(&handoff)
+// SetHandoff hands the outbox messages each group of checkpoints (and each start) writes to a
+// relay in this process (driver.OutboxHandoff, outbox.Relay.Handoff): written leased to it, they
+// are given to it right after their commit and it publishes them at once. No relay is woken for
+// them: the one handed them wakes its claims for what it does not take. Nil removes it.
+func (e *Engine) SetHandoff(handoff *driver.OutboxHandoff) {
+	e.checkpointer.handoff.Store(handoff)
 }
 
 // Exec returns the executor.
