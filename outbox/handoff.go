@@ -26,7 +26,11 @@ type handoffShard struct {
 	// the batch being published; marking what the broker accepted and is not marked yet.
 	queue   []*driver.OutboxRow
 	sending []*driver.OutboxRow
-	marking []*driver.OutboxRow
+	// queuedAt are when the messages of queue were handed over; sendingSince when the oldest of
+	// sending was.
+	queuedAt     []time.Time
+	sendingSince time.Time
+	marking      []*driver.OutboxRow
 	// chains are the keys with messages in the loop: a key's latest message taken, and the first
 	// of its messages that went to the claims instead (after a failed publication), 0 if none.
 	chains map[string]*chain
@@ -204,6 +208,7 @@ func (s *handoffShard) take(msgs []driver.WrittenMessage, max int, left []int64)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	taken := 0
+	now := time.Now()
 	for i, w := range msgs {
 		if !s.on || len(s.queue) >= max {
 			// What follows of a key may not overtake what is left: the rest goes to the claims.
@@ -231,6 +236,7 @@ func (s *handoffShard) take(msgs []driver.WrittenMessage, max int, left []int64)
 		s.queue = append(s.queue, &driver.OutboxRow{ID: w.ID, Category: m.Category, Transport: m.Transport, Topic: m.Topic,
 			Key: m.Key, Type: m.Type, MessageID: m.MessageID, Payload: m.Payload, Headers: m.Headers,
 			Status: driver.OutboxStatusNew, CreatedAt: w.CreatedAt})
+		s.queuedAt = append(s.queuedAt, now)
 		taken++
 	}
 	return taken, left
@@ -243,9 +249,12 @@ func (s *handoffShard) next(max int) (send, left []*driver.OutboxRow) {
 	defer s.mu.Unlock()
 	n := min(len(s.queue), max)
 	batch := s.queue[:n:n]
-	s.queue = s.queue[n:]
+	if n > 0 {
+		s.sendingSince = s.queuedAt[0]
+	}
+	s.queue, s.queuedAt = s.queue[n:], s.queuedAt[n:]
 	if len(s.queue) == 0 {
-		s.queue = nil
+		s.queue, s.queuedAt = nil, nil
 	}
 	for _, row := range batch {
 		if c := s.chains[row.Key]; row.Key != "" && c != nil && c.brokenFrom != 0 && c.brokenFrom < row.ID {
@@ -273,7 +282,7 @@ func (s *handoffShard) sent(published []int64, failed []*driver.OutboxRow) {
 			s.marking = append(s.marking, row)
 		}
 	}
-	s.sending = nil
+	s.sending, s.sendingSince = nil, time.Time{}
 	for _, row := range failed {
 		if c := s.chains[row.Key]; row.Key != "" && c != nil && (c.brokenFrom == 0 || row.ID < c.brokenFrom) {
 			c.brokenFrom = row.ID
@@ -321,6 +330,29 @@ func (s *handoffShard) marked(rows []*driver.OutboxRow, now time.Time) {
 			delete(s.chains, key)
 		}
 	}
+}
+
+// waiting is how long the oldest message handed to the loop and not yet published has waited.
+func (s *handoffShard) waiting(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case len(s.sending) > 0:
+		return now.Sub(s.sendingSince)
+	case len(s.queue) > 0:
+		return now.Sub(s.queuedAt[0])
+	}
+	return 0
+}
+
+// handoffLag is how long the oldest message handed over and not yet published has waited.
+func (r *Relay) handoffLag() time.Duration {
+	now := time.Now()
+	var lag time.Duration
+	for _, s := range r.handoff.shards {
+		lag = max(lag, s.waiting(now))
+	}
+	return lag
 }
 
 // below is the smallest id taken by the loop and not yet marked, 0 when there is none.
@@ -371,7 +403,7 @@ func (r *Relay) setHandoff(on bool) {
 			for _, row := range s.queue {
 				left = append(left, row.ID)
 			}
-			s.queue = nil
+			s.queue, s.queuedAt = nil, nil
 			s.chains = map[string]*chain{}
 		}
 		s.mu.Unlock()
@@ -417,6 +449,7 @@ func (r *Relay) handoffLoop(ctx context.Context, s *handoffShard) {
 				r.Kick()
 			}
 			s.sent(published, notSent)
+			r.progressed() // pacing writers may go on
 			select {
 			case s.marks <- struct{}{}:
 			default:

@@ -91,3 +91,47 @@ func claim(t *testing.T, relay *outbox.Relay) {
 		return n > 0
 	})
 }
+
+// gatedPublisher publishes only once its gate is open.
+type gatedPublisher struct {
+	*fakePublisher
+	gate chan struct{}
+}
+
+func (p *gatedPublisher) Publish(ctx context.Context, msgs []*driver.OutboxRow) []error {
+	<-p.gate
+	return p.fakePublisher.Publish(ctx, msgs)
+}
+
+// With the hand-off, the lag counts the oldest message handed over and not yet published, from
+// when it was handed over: Pace holds the writers while it waits too long, and lets them go
+// when its publication ends.
+func TestRelayPaceHandedOff(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		pub := &gatedPublisher{fakePublisher: newFakePublisher(), gate: make(chan struct{})}
+		relay := startRelay(t, drv, outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, PollInterval: time.Hour})
+		relay.Handoff(writtenFor(t, drv, relay, event("paced")))
+		waitFor(t, "the handed-over message to wait", func() bool { return relay.Lag() > 50*time.Millisecond })
+
+		paced := make(chan struct{})
+		go func() {
+			relay.Pace(ctx, 20*time.Millisecond, time.Hour)
+			close(paced)
+		}()
+		select {
+		case <-paced:
+			t.Fatal("Pace returned while a handed-over message waits")
+		case <-time.After(100 * time.Millisecond):
+		}
+		close(pub.gate)
+		select {
+		case <-paced:
+		case <-time.After(20 * time.Second):
+			t.Fatal("Pace still waits after the hand-off published")
+		}
+		require.Len(t, pub.messageIDs(), 1)
+		require.Zero(t, relay.Lag())
+	})
+}

@@ -499,23 +499,30 @@ func claimLag(rows []*driver.OutboxRow, lease time.Duration) time.Duration {
 
 func (r *Relay) setLag(lag time.Duration) {
 	r.lag.Store(int64(lag))
+	r.progressed()
+}
+
+// progressed wakes the writers waiting in Pace: a claim or a hand-off batch ended.
+func (r *Relay) progressed() {
 	r.claimedMu.Lock()
 	close(r.claimed)
 	r.claimed = make(chan struct{})
 	r.claimedMu.Unlock()
 }
 
-// Lag is how long the oldest message of the relay's last claim had waited in the outbox when it
-// was claimed: about how far behind the writers the relay is. It is zero after a claim that found
-// nothing, one whose publication failed in part (a broker down is not the writers' doing), and
-// when the relay is stopped.
-func (r *Relay) Lag() time.Duration { return time.Duration(r.lag.Load()) }
+// Lag is how far behind the writers the relay is: how long the oldest message of its last claim
+// had waited in the outbox when it was claimed, or, if longer, how long the oldest message handed
+// over (Handoff) and not yet published has waited. The claims' part is zero after a claim that
+// found nothing, one whose publication failed in part (a broker down is not the writers' doing),
+// and when the relay is stopped.
+func (r *Relay) Lag() time.Duration { return max(time.Duration(r.lag.Load()), r.handoffLag()) }
 
-// Pace waits while the relay lags more than maxLag: until one of its claims finds the outbox
-// caught up, for at most limit, or until ctx ends. Writers that call it before each write of
-// messages (the orchestration runtime's checkpoints, see orchestration.Runtime.PaceEvents) write
-// no faster than the relay publishes, so a message waits about maxLag at most instead of a
-// backlog growing while the CPU is short. limit bounds the wait: a writer is slowed, never stopped.
+// Pace waits while the relay lags more than maxLag (Lag): until one of its claims finds the
+// outbox caught up and the hand-off has published what waited longer, for at most limit, or
+// until ctx ends. Writers that call it before each write of messages (the orchestration
+// runtime's checkpoints, see orchestration.Runtime.PaceEvents) write no faster than the relay
+// publishes, so a message waits about maxLag at most instead of a backlog growing while the CPU
+// is short. limit bounds the wait: a writer is slowed, never stopped.
 func (r *Relay) Pace(ctx context.Context, maxLag, limit time.Duration) {
 	if r.Lag() <= maxLag {
 		return
