@@ -3,6 +3,7 @@ package outbox_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,6 +113,8 @@ func TestRelayPaceHandedOff(t *testing.T) {
 	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
 		pub := &gatedPublisher{fakePublisher: newFakePublisher(), gate: make(chan struct{})}
 		relay := startRelay(t, drv, outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, PollInterval: time.Hour})
+		var open sync.Once
+		t.Cleanup(func() { open.Do(func() { close(pub.gate) }) }) // before the relay stops, should the test fail
 		relay.Handoff(writtenFor(t, drv, relay, event("paced")))
 		waitFor(t, "the handed-over message to wait", func() bool { return relay.Lag() > 50*time.Millisecond })
 
@@ -125,7 +128,7 @@ func TestRelayPaceHandedOff(t *testing.T) {
 			t.Fatal("Pace returned while a handed-over message waits")
 		case <-time.After(100 * time.Millisecond):
 		}
-		close(pub.gate)
+		open.Do(func() { close(pub.gate) })
 		select {
 		case <-paced:
 		case <-time.After(20 * time.Second):
