@@ -255,6 +255,11 @@ type OutboxConfig struct {
 	// the CPU cannot carry, messages then wait about MaxLag instead of a growing backlog, and the
 	// executions slow down. Default: 0, off.
 	MaxLag Duration `yaml:"max-lag"`
+	// Handoff hands the outbox messages the orchestration runtime writes (lifecycle events,
+	// commands for a broker) to this instance's relay right after each commit: written leased to
+	// it, they are published from memory, without waiting for a claim (see
+	// orchestration.Runtime.HandOffOutbox). Default: true.
+	Handoff *bool `yaml:"handoff"`
 }
 
 // RetryPolicy is exponential backoff with a cap and optional jitter: the delay after attempt n is
@@ -479,6 +484,9 @@ func (c *Config) WithDefaults() *Config {
 	orDuration(&out.Outbox.PollInterval, time.Second)
 	orDuration(&out.Outbox.MaxBackoff, time.Minute)
 	orDuration(&out.Outbox.Retention, 24*time.Hour)
+	if out.Outbox.Handoff == nil {
+		out.Outbox.Handoff = boolPtr(true)
+	}
 	orDuration(&out.WatchdogInterval, DefaultWatchdogInterval)
 	orDuration(&out.FetchCooldown, DefaultFetchCooldown)
 	orDuration(&out.FetchPollInterval, DefaultFetchPollInterval)

@@ -114,6 +114,9 @@ func wireTransports(client *commandbus.Client, runtime *orchestration.Runtime, l
 	client.AddService(relay)
 	if runtime != nil {
 		runtime.PaceEvents(relay, full.Outbox.MaxLag.Std())
+		if h := full.Outbox.Handoff; h == nil || *h {
+			runtime.HandOffOutbox(relay)
+		}
 	}
 	return closeAll, nil
 }

@@ -1118,3 +1118,14 @@ func TestParseConfigOutboxMaxLag(t *testing.T) {
 	lib := (&commandbus.Config{Outbox: commandbus.OutboxConfig{MaxLag: commandbus.Duration(-time.Second)}}).WithDefaults()
 	require.ErrorContains(t, lib.Validate(), "outbox.max-lag: must not be negative, got -1s")
 }
+
+// outbox.handoff hands the runtime's outbox messages to the instance's relay: on unless turned
+// off, from the file or the environment.
+func TestParseConfigOutboxHandoff(t *testing.T) {
+	t.Parallel()
+	require.True(t, *mustParseConfig(t, "").Config.WithDefaults().Outbox.Handoff, "on unless turned off")
+	require.False(t, *mustParseConfig(t, "outbox:\n  handoff: false\n").Config.WithDefaults().Outbox.Handoff)
+	require.False(t, *mustParseConfig(t, "", "COMMANDBUS_OUTBOX_HANDOFF=false").Config.WithDefaults().Outbox.Handoff)
+	_, err := config.Parse([]byte("outbox:\n  handoff: sometimes\n"), nil)
+	require.Error(t, err)
+}
