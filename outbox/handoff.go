@@ -78,7 +78,7 @@ func (r *Relay) OutboxHandoff() *driver.OutboxHandoff {
 }
 
 // leave ends the hand-off's lease of ids, so that the claims take them now (by the release loop,
-// not to hold up the caller), and wakes the claims.
+// not to hold up the caller, or at once while the relay is stopped), and wakes the claims.
 func (r *Relay) leave(ids []int64) {
 	if len(ids) == 0 {
 		return
@@ -88,6 +88,10 @@ func (r *Relay) leave(ids []int64) {
 	h.mu.Lock()
 	h.releasing = append(h.releasing, ids...)
 	h.mu.Unlock()
+	if !r.base.Running() { // no release loop: release them now
+		r.release(context.Background())
+		return
+	}
 	select {
 	case h.released <- struct{}{}:
 	default:
@@ -220,7 +224,9 @@ func (s *handoffShard) take(msgs []driver.WrittenMessage, max int, left []int64)
 		previous := w.Previous
 		c := s.chains[w.Key]
 		if w.Key != "" && c != nil && c.last > previous && c.last < w.ID {
-			previous = c.last // written by the same statement, after it
+			// Written by the same statement, after it. (Were previous the claims', c.last, written
+			// after it, would not have been taken: its previous would have been previous.)
+			previous = c.last
 		}
 		switch {
 		case w.Key == "":
