@@ -55,6 +55,9 @@ type OutboxInsertParams struct {
 	// Delay, when positive and NextAt is nil, delays the first publication by this long from the
 	// database's now: a retry's backoff, due exactly when the command is.
 	Delay time.Duration
+	// Packed are the messages a packed row carries (outbox.Pack sets it; it is not stored): a
+	// relay handed the row (outbox.Relay.Handoff) publishes them without parsing Payload.
+	Packed []*OutboxInsertParams
 }
 
 // OutboxInsertManyParams writes messages in one round trip.
@@ -82,6 +85,9 @@ type OutboxRow struct {
 	LastError   string
 	CreatedAt   time.Time
 	PublishedAt *time.Time
+	// Packed are the messages of a packed row when they are known in memory (a row handed to the
+	// relay, see OutboxInsertParams.Packed); nil for a row read from the outbox.
+	Packed []*OutboxInsertParams
 }
 
 // OutboxClaimParams leases up to Max publishable messages to a relay. A message is publishable

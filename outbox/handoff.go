@@ -241,7 +241,7 @@ func (s *handoffShard) take(msgs []driver.WrittenMessage, max int, left []int64)
 		m := w.Message
 		s.queue = append(s.queue, &driver.OutboxRow{ID: w.ID, Category: m.Category, Transport: m.Transport, Topic: m.Topic,
 			Key: m.Key, Type: m.Type, MessageID: m.MessageID, Payload: m.Payload, Headers: m.Headers,
-			Status: driver.OutboxStatusNew, CreatedAt: w.CreatedAt})
+			Status: driver.OutboxStatusNew, CreatedAt: w.CreatedAt, Packed: m.Packed})
 		s.queuedAt = append(s.queuedAt, now)
 		taken++
 	}

@@ -60,12 +60,19 @@ func handedOver(rows []*driver.OutboxRow, all []*driver.OutboxRow) []driver.Writ
 // over.
 func writtenFor(t *testing.T, drv driver.Driver, relay *outbox.Relay, msgs ...*outbox.Message) []driver.WrittenMessage {
 	t.Helper()
-	x := &driver.ExecutionInsertParams{ID: uuid.Must(uuid.NewV7()), Model: "workflow", Type: "handoff-test"}
+	var params []*driver.OutboxInsertParams
 	for _, m := range msgs {
 		p, err := m.InsertParams()
 		require.NoError(t, err)
-		x.Outbox = append(x.Outbox, p)
+		params = append(params, p)
 	}
+	return writtenParamsFor(t, drv, relay, params...)
+}
+
+// writtenParamsFor is writtenFor for outbox rows as given.
+func writtenParamsFor(t *testing.T, drv driver.Driver, relay *outbox.Relay, msgs ...*driver.OutboxInsertParams) []driver.WrittenMessage {
+	t.Helper()
+	x := &driver.ExecutionInsertParams{ID: uuid.Must(uuid.NewV7()), Model: "workflow", Type: "handoff-test", Outbox: msgs}
 	handoff := relay.OutboxHandoff()
 	var written []driver.WrittenMessage
 	handoff.Written = func(w []driver.WrittenMessage) { written = append(written, w...) }
@@ -150,6 +157,36 @@ func TestRelayHandoff(t *testing.T) {
 				pub.messageIDs())
 			require.Equal(t, 3.0, counterValue(t, metrics.HandedOff.WithLabelValues("taken")))
 			require.Zero(t, counterValue(t, metrics.HandedOff.WithLabelValues("left")))
+		})
+
+		t.Run("PublishesAPackedRowsMessagesAsWritten", func(t *testing.T) {
+			// A packed row handed over is published message by message from the messages Pack
+			// was given, without parsing the row's payload.
+			pub := newFakePublisher()
+			relay, _ := newRelay(t, pub, time.Hour, 1)
+			var parts []*driver.OutboxInsertParams
+			for _, m := range []*outbox.Message{event("pk"), event("pk"), event("pk")} {
+				p, err := m.InsertParams()
+				require.NoError(t, err)
+				parts = append(parts, p)
+			}
+			packed, err := outbox.Pack(parts)
+			require.NoError(t, err)
+			require.Len(t, packed, 1)
+			written := writtenParamsFor(t, drv, relay, packed...)
+			written[0].Message.Payload = []byte("not the stored row") // never parsed
+			relay.Handoff(written)
+			waitFor(t, "every message published", func() bool { return len(pub.messageIDs()) == len(parts) })
+			pub.mu.Lock()
+			defer pub.mu.Unlock()
+			for i, p := range parts {
+				got := pub.published[i]
+				require.Equal(t, p.MessageID, got.MessageID)
+				require.Equal(t, p.Type, got.Type)
+				require.JSONEq(t, string(p.Payload), string(got.Payload))
+				require.Equal(t, p.Headers, got.Headers)
+				require.Equal(t, written[0].ID, got.ID)
+			}
 		})
 
 		t.Run("LeavesWhatWaitsBehindToTheClaims", func(t *testing.T) {

@@ -76,7 +76,7 @@ func Pack(msgs []*driver.OutboxInsertParams) ([]*driver.OutboxInsertParams, erro
 		common[HeaderPacked] = strconv.Itoa(len(group))
 		out = append(out, &driver.OutboxInsertParams{
 			Category: m.Category, Transport: m.Transport, Topic: m.Topic, Key: m.Key, Type: TypePacked,
-			MessageID: m.MessageID, Payload: payload, Headers: common,
+			MessageID: m.MessageID, Payload: payload, Headers: common, Packed: group,
 		})
 	}
 	return out, nil
@@ -166,6 +166,14 @@ func unpack(rows []*driver.OutboxRow) (msgs []*driver.OutboxRow, owner []int, ba
 	for i, row := range rows {
 		if row.Type != TypePacked {
 			msgs, owner = append(msgs, row), append(owner, i)
+			continue
+		}
+		if row.Packed != nil { // handed over: the messages as written, nothing to parse
+			for _, p := range row.Packed {
+				m := *row
+				m.MessageID, m.Type, m.Payload, m.Headers, m.Packed = p.MessageID, p.Type, p.Payload, p.Headers, nil
+				msgs, owner = append(msgs, &m), append(owner, i)
+			}
 			continue
 		}
 		// A Decoder reads the array in one pass (json.Unmarshal scans it once to validate first).
