@@ -125,8 +125,11 @@ type OutboxClaimParams struct {
 // order; not when there are none. With an empty Holder the messages are only reported: not
 // leased, and without their Previous (0).
 type OutboxHandoff struct {
-	Holder  string
-	Lease   time.Duration
+	// Holder is the lease holder the messages are written leased to (the relay's hand-off).
+	Holder string
+	// Lease is how long they are leased from their write.
+	Lease time.Duration
+	// Written is called after the commit with the messages written.
 	Written func(written []WrittenMessage)
 }
 
