@@ -274,9 +274,10 @@ func (s *handoffShard) next(max int) (send, left []*driver.OutboxRow) {
 	return send, left
 }
 
-// sent records the outcome of the batch being sent: published ones wait to be marked; failed
-// ones go to the claims, with the messages of their keys taken after them.
-func (s *handoffShard) sent(published []int64, failed []*driver.OutboxRow) {
+// sent records the outcome of the batch being sent: the published ones wait to be marked; the
+// others went to the claims, with the messages of their keys taken after them. It reports
+// whether any failed.
+func (s *handoffShard) sent(published []int64) (failed bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ok := make(map[int64]bool, len(published))
@@ -286,15 +287,16 @@ func (s *handoffShard) sent(published []int64, failed []*driver.OutboxRow) {
 	for _, row := range s.sending {
 		if ok[row.ID] {
 			s.marking = append(s.marking, row)
+			continue
 		}
-	}
-	s.sending, s.sendingSince = nil, time.Time{}
-	for _, row := range failed {
+		failed = true
 		if c := s.chains[row.Key]; row.Key != "" && c != nil && (c.brokenFrom == 0 || row.ID < c.brokenFrom) {
 			c.brokenFrom = row.ID
 		}
 		s.forget(row)
 	}
+	s.sending, s.sendingSince = nil, time.Time{}
+	return failed
 }
 
 // forget drops row's key from chains when row is its latest message in the loop: the key's next
@@ -437,24 +439,13 @@ func (r *Relay) handoffLoop(ctx context.Context, s *handoffShard) {
 			}
 			// A failure is recorded as the claims' are (the messages are leased to the
 			// hand-off's holder): the claims retry it when due.
-			published, failed, err := r.publish(ctx, send, r.handoff.holder)
+			published, _, err := r.publish(ctx, send, r.handoff.holder)
 			if err != nil {
 				r.cfg.Logger.Warn("outbox relay: recording failed hand-off publications failed; they wait for their lease to end", "error", err)
 			}
-			var notSent []*driver.OutboxRow
-			if failed {
-				ok := make(map[int64]bool, len(published))
-				for _, id := range published {
-					ok[id] = true
-				}
-				for _, row := range send {
-					if !ok[row.ID] {
-						notSent = append(notSent, row)
-					}
-				}
-				r.Kick()
+			if s.sent(published) {
+				r.Kick() // the claims retry what failed when due
 			}
-			s.sent(published, notSent)
 			r.progressed() // pacing writers may go on
 			select {
 			case s.marks <- struct{}{}:

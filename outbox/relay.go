@@ -278,7 +278,12 @@ func (r *Relay) work(ctx context.Context, signals <-chan struct{}) {
 	// published are the messages the broker accepted, marked by the next claim: while messages
 	// flow one comes within ActivePollInterval, and a mark then costs no statement of its own.
 	var published []int64
-	flush := r.marker(ctx, &published)
+	flush := func() {
+		if err := r.markPublished(ctx, published); err != nil {
+			r.cfg.Logger.Warn("outbox relay: marking failed", "error", err)
+		}
+		published = nil
+	}
 	defer flush()
 	for {
 		for {
@@ -343,17 +348,6 @@ func recordContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 }
 
-// marker returns the function that marks *published (see markPublished) and empties it: a loop
-// calls it when no claim of its own will carry the marks soon.
-func (r *Relay) marker(ctx context.Context, published *[]int64) func() {
-	return func() {
-		if err := r.markPublished(ctx, *published); err != nil {
-			r.cfg.Logger.Warn("outbox relay: marking failed", "error", err)
-		}
-		*published = nil
-	}
-}
-
 // markPublished records messages the broker accepted; unrecorded, they are published again.
 func (r *Relay) markPublished(ctx context.Context, ids []int64) error {
 	if len(ids) == 0 {
@@ -404,21 +398,6 @@ func (r *Relay) runOnce(ctx context.Context, published []int64) (int, []int64, e
 // publish publishes claimed rows, leased to relayID, and defers the failures. It returns the ids
 // the broker accepted, still to be marked, and whether any publication failed.
 func (r *Relay) publish(ctx context.Context, rows []*driver.OutboxRow, relayID string) ([]int64, bool, error) {
-	published, failures := r.send(ctx, rows)
-	if len(failures) == 0 {
-		return published, false, nil
-	}
-	markCtx, markCancel := recordContext(ctx)
-	defer markCancel()
-	r.cfg.Logger.Warn("outbox relay: publications failed; deferred", "count", len(failures), "first_error", failures[0].Error)
-	if _, err := r.exec.OutboxMarkFailed(markCtx, &driver.OutboxMarkFailedParams{Failures: failures, RelayID: relayID, Now: r.cfg.Now()}); err != nil {
-		return published, true, fmt.Errorf("deferring %d failed messages: %w", len(failures), err)
-	}
-	return published, true, nil
-}
-
-// send publishes rows and returns the ids the broker accepted and the failures, not recorded.
-func (r *Relay) send(ctx context.Context, rows []*driver.OutboxRow) ([]int64, []*driver.OutboxFailure) {
 	var published []int64
 	byTransport := map[string][]*driver.OutboxRow{}
 	for _, row := range rows {
@@ -481,7 +460,16 @@ func (r *Relay) send(ctx context.Context, rows []*driver.OutboxRow) ([]int64, []
 		}()
 	}
 	wg.Wait()
-	return published, failures
+	if len(failures) == 0 {
+		return published, false, nil
+	}
+	markCtx, markCancel := recordContext(ctx)
+	defer markCancel()
+	r.cfg.Logger.Warn("outbox relay: publications failed; deferred", "count", len(failures), "first_error", failures[0].Error)
+	if _, err := r.exec.OutboxMarkFailed(markCtx, &driver.OutboxMarkFailedParams{Failures: failures, RelayID: relayID, Now: r.cfg.Now()}); err != nil {
+		return published, true, fmt.Errorf("deferring %d failed messages: %w", len(failures), err)
+	}
+	return published, true, nil
 }
 
 // claimLag is how long the oldest of rows had waited when they were claimed, on the database's

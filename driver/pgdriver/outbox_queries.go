@@ -70,7 +70,7 @@ var plainOutboxInsertSQL = fmt.Sprintf(outboxInsertSQL, "", "", "")
 // and reason of the suspension. With a hand-off holder $15, the messages are written leased to it
 // for $16 microseconds (driver.OutboxHandoff) and returned with their previous messages
 // (writtenReturning).
-const checkpointOutboxSQL = `
+var checkpointOutboxSQL = `
 	INSERT INTO {schema}.outbox (category, transport, topic, key, type, message_id, payload, headers, next_at, created_at, locked_by, locked_until)
 	SELECT t.category, t.transport, t.topic, t.key, t.type, t.message_id,
 		CASE WHEN t.when_suspended
@@ -85,12 +85,11 @@ const checkpointOutboxSQL = `
 		WITH ORDINALITY AS t(category, transport, topic, key, type, message_id, payload, headers, next_at, delay_us, owner, owner_fence, when_suspended, ord)
 	JOIN {schema}.execution e ON e.id = t.owner AND e.fence = t.owner_fence AND (NOT t.when_suspended OR e.status = 'SUSPENDED')
 	ORDER BY t.ord
-	` + "RETURNING id, coalesce(key, '') AS key, CASE WHEN $15::text IS NOT NULL THEN " + previousUnpublishedSQL + ` ELSE 0 END AS previous,
-		created_at, message_id, transport, topic`
+	` + fmt.Sprintf(writtenReturning, "CASE WHEN $15::text IS NOT NULL THEN "+previousUnpublishedSQL+" ELSE 0 END")
 
 // writtenReturning is what a write of outbox messages returns for driver.WrittenMessage, %s
 // being the previous message's id: the row's id, key and created_at, and the columns that tell
-// which of the messages given it is (matchWritten). checkpointOutboxSQL returns the same.
+// which of the messages given it is (matchWritten).
 const writtenReturning = "RETURNING id, coalesce(key, '') AS key, %s AS previous, created_at, message_id, transport, topic"
 
 // previousUnpublishedSQL is, in the RETURNING of an insert into the outbox, the latest
@@ -225,35 +224,27 @@ const outboxClaimSQL = `
 		ORDER BY txid, id
 		LIMIT $2
 	)
-` + outboxLeasePickedSQL
+	UPDATE {schema}.outbox o SET
+		attempts = o.attempts + 1,
+		locked_until = n.now + $3 * interval '1 microsecond',
+		locked_by = $5
+	FROM picked, n
+	WHERE o.id = picked.id
+	RETURNING o.txid::text::bigint, ` + "%s"
 
 func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimParams) ([]*driver.OutboxRow, error) {
 	if params.Max <= 0 || len(params.Transports) == 0 {
 		_, err := e.OutboxMarkPublished(ctx, &driver.OutboxMarkPublishedParams{IDs: params.Published, Now: params.Now})
 		return nil, err
 	}
-	// RETURNING has no order: restore publication order.
-	return e.markAndClaim(ctx, params.Published, params.Now, fmt.Sprintf(outboxClaimSQL, outboxColumnsO),
-		[]any{params.Transports, params.Max, params.Lease.Microseconds(), params.Now, params.RelayID, nullPositive(params.Below)},
-		func(a, b claimedRow) bool {
-			if a.txid != b.txid {
-				return a.txid < b.txid
-			}
-			return a.row.ID < b.row.ID
-		})
-}
-
-// markAndClaim marks the messages published first, so that the claim (claimSQL, returning the
-// txid and the outbox columns) sees them published, in one transaction and round trip, and
-// returns the claimed rows sorted by less.
-func (e *executor) markAndClaim(ctx context.Context, published []int64, now *time.Time, claimSQL string, args []any,
-	less func(a, b claimedRow) bool) ([]*driver.OutboxRow, error) {
+	// The published messages are marked first, so the claim sees them published.
 	var statements []batchStatement
-	mark := len(published) > 0
+	mark := len(params.Published) > 0
 	if mark {
-		statements = append(statements, batchStatement{e.d.sql(outboxMarkSQL), []any{published, now}})
+		statements = append(statements, batchStatement{e.d.sql(outboxMarkSQL), []any{params.Published, params.Now}})
 	}
-	statements = append(statements, batchStatement{e.d.sql(claimSQL), args})
+	statements = append(statements, batchStatement{e.d.sql(fmt.Sprintf(outboxClaimSQL, outboxColumnsO)),
+		[]any{params.Transports, params.Max, params.Lease.Microseconds(), params.Now, params.RelayID, nullPositive(params.Below)}})
 	var out []claimedRow
 	err := e.outboxBatch(ctx, statements, func(results pgx.BatchResults) (err error) {
 		if mark {
@@ -267,24 +258,19 @@ func (e *executor) markAndClaim(ctx context.Context, published []int64, now *tim
 	if err != nil {
 		return nil, err
 	}
-	sortClaimed(out, less)
+	// RETURNING has no order: restore publication order.
+	sortClaimed(out, func(a, b claimedRow) bool {
+		if a.txid != b.txid {
+			return a.txid < b.txid
+		}
+		return a.row.ID < b.row.ID
+	})
 	result := make([]*driver.OutboxRow, len(out))
 	for i, c := range out {
 		result[i] = c.row
 	}
 	return result, nil
 }
-
-// outboxLeasePickedSQL ends the claims: it leases the rows picked (a CTE of their ids) to relay $5
-// for $3 microseconds from n.now, counting an attempt, and returns their txid and columns.
-const outboxLeasePickedSQL = `
-	UPDATE {schema}.outbox o SET
-		attempts = o.attempts + 1,
-		locked_until = n.now + $3 * interval '1 microsecond',
-		locked_by = $5
-	FROM picked, n
-	WHERE o.id = picked.id
-	RETURNING o.txid::text::bigint, ` + "%s"
 
 // nullPositive is n, or NULL when it is not positive.
 func nullPositive(n int64) *int64 {

@@ -145,14 +145,8 @@ func (e *executor) OutboxClaim(ctx context.Context, params *driver.OutboxClaimPa
 	if err != nil {
 		return nil, err
 	}
-	return e.claimRows(ctx, outboxClaimSQL, micros(now.Add(params.Lease)), params.RelayID,
+	rows, err := e.write.QueryContext(ctx, e.d.sql(outboxClaimSQL), micros(now.Add(params.Lease)), params.RelayID,
 		string(transports), micros(now), params.Max, nullPositive(params.Below))
-}
-
-// claimRows runs a claim (query, leasing and returning the outbox columns) and returns the rows
-// it leased in id order.
-func (e *executor) claimRows(ctx context.Context, query string, args ...any) ([]*driver.OutboxRow, error) {
-	rows, err := e.write.QueryContext(ctx, e.d.sql(query), args...)
 	if err != nil {
 		return nil, err
 	}
