@@ -3,6 +3,7 @@ package orchestration_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -241,4 +242,66 @@ func TestLifecycleEventsHandedOffInOrder(t *testing.T) {
 		require.NoError(t, metrics.HandedOff.WithLabelValues("taken").Write(&taken))
 		require.Positive(t, taken.GetCounter().GetValue(), "the hand-off published them")
 	})
+}
+
+// Two engines on one PostgreSQL database, each handing its checkpoints' events to its own relay:
+// executions run on either (and may move between them), and each event reaches Kafka once, per
+// execution in order.
+func TestLifecycleEventsHandedOffByTwoEngines(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	drv := dbtest.Postgres(t)
+	brokers := eventsCluster(t)
+	noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
+	def := workflow.New("handed-off-twice", 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")).
+		Step("c", noop, workflow.DependsOn("a")).Step("d", noop, workflow.DependsOn("b", "c"))
+	var managers []*workflow.Manager
+	var taken float64
+	var metricsOf []*outbox.Metrics
+	for i := range 2 {
+		metrics, err := outbox.NewMetrics(nil)
+		require.NoError(t, err)
+		metricsOf = append(metricsOf, metrics)
+		relay, err := outbox.NewRelay(drv.Executor(), outbox.RelayConfig{Publishers: []outbox.Publisher{kafkaPublisher(t, brokers)},
+			RelayID: fmt.Sprintf("engine-%d", i), PollInterval: 100 * time.Millisecond, Metrics: metrics})
+		require.NoError(t, err)
+		require.NoError(t, relay.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, relay.Stop(context.Background())) })
+		client, rt := kafkaEventsRuntime(t, drv)
+		rt.HandOffOutbox(relay)
+		m, err := workflow.Register(rt, def)
+		require.NoError(t, err)
+		require.NoError(t, client.Start(ctx))
+		t.Cleanup(func() { require.NoError(t, client.Stop(context.Background())) })
+		managers = append(managers, m)
+	}
+	var ids []uuid.UUID
+	for i := range executions {
+		id, err := managers[i%2].Start(ctx, nil)
+		require.NoError(t, err)
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		waitStatus(t, managers[0], id, driver.ExecutionCompleted)
+	}
+	waitFor(t, "the outbox drained", func() bool {
+		rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}, Limit: 1})
+		require.NoError(t, err)
+		return len(rows) == 0
+	})
+	records := consumeAll(t, brokers, orchestration.DefaultEventTopic, executions*perExecution)
+	require.Len(t, records, executions*perExecution, "each event once")
+	perKey := map[string][]orchestration.LifecycleEvent{}
+	for _, r := range records {
+		var ev orchestration.LifecycleEvent
+		require.NoError(t, json.Unmarshal(r.Value, &ev))
+		perKey[string(r.Key)] = append(perKey[string(r.Key)], ev)
+	}
+	requireEachInOrder(t, ids, perKey)
+	for _, metrics := range metricsOf {
+		var m dto.Metric
+		require.NoError(t, metrics.HandedOff.WithLabelValues("taken").Write(&m))
+		taken += m.GetCounter().GetValue()
+	}
+	require.Positive(t, taken, "the hand-offs published them")
 }
