@@ -244,11 +244,11 @@ func (l *lifecycle) outboxMessages(_ *driver.ExecutionRow, events []*cbtype.Life
 	defer l.mu.RUnlock()
 	var out []*driver.OutboxInsertParams
 	for _, ev := range events {
-		payload, err := json.Marshal(ev)
+		id, exec := ev.ID.String(), ev.ExecutionID.String()
+		payload, err := eventJSON(ev, id, exec)
 		if err != nil {
 			continue // a LifecycleEvent always marshals
 		}
-		id, exec := ev.ID.String(), ev.ExecutionID.String()
 		msg := func(transport, topic, key, typ string) *driver.OutboxInsertParams {
 			return &driver.OutboxInsertParams{
 				Category: driver.OutboxCategoryEvent, Transport: transport, Topic: topic, Key: key, Type: typ,

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/jsonappend"
 )
 
 // TypePacked is the type of an outbox row that carries several messages of one key, written by
@@ -107,6 +108,9 @@ func packParts(group []*driver.OutboxInsertParams, common map[string]string) ([]
 	size := 2
 	for _, g := range group {
 		size += len(g.Payload) + len(g.MessageID) + len(g.Type) + 64
+		for k, v := range g.Headers {
+			size += len(k) + len(v) + 6
+		}
 	}
 	buf := make([]byte, 0, size)
 	buf = append(buf, '[')
@@ -117,15 +121,8 @@ func packParts(group []*driver.OutboxInsertParams, common map[string]string) ([]
 		if i > 0 {
 			buf = append(buf, ',')
 		}
-		id, err := json.Marshal(g.MessageID)
-		if err != nil {
-			return nil, err
-		}
-		typ, err := json.Marshal(g.Type)
-		if err != nil {
-			return nil, err
-		}
-		buf = append(append(append(append(buf, `{"id":`...), id...), `,"type":`...), typ...)
+		buf = jsonappend.String(append(buf, `{"id":`...), g.MessageID)
+		buf = jsonappend.String(append(buf, `,"type":`...), g.Type)
 		own := make(map[string]string, len(g.Headers))
 		for k, v := range g.Headers {
 			if _, shared := common[k]; !shared {
@@ -133,11 +130,7 @@ func packParts(group []*driver.OutboxInsertParams, common map[string]string) ([]
 			}
 		}
 		if len(own) > 0 {
-			headers, err := json.Marshal(own)
-			if err != nil {
-				return nil, err
-			}
-			buf = append(append(buf, `,"headers":`...), headers...)
+			buf = jsonappend.StringMap(append(buf, `,"headers":`...), own)
 		}
 		buf = append(append(append(buf, `,"payload":`...), g.Payload...), '}')
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/jsonappend"
 )
 
 var outboxColumnList = []string{"id", "category", "transport", "topic", "key", "type", "message_id",
@@ -147,22 +148,18 @@ func outboxInsertArgs(messages []*driver.OutboxInsertParams, now *time.Time) ([]
 		categories[i], transports[i], topics[i], types[i], messageIDs[i] = string(m.Category), m.Transport, m.Topic, m.Type, m.MessageID
 		keys[i] = nullString(m.Key)
 		payloads[i] = string(m.Payload)
-		h, err := encodeHeaders(m.Headers)
-		if err != nil {
-			return nil, err
-		}
-		headers[i] = h
+		headers[i] = encodeHeaders(m.Headers)
 		nextAts[i], delays[i] = m.NextAt, m.Delay.Microseconds()
 	}
 	return []any{categories, transports, topics, keys, types, messageIDs, payloads, headers, nextAts, now, delays}, nil
 }
 
-func encodeHeaders(h map[string]string) (string, error) {
+// encodeHeaders returns the JSON of a message's headers, "{}" when it has none.
+func encodeHeaders(h map[string]string) string {
 	if len(h) == 0 {
-		return "{}", nil
+		return "{}"
 	}
-	b, err := json.Marshal(h)
-	return string(b), err
+	return string(jsonappend.StringMap(nil, h))
 }
 
 // outboxClaimSQL leases the publishable head of the outbox. pg_snapshot_xmin is the oldest

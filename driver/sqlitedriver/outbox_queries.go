@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/commandbus/commandbus/driver"
+	"github.com/commandbus/commandbus/internal/jsonappend"
 )
 
 const outboxColumns = `id, category, transport, topic, key, type, message_id, payload, headers,
@@ -59,11 +60,7 @@ func insertLeasedOutbox(ctx context.Context, d *Driver, tx *sql.Tx, messages []*
 	for i, m := range messages {
 		headers := "{}"
 		if len(m.Headers) > 0 {
-			b, err := json.Marshal(m.Headers)
-			if err != nil {
-				return err
-			}
-			headers = string(b)
+			headers = string(jsonappend.StringMap(nil, m.Headers))
 		}
 		nextAt := m.NextAt
 		if nextAt == nil && m.Delay > 0 {
