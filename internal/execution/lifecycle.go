@@ -2,7 +2,7 @@ package execution
 
 import (
 	"context"
-	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -48,7 +48,11 @@ func (e *Engine) lifecycleOn() (LifecycleOutbox, bool) {
 // eventID derives an event's id from its execution, the fence of the commit, its position, its
 // type and its subject: the same commit written again yields the same ids.
 func eventID(execution uuid.UUID, fence, position int64, typ cbtype.LifecycleEventType, subject string) uuid.UUID {
-	return uuid.NewSHA1(execution, fmt.Appendf(nil, "lifecycle:%d:%d:%s:%s", fence, position, typ, subject))
+	var buf [96]byte // the name, "lifecycle:<fence>:<position>:<type>:<subject>", on the stack when short
+	name := strconv.AppendInt(append(buf[:0], "lifecycle:"...), fence, 10)
+	name = strconv.AppendInt(append(name, ':'), position, 10)
+	name = append(append(append(append(name, ':'), typ...), ':'), subject...)
+	return uuid.NewSHA1(execution, name)
 }
 
 // onlyLifecycleEntries reports whether entries hold nothing but LIFECYCLE entries (the creation,

@@ -88,3 +88,11 @@ func TestDeriveLifecycle(t *testing.T) {
 	require.Equal(t, "BAD_IBAN", got[0].ErrorCode)
 	require.Equal(t, "b", got[0].StepID)
 }
+
+// An event's id must not change from one version to the next: a commit written again after an
+// upgrade yields the ids its consumers have already seen, and they deduplicate by them.
+func TestEventIDsAreStable(t *testing.T) {
+	execution := uuid.MustParse("5f1d6c2e-6f0b-4f57-9b1e-2c8e2f9f0c11")
+	require.Equal(t, "4154bae4-99df-5251-aa42-057ed152d009", eventID(execution, 7, 16*42+3, cbtype.EventStepSucceeded, "debit").String())
+	require.Equal(t, "3cbcb86e-8eb1-5080-8fd7-85899487c824", eventID(execution, 0, -1, cbtype.EventExecutionStarted, "").String())
+}
