@@ -31,6 +31,9 @@ type handoffShard struct {
 	queuedAt     []time.Time
 	sendingSince time.Time
 	marking      []*driver.OutboxRow
+	// failed is whether the last batch's publication failed in part: until one succeeds, what
+	// waits in the loop waits for the broker, not for the writers to slow down (waiting).
+	failed bool
 	// chains are the keys with messages in the loop: a key's latest message taken, and the first
 	// of its messages that went to the claims instead (after a failed publication), 0 if none.
 	chains map[string]*chain
@@ -295,7 +298,7 @@ func (s *handoffShard) sent(published []int64) (failed bool) {
 		}
 		s.forget(row)
 	}
-	s.sending, s.sendingSince = nil, time.Time{}
+	s.sending, s.sendingSince, s.failed = nil, time.Time{}, failed
 	return failed
 }
 
@@ -340,11 +343,15 @@ func (s *handoffShard) marked(rows []*driver.OutboxRow, now time.Time) {
 	}
 }
 
-// waiting is how long the oldest message handed to the loop and not yet published has waited.
+// waiting is how long the oldest message handed to the loop and not yet published has waited;
+// zero while its publications fail (a broker down is not the writers' doing: Pace must not hold
+// them back for it).
 func (s *handoffShard) waiting(now time.Time) time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
+	case s.failed:
+		return 0
 	case len(s.sending) > 0:
 		return now.Sub(s.sendingSince)
 	case len(s.queue) > 0:

@@ -93,15 +93,26 @@ func claim(t *testing.T, relay *outbox.Relay) {
 	})
 }
 
-// gatedPublisher publishes only once its gate is open.
+// gatedPublisher publishes only once its gate is open (or has a token).
 type gatedPublisher struct {
 	*fakePublisher
-	gate chan struct{}
+	gate    chan struct{}
+	blocked atomic.Int64 // since when a publication waits at the gate (unix ns), 0 if none
 }
 
 func (p *gatedPublisher) Publish(ctx context.Context, msgs []*driver.OutboxRow) []error {
+	p.blocked.Store(time.Now().UnixNano())
 	<-p.gate
+	p.blocked.Store(0)
 	return p.fakePublisher.Publish(ctx, msgs)
+}
+
+// waiting is how long the publication at the gate has waited, 0 if none waits.
+func (p *gatedPublisher) waiting() time.Duration {
+	if since := p.blocked.Load(); since != 0 {
+		return time.Since(time.Unix(0, since))
+	}
+	return 0
 }
 
 // With the hand-off, the lag counts the oldest message handed over and not yet published, from
@@ -136,5 +147,29 @@ func TestRelayPaceHandedOff(t *testing.T) {
 		}
 		require.Len(t, pub.messageIDs(), 1)
 		require.Zero(t, relay.Lag())
+	})
+}
+
+// A failing broker holds nobody back through the hand-off either: once a publication of the
+// hand-off failed, what it sends next waits for the broker, and does not make the relay lag.
+func TestRelayPaceHandedOffFailing(t *testing.T) {
+	t.Parallel()
+	dbtest.Each(t, func(t *testing.T, drv driver.Driver) {
+		pub := &gatedPublisher{fakePublisher: newFakePublisher(), gate: make(chan struct{}, 1)}
+		pub.setFailing(errors.New("broker down"))
+		relay := startRelay(t, drv, outbox.RelayConfig{Publishers: []outbox.Publisher{pub}, PollInterval: time.Hour, Workers: 1})
+		var open sync.Once
+		t.Cleanup(func() { open.Do(func() { close(pub.gate) }) }) // before the relay stops, should the test fail
+
+		pub.gate <- struct{}{} // the first publication goes through, and fails
+		relay.Handoff(writtenFor(t, drv, relay, event("first")))
+		select {
+		case <-pub.signal:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the handed-over message was not published")
+		}
+		relay.Handoff(writtenFor(t, drv, relay, event("second")))
+		waitFor(t, "the next publication to wait for the broker", func() bool { return pub.waiting() > 50*time.Millisecond })
+		require.Zero(t, relay.Lag(), "a message waiting for a failing broker holds no writer back")
 	})
 }

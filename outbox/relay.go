@@ -502,7 +502,7 @@ func (r *Relay) progressed() {
 // had waited in the outbox when it was claimed, or, if longer, how long the oldest message handed
 // over (Handoff) and not yet published has waited. The claims' part is zero after a claim that
 // found nothing, one whose publication failed in part (a broker down is not the writers' doing),
-// and when the relay is stopped.
+// and when the relay is stopped; the hand-off's part, while its last publication failed.
 func (r *Relay) Lag() time.Duration { return max(time.Duration(r.lag.Load()), r.handoffLag()) }
 
 // Pace waits while the relay lags more than maxLag (Lag): until one of its claims finds the
