@@ -26,7 +26,7 @@ func newBenchEventsCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 400, "executions run at once")
 	cmd.Flags().IntVar(&cfg.Rate, "rate", 0, "workflows started per second (0: all at once, a burst)")
 	cmd.Flags().DurationVar(&cfg.MaxLag, "max-lag", 0, "pace the workflows by the relay: checkpoints writing events wait while it lags more than this (0: no pacing)")
-	cmd.Flags().BoolVar(&cfg.Handoff, "handoff", false, "hand each checkpoint's events to the relay right after the commit (orchestration.Runtime.HandOffOutbox) instead of leaving them to its claims")
+	cmd.Flags().BoolVar(&cfg.Handoff, "handoff", true, "hand each checkpoint's events to the relay right after the commit (orchestration.Runtime.HandOffOutbox), as serve and worker do by default (outbox.handoff); --handoff=false leaves them to its claims")
 	return benchSubcommand(cmd, 24, func(ctx context.Context, db *database, logger *slog.Logger, progress io.Writer) (*bench.EventsResult, error) {
 		cfg.Logger, cfg.Progress = logger, progress
 		return bench.RunEvents(ctx, db, cfg)

@@ -92,7 +92,7 @@ func newBenchPaymentsCommand() *cobra.Command {
 	cmd.Flags().IntVar(&cfg.Concurrency, "concurrency", 48, "concurrent-messages of each domain, per instance")
 	cmd.Flags().IntVar(&cfg.Executions, "executions", 400, "concurrent process executions, per instance")
 	cmd.Flags().IntVar(&cfg.Submitters, "submitters", 32, "goroutines calling SubmitPayment in rate mode")
-	cmd.Flags().BoolVar(&cfg.Handoff, "handoff", false, "with --amqp-url, hand each process checkpoint's outbox rows to the instance's relay right after the commit (orchestration.Runtime.HandOffOutbox)")
+	cmd.Flags().BoolVar(&cfg.Handoff, "handoff", true, "with --amqp-url, hand each process checkpoint's outbox rows to the instance's relay right after the commit (orchestration.Runtime.HandOffOutbox), as serve and worker do by default (outbox.handoff); --handoff=false leaves them to its claims")
 	cmd.Flags().IntVar(&cfg.Accounts, "accounts", bench.ChartAccounts, fmt.Sprintf("customers and beneficiaries per currency that rate mode pays from and to, in turn (1 to %d); few accounts measure row-lock convoys on them", bench.ChartAccounts))
 	cmd.Flags().StringVar(&cfg.AMQPURL, "amqp-url", "", "carry --broker-domains over this RabbitMQ (amqp://...) through the outbox relay; empty: the PostgreSQL queue")
 	cmd.Flags().StringSliceVar(&cfg.BrokerDomains, "broker-domains", nil, "domains on the broker with --amqp-url (default fx,payments)")
