@@ -26,10 +26,16 @@ func newBenchCommand() *cobra.Command {
 			"each run uses a fresh schema that is dropped afterwards (--keep to keep it); on SQLite, a\n" +
 			"fresh file in a temporary directory unless --database names one.",
 	}
-	var cpuProfile string
+	var cpuProfile, memProfile string
 	var profileFile *os.File
 	cmd.PersistentFlags().StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of this process (not of the database) to this file, for go tool pprof")
+	cmd.PersistentFlags().StringVar(&memProfile, "memprofile", "", "write a memory profile of this process to this file at the end, with every allocation of the run (go tool pprof -sample_index=alloc_space)")
 	cmd.PersistentPreRunE = func(cmd *cobra.Command, args []string) error {
+		if memProfile != "" {
+			if err := checkWritable(memProfile); err != nil {
+				return fmt.Errorf("--memprofile: %w", err)
+			}
+		}
 		if cpuProfile == "" {
 			return nil
 		}
@@ -45,6 +51,11 @@ func newBenchCommand() *cobra.Command {
 		return nil
 	}
 	cmd.PersistentPostRunE = func(cmd *cobra.Command, args []string) error {
+		if memProfile != "" {
+			if err := writeMemProfile(memProfile); err != nil {
+				return fmt.Errorf("--memprofile: %w", err)
+			}
+		}
 		if profileFile == nil {
 			return nil
 		}
@@ -280,4 +291,26 @@ func spansLabel(spans int64) string {
 		return ""
 	}
 	return fmt.Sprintf(", %d spans", spans)
+}
+
+// checkWritable fails when path cannot be created, before a run whose profile would be lost.
+func checkWritable(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+// writeMemProfile writes the allocations of the run so far to path (pprof's allocs profile).
+func writeMemProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

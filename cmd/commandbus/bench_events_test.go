@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -40,4 +42,18 @@ func TestBenchEventsJSON(t *testing.T) {
 	out = run(t, "bench", "workflow", "--database", sqliteURL(t, "w.db"), "--workflows", "20", "--events", "--json")
 	require.NoError(t, json.Unmarshal([]byte(out), &res), "the output is one JSON object: %s", out)
 	require.InDelta(t, 20*12, res["events"], 0)
+}
+
+func TestBenchMemProfile(t *testing.T) {
+	t.Parallel()
+	profile := filepath.Join(t.TempDir(), "mem.prof")
+	run(t, "bench", "workflow", "--database", sqliteURL(t, "m.db"), "--workflows", "5", "--memprofile", profile, "--json")
+	b, err := os.ReadFile(profile)
+	require.NoError(t, err)
+	require.Greater(t, len(b), 2)
+	require.Equal(t, []byte{0x1f, 0x8b}, b[:2], "a pprof profile, gzipped")
+
+	res := fail(t, "bench", "workflow", "--database", sqliteURL(t, "n.db"), "--workflows", "5", "--memprofile", filepath.Join(t.TempDir(), "missing", "mem.prof"))
+	require.ErrorContains(t, res.err, "--memprofile")
+	require.NotContains(t, res.stdout, "workflows/s", "nothing ran")
 }
