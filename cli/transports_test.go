@@ -18,6 +18,7 @@ import (
 	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/brokerlock"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/rabbittest"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/server/console"
 )
@@ -34,15 +35,7 @@ func (wiredBookFx) Kind() string { return "BookFx" }
 func TestWireTransportsAMQP10(t *testing.T) {
 	t.Parallel()
 	brokerlock.Shared(t) // transport/amqp's broker restart test waits for this test
-	url := "amqp://guest:guest@127.0.0.1:5672/"
-	conn, err := amqp091.Dial(url)
-	if err != nil {
-		if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
-			t.Fatalf("RabbitMQ is required (COMMANDBUS_REQUIRE_RABBITMQ=1) but unreachable at %s: %v", url, err)
-		}
-		t.Skipf("skipping: RabbitMQ unreachable at %s (%v)", url, err)
-	}
-	_ = conn.Close()
+	url := rabbittest.AMQP10(t)
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	prefix := "TW" + hex.EncodeToString(b)

@@ -22,6 +22,7 @@ import (
 	"github.com/commandbus/commandbus/internal/clock"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/internal/plumbing"
+	"github.com/commandbus/commandbus/internal/rabbittest"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/process"
 	"github.com/commandbus/commandbus/transport/amqp"
@@ -71,6 +72,9 @@ func setupBrokers(t *testing.T, drv driver.Driver, transport string) *brokerFixt
 		t.Skipf("RabbitMQ unreachable at %s: %v", url, err)
 	} else {
 		_ = conn.Close()
+	}
+	if transport == commandbus.TransportAMQP10 {
+		url = rabbittest.AMQP10(t)
 	}
 	prefix := "PAY" + uuid.NewString()[:8]
 	brokerclean.Track(t, url, prefix)

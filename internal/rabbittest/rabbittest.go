@@ -2,9 +2,13 @@
 package rabbittest
 
 import (
+	"context"
+	neturl "net/url"
 	"os"
 	"testing"
+	"time"
 
+	amqp "github.com/Azure/go-amqp"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 )
 
@@ -33,4 +37,38 @@ func URL(tb testing.TB) string {
 	tb.Helper()
 	url, _ := Dial(tb)
 	return url
+}
+
+// AMQP10 returns the test RabbitMQ's URL once it accepts an AMQP 1.0 connection too (built into
+// RabbitMQ 4.x; a plugin on 3.x). When it does not, the test is skipped, or fails under
+// COMMANDBUS_REQUIRE_RABBITMQ=1, saying how to turn AMQP 1.0 on.
+func AMQP10(tb testing.TB) string {
+	tb.Helper()
+	url := URL(tb)
+	err := dialAMQP10(url)
+	if err == nil {
+		return url
+	}
+	const enable = "on RabbitMQ 3.x run: rabbitmq-plugins enable rabbitmq_amqp1_0"
+	if os.Getenv("COMMANDBUS_REQUIRE_RABBITMQ") == "1" {
+		tb.Fatalf("RabbitMQ is required (COMMANDBUS_REQUIRE_RABBITMQ=1) but does not accept AMQP 1.0 at %s (%s): %v", url, enable, err)
+	}
+	tb.Skipf("skipping: RabbitMQ does not accept AMQP 1.0 at %s (%s): %v", url, enable, err)
+	return ""
+}
+
+// dialAMQP10 opens and closes an AMQP 1.0 connection to the broker at rawURL.
+func dialAMQP10(rawURL string) error {
+	u, err := neturl.Parse(rawURL)
+	if err != nil {
+		return err
+	}
+	password, _ := u.User.Password()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	conn, err := amqp.Dial(ctx, u.Scheme+"://"+u.Host, &amqp.ConnOptions{SASLType: amqp.SASLTypePlain(u.User.Username(), password)})
+	if err != nil {
+		return err
+	}
+	return conn.Close()
 }
