@@ -253,7 +253,9 @@ type OutboxConfig struct {
 	// outbox messages (lifecycle events, commands for a broker) wait, up to 4 × MaxLag each,
 	// while the relay lags more than MaxLag (see orchestration.Runtime.PaceEvents). Under a load
 	// the CPU cannot carry, messages then wait about MaxLag instead of a growing backlog, and the
-	// executions slow down. Default: 0, off.
+	// executions slow down. A relay whose publications fail holds nobody back. Default: 0, off
+	// (a remote broker's round trip alone can keep the relay behind); 10ms suits a broker beside
+	// the relay.
 	MaxLag Duration `yaml:"max-lag"`
 	// Handoff hands the outbox messages the orchestration runtime writes (lifecycle events,
 	// commands for a broker) to this instance's relay right after each commit: written leased to
