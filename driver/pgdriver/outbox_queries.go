@@ -140,14 +140,17 @@ func outboxInsertArgs(messages []*driver.OutboxInsertParams, now *time.Time) ([]
 	var (
 		categories, transports, topics, types, messageIDs = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		keys                                              = make([]*string, n)
-		payloads, headers                                 = make([]string, n), make([]string, n)
+		payloads, headers                                 = make([][]byte, n), make([][]byte, n) // text[], not copied into strings
 		nextAts                                           = make([]*time.Time, n)
 		delays                                            = make([]int64, n)
 	)
 	for i, m := range messages {
 		categories[i], transports[i], topics[i], types[i], messageIDs[i] = string(m.Category), m.Transport, m.Topic, m.Type, m.MessageID
 		keys[i] = nullString(m.Key)
-		payloads[i] = string(m.Payload)
+		payloads[i] = m.Payload
+		if payloads[i] == nil {
+			payloads[i] = []byte{} // "", not NULL: the cast to jsonb says what is wrong
+		}
 		headers[i] = encodeHeaders(m.Headers)
 		nextAts[i], delays[i] = m.NextAt, m.Delay.Microseconds()
 	}
@@ -155,11 +158,11 @@ func outboxInsertArgs(messages []*driver.OutboxInsertParams, now *time.Time) ([]
 }
 
 // encodeHeaders returns the JSON of a message's headers, "{}" when it has none.
-func encodeHeaders(h map[string]string) string {
+func encodeHeaders(h map[string]string) []byte {
 	if len(h) == 0 {
-		return "{}"
+		return []byte("{}")
 	}
-	return string(jsonappend.StringMap(nil, h))
+	return jsonappend.StringMap(nil, h)
 }
 
 // outboxClaimSQL leases the publishable head of the outbox. pg_snapshot_xmin is the oldest
