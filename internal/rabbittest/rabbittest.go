@@ -45,8 +45,9 @@ func URL(tb testing.TB) string {
 func AMQP10(tb testing.TB) string {
 	tb.Helper()
 	url := URL(tb)
-	err := dialAMQP10(url)
+	conn, err := DialAMQP10(url)
 	if err == nil {
+		_ = conn.Close()
 		return url
 	}
 	const enable = "on RabbitMQ 3.x run: rabbitmq-plugins enable rabbitmq_amqp1_0"
@@ -57,18 +58,15 @@ func AMQP10(tb testing.TB) string {
 	return ""
 }
 
-// dialAMQP10 opens and closes an AMQP 1.0 connection to the broker at rawURL.
-func dialAMQP10(rawURL string) error {
+// DialAMQP10 opens an AMQP 1.0 connection to the broker at rawURL (amqp://user:password@host:port/),
+// within 5 seconds.
+func DialAMQP10(rawURL string) (*amqp.Conn, error) {
 	u, err := neturl.Parse(rawURL)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	password, _ := u.User.Password()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := amqp.Dial(ctx, u.Scheme+"://"+u.Host, &amqp.ConnOptions{SASLType: amqp.SASLTypePlain(u.User.Username(), password)})
-	if err != nil {
-		return err
-	}
-	return conn.Close()
+	return amqp.Dial(ctx, u.Scheme+"://"+u.Host, &amqp.ConnOptions{SASLType: amqp.SASLTypePlain(u.User.Username(), password)})
 }

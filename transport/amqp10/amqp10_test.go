@@ -16,6 +16,7 @@ import (
 	"github.com/commandbus/commandbus/driver/pgdriver"
 	"github.com/commandbus/commandbus/internal/dbtest"
 	"github.com/commandbus/commandbus/internal/plumbing"
+	"github.com/commandbus/commandbus/internal/rabbittest"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/tracecontext"
 	"github.com/commandbus/commandbus/transport/amqp10"
@@ -333,7 +334,7 @@ func testUndecodable(t *testing.T, backedOut bool) {
 	if backedOut {
 		queue = outbox.BackoutQueueName(work)
 	}
-	conn, err := dial(p.url)
+	conn, err := rabbittest.DialAMQP10(p.url)
 	require.NoError(t, err)
 	defer conn.Close()
 	ctx := context.Background()

@@ -2,7 +2,6 @@ package amqp10_test
 
 import (
 	"context"
-	neturl "net/url"
 	"testing"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 
 	"github.com/commandbus/commandbus/internal/brokerclean"
 	"github.com/commandbus/commandbus/internal/brokerlock"
+	"github.com/commandbus/commandbus/internal/rabbittest"
 	"github.com/commandbus/commandbus/transport/amqp10"
 	"github.com/commandbus/commandbus/transport/internal/brokertest"
 )
@@ -26,7 +26,7 @@ func brokerURL(t testing.TB) string {
 	t.Helper()
 	brokerlock.Shared(t) // transport/amqp's broker restart test waits for this test
 	return brokertest.URL(t, "COMMANDBUS_TEST_AMQP10_URL", func(url string) error {
-		conn, err := dial(url)
+		conn, err := rabbittest.DialAMQP10(url)
 		if err == nil {
 			_ = conn.Close()
 		}
@@ -37,21 +37,10 @@ func brokerURL(t testing.TB) string {
 // uniquePrefix isolates a test's queues; they are deleted from the broker at url when t ends.
 func uniquePrefix(t testing.TB, url string) string { return brokertest.Prefix(t, url, "T10") }
 
-func dial(rawURL string) (*amqp.Conn, error) {
-	u, err := neturl.Parse(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	password, _ := u.User.Password()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	return amqp.Dial(ctx, u.Scheme+"://"+u.Host, &amqp.ConnOptions{SASLType: amqp.SASLTypePlain(u.User.Username(), password)})
-}
-
 // receiver attaches to queue over AMQP 1.0 with the broker's address form.
 func receiver(t testing.TB, url, queue string) *amqp.Receiver {
 	t.Helper()
-	conn, err := dial(url)
+	conn, err := rabbittest.DialAMQP10(url)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = conn.Close() })
 	ctx := context.Background()
@@ -68,7 +57,7 @@ func readQueue(t testing.TB, url, queue string, n int) []*amqp.Message {
 	t.Helper()
 	var rcv *amqp.Receiver
 	brokertest.WaitFor(t, "queue "+queue, func() bool {
-		conn, err := dial(url)
+		conn, err := rabbittest.DialAMQP10(url)
 		require.NoError(t, err)
 		sess, err := conn.NewSession(context.Background(), nil)
 		require.NoError(t, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/commandbus/commandbus"
 	"github.com/commandbus/commandbus/driver"
 	"github.com/commandbus/commandbus/internal/dbtest"
+	"github.com/commandbus/commandbus/internal/rabbittest"
 	"github.com/commandbus/commandbus/orchestration"
 	"github.com/commandbus/commandbus/outbox"
 	"github.com/commandbus/commandbus/process"
@@ -109,7 +110,7 @@ func TestForeignHandlerOverAMQP10(t *testing.T) {
 		"headers": map[string]any{"schemaVersion": headers["schemaVersion"]}, "payload": map[string]any{"contract": "FX-MQ"},
 	})
 	require.NoError(t, err)
-	conn, err := dial(p.url)
+	conn, err := rabbittest.DialAMQP10(p.url)
 	require.NoError(t, err)
 	defer conn.Close()
 	sess, err := conn.NewSession(ctx, nil)
