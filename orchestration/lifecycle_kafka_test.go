@@ -221,26 +221,8 @@ func TestLifecycleEventsHandedOffInOrder(t *testing.T) {
 
 		client, rt := kafkaEventsRuntime(t, drv)
 		rt.HandOffOutbox(relay)
-		noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
-		ids := runCompleted(t, client, rt, workflow.New("handed-off", 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")).
-			Step("c", noop, workflow.DependsOn("a")).Step("d", noop, workflow.DependsOn("b", "c")))
-		waitFor(t, "the outbox drained", func() bool {
-			rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}, Limit: 1})
-			require.NoError(t, err)
-			return len(rows) == 0
-		})
-		records := consumeAll(t, brokers, orchestration.DefaultEventTopic, executions*perExecution)
-		require.Len(t, records, executions*perExecution, "each event once: no lease expired")
-		perKey := map[string][]orchestration.LifecycleEvent{}
-		for _, r := range records {
-			var ev orchestration.LifecycleEvent
-			require.NoError(t, json.Unmarshal(r.Value, &ev))
-			perKey[string(r.Key)] = append(perKey[string(r.Key)], ev)
-		}
-		requireEachInOrder(t, ids, perKey)
-		var taken dto.Metric
-		require.NoError(t, metrics.HandedOff.WithLabelValues("taken").Write(&taken))
-		require.Positive(t, taken.GetCounter().GetValue(), "the hand-off published them")
+		ids := runCompleted(t, client, rt, diamond("handed-off"))
+		requireHandedOffOnceInOrder(t, drv, brokers, ids, metrics)
 	})
 }
 
@@ -252,11 +234,8 @@ func TestLifecycleEventsHandedOffByTwoEngines(t *testing.T) {
 	ctx := context.Background()
 	drv := dbtest.Postgres(t)
 	brokers := eventsCluster(t)
-	noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
-	def := workflow.New("handed-off-twice", 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")).
-		Step("c", noop, workflow.DependsOn("a")).Step("d", noop, workflow.DependsOn("b", "c"))
+	def := diamond("handed-off-twice")
 	var managers []*workflow.Manager
-	var taken float64
 	var metricsOf []*outbox.Metrics
 	for i := range 2 {
 		metrics, err := outbox.NewMetrics(nil)
@@ -284,13 +263,28 @@ func TestLifecycleEventsHandedOffByTwoEngines(t *testing.T) {
 	for _, id := range ids {
 		waitStatus(t, managers[0], id, driver.ExecutionCompleted)
 	}
+	requireHandedOffOnceInOrder(t, drv, brokers, ids, metricsOf...)
+}
+
+// diamond is a four-step workflow a → {b, c} → d of no-op steps: perExecution events each.
+func diamond(name string) *workflow.Definition {
+	noop := func(context.Context, *workflow.StepContext) (any, error) { return "ok", nil }
+	return workflow.New(name, 1).Step("a", noop).Step("b", noop, workflow.DependsOn("a")).
+		Step("c", noop, workflow.DependsOn("a")).Step("d", noop, workflow.DependsOn("b", "c"))
+}
+
+// requireHandedOffOnceInOrder waits until the outbox is drained and checks that Kafka holds each
+// lifecycle event of the executions ids once, per execution in order, and that the relays
+// counting into metrics took some of them by the hand-off.
+func requireHandedOffOnceInOrder(t *testing.T, drv driver.Driver, brokers []string, ids []uuid.UUID, metrics ...*outbox.Metrics) {
+	t.Helper()
 	waitFor(t, "the outbox drained", func() bool {
-		rows, err := drv.Executor().OutboxList(ctx, &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}, Limit: 1})
+		rows, err := drv.Executor().OutboxList(context.Background(), &driver.OutboxListParams{Statuses: []driver.OutboxStatus{driver.OutboxStatusNew}, Limit: 1})
 		require.NoError(t, err)
 		return len(rows) == 0
 	})
 	records := consumeAll(t, brokers, orchestration.DefaultEventTopic, executions*perExecution)
-	require.Len(t, records, executions*perExecution, "each event once")
+	require.Len(t, records, executions*perExecution, "each event once: no lease expired")
 	perKey := map[string][]orchestration.LifecycleEvent{}
 	for _, r := range records {
 		var ev orchestration.LifecycleEvent
@@ -298,10 +292,11 @@ func TestLifecycleEventsHandedOffByTwoEngines(t *testing.T) {
 		perKey[string(r.Key)] = append(perKey[string(r.Key)], ev)
 	}
 	requireEachInOrder(t, ids, perKey)
-	for _, metrics := range metricsOf {
-		var m dto.Metric
-		require.NoError(t, metrics.HandedOff.WithLabelValues("taken").Write(&m))
-		taken += m.GetCounter().GetValue()
+	taken := 0.0
+	for _, m := range metrics {
+		var c dto.Metric
+		require.NoError(t, m.HandedOff.WithLabelValues("taken").Write(&c))
+		taken += c.GetCounter().GetValue()
 	}
-	require.Positive(t, taken, "the hand-offs published them")
+	require.Positive(t, taken, "the hand-off published them")
 }
